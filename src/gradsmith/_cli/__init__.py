@@ -1,0 +1,1 @@
+"""Argument parsing and terminal output for each ``gradsmith`` subcommand (one module each)."""

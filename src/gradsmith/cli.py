@@ -1,0 +1,51 @@
+"""The ``gradsmith`` command: a thin dispatcher to ``check``, ``lint`` and ``bench``.
+
+Each subcommand's arguments and output live in ``gradsmith._cli.<name>``, which calls the
+library; nothing in the library imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from gradsmith import __version__
+
+SUBCOMMANDS = {
+    "check": "verify custom autograd Functions (gradients, 2nd order, jvp/vmap, mutation, ...)",
+    "lint": "static analysis of autograd.Function code, with safe fixes",
+    "bench": "speed and saved-for-backward memory of catalog ops against their references",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gradsmith",
+        description="Tools for people who write custom PyTorch gradients.",
+    )
+    parser.add_argument("--version", action="version", version=f"gradsmith {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in SUBCOMMANDS.items():
+        module = importlib.import_module(f"gradsmith._cli.{name}")
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point. Returns the exit code: 0 success, 1 findings/failures, 2 usage error."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return int(args._run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
