@@ -3,7 +3,8 @@
 Public API (everything else is private):
 
 - :func:`check` runs the verifier on a Function or callable and returns a :class:`Report`.
-- :func:`example` registers example inputs on a Function for ``gradsmith check`` and pytest.
+- :func:`example` registers example inputs on a Function for ``gradsmith check`` and pytest;
+  :func:`examples_of` reads them back.
 - :func:`lint` runs the static analyzer and returns its findings.
 - :mod:`gradsmith.functional` and :mod:`gradsmith.nn`: the catalog of verified custom ops.
 - :mod:`gradsmith.testing`: ``assert_gradients`` for test suites.
@@ -26,7 +27,8 @@ _LAZY = {
     "check": ("gradsmith.checker", "check"),
     "Report": ("gradsmith.checker", "Report"),
     "Finding": ("gradsmith.checker", "Finding"),
-    "example": ("gradsmith.checker", "example"),
+    "example": ("gradsmith._example", "example"),
+    "examples_of": ("gradsmith._example", "examples_of"),
     "lint": ("gradsmith.linter", "lint"),
     "functional": ("gradsmith.functional", None),
     "nn": ("gradsmith.nn", None),
