@@ -1,0 +1,152 @@
+"""Memory-efficient scaled dot-product attention: ``_AttentionFn``, ``attention``, ``Attention``.
+
+The forward walks the keys in blocks with an online softmax and saves only ``q, k, v``, the
+output and the O(L) row logsumexp; the backward rebuilds each probability block from the
+logsumexp (FlashAttention-2). A bias that requires grad gets its gradient summed to its own
+shape, so a per-head relative position bias of shape ``(H, L, S)`` costs O(H L S) memory, never
+O(B H L S). Kernels: :mod:`._attention_kernels`; dropout masks: :mod:`._attention_dropout`.
+
+References:
+    Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning",
+    2023. Rabe and Staats, "Self-attention Does Not Need O(n^2) Memory", 2021.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from gradsmith._example import example
+from gradsmith.ops import _attention_args as args
+from gradsmith.ops._attention_dropout import row_keys, threshold
+from gradsmith.ops._attention_kernels import (
+    DEFAULT_BLOCK,
+    attention_backward,
+    attention_forward,
+)
+
+
+def _dropout_state(seed, q, dropout_p, batch_offset):
+    if dropout_p == 0.0:
+        return None
+    keys = row_keys(seed, tuple(q.shape[:-2]), q.shape[-2], batch_offset, q.device)
+    return keys, threshold(dropout_p), dropout_p
+
+
+class _AttentionFn(torch.autograd.Function):
+    """``softmax(q k^T * scale + bias, masked) @ v`` with blockwise recomputation.
+
+    The backward is ``once_differentiable``: it is written with plain tensor ops on saved
+    statistics, so a second derivative through it would be silently wrong; autograd raises
+    instead.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, mask, bias, seed, is_causal, scale, dropout_p, batch_offset, block):
+        dropout = _dropout_state(seed, q, dropout_p, batch_offset)
+        return attention_forward(q, k, v, mask, bias, is_causal, scale, dropout, block)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        q, k, v, mask, bias, seed, is_causal, scale, dropout_p, batch_offset, block = inputs
+        out, lse = output
+        ctx.save_for_backward(q, k, v, mask, bias, seed, out, lse)
+        ctx.mark_non_differentiable(lse)
+        ctx.options = (is_causal, scale, dropout_p, batch_offset, block)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout, _dlse):
+        q, k, v, mask, bias, seed, out, lse = ctx.saved_tensors
+        is_causal, scale, dropout_p, batch_offset, block = ctx.options
+        dropout = _dropout_state(seed, q, dropout_p, batch_offset)
+        need_dbias = bias is not None and ctx.needs_input_grad[4]
+        dq, dk, dv, dbias = attention_backward(q, k, v, out, lse, dout, mask, bias, is_causal,
+                                               scale, dropout, need_dbias, block)
+        return dq, dk, dv, None, dbias, None, None, None, None, None, None
+
+
+def _draw_seed(generator, device):
+    gen_device = generator.device if generator is not None else torch.device("cpu")
+    seed = torch.randint(0, 2**32, (), generator=generator, dtype=torch.int64, device=gen_device)
+    return seed.to(device)
+
+
+def _autocast(q, k, v):
+    """Run in the autocast dtype when autocast is on (as SDPA does); statistics stay fp32."""
+    device_type = q.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    return q, k, v
+
+
+def _small(*shape):
+    return torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+
+
+def _example_bias_mask():
+    mask = torch.rand(2, 5, 7) > 0.3
+    mask[:, 1] = False  # a fully masked row: output 0, gradient 0
+    return _small(2, 2, 5, 3), _small(2, 2, 7, 3), _small(2, 2, 7, 4), mask, _small(2, 5, 7)
+
+
+@example(lambda: (_small(2, 6, 4), _small(2, 6, 4), _small(2, 6, 4)), name="plain")
+@example(lambda: (*_example_bias_mask(), True), name="mask+bias+causal, L != S")
+@example(lambda: (_small(2, 5, 3), _small(2, 6, 3), _small(2, 6, 2), None, None, False, 0.7, 0.3,
+                  torch.Generator().manual_seed(0)), name="dropout")
+def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropout_p=0.0,
+              generator=None, *, dropout_batch_offset=0):
+    """Scaled dot-product attention that saves O(L) statistics instead of the L x S matrix.
+
+    Computes ``softmax(q @ k^T * scale + bias, masked) @ v`` blockwise over the keys (online
+    softmax). Saved for backward: ``q, k, v``, the output, the float32 row logsumexp, and the
+    mask and bias if given. The backward recomputes the scores block by block and is
+    ``once_differentiable`` (double backward raises).
+
+    Args:
+        q: queries ``(..., L, d)``.
+        k: keys ``(..., S, d)``, same batch dims as ``q``.
+        v: values ``(..., S, dv)``.
+        mask: bool tensor broadcastable to ``(..., L, S)``; True = attend (like SDPA's bool
+            ``attn_mask``). A row with no True entry returns 0 (not NaN) and gets zero gradient.
+        bias: float tensor broadcastable to ``(..., L, S)`` added to the scores; differentiable,
+            its gradient is summed to its own shape (relative position bias, ALiBi).
+        is_causal: query ``i`` attends keys ``j <= i`` (top-left aligned, like SDPA, also for
+            ``L != S``); combines with ``mask``.
+        scale: score scale; ``1 / sqrt(d)`` if None.
+        dropout_p: probability of dropping an attention weight, in ``[0, 1)``.
+        generator: draws the dropout seed; the mask itself is a hash of (seed, row, column),
+            regenerated in backward, so the same generator state gives the same mask.
+        dropout_batch_offset: index of this batch's first sample in a global batch, so that a
+            data-parallel rank draws the masks one process would draw for those samples.
+
+    Returns:
+        Tensor ``(..., L, dv)`` in the dtype of ``q`` (the autocast dtype under autocast).
+
+    Raises:
+        GradsmithError: on mismatched shapes, dtypes or devices, a non-bool mask, a bias or
+            mask that does not broadcast to ``(..., L, S)``, ``scale <= 0``, or ``dropout_p``
+            outside ``[0, 1)``.
+
+    Example:
+        >>> q, k, v = torch.randn(2, 4, 16, 8), torch.randn(2, 4, 20, 8), torch.randn(2, 4, 20, 8)
+        >>> out = attention(q, k, v, is_causal=True)
+        >>> ref = torch.nn.functional.scaled_dot_product_attention(
+        ...     q, k, v, attn_mask=torch.ones(16, 20, dtype=torch.bool).tril())
+        >>> torch.allclose(out, ref, atol=1e-5)
+        True
+    """
+    args.check_qkv(q, k, v)
+    full = (*q.shape[:-2], q.shape[-2], k.shape[-2])
+    mask = args.check_mask(mask, full)
+    bias = args.check_bias(bias, full, q.device)
+    is_causal, scale, dropout_p, generator, offset = args.check_options(
+        is_causal, scale, dropout_p, generator, dropout_batch_offset, q.shape[-1])
+    q, k, v = _autocast(q, k, v)
+    seed = _draw_seed(generator, q.device) if dropout_p > 0 else None
+    out, _ = _AttentionFn.apply(q, k, v, mask, bias, seed, is_causal, scale, dropout_p, offset,
+                                DEFAULT_BLOCK)
+    return out

@@ -1,0 +1,203 @@
+"""Blockwise attention kernels: online-softmax forward and FlashAttention-2 style backward.
+
+Plain tensor code with no autograd and no Python branching on tensor values, so that the same
+functions run eagerly, under ``torch.func.vmap`` (through ``generate_vmap_rule``) and under
+``torch.compile(fullgraph=True)``. Shapes: ``q (..., L, d)``, ``k (..., S, d)``, ``v (..., S, dv)``;
+``mask`` (bool, True = keep) and ``bias`` broadcast to ``(..., L, S)``.
+
+The key dimension is walked in blocks. The forward keeps, per query row, the running maximum
+``m``, the running normaliser ``l`` and the unnormalised output, and returns the output and the
+row logsumexp ``lse = m + log(l)``: the only statistic the backward needs to rebuild every
+probability block as ``exp(s - lse)``. With ``causal`` (top-left aligned, like SDPA), a key block
+starting at ``j0`` only touches query rows ``i >= j0``, so those blocks skip the rows above.
+
+Rows whose keys are all masked get output 0 and ``lse = +inf``, so that their recomputed
+probabilities are ``exp(-inf) = 0`` and their gradients 0 instead of NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gradsmith.ops._attention_dropout import keep_mask
+
+_NEG_INF = float("-inf")
+
+# Key-block width. Tuned on a 2-core CPU at L = S = 1024, d = 64 (benchmarks/attention_vs_sdpa.py
+# --tune): large enough that each block is a few big matmuls, small enough that the
+# (..., L, block) score tile stays a fraction of the full L x S matrix.
+DEFAULT_BLOCK = 256
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Softmax statistics and accumulators run in float32 for half and bfloat16 inputs."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _tile(t: torch.Tensor, r0: int, j0: int, j1: int) -> torch.Tensor:
+    """Rows ``r0:`` and key columns ``j0:j1`` of a tensor broadcastable to (..., L, S)."""
+    if t.shape[-1] != 1:
+        t = t[..., j0:j1]
+    if t.dim() >= 2 and t.shape[-2] != 1 and r0 > 0:
+        t = t[..., r0:, :]
+    return t
+
+
+def _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype):
+    """Masked, biased scores of query rows ``r0:`` against keys ``j0:j1``."""
+    s = torch.matmul(qs[..., r0:, :], k[..., j0:j1, :].transpose(-2, -1))
+    if s.dtype != acc_dtype:
+        s = s.to(acc_dtype)
+    if bias is not None:
+        s = s + _tile(bias, r0, j0, j1)
+    if mask is not None:
+        s = s.masked_fill(~_tile(mask, r0, j0, j1), _NEG_INF)
+    if causal and j1 - 1 > r0:
+        rows = torch.arange(r0, qs.shape[-2], device=s.device).unsqueeze(-1)
+        cols = torch.arange(j0, j1, device=s.device)
+        s = s.masked_fill(cols > rows, _NEG_INF)
+    return s
+
+
+def _blocks(L: int, S: int, causal: bool, block: int):
+    """(r0, j0, j1) for every key block that touches at least one query row."""
+    for j0 in range(0, S, block):
+        r0 = j0 if causal else 0
+        if r0 < L:
+            yield r0, j0, min(j0 + block, S)
+
+
+def _dropout_scale(s, dropout, r0, j0, j1):
+    """Multiplier ``keep / (1 - p)`` for the tile, regenerated from the counter-based hash."""
+    keys, threshold, p = dropout
+    keep = keep_mask(keys[..., r0:, :], j0, j1, threshold)
+    return keep.to(s.dtype) * (1.0 / (1.0 - p))
+
+
+def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT_BLOCK):
+    """Blockwise forward; returns ``(out, lse)`` with ``lse`` in the accumulation dtype.
+
+    ``dropout`` is None or ``(row_keys, threshold, p)`` from :mod:`._attention_dropout`.
+    """
+    L, S = q.shape[-2], k.shape[-2]
+    acc_dtype = accumulation_dtype(q.dtype)
+    qs = q * scale
+    m = l_sum = acc = None
+    for r0, j0, j1 in _blocks(L, S, causal, block):
+        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype)
+        m_blk = s.amax(-1)
+        if m is None:  # first block: always r0 = 0, so it initialises every row
+            m_new, m_safe = m_blk, m_blk.masked_fill(m_blk == _NEG_INF, 0.0)
+            p = s.sub_(m_safe.unsqueeze(-1)).exp_()
+            l_sum = p.sum(-1)
+            if dropout is not None:
+                p = p * _dropout_scale(p, dropout, r0, j0, j1)
+            acc = torch.matmul(p.to(v.dtype), v[..., j0:j1, :]).to(acc_dtype)
+            m = m_new
+            continue
+        m_old = m[..., r0:]
+        m_new = torch.maximum(m_old, m_blk)
+        m_safe = m_new.masked_fill(m_new == _NEG_INF, 0.0)
+        p = s.sub_(m_safe.unsqueeze(-1)).exp_()
+        alpha = (m_old - m_safe).exp()
+        l_rows = l_sum[..., r0:] * alpha + p.sum(-1)
+        if dropout is not None:
+            p = p * _dropout_scale(p, dropout, r0, j0, j1)
+        pv = torch.matmul(p.to(v.dtype), v[..., j0:j1, :]).to(acc_dtype)
+        acc_rows = acc[..., r0:, :] * alpha.unsqueeze(-1) + pv
+        m, l_sum, acc = _put_rows(m, m_new, r0), _put_rows(l_sum, l_rows, r0), _put_rows(
+            acc, acc_rows, r0, matrix=True)
+    empty = l_sum == 0
+    out = acc / l_sum.masked_fill(empty, 1.0).unsqueeze(-1)
+    lse = (m + l_sum.log()).masked_fill(empty, float("inf"))
+    return out.to(q.dtype), lse
+
+
+def _put_rows(full, rows, r0, matrix=False):
+    """``full`` with its rows ``r0:`` replaced by ``rows`` (out of place, vmap friendly)."""
+    if r0 == 0:
+        return rows
+    head = full[..., :r0, :] if matrix else full[..., :r0]
+    return torch.cat([head, rows], dim=-2 if matrix else -1)
+
+
+def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropout,
+                       need_dbias, block=DEFAULT_BLOCK):
+    """Blockwise backward; returns ``(dq, dk, dv, dbias)`` (``dbias`` None unless needed).
+
+    With ``P = exp(S - lse)``, ``Z`` the dropout keep-scale and ``D = rowsum(dO * O)``:
+    ``dV = (P Z)^T dO``, ``dP = (dO V^T) Z``, ``dS = P (dP - D)``, ``dQ = scale dS K``,
+    ``dK = scale dS^T Q``, ``dBias = dS`` summed to the bias's shape.
+    """
+    L, S = q.shape[-2], k.shape[-2]
+    acc_dtype = accumulation_dtype(q.dtype)
+    qs = q * scale
+    dout = dout.to(q.dtype)
+    delta = (dout.to(acc_dtype) * out.to(acc_dtype)).sum(-1)
+    dq = None
+    dk_blocks, dv_blocks, dbias_parts = [], [], []
+    for r0, j0, j1 in _blocks(L, S, causal, block):
+        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype)
+        p = s.sub_(lse[..., r0:].unsqueeze(-1)).exp_()
+        do_rows = dout[..., r0:, :]
+        zscale = _dropout_scale(p, dropout, r0, j0, j1) if dropout is not None else None
+        pz = p if zscale is None else p * zscale
+        dv_blocks.append(torch.matmul(pz.transpose(-2, -1).to(v.dtype), do_rows))
+        dp = torch.matmul(do_rows, v[..., j0:j1, :].transpose(-2, -1)).to(acc_dtype)
+        if zscale is not None:
+            dp = dp * zscale
+        ds = (dp - delta[..., r0:].unsqueeze(-1)) * p
+        ds_c = ds.to(q.dtype)
+        dq_rows = torch.matmul(ds_c, k[..., j0:j1, :]).to(acc_dtype)
+        dq_rows = F.pad(dq_rows, (0, 0, r0, 0)) if r0 else dq_rows
+        dq = dq_rows if dq is None else dq + dq_rows
+        dk_blocks.append(torch.matmul(ds_c.transpose(-2, -1), qs[..., r0:, :]))
+        if need_dbias:
+            dbias_parts.append((j0, j1, _reduce_to_bias(ds, bias.shape, r0)))
+    dk = _fill_blocks(dk_blocks, k, S)
+    dv = _fill_blocks(dv_blocks, v, S)
+    dq = (dq * scale).to(q.dtype)
+    dbias = _assemble_dbias(dbias_parts, bias, S) if need_dbias else None
+    return dq, dk.to(k.dtype), dv.to(v.dtype), dbias
+
+
+def _fill_blocks(blocks, like, S):
+    """Concatenate per-block key gradients; causal blocks past the last query row are zero."""
+    done = sum(b.shape[-2] for b in blocks)
+    if done < S:
+        blocks = [*blocks, torch.zeros_like(like[..., done:, :])]
+    return torch.cat(blocks, dim=-2) if len(blocks) > 1 else blocks[0]
+
+
+def _reduce_to_bias(ds, bias_shape, r0):
+    """Sum a (..., L - r0, block) score gradient to the matching tile of the bias's shape."""
+    rows_full = len(bias_shape) >= 2 and bias_shape[-2] != 1
+    target = list(bias_shape)
+    if target[-1] != 1:
+        target[-1] = ds.shape[-1]
+    if rows_full:
+        target[-2] = ds.shape[-2]
+    red = ds.sum_to_size(target)
+    if rows_full and r0:
+        red = F.pad(red, (0, 0, r0, 0))
+    return red
+
+
+def _assemble_dbias(parts, bias, S):
+    """Bias gradient from per-block partial sums, in the bias's shape and dtype."""
+    if bias.shape[-1] == 1:
+        total = parts[0][2]
+        for _, _, red in parts[1:]:
+            total = total + red
+        return total.to(bias.dtype)
+    tiles = [red for _, _, red in parts]
+    covered = parts[-1][1]
+    if covered < S:
+        tail = list(tiles[0].shape)
+        tail[-1] = S - covered
+        tiles.append(tiles[0].new_zeros(tail))
+    return torch.cat(tiles, dim=-1).to(bias.dtype)
+
+
+__all__ = ["DEFAULT_BLOCK", "accumulation_dtype", "attention_backward", "attention_forward"]
