@@ -1,0 +1,187 @@
+"""gradsmith attention vs torch.nn.functional.scaled_dot_product_attention: time and saved bytes.
+
+Forward+backward time: median (and interquartile spread) of interleaved runs in one process,
+after warm-up, alternating which op goes first. Saved bytes: every tensor autograd packs for
+backward (``saved_tensors_hooks``), each storage counted once.
+
+    python benchmarks/attention_vs_sdpa.py                 # the issue's targets, writes results/
+    python benchmarks/attention_vs_sdpa.py --tune          # key-block sweep
+    python benchmarks/attention_vs_sdpa.py --repeats 5 --no-write   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from gradsmith.functional import attention
+from gradsmith.ops._attention import _AttentionFn
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def saved_bytes(fn) -> int:
+    """Bytes of the distinct storages autograd saves while ``fn()`` builds its graph."""
+    storages = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    del out
+    return sum(storages.values())
+
+
+def fwd_bwd_seconds(fn, inputs) -> float:
+    for t in inputs:
+        t.grad = None
+    start = time.perf_counter()
+    fn().sum().backward()
+    return time.perf_counter() - start
+
+
+def compare(ours, ref, inputs, repeats: int, warmup: int = 2) -> dict:
+    """Interleaved timing of two closures; ratios are ours / ref."""
+    for _ in range(warmup):
+        fwd_bwd_seconds(ours, inputs), fwd_bwd_seconds(ref, inputs)
+    t_ours, t_ref = [], []
+    for i in range(repeats):
+        pair = [(ours, t_ours), (ref, t_ref)]
+        for fn, sink in pair if i % 2 == 0 else pair[::-1]:
+            sink.append(fwd_bwd_seconds(fn, inputs))
+    b_ours, b_ref = saved_bytes(ours), saved_bytes(ref)
+    return {
+        "ours_s": _summary(t_ours), "ref_s": _summary(t_ref),
+        "time_ratio": statistics.median(t_ours) / statistics.median(t_ref),
+        "ours_saved_bytes": b_ours, "ref_saved_bytes": b_ref,
+        "saved_ratio": b_ours / b_ref,
+    }
+
+
+def _summary(ts: list[float]) -> dict:
+    q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+    return {"median": statistics.median(ts), "q1": q[0], "q3": q[2], "n": len(ts)}
+
+
+def make_inputs(batch, heads, length, dim, with_bias, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(batch, heads, length, dim, generator=g, requires_grad=True)
+               for _ in range(3))
+    bias = (torch.randn(heads, length, length, generator=g, requires_grad=True)
+            if with_bias else None)
+    return q, k, v, bias
+
+
+def case(batch, heads, length, dim, with_bias, repeats, causal=False):
+    q, k, v, bias = make_inputs(batch, heads, length, dim, with_bias)
+    inputs = [t for t in (q, k, v, bias) if t is not None]
+
+    def ours():
+        return attention(q, k, v, bias=bias, is_causal=causal)
+
+    def ref():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal)
+
+    row = compare(ours, ref, inputs, repeats)
+    row.update(batch=batch, heads=heads, length=length, dim=dim, bias=with_bias, causal=causal)
+    return row
+
+
+def tune(repeats):
+    """Key-block sweep: the time of each block size relative to SDPA."""
+    rows = []
+    for with_bias in (False, True):
+        q, k, v, bias = make_inputs(4, 4, 1024, 64, with_bias)
+        inputs = [t for t in (q, k, v, bias) if t is not None]
+        for block in (128, 192, 256, 384, 512, 1024):
+            def ours(block=block):
+                return _AttentionFn.apply(q, k, v, None, bias, None, False, 0.125, 0.0, 0,
+                                          block)[0]
+
+            def ref():
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+            r = compare(ours, ref, inputs, repeats)
+            rows.append({"bias": with_bias, "block": block, "time_ratio": r["time_ratio"],
+                         "ours_median_s": r["ours_s"]["median"]})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def environment() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"torch": torch.__version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "cpu": cpu, "threads": torch.get_num_threads(),
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def to_markdown(rows, env) -> str:
+    lines = [
+        "# attention vs F.scaled_dot_product_attention (fp32, forward+backward)", "",
+        "| B | H | L | d | bias (H,L,S) grad | causal | ours median s [IQR] | SDPA median s [IQR] "
+        "| time ratio | saved MiB ours / SDPA | saved ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        o, s = r["ours_s"], r["ref_s"]
+        lines.append(
+            f"| {r['batch']} | {r['heads']} | {r['length']} | {r['dim']} | {r['bias']} | "
+            f"{r['causal']} | {o['median']:.3f} [{o['q1']:.3f}, {o['q3']:.3f}] | "
+            f"{s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {r['time_ratio']:.2f} | "
+            f"{r['ours_saved_bytes'] / 2**20:.1f} / {r['ref_saved_bytes'] / 2**20:.1f} | "
+            f"{r['saved_ratio']:.2f} |")
+    lines += ["", "Environment: " + ", ".join(f"{k}={v}" for k, v in env.items()), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--tune", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    ns = parser.parse_args(argv)
+    torch.manual_seed(0)
+    env = environment()
+    if ns.tune:
+        rows = tune(ns.repeats)
+        if not ns.no_write:
+            (RESULTS / "attention_block_tuning.json").write_text(
+                json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+        return 0
+    rows = []
+    for batch in (2, 4):
+        for with_bias in (False, True):
+            rows.append(case(batch, 4, 1024, 64, with_bias, ns.repeats))
+            print(json.dumps(rows[-1]), flush=True)
+    rows.append(case(4, 4, 1024, 64, False, ns.repeats, causal=True))
+    print(json.dumps(rows[-1]), flush=True)
+    md = to_markdown(rows, env)
+    print(md)
+    if not ns.no_write:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "attention_vs_sdpa.json").write_text(
+            json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+        (RESULTS / "attention_vs_sdpa.md").write_text(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
