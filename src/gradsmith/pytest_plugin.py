@@ -1,1 +1,119 @@
-"""pytest plugin entry point (``pytest --gradsmith PATH``); the CLI helper fills it in."""
+"""pytest plugin: ``pytest --gradsmith PATH`` turns every Function found in PATH into a test.
+
+Installed with gradsmith (entry point ``pytest11: gradsmith``) and inert unless ``--gradsmith``
+is given. PATH takes the same targets as ``gradsmith check`` (file, directory, dotted module,
+``file.py::Name``) and may be repeated. Each Function or registered function becomes one item
+per registered example (or one item on synthesised inputs); a failing item shows the
+verifier's report, and a Function without usable inputs is skipped with the fix. Items run in
+the pytest process (no isolation), and ``-k`` selects them like any test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gradsmith._errors import GradsmithUsageError
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gradsmith", "gradsmith: verify custom autograd Functions")
+    group.addoption("--gradsmith", action="append", default=[], metavar="PATH",
+                    help="check the autograd Functions in PATH (file, directory, dotted module "
+                         "or file.py::Name) as test items; repeatable")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    targets = config.getoption("gradsmith")
+    if not targets:
+        return
+    from gradsmith.discovery import resolve_targets
+
+    try:
+        config._gradsmith_sources = resolve_targets(targets, cwd=config.invocation_params.dir)
+    except GradsmithUsageError as exc:
+        raise pytest.UsageError(f"--gradsmith: {exc}") from None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselection, so those apply to our items too
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    sources = getattr(config, "_gradsmith_sources", None)
+    if not sources:
+        return
+    from gradsmith._runner import display_name
+    from gradsmith.discovery import TargetImportError, list_candidates
+
+    seen: set[str] = set()
+    for source in sources:
+        try:
+            listing = list_candidates(source)
+        except GradsmithUsageError as exc:
+            raise pytest.UsageError(f"--gradsmith: {exc}") from None
+        except TargetImportError as exc:
+            items.append(ImportFailedItem.from_parent(session, name=source.label,
+                                                      message=str(exc)))
+            continue
+        for label, message in listing.errors:
+            items.append(ImportFailedItem.from_parent(session, name=label, message=message))
+        for candidate in listing.candidates:
+            if candidate.key in seen:
+                continue
+            seen.add(candidate.key)
+            for index in range(len(candidate.examples)) if candidate.examples else [None]:
+                items.append(GradsmithItem.from_parent(
+                    session, name=display_name(candidate, index) if candidate.examples
+                    else candidate.ref.label, candidate=candidate, example_index=index))
+
+
+class GradsmithCheckFailed(Exception):
+    """Raised by a failing item; carries the result row."""
+
+    def __init__(self, result: dict) -> None:
+        super().__init__(result["name"])
+        self.result = result
+
+
+class GradsmithItem(pytest.Item):
+    """One Function (and one of its examples) checked by :func:`gradsmith.check`."""
+
+    def __init__(self, *, candidate, example_index, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.candidate = candidate
+        self.example_index = example_index
+
+    def runtest(self) -> None:
+        from gradsmith._runner import check_candidate
+
+        result = check_candidate(self.candidate, self.example_index, {})
+        if result["verdict"] == "skip":
+            pytest.skip(result["reason"])
+        if result["verdict"] == "fail":
+            raise GradsmithCheckFailed(result)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, GradsmithCheckFailed):
+            r = excinfo.value.result
+            return "\n".join(x for x in (f"gradsmith check {r['name']} failed",
+                                         r["inputs"] and f"inputs: {r['inputs']}",
+                                         r["reason"], r["text"]) if x)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"gradsmith: {self.name}"
+
+
+class ImportFailedItem(pytest.Item):
+    """A target that could not be imported: one failing item, so the run cannot look green."""
+
+    def __init__(self, *, message: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.message = message
+
+    def runtest(self) -> None:
+        raise GradsmithCheckFailed({"name": self.name, "inputs": None, "text": None,
+                                    "reason": f"import failed: {self.message}"})
+
+    repr_failure = GradsmithItem.repr_failure
+
+    def reportinfo(self):
+        return self.path, None, f"gradsmith: {self.name}"

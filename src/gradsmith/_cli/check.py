@@ -1,0 +1,109 @@
+"""``gradsmith check``: arguments, and the glue from the command line to the library.
+
+Exit codes: 0 at least one Function checked and none failed (skips allowed); 1 a failure, or
+nothing could be checked (only skips); 2 a usage or import error (bad path, unknown ``::Name``,
+syntax or import error in a target, bad option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from gradsmith._errors import GradsmithError
+
+_DEFAULT_TIMEOUT = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``gradsmith check``."""
+    parser.add_argument(
+        "targets", nargs="*", metavar="TARGET",
+        help="file, directory, dotted module, or file.py::Name / module::Name "
+             "(default: the embedded examples and the op catalog)")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text table (default) or a JSON document on stdout")
+    parser.add_argument("--html", metavar="FILE",
+                        help="write a self-contained HTML report with Jacobian heatmaps of "
+                             "gradient mismatches (needs: pip install 'gradsmith[html]')")
+    parser.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="S",
+                        help=f"seconds allowed per Function and example (default "
+                             f"{_DEFAULT_TIMEOUT:g}); a hang becomes a failed row")
+    parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                        help="worker processes (default: number of CPUs, at most 4)")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="run user code in this process: faster start, but a crash or hang "
+                             "takes the run down and --timeout is not enforced")
+    parser.add_argument("-k", dest="pattern", metavar="PATTERN",
+                        help="only check names containing PATTERN (globs * ? allowed)")
+    parser.add_argument("--approximate", action="store_true",
+                        help="measure gradient quality (relative error, cosine) instead of "
+                             "judging: for wrappers of external code")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="also print the full report of passing Functions")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the check described by ``args``; return the exit code."""
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)
+    try:
+        _validate(args)
+        sources = _sources(args.targets)
+    except GradsmithError as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, soft_wrap=True)
+        return 2
+    from gradsmith._checkrun import run_check
+    from gradsmith._cli._check_output import Output
+
+    output = Output(args.format, verbose=args.verbose)
+    try:
+        result = run_check(
+            sources,
+            options={"approximate": True} if args.approximate else {},
+            isolate=not args.no_isolate,
+            jobs=args.jobs or min(4, os.cpu_count() or 1),
+            timeout=args.timeout,
+            html=bool(args.html),
+            pattern=args.pattern,
+            progress=output.progress,
+        )
+    except GradsmithError as exc:  # the worker pool could not start at all
+        output.close()
+        err.print(f"[red]error:[/red] {exc}", markup=True, soft_wrap=True)
+        return 2
+    output.close()
+    for message in result.usage_errors:
+        err.print(f"[red]error:[/red] {message}", markup=True, soft_wrap=True)
+    output.render(result, args.targets)
+    if args.html:
+        from gradsmith._html import write_html
+
+        write_html(args.html, result)
+        if args.format == "text":
+            output.console.print(f"HTML report written to {args.html}")
+    return result.exit_code()
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if not args.timeout > 0:
+        raise GradsmithError(f"check: --timeout must be a positive number of seconds, got "
+                             f"{args.timeout:g}; e.g. --timeout 60")
+    if args.jobs is not None and args.jobs < 1:
+        raise GradsmithError(f"check: --jobs must be >= 1, got {args.jobs}; e.g. --jobs 2")
+    if args.html:
+        from gradsmith._html import require_matplotlib
+
+        require_matplotlib()
+        folder = os.path.dirname(os.path.abspath(args.html))
+        if not os.path.isdir(folder):
+            raise GradsmithError(f"check: --html {args.html!r}: directory {folder} does not "
+                                 "exist; create it or choose another path")
+
+
+def _sources(targets: list[str]):
+    from gradsmith.discovery import default_sources, resolve_targets
+
+    return resolve_targets(targets) if targets else default_sources()
+

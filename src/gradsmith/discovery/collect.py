@@ -1,0 +1,240 @@
+"""Import a :class:`~gradsmith.discovery.targets.Source` and list what it offers to check.
+
+A candidate is a ``torch.autograd.Function`` subclass defined in the module, or any callable
+with a registered example (see :func:`gradsmith.example`). Candidates travel to worker
+processes as :class:`Ref` records (where to import from, which attribute), never as objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import pkgutil
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from gradsmith._errors import GradsmithUsageError
+from gradsmith._example import examples_of
+from gradsmith.discovery.targets import Source
+
+
+class TargetImportError(Exception):
+    """User code could not be imported; the message carries the user's traceback tail."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where to find one candidate: a module (by file path or dotted name) and an attribute."""
+
+    kind: str
+    location: str
+    attr: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One object to check, with the labels of its registered examples (empty: none)."""
+
+    ref: Ref
+    key: str
+    examples: tuple[str, ...]
+
+
+@dataclass
+class Listing:
+    """What a source offers: candidates, and modules that failed to import (label, message)."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+def list_candidates(source: Source) -> Listing:
+    """Import ``source`` and list its candidates in definition order.
+
+    Args:
+        source: a resolved target.
+
+    Returns:
+        A :class:`Listing`. A package lists its submodules too; one that fails to import is
+        an entry in ``errors``, and the others are still listed.
+
+    Raises:
+        GradsmithUsageError: a name picked with ``::Name`` does not exist or cannot be checked.
+        TargetImportError: the source itself cannot be imported.
+
+    Example:
+        >>> from gradsmith.discovery import Source, list_candidates
+        >>> src = Source("module", "gradsmith.discovery.collect", "collect")
+        >>> list_candidates(src).candidates
+        []
+    """
+    if source.problem:
+        raise TargetImportError(source.problem)
+    module = load_module(source.kind, source.location)
+    if source.names is not None:
+        return Listing([_named(module, source, name) for name in source.names])
+    listing = Listing(list(_members(module, source, source.label)))
+    for sub_name in _submodules(module):
+        try:
+            sub = load_module("module", sub_name)
+        except TargetImportError as exc:
+            listing.errors.append((sub_name, str(exc)))
+            continue
+        listing.candidates.extend(_members(sub, Source("module", sub_name, sub_name,
+                                                       registered_only=source.registered_only,
+                                                       include_reexports=source.include_reexports),
+                                           sub_name))
+    return listing
+
+
+def resolve_ref(ref: Ref) -> Any:
+    """Import the module of ``ref`` and return the object it names."""
+    return _getattr_path(load_module(ref.kind, ref.location), ref.attr)
+
+
+def load_module(kind: str, location: str) -> ModuleType:
+    """Import a module by dotted name or file path; user errors become TargetImportError."""
+    try:
+        if kind == "module":
+            return importlib.import_module(location)
+        return _import_file(Path(location))
+    except GradsmithUsageError:
+        raise
+    except BaseException as exc:  # user code: SystemExit and KeyboardInterrupt-like included
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise TargetImportError(_describe_exception(exc)) from None
+
+
+def _import_file(path: Path) -> ModuleType:
+    package_parts, root = _package_of(path)
+    if package_parts:
+        name = ".".join(package_parts + ([] if path.stem == "__init__" else [path.stem]))
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        module = importlib.import_module(name)
+        if Path(getattr(module, "__file__", "") or "").resolve() == path.resolve():
+            return module
+    # A standalone file (or a package name shadowed by another one): import it under a name
+    # that cannot clash with an installed module, with its directory importable for siblings.
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    name = f"gradsmith_target_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _package_of(path: Path) -> tuple[list[str], Path]:
+    parts: list[str] = []
+    directory = path.resolve().parent
+    while (directory / "__init__.py").exists() and directory.name.isidentifier():
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    return parts, directory
+
+
+def _submodules(module: ModuleType) -> list[str]:
+    path = getattr(module, "__path__", None)
+    if path is None:
+        return []
+    return sorted(info.name for info in pkgutil.walk_packages(path, module.__name__ + ".",
+                                                              onerror=lambda _name: None))
+
+
+def _members(module: ModuleType, source: Source, label: str):
+    for attr, obj in list(vars(module).items()):
+        if attr.startswith("__"):
+            continue
+        defined_here = getattr(obj, "__module__", None) == module.__name__
+        if not (defined_here or source.include_reexports):
+            continue
+        examples = _examples(obj)
+        if is_function_class(obj) and _has_forward(obj):
+            if source.registered_only and not examples:
+                continue
+        elif not (callable(obj) and examples):
+            continue
+        yield _candidate(module, source, label, attr, obj, examples)
+
+
+def _named(module: ModuleType, source: Source, name: str) -> Candidate:
+    try:
+        obj = _getattr_path(module, name)
+    except AttributeError:
+        available = [c.ref.attr for c in _members(module, source, source.label)]
+        hint = f"candidates there: {', '.join(available)}" if available else (
+            "it defines no torch.autograd.Function subclass and no function with a registered "
+            "example")
+        raise GradsmithUsageError(
+            f"check: {source.label} has no object named {name!r}; {hint}"
+        ) from None
+    if not callable(obj) or (isinstance(obj, type) and not is_function_class(obj)):
+        raise GradsmithUsageError(
+            f"check: {source.label}::{name} is a {type(obj).__name__}, expected a "
+            "torch.autograd.Function subclass or a function of tensors"
+        )
+    return _candidate(module, source, source.label, name, obj, _examples(obj))
+
+
+def _candidate(module: ModuleType, source: Source, label: str, attr: str, obj: Any,
+               examples: list) -> Candidate:
+    ref = Ref(source.kind if source.kind == "file" else "module",
+              source.location if source.kind == "file" else module.__name__,
+              attr, f"{label}::{attr}")
+    key = f"{getattr(obj, '__module__', module.__name__)}.{getattr(obj, '__qualname__', attr)}"
+    names = tuple(e.name or f"example{i}" for i, e in enumerate(examples))
+    return Candidate(ref, key, names)
+
+
+def is_function_class(obj: Any) -> bool:
+    """True for user subclasses of ``torch.autograd.Function`` (not torch's own classes)."""
+    if not isinstance(obj, type):
+        return False
+    from torch.autograd import Function
+
+    return (issubclass(obj, Function) and obj is not Function
+            and not (obj.__module__ or "").startswith("torch."))
+
+
+def _has_forward(cls: type) -> bool:
+    from torch.autograd import Function
+
+    return any("forward" in klass.__dict__ for klass in cls.__mro__
+               if klass not in Function.__mro__)
+
+
+def _examples(obj: Any) -> list:
+    try:
+        return examples_of(obj)
+    except Exception:  # exotic objects whose attribute access raises are not candidates
+        return []
+
+
+def _getattr_path(module: ModuleType, dotted: str) -> Any:
+    obj: Any = module
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _describe_exception(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "importlib" not in f.filename and "/gradsmith/" not in f.filename]
+    where = f" at {user[-1].filename}:{user[-1].lineno}" if user else ""
+    return f"{type(exc).__name__}: {exc}{where}"
