@@ -7,6 +7,16 @@ works with ``torch.func`` (vmap, grad, jvp), ``torch.compile`` and autocast.
 # fmt: off
 # isort: off
 # --- activations, estimators, fused, reductions (catalog part 1) ---
+from gradsmith.ops._activations import gelu, scaled_sigmoid, silu, swish  # noqa: F401
+from gradsmith.ops._estimators import (  # noqa: F401
+    grad_reverse, grad_scale, round_ste, sign_ste, stop_gradient,
+)
+from gradsmith.ops._fused import fused_add_relu, fused_linear_relu  # noqa: F401
+from gradsmith.ops._gumbel import gumbel_softmax  # noqa: F401
+from gradsmith.ops._piecewise import clipped_relu, soft_round, soft_threshold  # noqa: F401
+from gradsmith.ops._reductions import batch_norm, logsumexp  # noqa: F401
+from gradsmith.ops._reversal import dann_schedule  # noqa: F401
+# end catalog part 1
 # --- attention, soft sorting, checkpointing, quantization (catalog part 2) ---
 # attention + checkpointing (part 2a)
 from gradsmith.ops._attention import attention  # noqa: E402,F401
@@ -14,3 +24,6 @@ from gradsmith.ops._checkpoint import checkpoint_sequential  # noqa: E402,F401
 # end attention + checkpointing
 # isort: on
 # fmt: on
+
+# Every public name imported above, whichever part of the catalog added it.
+__all__ = [n for n in dir() if not n.startswith("_")]
