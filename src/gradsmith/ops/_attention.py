@@ -14,8 +14,11 @@ References:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.autograd.function import once_differentiable
 
+from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops import _attention_args as args
 from gradsmith.ops._attention_dropout import row_keys, threshold
@@ -24,6 +27,7 @@ from gradsmith.ops._attention_kernels import (
     attention_backward,
     attention_forward,
 )
+from gradsmith.ops._validate import check_bool, check_int
 
 
 def _dropout_state(seed, q, dropout_p, batch_offset):
@@ -150,3 +154,91 @@ def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropou
     out, _ = _AttentionFn.apply(q, k, v, mask, bias, seed, is_causal, scale, dropout_p, offset,
                                 DEFAULT_BLOCK)
     return out
+
+
+class Attention(nn.Module):
+    """Multi-head attention on :func:`attention`, with ``nn.MultiheadAttention``'s parameters.
+
+    Same parameter names and initialisation as ``nn.MultiheadAttention`` (``in_proj_weight``,
+    ``in_proj_bias``, ``out_proj``) so its ``state_dict`` loads as is. Differences: ``forward``
+    returns only the output (no weights are ever materialised), and ``mask`` is True = attend
+    (SDPA's convention; ``nn.MultiheadAttention``'s bool ``attn_mask`` is True = blocked).
+
+    Args:
+        embed_dim: model width, divisible by ``num_heads``.
+        num_heads: number of heads.
+        dropout: attention-weight dropout probability in training mode, in ``[0, 1)``.
+        bias: add biases to the input and output projections.
+        batch_first: inputs are ``(B, L, E)`` instead of ``(L, B, E)``.
+
+    Attributes:
+        dropout_batch_offset: index of this module's first sample in the global batch, for
+            dropout masks that match a single-process run under data parallelism.
+
+    Example:
+        >>> mha = Attention(16, 4, batch_first=True)
+        >>> mha(torch.randn(2, 5, 16), is_causal=True).shape
+        torch.Size([2, 5, 16])
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False,
+                 device=None, dtype=None):
+        super().__init__()
+        self.embed_dim = check_int("Attention", "embed_dim", embed_dim, min_value=1)
+        self.num_heads = check_int("Attention", "num_heads", num_heads, min_value=1)
+        if embed_dim % num_heads:
+            raise GradsmithError(
+                f"Attention: embed_dim must be divisible by num_heads, got embed_dim={embed_dim}"
+                f" and num_heads={num_heads}; pick num_heads among the divisors of embed_dim")
+        args.check_options(False, None, dropout, None, 0, 1)
+        self.dropout = float(dropout)
+        self.batch_first = check_bool("Attention", "batch_first", batch_first)
+        self.has_bias = check_bool("Attention", "bias", bias)
+        factory = {"device": device, "dtype": dtype}
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, **factory))
+        self.in_proj_bias = (nn.Parameter(torch.empty(3 * embed_dim, **factory)) if bias
+                             else None)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.dropout_batch_offset = 0
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            nn.init.zeros_(self.in_proj_bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, key=None, value=None, *, mask=None, bias=None, is_causal=False,
+                generator=None):
+        """Attend ``query`` to ``key``/``value`` (self-attention when they are None).
+
+        ``mask`` and ``bias`` broadcast to ``(B, num_heads, L, S)``: a key padding mask of shape
+        ``(B, S)`` is passed as ``mask[:, None, None, :]``.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 3:
+                raise GradsmithError(
+                    f"Attention: {name} must be a 3-d tensor "
+                    f"({'(B, L, E)' if self.batch_first else '(L, B, E)'}), got "
+                    f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}; "
+                    f"add a batch dim with unsqueeze")
+        if not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        w = self.in_proj_weight.chunk(3)
+        b = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None,) * 3
+        q, k, v = (self._heads(F.linear(t, wi, bi)) for t, wi, bi in zip((query, key, value), w, b))
+        out = attention(q, k, v, mask, bias, is_causal, None,
+                        self.dropout if self.training else 0.0, generator,
+                        dropout_batch_offset=self.dropout_batch_offset)
+        out = self.out_proj(out.transpose(1, 2).flatten(2))
+        return out if self.batch_first else out.transpose(0, 1)
+
+    def _heads(self, t):
+        batch, length, _ = t.shape
+        return t.view(batch, length, self.num_heads, -1).transpose(1, 2).contiguous()
+
+    def __repr__(self) -> str:
+        return (f"Attention(embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"dropout={self.dropout}, bias={self.has_bias}, batch_first={self.batch_first})")
