@@ -16,11 +16,15 @@ import it on its own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+
+import gradsmith.functional as G
 
 FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 
@@ -70,5 +74,108 @@ def randn(*shape: int, dtype: torch.dtype, gen: torch.Generator, scale: float = 
 CATALOG: list[OpCase] = []
 
 # --- part 1: activations, estimators, fused, reductions ---
+# References are plain PyTorch (torch / torch.nn.functional), written independently of the ops.
+
+
+def _rand(*shape: int, dtype: torch.dtype, gen: torch.Generator, low: float, high: float):
+    u = torch.rand(*shape, generator=gen, dtype=torch.float64)
+    return (low + (high - low) * u).to(dtype)
+
+
+def _soft_round_paper(x, alpha):
+    # Agustsson & Theis (2020), eq. for s_alpha: m + tanh(alpha r) / (2 tanh(alpha / 2)) + 1/2
+    # with m = floor(x) and r = x - m - 1/2.
+    m = torch.floor(x)
+    r = x - m - 0.5
+    return m + 0.5 + torch.tanh(alpha * r) / (2 * math.tanh(alpha / 2))
+
+
+def _straight_through(x, clip=None):
+    return x if clip is None else torch.clamp(x, -clip, clip)
+
+
+def _scaled_identity(x, alpha):
+    return alpha * x + (1 - alpha) * x.detach()
+
+
+CATALOG += [
+    OpCase("clipped_relu", G.clipped_relu,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=4.0), 6.0),
+           lambda x, c: torch.clamp(x, 0.0, c)),
+    OpCase("clipped_relu-clip1.5", G.clipped_relu,
+           lambda d, g: (randn(3, 4, dtype=d, gen=g, scale=2.0), 1.5),
+           lambda x, c: torch.clamp(x, 0.0, c)),
+    OpCase("swish", G.swish, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0), 1.5),
+           lambda x, b: x * torch.sigmoid(b * x)),
+    OpCase("swish-tensor-beta", G.swish,
+           lambda d, g: (randn(3, 4, dtype=d, gen=g, scale=2.0),
+                         randn(1, 4, dtype=d, gen=g, scale=0.5, shift=1.0)),
+           lambda x, b: x * torch.sigmoid(b * x)),
+    OpCase("scaled_sigmoid", G.scaled_sigmoid,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0), 2.5),
+           lambda x, s: s * torch.sigmoid(x)),
+    OpCase("soft_round", G.soft_round, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=3.0), 5.0),
+           _soft_round_paper),
+    OpCase("soft_round-alpha0.5", G.soft_round,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=3.0), 0.5), _soft_round_paper),
+    OpCase("soft_threshold", G.soft_threshold,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g), 0.5),
+           lambda x, t: torch.sign(x) * torch.relu(x.abs() - t)),
+    OpCase("soft_threshold-tensor", G.soft_threshold,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g),
+                         _rand(1, 5, dtype=d, gen=g, low=0.1, high=0.8)),
+           lambda x, t: torch.sign(x) * torch.relu(x.abs() - t)),
+    OpCase("gelu", G.gelu, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0),), F.gelu),
+    OpCase("silu", G.silu, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0),), F.silu),
+    OpCase("sign_ste", G.sign_ste, lambda d, g: (randn(4, 5, dtype=d, gen=g),),
+           torch.sign, surrogate=_straight_through),
+    OpCase("sign_ste-clip", G.sign_ste, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0), 1.0),
+           lambda x, c: torch.sign(x), surrogate=_straight_through),
+    OpCase("round_ste", G.round_ste, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=3.0),),
+           torch.round, surrogate=lambda x: x),
+    OpCase("gumbel_softmax", G.gumbel_softmax,
+           lambda d, g: (randn(3, 5, dtype=d, gen=g), 0.7, False, -1, None),
+           lambda x, tau, hard, dim, gen: F.gumbel_softmax(x, tau, hard, dim=dim),
+           random=True, vmap_randomness="same"),
+    OpCase("gumbel_softmax-hard", G.gumbel_softmax,
+           lambda d, g: (randn(3, 5, dtype=d, gen=g), 0.5, True, -1, None),
+           lambda x, tau, hard, dim, gen: F.gumbel_softmax(x, tau, hard, dim=dim),
+           random=True, vmap_randomness="same"),
+    OpCase("gumbel_softmax-hard-dim0", G.gumbel_softmax,
+           lambda d, g: (randn(4, 3, dtype=d, gen=g), 2.0, True, 0, None),
+           lambda x, tau, hard, dim, gen: F.gumbel_softmax(x, tau, hard, dim=dim),
+           random=True, vmap_randomness="same"),
+    OpCase("grad_scale", G.grad_scale, lambda d, g: (randn(4, 5, dtype=d, gen=g), 0.25),
+           lambda x, a: x.clone(), surrogate=_scaled_identity),
+    OpCase("grad_reverse", G.grad_reverse, lambda d, g: (randn(4, 5, dtype=d, gen=g), 0.7),
+           lambda x, a: x.clone(), surrogate=lambda x, a: _scaled_identity(x, -a)),
+    OpCase("stop_gradient", G.stop_gradient, lambda d, g: (randn(4, 5, dtype=d, gen=g),),
+           lambda x: x.clone(), surrogate=lambda x: x.detach() + 0.0 * x),
+    OpCase("fused_linear_relu", G.fused_linear_relu,
+           lambda d, g: (randn(4, 3, dtype=d, gen=g), randn(5, 3, dtype=d, gen=g),
+                         randn(5, dtype=d, gen=g)),
+           lambda x, w, b: F.relu(F.linear(x, w, b))),
+    OpCase("fused_linear_relu-nobias-3d", G.fused_linear_relu,
+           lambda d, g: (randn(2, 4, 3, dtype=d, gen=g), randn(5, 3, dtype=d, gen=g), None),
+           lambda x, w, b: F.relu(F.linear(x, w, b))),
+    OpCase("fused_add_relu", G.fused_add_relu,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g), randn(4, 5, dtype=d, gen=g)),
+           lambda x, y: F.relu(x + y)),
+    OpCase("fused_add_relu-broadcast", G.fused_add_relu,
+           lambda d, g: (randn(4, 5, dtype=d, gen=g), randn(5, dtype=d, gen=g)),
+           lambda x, y: F.relu(x + y)),
+    OpCase("logsumexp", G.logsumexp, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=3.0), 1),
+           lambda x, dim: torch.logsumexp(x, dim)),
+    OpCase("logsumexp-dims-keepdim", G.logsumexp,
+           lambda d, g: (randn(3, 4, 2, dtype=d, gen=g, scale=3.0), (0, 2), True),
+           lambda x, dim, keep: torch.logsumexp(x, dim, keep)),
+    OpCase("batch_norm", G.batch_norm,
+           lambda d, g: (randn(6, 3, dtype=d, gen=g, scale=2.0, shift=1.0), 1e-5),
+           lambda x, eps: F.batch_norm(x, None, None, training=True, eps=eps)),
+    OpCase("batch_norm-4d", G.batch_norm,
+           lambda d, g: (randn(4, 2, 3, 2, dtype=d, gen=g), 1e-3),
+           lambda x, eps: F.batch_norm(x, None, None, training=True, eps=eps)),
+]
+
 
 # --- part 2 ---
