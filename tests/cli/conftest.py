@@ -1,0 +1,126 @@
+"""Fixtures for the ``gradsmith check`` command-line tests: small user files written to tmp."""
+
+from __future__ import annotations
+
+import textwrap
+from types import SimpleNamespace
+from pathlib import Path
+
+import pytest
+
+HEADER = """\
+import torch
+from torch.autograd import Function
+import gradsmith
+"""
+
+# A correct Function (no registered example: inputs are synthesised).
+GOOD = """
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * x * x * grad
+"""
+
+# The gradient of x @ w with w's gradient transposed in the wrong place: the classic bug.
+BAD = """
+@gradsmith.example(lambda: (torch.randn(4, 3, dtype=torch.float64, requires_grad=True),
+                            torch.randn(3, 3, dtype=torch.float64, requires_grad=True)))
+class BadMatmul(Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w, (x.t() @ grad).t()
+"""
+
+# forward needs a string argument that cannot be synthesised.
+NO_INPUTS = """
+class NeedsMode(Function):
+    @staticmethod
+    def forward(ctx, x, mode):
+        if mode not in ("fast", "exact"):
+            raise ValueError(f"unknown mode {mode!r}")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad, None
+"""
+
+ABORTS = """
+import os
+
+@gradsmith.example(lambda: (torch.ones(3, dtype=torch.float64, requires_grad=True),))
+class Aborts(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.abort()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+HANGS = """
+import time
+
+@gradsmith.example(lambda: (torch.ones(3, dtype=torch.float64, requires_grad=True),))
+class Hangs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        time.sleep(600)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+RAISES_AT_IMPORT = """
+raise RuntimeError("broken at import time")
+"""
+
+
+@pytest.fixture
+def write(tmp_path: Path):
+    """``write(name, *bodies)`` writes a module (with the torch/gradsmith imports) to tmp."""
+
+    def _write(name: str, *bodies: str, header: bool = True) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = (HEADER if header else "") + "".join(textwrap.dedent(b) for b in bodies)
+        path.write_text(text)
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def gradsmith_cli(capsys):
+    """Run ``gradsmith check ARGS`` in-process; return (exit code, stdout, stderr)."""
+    from gradsmith.cli import main
+
+    def _run(*args: str) -> tuple[int, str, str]:
+        code = main(["check", *map(str, args)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+@pytest.fixture
+def snippets():
+    """The module bodies above, by name (tests cannot import conftest in importlib mode)."""
+    return SimpleNamespace(good=GOOD, bad=BAD, no_inputs=NO_INPUTS, aborts=ABORTS, hangs=HANGS,
+                           raises_at_import=RAISES_AT_IMPORT)
