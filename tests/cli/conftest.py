@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import textwrap
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -107,9 +107,11 @@ def write(tmp_path: Path):
 
 
 @pytest.fixture
-def gradsmith_cli(capsys):
-    """Run ``gradsmith check ARGS`` in-process; return (exit code, stdout, stderr)."""
+def gradsmith_cli(capsys, monkeypatch, tmp_path):
+    """Run ``gradsmith check ARGS`` in-process from tmp; return (exit code, stdout, stderr)."""
     from gradsmith.cli import main
+
+    monkeypatch.chdir(tmp_path)  # rows are labelled relative to the working directory
 
     def _run(*args: str) -> tuple[int, str, str]:
         code = main(["check", *map(str, args)])

@@ -46,13 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the check described by ``args``; return the exit code."""
     from rich.console import Console
+    from rich.markup import escape
 
     err = Console(stderr=True, highlight=False)
     try:
         _validate(args)
         sources = _sources(args.targets)
     except GradsmithError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
     from gradsmith._checkrun import run_check
     from gradsmith._cli._check_output import Output
@@ -71,18 +72,18 @@ def run(args: argparse.Namespace) -> int:
         )
     except GradsmithError as exc:  # the worker pool could not start at all
         output.close()
-        err.print(f"[red]error:[/red] {exc}", markup=True, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
     output.close()
     for message in result.usage_errors:
-        err.print(f"[red]error:[/red] {message}", markup=True, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     output.render(result, args.targets)
     if args.html:
         from gradsmith._html import write_html
 
         write_html(args.html, result)
         if args.format == "text":
-            output.console.print(f"HTML report written to {args.html}")
+            output.console.print(f"HTML report written to {escape(str(args.html))}")
     return result.exit_code()
 
 

@@ -1,0 +1,46 @@
+"""Isolated runs: a crash, a hang or an import-time crash is one failed row, never the end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gradsmith._isolate import WorkerPool
+from gradsmith.discovery import resolve_targets
+
+
+def test_crash_hang_and_import_crash_become_failed_rows_and_the_rest_still_runs(
+        write, snippets, gradsmith_cli):
+    # One session for all three (each worker start imports torch: seconds on a busy machine).
+    write("ops.py", snippets.good, snippets.aborts, snippets.hangs)
+    write("dies.py", "import os\nos.abort()\n", header=False)
+    code, out, _ = gradsmith_cli(".", "--timeout", "5", "--jobs", "2", "--format", "json")
+    rows = {r["name"]: r for r in json.loads(out)["results"]}
+    assert set(rows) == {"dies.py", "ops.py::Cube", "ops.py::Aborts", "ops.py::Hangs"}
+    assert code == 2  # the import error decides the exit code
+    assert rows["ops.py::Cube"]["verdict"] == "pass"
+    crash = rows["ops.py::Aborts"]
+    assert (crash["verdict"], crash["error"]) == ("fail", "crash")
+    assert "SIGABRT" in crash["reason"] and "ops.py" in crash["reason"]  # faulthandler frames
+    hang = rows["ops.py::Hangs"]
+    assert (hang["verdict"], hang["error"]) == ("fail", "timeout")
+    assert "timed out after 5 s" in hang["reason"] and "--timeout" in hang["reason"]
+    dies = rows["dies.py"]
+    assert (dies["verdict"], dies["error"]) == ("fail", "import") and "SIGABRT" in dies["reason"]
+
+
+def test_pool_rejects_bad_jobs():
+    with pytest.raises(Exception, match=r"jobs must be >= 1, got 0"):
+        WorkerPool(jobs=0)
+
+
+def test_pool_returns_listing_results_in_task_order_indices(write, snippets, tmp_path):
+    write("a.py", snippets.good)
+    write("b.py", snippets.bad)
+    sources = resolve_targets([str(tmp_path)], cwd=tmp_path)
+    with WorkerPool(jobs=1, timeout=60) as pool:
+        outcomes = sorted(pool.run([("list", s) for s in sources]), key=lambda o: o.index)
+    assert [o.kind for o in outcomes] == ["ok", "ok"]
+    assert [[c.ref.attr for c in o.value["candidates"]] for o in outcomes] == [["Cube"],
+                                                                              ["BadMatmul"]]
