@@ -94,6 +94,11 @@ def _straight_through(x, clip=None):
     return x if clip is None else torch.clamp(x, -clip, clip)
 
 
+def _gumbel_soft(x, tau, hard, dim, gen):
+    # Straight-through surrogate of the hard sample: the soft sample with the same noise.
+    return F.gumbel_softmax(x, tau, hard=False, dim=dim)
+
+
 def _scaled_identity(x, alpha):
     return alpha * x + (1 - alpha) * x.detach()
 
@@ -140,11 +145,11 @@ CATALOG += [
     OpCase("gumbel_softmax-hard", G.gumbel_softmax,
            lambda d, g: (randn(3, 5, dtype=d, gen=g), 0.5, True, -1, None),
            lambda x, tau, hard, dim, gen: F.gumbel_softmax(x, tau, hard, dim=dim),
-           random=True, vmap_randomness="same"),
+           surrogate=_gumbel_soft, random=True, vmap_randomness="same"),
     OpCase("gumbel_softmax-hard-dim0", G.gumbel_softmax,
            lambda d, g: (randn(4, 3, dtype=d, gen=g), 2.0, True, 0, None),
            lambda x, tau, hard, dim, gen: F.gumbel_softmax(x, tau, hard, dim=dim),
-           random=True, vmap_randomness="same"),
+           surrogate=_gumbel_soft, random=True, vmap_randomness="same"),
     OpCase("grad_scale", G.grad_scale, lambda d, g: (randn(4, 5, dtype=d, gen=g), 0.25),
            lambda x, a: x.clone(), surrogate=_scaled_identity),
     OpCase("grad_reverse", G.grad_reverse, lambda d, g: (randn(4, 5, dtype=d, gen=g), 0.7),

@@ -77,6 +77,12 @@ def second_order(case, fn: Callable[..., Any], dtype: torch.dtype = torch.float6
     v = cotangent(out, seed + 1).requires_grad_()
     grads = _grad(out, inputs, v, create_graph=True)
     ws = [cotangent(g, seed + 2 + i) for i, g in enumerate(grads)]
+    # A first derivative that does not depend on anything (stop_gradient's zeros) has a zero
+    # second derivative: leave it out rather than let autograd raise.
+    pairs = [(g, w) for g, w in zip(grads, ws) if g.requires_grad]
+    if not pairs:
+        return [torch.zeros_like(t).detach() for t in [*inputs, v]]
+    grads, ws = zip(*pairs)
     return [g.detach() for g in _grad(grads, [*inputs, v], ws)]
 
 

@@ -41,7 +41,7 @@ class _GumbelSoftmaxFn(torch.autograd.Function):
         if not hard:
             return y_soft
         index = y_soft.argmax(dim, keepdim=True)
-        return torch.zeros_like(y_soft).scatter_(dim, index, 1.0)
+        return torch.zeros_like(y_soft).scatter(dim, index, 1.0)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
