@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch._C._functorch import is_batchedtensor
 
 from gradsmith.ops._attention_dropout import keep_mask
 
@@ -35,6 +36,12 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
+def can_work_in_place(*tensors) -> bool:
+    """In-place updates of score tiles save an allocation and a memory pass per op, but under
+    vmap a tile may be less batched than the operand written into it; then work out of place."""
+    return not any(t is not None and is_batchedtensor(t) for t in tensors)
+
+
 def _tile(t: torch.Tensor, r0: int, j0: int, j1: int) -> torch.Tensor:
     """Rows ``r0:`` and key columns ``j0:j1`` of a tensor broadcastable to (..., L, S)."""
     if t.shape[-1] != 1:
@@ -44,19 +51,22 @@ def _tile(t: torch.Tensor, r0: int, j0: int, j1: int) -> torch.Tensor:
     return t
 
 
-def _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype):
+def _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace):
     """Masked, biased scores of query rows ``r0:`` against keys ``j0:j1``."""
     s = torch.matmul(qs[..., r0:, :], k[..., j0:j1, :].transpose(-2, -1))
     if s.dtype != acc_dtype:
         s = s.to(acc_dtype)
     if bias is not None:
-        s = s + _tile(bias, r0, j0, j1)
+        b = _tile(bias, r0, j0, j1)
+        s = s.add_(b) if inplace else s + b
     if mask is not None:
-        s = s.masked_fill(~_tile(mask, r0, j0, j1), _NEG_INF)
+        drop = ~_tile(mask, r0, j0, j1)
+        s = s.masked_fill_(drop, _NEG_INF) if inplace else s.masked_fill(drop, _NEG_INF)
     if causal and j1 - 1 > r0:
         rows = torch.arange(r0, qs.shape[-2], device=s.device).unsqueeze(-1)
         cols = torch.arange(j0, j1, device=s.device)
-        s = s.masked_fill(cols > rows, _NEG_INF)
+        s = s.masked_fill_(cols > rows, _NEG_INF) if inplace else s.masked_fill(
+            cols > rows, _NEG_INF)
     return s
 
 
@@ -82,10 +92,11 @@ def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT
     """
     L, S = q.shape[-2], k.shape[-2]
     acc_dtype = accumulation_dtype(q.dtype)
+    inplace = can_work_in_place(q, k, mask, bias)
     qs = q * scale
     m = l_sum = acc = None
     for r0, j0, j1 in _blocks(L, S, causal, block):
-        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype)
+        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace)
         m_blk = s.amax(-1)
         if m is None:  # first block: always r0 = 0, so it initialises every row
             m_new, m_safe = m_blk, m_blk.masked_fill(m_blk == _NEG_INF, 0.0)
@@ -132,13 +143,14 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropo
     """
     L, S = q.shape[-2], k.shape[-2]
     acc_dtype = accumulation_dtype(q.dtype)
+    inplace = can_work_in_place(q, k, v, mask, bias, out, lse, dout)
     qs = q * scale
     dout = dout.to(q.dtype)
     delta = (dout.to(acc_dtype) * out.to(acc_dtype)).sum(-1)
     dq = None
     dk_blocks, dv_blocks, dbias_parts = [], [], []
     for r0, j0, j1 in _blocks(L, S, causal, block):
-        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype)
+        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace)
         p = s.sub_(lse[..., r0:].unsqueeze(-1)).exp_()
         do_rows = dout[..., r0:, :]
         zscale = _dropout_scale(p, dropout, r0, j0, j1) if dropout is not None else None
@@ -147,7 +159,8 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropo
         dp = torch.matmul(do_rows, v[..., j0:j1, :].transpose(-2, -1)).to(acc_dtype)
         if zscale is not None:
             dp = dp * zscale
-        ds = (dp - delta[..., r0:].unsqueeze(-1)) * p
+        d_rows = delta[..., r0:].unsqueeze(-1)
+        ds = dp.sub_(d_rows).mul_(p) if inplace else (dp - d_rows) * p
         ds_c = ds.to(q.dtype)
         dq_rows = torch.matmul(ds_c, k[..., j0:j1, :]).to(acc_dtype)
         dq_rows = F.pad(dq_rows, (0, 0, r0, 0)) if r0 else dq_rows
