@@ -1,0 +1,192 @@
+"""``check``: run every applicable property check and collect a :class:`Report`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from importlib import import_module
+from typing import Any
+
+import torch
+
+from gradsmith._errors import GradsmithError
+from gradsmith.checker.inputs import resolve_target
+from gradsmith.checker.report import Finding, Report
+from gradsmith.checker.session import (
+    Options,
+    Session,
+    Skip,
+    UserCodeError,
+    forward_error,
+)
+from gradsmith.checker.subject import Subject
+
+# Order matters: structure problems explain later failures, so they come first.
+CHECK_MODULES = {
+    "gradients": "gradsmith.checker.gradients",
+}
+CHECK_NAMES = tuple(CHECK_MODULES)
+FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
+         "backward-error"}
+_OPTIONS = {"atol", "rtol", "approximate", "seed", "checks", "exact_max", "name"}
+
+
+def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
+    """Verify a custom autograd Function (or any differentiable callable) on example inputs.
+
+    Args:
+        fn: a ``torch.autograd.Function`` subclass, its ``.apply``, or a callable of tensors.
+        *args: example inputs as the user passes them (any floating dtype, non-tensors, None,
+            tensors nested in lists/tuples/dicts). They are never modified.
+        surrogate: for intentional custom gradients (straight-through estimators): a
+            differentiable function with the same signature whose autograd gradient the
+            backward must reproduce.
+        **options: ``atol``/``rtol`` (first-order tolerances, default 1e-5/1e-3),
+            ``approximate`` (measure gradient quality instead of judging), ``seed``,
+            ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
+            size for element-by-element differences, default 1000), ``name``.
+
+    Returns:
+        A :class:`Report`; ``report.passed`` is False when any finding is an error.
+
+    Raises:
+        GradsmithError: for unusable arguments of ``check`` itself (unknown option or check
+            name, no floating-point tensor to differentiate).
+
+    Example:
+        >>> import torch, gradsmith
+        >>> class Square(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * x * g
+        >>> gradsmith.check(Square, torch.randn(3, requires_grad=True)).passed
+        True
+    """
+    start = time.perf_counter()
+    opts, selected, name = _parse_options(options)
+    target = resolve_target(fn, name)
+    subject = Subject(target, args, opts.seed)
+    if not subject.args.diff_pos:
+        raise GradsmithError(
+            f"check: no floating-point tensor among the arguments of {target.name} (got "
+            f"{[type(a).__name__ for a in args]}); pass example inputs such as "
+            f"`gradsmith.check({target.name}, torch.randn(4, 3, dtype=torch.float64))`")
+    report = Report(name=target.name)
+    session = Session(subject, opts, report, surrogate)
+    session.settings.atol, session.settings.rtol = opts.atol, opts.rtol
+    session.settings.user_tolerance = opts.user_tolerance
+    with torch.enable_grad():
+        if _prepare(session):
+            _run_checks(session, selected)
+    report.sort()
+    report.elapsed = time.perf_counter() - start
+    return report
+
+
+def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | None]:
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise GradsmithError(
+            f"check: unknown option(s) {sorted(unknown)}; expected some of {sorted(_OPTIONS)}")
+    opts = Options(user_tolerance="atol" in options or "rtol" in options)
+    for key in ("atol", "rtol"):
+        if key in options:
+            value = options[key]
+            if not isinstance(value, (int, float)) or value < 0:
+                raise GradsmithError(f"check: {key} must be a number >= 0, got {value!r}")
+            setattr(opts, key, float(value))
+    opts.approximate = bool(options.get("approximate", False))
+    opts.seed = int(options.get("seed", 0))
+    exact_max = options.get("exact_max", opts.exact_max)
+    if not isinstance(exact_max, int) or exact_max < 0:
+        raise GradsmithError(f"check: exact_max must be an int >= 0, got {exact_max!r}")
+    opts.exact_max = exact_max
+    selected = list(CHECK_NAMES)
+    if options.get("checks") is not None:
+        wanted = [options["checks"]] if isinstance(options["checks"], str) else list(
+            options["checks"])
+        bad = [c for c in wanted if c not in CHECK_MODULES]
+        if bad:
+            raise GradsmithError(
+                f"check: unknown check name(s) {bad}; choose from {list(CHECK_NAMES)}")
+        selected = [c for c in CHECK_NAMES if c in wanted]
+    return opts, selected, options.get("name")
+
+
+def _prepare(session: Session) -> bool:
+    """Run forward once in float64 (falling back to the user's dtype) and find the outputs."""
+    subject, report = session.subject, session.report
+    try:
+        out = subject.call([x.clone() for x in subject.fresh_leaves()])
+    except Exception as exc:  # noqa: BLE001
+        subject.dtype = None
+        try:
+            out = subject.call([x.clone() for x in subject.fresh_leaves()])
+        except Exception as exc2:  # noqa: BLE001
+            report.findings.append(forward_error(exc2, "setup").finding)
+            return False
+        report.findings.append(Finding(
+            "float64-unsupported", "info",
+            f"forward fails in float64 ({type(exc).__name__}: {exc}); checked in the input "
+            "dtype with step and tolerances scaled to its precision",
+            "let forward follow its input dtype to get the most sensitive check", "setup"))
+    subject.discover_outputs(out)
+    if not subject.out_pos:
+        report.findings.append(Finding(
+            "no-gradient-path", "error",
+            "no output carries a gradient: every output is non-floating, detached, or "
+            "marked non-differentiable",
+            "return outputs computed from the inputs (do not .detach() them) and do not mark "
+            "every output non-differentiable", "setup"))
+        return False
+    outs = subject.select(out)
+    low = [o.dtype for o in outs if o.dtype != torch.float64]
+    if subject.dtype is None or low:
+        dtype = max((o.dtype for o in outs), key=lambda d: torch.finfo(d).eps)
+        _low_precision(session, dtype, announce=subject.dtype is not None)
+    return True
+
+
+def _low_precision(session: Session, dtype: torch.dtype, announce: bool) -> None:
+    eps = torch.finfo(dtype).eps
+    s = session.settings
+    s.eps = eps
+    s.h = eps ** (1 / 3) * 2
+    if not session.options.user_tolerance:
+        s.atol, s.rtol = max(s.atol, 1e3 * eps * 10), max(s.rtol, 1e5 * eps)
+    if announce:
+        session.report.findings.append(Finding(
+            "low-precision-numerics", "info",
+            f"outputs are {dtype} even for float64 inputs: finite differences use step "
+            f"{s.h:.1g} and tolerances atol={s.atol:.1g}, rtol={s.rtol:.1g}",
+            "let forward compute in its input dtype for a more sensitive check", "setup"))
+
+
+def _run_checks(session: Session, selected: Iterable[str]) -> None:
+    report = session.report
+    for name in selected:
+        if any(f.code in FATAL for f in report.findings):
+            report.skipped[name] = "skipped after a structural or crashing failure (see errors)"
+            continue
+        module = import_module(CHECK_MODULES[name])
+        try:
+            found = module.run(session)
+        except Skip as skip:
+            report.skipped[name] = str(skip)
+            continue
+        except UserCodeError as err:
+            found = [err.finding]
+        except Exception as exc:  # noqa: BLE001 - never let user code crash the report
+            found = [Finding(
+                "check-crashed", "warning",
+                f"the {name} check could not run: {type(exc).__name__}: {exc}",
+                "run the Function by hand on the example inputs; report a gradsmith bug if "
+                "it works there", name)]
+        report.checks.append(name)
+        known = {(f.code, f.input) for f in report.findings}
+        report.findings += [f for f in found if (f.code, f.input) not in known]

@@ -1,0 +1,172 @@
+"""Point 1 and 8: first-order gradients against finite differences, with the kink rule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradsmith.checker import numerics
+from gradsmith.checker.problem import Problem, index_str
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session, backward_error
+
+NAME = "gradients"
+MAX_BLOCK = 128
+
+
+def analytic(problem: Problem, vs: list[torch.Tensor], check: str) -> list[list[torch.Tensor]]:
+    """``J^T v`` for each ``v``; a raising backward becomes a ``backward-error`` finding."""
+    try:
+        return [problem.vjp(v) for v in vs]
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything
+        raise backward_error(exc, check) from None
+
+
+def compare(session: Session, problem: Problem, check: str) -> list[numerics.InputResult]:
+    """Run exact or probe comparisons for every input of ``problem``."""
+    gen = session.generator(1)
+    s = session.settings
+    vs = numerics.random_v(problem, s.n_v, gen)
+    grads = analytic(problem, vs, check)
+    total = sum(x.numel() for x in problem.xs)
+    results = []
+    for t, x in enumerate(problem.xs):
+        if total <= session.options.exact_max or x.numel() <= 64:
+            results.append(numerics.exact(problem, t, vs, grads, s))
+        else:
+            results.append(numerics.probe(problem, t, vs, grads, s, gen))
+    return results
+
+
+def run(session: Session) -> list[Finding]:
+    problem = session.problem
+    results = compare(session, problem, NAME)
+    findings = []
+    for res in results:
+        findings += findings_for(session, problem, res, NAME, kind="gradient")
+    return findings
+
+
+def findings_for(session: Session, problem: Problem, res: numerics.InputResult, check: str,
+                 kind: str) -> list[Finding]:
+    """Turn one input's comparison into findings (``kind``: "gradient" or "double-backward")."""
+    x = problem.xs[res.t]
+    label = res.label
+    out: list[Finding] = []
+    code = "gradient-mismatch" if kind == "gradient" else "double-backward-mismatch"
+    if res.nan_analytic:
+        where = ", ".join(label + index_str(j, x.shape) for j in res.nan_analytic[:5])
+        out.append(Finding(
+            "nan-gradient" if kind == "gradient" else "nan-double-backward", "error",
+            f"{kind} for {label} is NaN/inf at {where} ({len(res.nan_analytic)} elements) "
+            "while the function is finite there",
+            "guard divisions and logs in backward (e.g. clamp the denominator, use "
+            "torch.where on a safe value) so the gradient is finite where forward is", check,
+            label, {"elements": res.nan_analytic[:20]}))
+    if res.mismatches:
+        worst = max(res.mismatches, key=lambda e: abs(e.analytic - e.numerical))
+        where = ", ".join(label + index_str(e.index, x.shape) for e in res.mismatches[:5])
+        more = "" if len(res.mismatches) <= 5 else f" and {len(res.mismatches) - 5} more"
+        msg = (f"{kind} of {label} disagrees with finite differences at {where}{more} "
+               f"({len(res.mismatches)} of {x.numel()} elements checked"
+               f"{' in the flagged probe' if res.mode == 'probe' else ''}); worst "
+               f"{label}{index_str(worst.index, x.shape)}: analytic {worst.analytic:.6g}, "
+               f"numerical {worst.numerical:.6g} (projected on a random grad_output)")
+        if res.probe.get("failed"):
+            msg += f"; random-direction probe ratio analytic/numerical {res.probe['ratio']:.6g}"
+        if kind == "gradient":
+            _block(session, problem, res.t, worst.index, label)
+            msg += _entry_hint(session, label)
+        out.append(Finding(code, "error", msg, _hint(kind), check, label, {
+            "mode": res.mode,
+            "elements": [[e.index, e.analytic, e.numerical] for e in res.mismatches[:20]],
+            "probe": res.probe}))
+    elif res.probe.get("failed"):
+        spread = " across many elements" if res.probe.get("widespread") else ""
+        out.append(Finding(
+            code, "error",
+            f"{kind} of {label} disagrees with finite differences{spread}: along a random "
+            f"direction analytic {res.probe['analytic']:.10g} vs numerical "
+            f"{res.probe['numerical']:.10g} (ratio {res.probe['ratio']:.6g}, tolerance "
+            f"{res.probe['tol']:.2g} from the measured finite-difference noise)",
+            _hint(kind), check, label, {"mode": res.mode, "probe": res.probe}))
+    if res.kinks and not res.mismatches:
+        where = ", ".join(label + index_str(e.index, x.shape) for e in res.kinks[:5])
+        e = res.kinks[0]
+        out.append(Finding(
+            "kink", "info",
+            f"{label} sits on a non-differentiable point at {where} "
+            f"({len(res.kinks)} elements): analytic {e.analytic:.6g} lies between the one-sided "
+            f"derivatives {e.left:.6g} and {e.right:.6g}, accepted as a valid subgradient",
+            "nothing to fix; move the example inputs off the kink to check the gradient there "
+            "exactly", check, label, {"elements": [k.index for k in res.kinks[:20]]}))
+    if res.nan_numerical and not res.failed:
+        out.append(Finding(
+            "nan-numerical", "info",
+            f"forward is NaN/inf next to {len(res.nan_numerical)} element(s) of {label}; "
+            "those elements were not compared",
+            "choose example inputs inside the function's domain", check, label,
+            {"elements": res.nan_numerical[:20]}))
+    return out
+
+
+def _hint(kind: str) -> str:
+    if kind == "gradient":
+        return ("re-derive backward for this input (chain rule: multiply by grad_output, "
+                "transpose matmuls, sum over broadcast dimensions); the Jacobian heatmap "
+                "(gradsmith check --html) shows transposed or shifted patterns")
+    return ("make backward differentiable: compute it from saved inputs/outputs with "
+            "differentiable torch ops (no .detach(), .data, numpy or tensors computed in "
+            "forward and saved as intermediates; recompute them from the inputs or save "
+            "outputs), or decorate backward with @once_differentiable")
+
+
+def _entry_hint(session: Session, label: str) -> str:
+    block = session.report.jacobians.get(label)
+    if block is None:
+        return ""
+    a, n = block
+    diff = (a - n).abs()
+    if diff.numel() == 0:
+        return ""
+    i, j = divmod(int(diff.argmax()), diff.shape[1])
+    info = session.cache.get(f"block:{label}", {})
+    row = info.get("rows", [0])[i] if info else i
+    col = info.get("cols", [0])[j] if info else j
+    problem = session.problem
+    x = problem.xs[[*problem.labels].index(label)]
+    return (f"; Jacobian entry d {problem.out_label(row)} / d {label}{index_str(col, x.shape)}"
+            f": analytic {float(a[i, j]):.6g}, numerical {float(n[i, j]):.6g}")
+
+
+def _block(session: Session, problem: Problem, t: int, j: int, label: str) -> None:
+    """Fill ``report.jacobians[label]``: a block around element ``j`` (heatmaps in the CLI)."""
+    try:
+        x = problem.xs[t]
+        n = x.numel()
+        # Big problems get a small crop: every column costs two forward passes.
+        size = MAX_BLOCK if n * problem.m <= 1e6 else 16
+        c0 = max(0, min(j - size // 2, n - size))
+        cols = list(range(c0, min(n, c0 + size)))
+        h = session.settings.h
+        num = torch.stack([numerics.column(problem, t, c, h) for c in cols], dim=1)
+        m = num.shape[0]
+        center = int(num[:, cols.index(j)].abs().argmax())
+        rsize = MAX_BLOCK if size == MAX_BLOCK else 32
+        r0 = max(0, min(center - rsize // 2, m - rsize))
+        rows = list(range(r0, min(m, r0 + rsize)))
+        ana = []
+        for r in rows:
+            v = torch.zeros(m, dtype=problem.xs[t].dtype)
+            v[r] = 1
+            ana.append(problem.vjp(v)[t].reshape(-1)[cols].to(torch.float64))
+        a = torch.stack(ana) if ana else torch.zeros(0, len(cols), dtype=torch.float64)
+        session.report.jacobians[label] = (a, num[rows].to(torch.float64))
+        session.cache[f"block:{label}"] = {"rows": rows, "cols": cols}
+    except Exception:  # noqa: BLE001 - the heatmap is a diagnostic extra, never a failure
+        return
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-300) if math.isfinite(a) else math.inf

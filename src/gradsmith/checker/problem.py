@@ -1,0 +1,115 @@
+"""A function of a flat list of tensors with its analytic vector-Jacobian products.
+
+Both first-order (the user's forward) and second-order (the user's backward as a function of
+inputs and incoming gradient) checks are phrased as a :class:`Problem`, so the same numerics
+compare them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+class Problem:
+    """``f: list[Tensor] -> list[Tensor]`` at a base point ``xs``.
+
+    Args:
+        f: deterministic function ``f(xs, fresh)``; returns the differentiable outputs.
+            ``fresh`` holds the indices of ``xs`` that are new tensors the callee may consume;
+            the others are shared with the base point and must be copied before use if the
+            user code could modify them.
+        xs: the base point (detached tensors, never modified).
+        labels: one label per tensor of ``xs`` (used in findings).
+        out_labels: one label per output (used in findings).
+    """
+
+    def __init__(self, f: Callable[[list[torch.Tensor], set[int]], list[torch.Tensor]],
+                 xs: list[torch.Tensor], labels: list[str], out_labels: list[str] | None = None):
+        self.f = f
+        self.xs = [x.detach() for x in xs]
+        self.labels = labels
+        self._out_labels = out_labels
+        self._graph: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self.out_shapes: list[torch.Size] = []
+
+    # -- evaluation ----------------------------------------------------------------------------
+    def value(self, xs: list[torch.Tensor] | None = None,
+              fresh: frozenset[int] = frozenset()) -> torch.Tensor:
+        """All outputs flattened and concatenated (detached)."""
+        with torch.no_grad():
+            outs = self.f(list(self.xs if xs is None else xs), fresh)
+        return _concat(outs)
+
+    def shifted(self, t: int, delta: torch.Tensor) -> torch.Tensor:
+        """``value`` with input ``t`` moved by ``delta`` (same shape as the input)."""
+        xs = list(self.xs)
+        xs[t] = xs[t] + delta
+        return self.value(xs, frozenset((t,)))
+
+    # -- analytic --------------------------------------------------------------------------------
+    def linearize(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """One forward pass with a graph; kept for repeated VJPs."""
+        if self._graph is None:
+            leaves = [x.clone().requires_grad_(True) for x in self.xs]
+            outs = self.f(leaves, set())
+            self.out_shapes = [o.shape for o in outs]
+            self._graph = (leaves, outs)
+        return self._graph
+
+    @property
+    def m(self) -> int:
+        self.linearize()
+        return sum(s.numel() for s in self.out_shapes)
+
+    def split(self, v: torch.Tensor) -> list[torch.Tensor]:
+        """Cut a flat output-space vector into output-shaped pieces."""
+        pieces, start = [], 0
+        for shape in self.out_shapes:
+            n = shape.numel()
+            pieces.append(v[start:start + n].reshape(shape))
+            start += n
+        return pieces
+
+    def vjp(self, v: torch.Tensor) -> list[torch.Tensor]:
+        """Analytic ``J^T v`` per input (zeros where autograd reports no dependence)."""
+        leaves, outs = self.linearize()
+        pieces = [p.to(o.dtype).clone() for p, o in zip(self.split(v), outs)]
+        used = [(o, p) for o, p in zip(outs, pieces) if o.requires_grad]
+        if not used:
+            return [torch.zeros_like(x) for x in self.xs]
+        grads = torch.autograd.grad([o for o, _ in used], leaves, [p for _, p in used],
+                                    retain_graph=True, allow_unused=True)
+        return [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(grads, self.xs)]
+
+    def out_label(self, i: int) -> str:
+        """Label of flat output element ``i`` (e.g. ``out[1][2, 0]``)."""
+        self.linearize()
+        for k, shape in enumerate(self.out_shapes):
+            if i < shape.numel():
+                name = self._out_labels[k] if self._out_labels else (
+                    "out" if len(self.out_shapes) == 1 else f"out[{k}]")
+                return name + index_str(i, shape)
+            i -= shape.numel()
+        return f"out[{i}]"
+
+
+def index_str(flat: int, shape: torch.Size) -> str:
+    """``[i, j]`` multi-index of a flat position (empty for a scalar)."""
+    if len(shape) == 0:
+        return ""
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size)
+        flat //= size
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def _concat(outs: list[torch.Tensor]) -> torch.Tensor:
+    if not outs:
+        return torch.zeros(0, dtype=torch.float64)
+    dtype = outs[0].dtype
+    if len(outs) == 1:
+        return outs[0].detach().reshape(-1)
+    return torch.cat([o.detach().reshape(-1).to(dtype) for o in outs])

@@ -1,0 +1,137 @@
+"""The result of a check: findings (what is wrong, where, how to fix it) and what ran."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass
+class Finding:
+    """One observation about a Function.
+
+    Attributes:
+        code: stable kebab-case identifier, e.g. ``"gradient-mismatch"`` (see docs/check.md).
+        severity: ``"error"`` (the Function is wrong), ``"warning"`` (suspicious or wasteful)
+            or ``"info"`` (worth knowing, not a problem).
+        message: what was observed and where: which input, which elements, expected vs got.
+        hint: how to fix it.
+        check: name of the check that produced it.
+        input: label of the input concerned (e.g. ``"x"`` or ``"args[1][0]"``), or None.
+        details: JSON-ready extra data (indices, numbers).
+
+    Example:
+        >>> f = Finding("kink", "info", "x[0] sits on a kink", "nothing to fix", "gradients")
+        >>> f.is_error
+        False
+    """
+
+    code: str
+    severity: str
+    message: str
+    hint: str = ""
+    check: str = ""
+    input: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["details"] = _jsonable(self.details)
+        return data
+
+    def __str__(self) -> str:
+        where = f" [{self.input}]" if self.input else ""
+        text = f"{self.severity.upper()} {self.code}{where}: {self.message}"
+        return f"{text}\n    fix: {self.hint}" if self.hint else text
+
+
+@dataclass
+class Report:
+    """Everything :func:`gradsmith.check` found out about one Function.
+
+    Attributes:
+        name: the Function's name (or the ``name`` option).
+        findings: all findings, errors first.
+        checks: names of the checks that ran.
+        skipped: check name -> reason it did not run.
+        elapsed: wall time of the whole check, in seconds.
+        saved_bytes: bytes of tensors saved for backward (None when not measurable).
+        jacobians: label -> (analytic, numerical) 2-D float64 Jacobian blocks for gradient
+            mismatches (cropped around the worst element when large).
+
+    Example:
+        >>> r = Report(name="f")
+        >>> r.passed
+        True
+    """
+
+    name: str
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    elapsed: float = 0.0
+    saved_bytes: int | None = None
+    jacobians: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """True when no finding has severity "error"."""
+        return not any(f.is_error for f in self.findings)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    def codes(self, severity: str | None = None) -> set[str]:
+        """Codes of the findings, optionally only those of one severity."""
+        return {f.code for f in self.findings if severity is None or f.severity == severity}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (Jacobians as nested lists)."""
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "elapsed": round(self.elapsed, 4),
+            "checks": list(self.checks),
+            "skipped": dict(self.skipped),
+            "saved_bytes": self.saved_bytes,
+            "findings": [f.to_dict() for f in self.findings],
+            "jacobians": {k: {"analytic": a.tolist(), "numerical": n.tolist()}
+                          for k, (a, n) in self.jacobians.items()},
+        }
+
+    def __str__(self) -> str:
+        verdict = "PASSED" if self.passed else "FAILED"
+        lines = [f"gradsmith check {self.name}: {verdict} ({self.elapsed:.2f}s, "
+                 f"checks: {', '.join(self.checks) or 'none'})"]
+        lines += [f"  {line}" for f in self.findings for line in str(f).splitlines()]
+        lines += [f"  skipped {name}: {why}" for name, why in self.skipped.items()]
+        if self.saved_bytes is not None:
+            lines.append(f"  saved for backward: {self.saved_bytes} bytes")
+        return "\n".join(lines)
+
+    def sort(self) -> None:
+        self.findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return _jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)

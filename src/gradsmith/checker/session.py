@@ -1,0 +1,74 @@
+"""State shared by the checks of one ``check`` call (data flows engine -> checks -> report)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradsmith.checker.numerics import Settings
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding, Report
+from gradsmith.checker.subject import Subject
+
+
+class Skip(Exception):  # noqa: N818 - control flow, not an error
+    """Raised by a check that does not apply; the message is the reason."""
+
+
+class UserCodeError(Exception):
+    """The user's forward or backward raised; carries the finding to report."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+@dataclass
+class Options:
+    atol: float = 1e-5
+    rtol: float = 1e-3
+    approximate: bool = False
+    seed: int = 0
+    exact_max: int = 1000
+    user_tolerance: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Session:
+    subject: Subject
+    options: Options
+    report: Report
+    surrogate: Any = None
+    settings: Settings = field(default_factory=Settings)
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def generator(self, salt: int = 0) -> torch.Generator:
+        return torch.Generator().manual_seed(self.options.seed * 1000 + salt)
+
+    @property
+    def problem(self) -> Problem:
+        if "problem" not in self.cache:
+            self.cache["problem"] = self.subject.problem()
+        return self.cache["problem"]
+
+    @property
+    def function_cls(self) -> type | None:
+        return self.subject.target.function_cls
+
+
+def backward_error(exc: BaseException, check: str) -> UserCodeError:
+    return UserCodeError(Finding(
+        "backward-error", "error", f"backward raised {type(exc).__name__}: {exc}",
+        "make backward return one gradient per forward input, each shaped like its input; "
+        "run the Function by hand with the same inputs to see the traceback", check,
+        details={"exception": type(exc).__name__}))
+
+
+def forward_error(exc: BaseException, check: str) -> UserCodeError:
+    return UserCodeError(Finding(
+        "forward-error", "error", f"forward raised {type(exc).__name__}: {exc}",
+        "check that the example inputs are valid for this Function (shapes, dtypes) and that "
+        "forward runs on them", check, details={"exception": type(exc).__name__}))

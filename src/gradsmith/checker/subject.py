@@ -1,0 +1,76 @@
+"""The Function under test, evaluated reproducibly on copies of the user's arguments.
+
+Every evaluation starts from the same random state (``fork_rng`` + ``manual_seed``), so a
+forward that draws dropout masks or Gumbel noise is a deterministic function of its inputs and
+finite differences make sense; the caller's global RNG state is left untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradsmith.checker.inputs import Arguments, Target, flatten_outputs
+from gradsmith.checker.problem import Problem
+
+
+class Subject:
+    """User code plus arguments; knows which outputs are differentiable.
+
+    Args:
+        target: resolved Function / callable.
+        args: the user's positional arguments (never modified).
+        seed: random seed replayed before every evaluation.
+    """
+
+    def __init__(self, target: Target, args: tuple, seed: int):
+        self.target = target
+        self.args = Arguments(args, target)
+        self.seed = seed
+        self.dtype: torch.dtype | None = torch.float64
+        self.out_pos: list[int] = []
+        self.out_labels: list[str] = []
+
+    @property
+    def labels(self) -> list[str]:
+        return self.args.diff_labels
+
+    def base(self) -> list[torch.Tensor]:
+        """Working copies of the differentiable inputs (in the working dtype)."""
+        return self.args.working_copies(self.dtype)
+
+    def call(self, diff_values: list[torch.Tensor], seed: int | None = None,
+             others: dict[int, torch.Tensor] | None = None) -> Any:
+        """Run the user's code once, from the replayed random state."""
+        args = self.args.build(diff_values, self.dtype, others)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed if seed is None else seed)
+            return self.target.call(*args)
+
+    def select(self, out: Any) -> list[torch.Tensor]:
+        """The differentiable outputs of a raw output, in a fixed order."""
+        flat = flatten_outputs(out)
+        return [flat[i] for i in self.out_pos]
+
+    def discover_outputs(self, out: Any) -> None:
+        """Remember which outputs carry gradients (floating, attached to the graph)."""
+        flat = flatten_outputs(out)
+        self.out_pos = [i for i, o in enumerate(flat) if o is not None
+                        and o.is_floating_point() and o.requires_grad]
+        many = len(flat) > 1
+        self.out_labels = [f"out[{i}]" if many else "out" for i in self.out_pos]
+
+    def fresh_leaves(self) -> list[torch.Tensor]:
+        return [x.requires_grad_(True) for x in self.base()]
+
+    def problem(self) -> Problem:
+        """First-order problem: differentiable inputs -> differentiable outputs."""
+
+        def f(xs: list[torch.Tensor], fresh: set[int]) -> list[torch.Tensor]:
+            # Clones keep the base point intact even if the forward mutates its inputs, and
+            # make inputs non-leaves so mark_dirty Functions can run.
+            return self.select(self.call([x if i in fresh else x.clone()
+                                          for i, x in enumerate(xs)]))
+
+        return Problem(f, self.base(), self.labels, self.out_labels)

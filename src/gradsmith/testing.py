@@ -1,0 +1,28 @@
+"""Test-suite helpers: assert that a custom Function's gradients are right."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def assert_gradients(fn: Any, *args: Any, **kwargs: Any) -> None:
+    """Run :func:`gradsmith.check` and raise ``AssertionError(str(report))`` if it failed.
+
+    Args:
+        fn: Function subclass, its ``.apply``, or a callable of tensors.
+        *args: example inputs.
+        **kwargs: forwarded to :func:`gradsmith.check` (``surrogate``, ``atol`` ...).
+
+    Raises:
+        AssertionError: with the readable report when any error-level finding exists.
+
+    Example:
+        >>> import torch
+        >>> from gradsmith.testing import assert_gradients
+        >>> assert_gradients(torch.sin, torch.randn(3, dtype=torch.float64))
+    """
+    from gradsmith.checker import check
+
+    report = check(fn, *args, **kwargs)
+    if not report.passed:
+        raise AssertionError(str(report))
