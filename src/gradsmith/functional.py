@@ -19,8 +19,8 @@ from gradsmith.ops._reversal import dann_schedule  # noqa: F401
 # end catalog part 1
 # --- attention, soft sorting, checkpointing, quantization (catalog part 2) ---
 # attention + checkpointing (part 2a)
-from gradsmith.ops._attention import attention  # noqa: E402,F401
-from gradsmith.ops._checkpoint import checkpoint_sequential  # noqa: E402,F401
+from gradsmith.ops._attention import attention  # noqa: F401
+from gradsmith.ops._checkpoint import checkpoint_sequential  # noqa: F401
 # end attention + checkpointing
 # isort: on
 # fmt: on

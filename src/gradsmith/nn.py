@@ -11,6 +11,10 @@ from gradsmith.ops._reductions import BatchNorm  # noqa: F401
 from gradsmith.ops._reversal import GradientReversal  # noqa: F401
 # end catalog part 1
 # --- attention, soft sorting, checkpointing, quantization (catalog part 2) ---
+# attention + checkpointing (part 2a)
+from gradsmith.ops._attention import Attention  # noqa: F401
+from gradsmith.ops._checkpoint import CheckpointedSequential  # noqa: F401
+# end attention + checkpointing
 # isort: on
 # fmt: on
 
