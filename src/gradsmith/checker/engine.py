@@ -23,7 +23,10 @@ from gradsmith.checker.subject import Subject
 
 # Order matters: structure problems explain later failures, so they come first.
 CHECK_MODULES = {
+    "structure": "gradsmith.checker.structure",
+    "mutation": "gradsmith.checker.mutation",
     "gradients": "gradsmith.checker.gradients",
+    "second_order": "gradsmith.checker.second_order",
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",

@@ -41,9 +41,17 @@ class Subject:
         return self.args.working_copies(self.dtype)
 
     def call(self, diff_values: list[torch.Tensor], seed: int | None = None,
-             others: dict[int, torch.Tensor] | None = None) -> Any:
+             others: dict[int, torch.Tensor] | None = None, user_dtype: bool = False) -> Any:
         """Run the user's code once, from the replayed random state."""
-        args = self.args.build(diff_values, self.dtype, others)
+        args = self.args.build(diff_values, None if user_dtype else self.dtype, others)
+        return self.run_built(args, seed)
+
+    def build(self, diff_values: list[torch.Tensor], user_dtype: bool = False) -> tuple:
+        """The argument tuple for one call (fresh copies of every other tensor)."""
+        return self.args.build(diff_values, None if user_dtype else self.dtype)
+
+    def run_built(self, args: tuple, seed: int | None = None) -> Any:
+        """Call the user's code on an already built argument tuple."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed if seed is None else seed)
             return self.target.call(*args)

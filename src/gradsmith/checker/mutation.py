@@ -1,0 +1,134 @@
+"""Point 4: forward must not modify its inputs (unless ``ctx.mark_dirty``); backward must not
+modify ``grad_output``, saved tensors or inputs.
+
+Detected by value snapshots and version counters around each pass; saved tensors are observed
+through ``torch.autograd.graph.saved_tensors_hooks`` and ``mark_dirty`` calls by wrapping
+``FunctionCtx.mark_dirty`` for the duration of the forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch.autograd.function import FunctionCtx
+from torch.utils._pytree import tree_flatten
+
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session, backward_error, forward_error
+
+NAME = "mutation"
+
+
+@contextmanager
+def recording_mark_dirty() -> Iterator[set[int]]:
+    """Collect ``id()`` of every tensor passed to ``ctx.mark_dirty`` inside the block."""
+    marked: set[int] = set()
+    original = FunctionCtx.mark_dirty
+
+    def mark_dirty(self, *tensors):
+        marked.update(id(t) for t in tensors)
+        return original(self, *tensors)
+
+    FunctionCtx.mark_dirty = mark_dirty
+    try:
+        yield marked
+    finally:
+        FunctionCtx.mark_dirty = original
+
+
+class Snapshot:
+    """Values and version counters of tensors, to tell later whether they changed."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        self.tensors = tensors
+        self.values = [t.detach().clone() for t in tensors]
+        self.versions = [t._version for t in tensors]
+
+    def changed(self) -> list[int]:
+        return [i for i, (t, v, ver) in enumerate(zip(self.tensors, self.values, self.versions))
+                if t._version != ver or not _same(t.detach(), v)]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.equal(a, b) or (
+        a.is_floating_point() and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)))
+
+
+def run(session: Session) -> list[Finding]:
+    subject = session.subject
+    values = [x.requires_grad_(True).clone() for x in subject.base()]
+    args = subject.build(values)
+    tensors, _ = tree_flatten(args)
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    labels = [subject.args.labels[i] for i in subject.args.tensor_pos]
+    before = Snapshot(tensors)
+    diff_ids = {id(v) for v in values}
+    saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append((t, t.detach().clone()))
+        return t
+
+    try:
+        with recording_mark_dirty() as marked, torch.autograd.graph.saved_tensors_hooks(
+                pack, lambda t: t):
+            out = subject.run_built(args)
+    except Exception as exc:  # noqa: BLE001
+        raise forward_error(exc, NAME) from None
+    findings = []
+    for i in before.changed():
+        t = tensors[i]
+        if id(t) in marked:
+            continue
+        differentiable = id(t) in diff_ids
+        findings.append(Finding(
+            "input-mutated", "error" if differentiable else "warning",
+            f"forward modified its input {labels[i]} in place without ctx.mark_dirty"
+            + ("" if differentiable else " (a tensor that needs no gradient, e.g. a buffer)"),
+            "work on a copy (x = x.clone()) or use out-of-place ops; if the in-place update "
+            "is intended, call ctx.mark_dirty(x) and return x", NAME, labels[i]))
+    findings += _backward(session, out, values, labels, tensors, saved)
+    return findings
+
+
+def _backward(session, out, values, labels, tensors, saved) -> list[Finding]:
+    subject = session.subject
+    outs = subject.select(out)
+    gen = session.generator(3)
+    grads = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
+    grad_snap = Snapshot(grads)
+    input_snap = Snapshot(tensors)
+    saved_snap = Snapshot([t for t, _ in saved])
+    saved_snap.values = [v for _, v in saved]
+    try:
+        torch.autograd.grad(outs, values, grads, allow_unused=True)
+    except Exception as exc:  # noqa: BLE001
+        raise backward_error(exc, NAME) from None
+    findings = []
+    for i in grad_snap.changed():
+        findings.append(Finding(
+            "grad-output-mutated", "error",
+            f"backward modified grad_output {subject.out_labels[i]} in place; autograd may "
+            "share that tensor with other parts of the graph, whose gradients then go wrong",
+            "compute a new tensor (grad_input = grad_output * d, not grad_output.mul_(d) or "
+            "grad_output[mask] = 0); clone first if you need in-place", NAME,
+            subject.out_labels[i]))
+    for i in input_snap.changed():
+        findings.append(Finding(
+            "input-mutated-in-backward", "error",
+            f"backward modified the forward input {labels[i]} in place",
+            "never write into inputs from backward; build new tensors", NAME, labels[i]))
+    known = {x.data_ptr() for x in tensors}  # inputs are reported above
+    for i in saved_snap.changed():
+        t = saved_snap.tensors[i]
+        if t.data_ptr() in known:
+            continue
+        findings.append(Finding(
+            "saved-tensor-mutated", "error",
+            f"backward modified a tensor saved for backward in place (shape "
+            f"{tuple(t.shape)}); a second backward (retain_graph) or double backward then "
+            "uses corrupted values",
+            "treat ctx.saved_tensors as read-only: x = x * 2, not x *= 2", NAME))
+    return findings

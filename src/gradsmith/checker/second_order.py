@@ -1,0 +1,78 @@
+"""Point 2: double backward, unless backward is ``@once_differentiable``.
+
+The backward is treated as a function ``G(x, v) = J(x)^T v`` of the inputs *and* the incoming
+gradient. Its autograd derivative (the double-backward graph) is compared with finite
+differences of ``G`` itself, by the same numerics as first order. This catches the silent
+failures gradgradcheck users hit: intermediates computed in forward and saved (no graph back
+to the inputs), ``.detach()``/``.data``/numpy inside backward, and NaN second derivatives.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker import gradients
+from gradsmith.checker.inputs import is_once_differentiable
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session, Skip
+
+NAME = "second_order"
+
+
+def backward_problem(session: Session) -> Problem:
+    """``(x..., v...) -> J(x)^T v`` as a :class:`Problem`, differentiable by autograd."""
+    subject = session.subject
+    xs = subject.base()
+    k = len(xs)
+    first = session.problem
+    first.linearize()
+    gen = session.generator(11)
+    vs = [torch.randn(shape, generator=gen, dtype=torch.float64).to(xs[0].dtype)
+          for shape in first.out_shapes]
+
+    def f(inputs: list[torch.Tensor], fresh: set[int]) -> list[torch.Tensor]:
+        with torch.enable_grad():
+            leaves = [x if x.requires_grad else x.detach().requires_grad_(True)
+                      for x in inputs[:k]]
+            outs = subject.select(subject.call([x.clone() for x in leaves]))
+            pairs = [(o, g) for o, g in zip(outs, inputs[k:]) if o.requires_grad]
+            grads = torch.autograd.grad([o for o, _ in pairs], leaves,
+                                        [g.clone() for _, g in pairs], create_graph=True,
+                                        allow_unused=True)
+        return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
+
+    labels = [*subject.labels, *(f"grad_{o}" for o in subject.out_labels)]
+    out_labels = [f"grad_{label}" for label in subject.labels]
+    return Problem(f, [*xs, *vs], labels, out_labels)
+
+
+def run(session: Session) -> list[Finding]:
+    if is_once_differentiable(session.function_cls):
+        raise Skip("backward is @once_differentiable (double backward raises, as intended)")
+    problem = backward_problem(session)
+    try:
+        problem.linearize()
+    except Exception as exc:  # noqa: BLE001
+        return [_crash(exc)]
+    try:
+        results = gradients.compare(session, problem, NAME)
+    except Exception as exc:  # noqa: BLE001 - double backward crashing is a finding
+        return [_crash(getattr(exc, "finding", None) or exc)]
+    findings = []
+    for res in results:
+        findings += gradients.findings_for(session, problem, res, NAME, kind="double-backward")
+    for f in findings:
+        if f.code == "double-backward-mismatch":
+            f.message = f.message.replace("double-backward of", "the derivative of backward's "
+                                          "result with respect to")
+    return findings
+
+
+def _crash(exc) -> Finding:
+    text = exc.message if hasattr(exc, "message") else f"{type(exc).__name__}: {exc}"
+    return Finding(
+        "double-backward-error", "error", f"differentiating backward (double backward) "
+        f"raised {text}",
+        "make backward differentiable (no in-place ops on saved tensors or grad_output, no "
+        "numpy) or decorate it with @once_differentiable so users get a clear error", NAME)

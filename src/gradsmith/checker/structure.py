@@ -1,0 +1,155 @@
+"""Point 5: what backward returns, before autograd silently fixes it up.
+
+Autograd casts a float32 gradient to a float64 input's dtype and sums a broadcastable gradient
+down to the input's shape without a word. To see what backward really returns, the check
+calls the Function's backward itself: the output's ``grad_fn`` *is* the ctx, and
+``grad_fn.apply(*grads)`` runs the user's backward (or vjp) on it without autograd's
+validation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradsmith.checker.inputs import flatten_outputs
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session, Skip, UserCodeError, backward_error, forward_error
+
+NAME = "structure"
+
+
+def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
+                 needs: list[bool] | None = None) -> tuple[tuple, tuple, Any]:
+    """Run forward, then the user's backward directly.
+
+    Returns ``(args, raw_grads, grad_outputs)``; ``needs`` selects which differentiable inputs
+    require grad (default: all).
+    """
+    subject = session.subject
+    leaves = subject.args.working_copies(None if user_dtype else subject.dtype)
+    needs = needs or [True] * len(leaves)
+    values = [x.requires_grad_(True).clone() if want else x for x, want in zip(leaves, needs)]
+    args = subject.build(values, user_dtype)
+    try:
+        out = subject.run_built(args)
+    except Exception as exc:  # noqa: BLE001
+        raise forward_error(exc, NAME) from None
+    flat = flatten_outputs(out)
+    node = next((o.grad_fn for o in flat if o is not None and o.grad_fn is not None), None)
+    if node is None or not hasattr(node, "_forward_cls"):
+        raise Skip("the output has no custom Function node to inspect")
+    gen = session.generator(7 + (seed or 0))
+    grads = tuple(_grad_for(o, gen) for o in (out if isinstance(out, tuple) else (out,)))
+    try:
+        raw = node.apply(*grads)
+    except Exception as exc:  # noqa: BLE001
+        raise backward_error(exc, NAME) from None
+    return args, (raw if isinstance(raw, tuple) else (raw,)), grads
+
+
+def _grad_for(o: Any, gen: torch.Generator) -> Any:
+    if not isinstance(o, torch.Tensor):
+        return None
+    if not o.is_floating_point() or not o.requires_grad:
+        return torch.zeros_like(o) if o.is_floating_point() else None
+    return torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype)
+
+
+def run(session: Session) -> list[Finding]:
+    if session.function_cls is None:
+        raise Skip("only for torch.autograd.Function targets (a plain callable's gradients are "
+                   "produced by autograd itself)")
+    findings = _inspect(session, user_dtype=True)
+    originals = session.subject.args.originals
+    if session.subject.dtype is not None and any(t.dtype != torch.float64 for t in originals):
+        seen = {(f.code, f.input) for f in findings}
+        findings += [f for f in _inspect(session, user_dtype=False)
+                     if (f.code, f.input) not in seen]
+    return findings
+
+
+def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
+    args, raw, _ = raw_backward(session, user_dtype)
+    subject = session.subject
+    n = len(args)
+    findings = []
+    extra = raw[n:]
+    if len(raw) < n or any(g is not None for g in extra):
+        findings.append(Finding(
+            "wrong-grad-count", "error",
+            f"backward returned {len(raw)} value(s) but forward takes {n} input(s) "
+            f"({', '.join(_arg_names(subject, n))})",
+            f"return exactly {n} values from backward, one per forward input in order, "
+            "using None for inputs that need no gradient (non-tensors, flags, shapes)",
+            NAME, details={"expected": n, "got": len(raw)}))
+        return findings
+    names = _arg_names(subject, n)
+    for i, (arg, g) in enumerate(zip(args, raw)):
+        if g is None:
+            continue
+        label = names[i]
+        if not isinstance(arg, torch.Tensor):
+            findings.append(Finding(
+                "non-tensor-grad", "error",
+                f"backward returned a {type(g).__name__} for {label}, which is a "
+                f"{type(arg).__name__}, not a tensor",
+                f"return None at position {i} of backward's result", NAME, label))
+            continue
+        if not isinstance(g, torch.Tensor):
+            findings.append(Finding(
+                "grad-shape-mismatch", "error",
+                f"backward returned a {type(g).__name__} for {label}; expected a tensor of "
+                f"shape {tuple(arg.shape)} or None", "return a tensor shaped like the input",
+                NAME, label))
+            continue
+        findings += _compare_meta(arg, g, label)
+    return findings
+
+
+def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str) -> list[Finding]:
+    out = []
+    if g.shape != arg.shape:
+        silent = _expandable(arg.shape, g.shape)
+        what = ("autograd silently sums it down to the input's shape" if silent
+                else "autograd rejects it")
+        out.append(Finding(
+            "grad-shape-mismatch", "error",
+            f"gradient for {label} has shape {tuple(g.shape)}, input has shape "
+            f"{tuple(arg.shape)} ({what})",
+            "reduce the gradient to the input's shape (sum over broadcast dimensions, "
+            "keepdim where the input had size 1) or reshape it", NAME, label,
+            {"expected": list(arg.shape), "got": list(g.shape)}))
+    if g.dtype != arg.dtype:
+        out.append(Finding(
+            "grad-dtype-mismatch", "error",
+            f"gradient for {label} is {g.dtype} but the input is {arg.dtype} (autograd casts "
+            "it silently, losing precision or hiding a hard-coded dtype)",
+            "compute the gradient in the input's dtype: avoid .float()/.double() and tensors "
+            "created without dtype=; use torch.empty_like/zeros_like or .to(x.dtype)",
+            NAME, label, {"expected": str(arg.dtype), "got": str(g.dtype)}))
+    if g.device != arg.device:
+        out.append(Finding(
+            "grad-device-mismatch", "error",
+            f"gradient for {label} is on {g.device} but the input is on {arg.device}",
+            "create gradient tensors with device=x.device (or *_like constructors)",
+            NAME, label))
+    return out
+
+
+def _expandable(shape: torch.Size, grad_shape: torch.Size) -> bool:
+    try:
+        torch.empty(grad_shape, device="meta").sum_to_size(shape)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _arg_names(subject, n: int) -> list[str]:
+    from gradsmith.checker.inputs import _parameter_names
+
+    return _parameter_names(subject.target, n)[:n]
+
+
+__all__ = ["NAME", "raw_backward", "run", "UserCodeError"]
