@@ -51,18 +51,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             raise pytest.UsageError(f"--gradsmith: {exc}") from None
         except TargetImportError as exc:
             items.append(ImportFailedItem.from_parent(session, name=source.label,
-                                                      message=str(exc)))
+                                                      nodeid=source.label, message=str(exc)))
             continue
         for label, message in listing.errors:
-            items.append(ImportFailedItem.from_parent(session, name=label, message=message))
+            items.append(ImportFailedItem.from_parent(session, name=label, nodeid=label,
+                                                      message=message))
         for candidate in listing.candidates:
             if candidate.key in seen:
                 continue
             seen.add(candidate.key)
             for index in range(len(candidate.examples)) if candidate.examples else [None]:
-                items.append(GradsmithItem.from_parent(
-                    session, name=display_name(candidate, index) if candidate.examples
-                    else candidate.ref.label, candidate=candidate, example_index=index))
+                name = display_name(candidate, index)
+                items.append(GradsmithItem.from_parent(session, name=name, nodeid=name,
+                                                       candidate=candidate, example_index=index))
 
 
 class GradsmithCheckFailed(Exception):
