@@ -1,0 +1,214 @@
+"""Running the rules: read and parse files, discover Functions, call checkers, filter."""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradsmith.linter import rules as _rules  # noqa: F401  (registers every rule)
+from gradsmith.linter._discovery import Index
+from gradsmith.linter._facts import Facts
+from gradsmith.linter._finding import Edit, LintFinding
+from gradsmith.linter._registry import CHECKERS, RULES
+from gradsmith.linter._source import SourceError, SourceFile, decode, module_name, parse
+from gradsmith.linter._symbols import ModuleSymbols
+
+_SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox",
+              "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs"}
+#: Above this many bytes of walked files, only files that can involve a Function are parsed.
+LARGE_TREE_BYTES = 4_000_000
+_BASES = re.compile(rb"class\s+\w+\s*\(([^)]*)\)")
+_ALIAS = re.compile(rb"\bFunction\s+as\s+(\w+)")
+_WORD = re.compile(rb"\w+")
+_CALLED = re.compile(rb"\.\s*(?:apply|forward|backward)\s*\(")
+_TAIL_WORD = re.compile(rb"(\w+)\s*$")
+
+
+@dataclass
+class ModuleTarget:
+    """What module-scope checkers see: one parsed file plus the whole index."""
+
+    source: SourceFile
+    sym: ModuleSymbols
+    index: Index
+
+
+@dataclass
+class RawFile:
+    path: str
+    data: bytes
+    module: str
+    is_package: bool
+    explicit: bool
+    error: str | None = None
+
+
+def iter_files(paths: Iterable[str | os.PathLike], exclude: Iterable[str] = ()) -> list[RawFile]:
+    """Python files under ``paths`` (directories are walked, hidden/cache dirs skipped)."""
+    patterns = [re.compile(_glob_to_regex(p)) for p in exclude]
+    out: list[RawFile] = []
+
+    def excluded(path: Path) -> bool:
+        text = path.as_posix()
+        return any(p.search(text) for p in patterns)
+
+    for raw in paths:
+        root = Path(raw)
+        if root.is_dir():
+            for folder, dirs, files in os.walk(root):
+                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+                for name in sorted(files):
+                    path = Path(folder, name)
+                    if name.endswith((".py", ".pyi")) and not excluded(path):
+                        out.append(_raw(path, explicit=False))
+        else:
+            out.append(_raw(root, explicit=True))
+    return out
+
+
+def _glob_to_regex(glob: str) -> str:
+    parts = re.escape(glob).replace(r"\*\*", ".*").replace(r"\*", "[^/]*").replace(r"\?", ".")
+    return rf"(^|/){parts}(/|$)"
+
+
+def _raw(path: Path, explicit: bool) -> RawFile:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return RawFile(str(path), b"", "", False, True, f"cannot read it: {exc.strerror or exc}")
+    module, is_package = module_name(path)
+    return RawFile(str(path), data, module, is_package, explicit)
+
+
+class Reporter:
+    """Collects findings for one run; the ``report`` callable handed to checkers."""
+
+    def __init__(self) -> None:
+        self.findings: list[LintFinding] = []
+
+    def __call__(self, code, source: SourceFile | str, where, detail: str = "",
+                 fix: tuple[Edit, ...] = ()) -> None:
+        rule = RULES[code]
+        if isinstance(where, tuple):
+            line, col = where
+        elif isinstance(source, SourceFile):
+            line, col = source.start(where)
+        else:
+            line, col = where.lineno, where.col_offset
+        path = source.path if isinstance(source, SourceFile) else source
+        self.findings.append(
+            LintFinding(path, line, col + 1, code, rule.severity, rule.message(detail), tuple(fix))
+        )
+
+
+def _prefilter(raws: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
+    """Split walked files into (to parse now, maybe later) for large trees."""
+    walked = [r for r in raws if not r.explicit]
+    if sum(len(r.data) for r in walked) <= LARGE_TREE_BYTES:
+        return raws, []
+    now, later = [], []
+    for raw in raws:
+        if raw.explicit or raw.error:
+            now.append(raw)
+            continue
+        names = {b"Function", *_ALIAS.findall(raw.data)}
+        (now if _words(raw, "bases") & names else later).append(raw)
+    return now, later
+
+
+def _words(raw: RawFile, kind: str) -> set[bytes]:
+    """Identifiers in class bases (``kind="bases"``) or before ``.apply(``/``.forward(``."""
+    cache = raw.__dict__.setdefault("_words", {})
+    if kind not in cache:
+        if kind == "bases":
+            bases = _BASES.findall(raw.data) if b"class" in raw.data else []
+            cache[kind] = {w for b in bases for w in _WORD.findall(b)}
+        else:
+            found = set()
+            for match in _CALLED.finditer(raw.data):
+                word = _TAIL_WORD.search(raw.data, max(0, match.start() - 80), match.start())
+                if word:
+                    found.add(word.group(1))
+            cache[kind] = found
+    return cache[kind]
+
+
+def _parse(raw: RawFile, reporter: Reporter) -> SourceFile | None:
+    if raw.error:
+        reporter("GS002", raw.path, (1, 0), raw.error)
+        return None
+    try:
+        return parse(decode(raw.data), raw.path, raw.module, raw.is_package)
+    except SourceError as err:
+        reporter(err.code, raw.path, (err.line, max(err.col - 1, 0)), err.detail)
+        return None
+
+
+def analyse(raws: list[RawFile]) -> list[LintFinding]:
+    """Run every checker over the files; returns unfiltered findings."""
+    reporter = Reporter()
+    now, later = _prefilter(raws)
+    sources = [s for s in (_parse(r, reporter) for r in now) if s is not None]
+    index = Index(sources)
+    functions = index.discover()
+    while later:  # large trees: pull in files subclassing or applying a discovered Function
+        names = {fc.name.encode() for fc in functions}
+        pulled = [r for r in later if (_words(r, "bases") | _words(r, "calls")) & names]
+        if not pulled:
+            break
+        later = [r for r in later if r not in pulled]
+        sources += [s for s in (_parse(r, reporter) for r in pulled) if s is not None]
+        index = Index(sources)
+        functions = index.discover()
+    sym_of = {id(src): index.by_source[id(src)] for src in sources}
+    index.names = {fc.name for fc in functions}
+    for fc in functions:
+        facts = Facts(fc, sym_of)
+        for rule, check in CHECKERS["function"]:
+            _guarded(check, facts, reporter, rule.code, fc.source, fc.node)
+    for src in sources:
+        target = ModuleTarget(src, sym_of[id(src)], index)
+        for rule, check in CHECKERS["module"]:
+            _guarded(check, target, reporter, rule.code, src, (1, 0))
+    return reporter.findings
+
+
+def _guarded(check, target, reporter: Reporter, code: str, source, where) -> None:
+    try:
+        check(target, reporter)
+    except Exception as exc:  # a rule bug must never take the run down
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        reporter(
+            "GS003", source, where,
+            f"checker of {code} crashed with {type(exc).__name__}: {exc} "
+            f"({Path(frame.filename).name}:{frame.lineno})",
+        )
+
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.I)
+
+
+def suppressed(finding: LintFinding, lines: list[str]) -> bool:
+    """Whether ``# noqa`` or ``# noqa: GS101`` on the finding's line silences it."""
+    if not 1 <= finding.line <= len(lines):
+        return False
+    match = _NOQA.search(lines[finding.line - 1])
+    if match is None:
+        return False
+    codes = match.group("codes")
+    if not codes:
+        return True
+    return any(finding.code.startswith(c.upper()) for c in re.split(r"[\s,]+", codes) if c)
+
+
+def selected(code: str, select: Iterable[str] | None, ignore: Iterable[str] | None) -> bool:
+    """``--select``/``--ignore`` by code or prefix; the longer matching prefix wins."""
+    best_sel = max((len(p) for p in (select or ["GS"]) if code.startswith(p)), default=-1)
+    best_ign = max((len(p) for p in (ignore or []) if code.startswith(p)), default=-1)
+    return best_sel >= 0 and best_sel >= best_ign
+
+

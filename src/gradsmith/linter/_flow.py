@@ -1,0 +1,336 @@
+"""A small forward data-flow pass over one method: where does each local name come from?
+
+Each value carries *origins* (``input:<name>``, ``grad``, ``saved``, ``output``): a view or
+``self``-returning conversion keeps its source's origins, anything computed out of place is
+fresh (no origin). Branches are joined by union, so "may alias on some path" counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from gradsmith.linter import _tensors as T
+
+
+@dataclass(frozen=True)
+class Val:
+    """Abstract value: origins, whether it is a tensor (None = unknown), tuple elements."""
+
+    origins: frozenset[str] = frozenset()
+    tensor: bool | None = None
+    elements: tuple[Val, ...] | None = None
+    single: bool = False
+
+    def fresh(self) -> Val:
+        return Val(tensor=self.tensor, single=self.single or bool(self.tensor))
+
+    @property
+    def count(self) -> int | None:
+        """How many values a ``return`` of this value gives backward/apply (None: unknown)."""
+        if self.elements is not None:
+            return len(self.elements)
+        return 1 if (self.single or self.tensor) else None
+
+
+UNKNOWN = Val()
+TENSOR = Val(tensor=True, single=True)
+NOT_TENSOR = Val(tensor=False)
+SCALAR = Val(tensor=False, single=True)
+
+
+def join(a: Val, b: Val) -> Val:
+    """Union of two values reaching the same point."""
+    tensor = a.tensor if a.tensor == b.tensor else None
+    elements = None
+    if a.elements is not None and b.elements is not None and len(a.elements) == len(b.elements):
+        elements = tuple(join(x, y) for x, y in zip(a.elements, b.elements))
+    single = (a.single or bool(a.tensor)) and (b.single or bool(b.tensor))
+    return Val(a.origins | b.origins, tensor, elements, single)
+
+
+def _basic_index(node: ast.expr) -> bool:
+    """Index made only of constants and slices (a view, not an advanced-indexing copy)."""
+    if isinstance(node, ast.Tuple):
+        return all(_basic_index(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _basic_index(node.operand)
+    if isinstance(node, ast.Slice):
+        return all(p is None or _basic_index(p) for p in (node.lower, node.upper, node.step))
+    return isinstance(node, ast.Constant) and (
+        node.value is None or node.value is Ellipsis or isinstance(node.value, int)
+    )
+
+
+@dataclass
+class Flow:
+    """Evaluates expressions against an environment of local names.
+
+    Args:
+        ctx: Name of the ctx parameter (or None).
+        torchish: Qualified name of a dotted call target when it refers to torch
+            (``F.relu`` -> ``"torch.nn.functional.relu"``), else None.
+    """
+
+    ctx: str | None
+    torchish: Callable[[list[str]], str | None]
+    env: dict[str, Val] = field(default_factory=dict)
+
+    # -- expressions -----------------------------------------------------------------------
+    def eval(self, node: ast.expr | None) -> Val:
+        if node is None:
+            return UNKNOWN
+        method = getattr(self, "_eval_" + type(node).__name__, None)
+        return method(node) if method else UNKNOWN
+
+    def _eval_Name(self, node: ast.Name) -> Val:
+        return self.env.get(node.id, UNKNOWN)
+
+    def _eval_Constant(self, node: ast.Constant) -> Val:
+        return SCALAR
+
+    def _eval_JoinedStr(self, node: ast.JoinedStr) -> Val:
+        return SCALAR
+
+    def _eval_Tuple(self, node: ast.Tuple) -> Val:
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            return NOT_TENSOR
+        return Val(tensor=False, elements=tuple(self.eval(e) for e in node.elts))
+
+    _eval_List = _eval_Tuple
+
+    def _eval_Dict(self, node: ast.Dict) -> Val:
+        return NOT_TENSOR
+
+    def _eval_Attribute(self, node: ast.Attribute) -> Val:
+        if isinstance(node.value, ast.Name) and node.value.id == self.ctx:
+            if node.attr in ("saved_tensors", "saved_variables"):
+                return Val(frozenset({"saved"}), tensor=False)
+            return UNKNOWN
+        base = self.eval(node.value)
+        if node.attr in T.VIEW_ATTRS:
+            return Val(base.origins, True, single=True)
+        if node.attr in T.NON_TENSOR_ATTRS:
+            return NOT_TENSOR if node.attr == "shape" else SCALAR
+        return UNKNOWN
+
+    def _eval_Subscript(self, node: ast.Subscript) -> Val:
+        base = self.eval(node.value)
+        if base.elements is not None and isinstance(node.slice, ast.Constant):
+            idx = node.slice.value
+            if isinstance(idx, int) and -len(base.elements) <= idx < len(base.elements):
+                return base.elements[idx]
+        if "saved" in base.origins and base.tensor is False:
+            return Val(frozenset({"saved"}), True, single=True)
+        if base.tensor is False:
+            return Val(base.origins, None) if base.origins else UNKNOWN
+        if base.tensor and _basic_index(node.slice):
+            return Val(base.origins, True, single=True)
+        return TENSOR if base.tensor else UNKNOWN
+
+    def _eval_BinOp(self, node: ast.BinOp) -> Val:
+        left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(node.op, ast.MatMult) or left.tensor or right.tensor:
+            return TENSOR
+        if left.single and right.single:
+            return SCALAR
+        if isinstance(node.op, ast.Add) and left.elements is not None and right.elements is not None:
+            return Val(tensor=False, elements=left.elements + right.elements)
+        if left.tensor is False and right.tensor is False:
+            return NOT_TENSOR
+        return UNKNOWN
+
+    def _eval_UnaryOp(self, node: ast.UnaryOp) -> Val:
+        if isinstance(node.op, ast.Not):
+            return SCALAR
+        return self.eval(node.operand).fresh()
+
+    def _eval_Compare(self, node: ast.Compare) -> Val:
+        vals = [self.eval(node.left), *map(self.eval, node.comparators)]
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            return SCALAR
+        return TENSOR if any(v.tensor for v in vals) else UNKNOWN
+
+    def _eval_IfExp(self, node: ast.IfExp) -> Val:
+        return join(self.eval(node.body), self.eval(node.orelse))
+
+    def _eval_NamedExpr(self, node: ast.NamedExpr) -> Val:
+        val = self.eval(node.value)
+        self.env[node.target.id] = val
+        return val
+
+    def _eval_Call(self, node: ast.Call) -> Val:
+        func = node.func
+        parts = _dotted(func)
+        qual = self.torchish(parts) if parts and parts[0] not in self.env else None
+        if qual:
+            return self._torch_call(qual, node)
+        if isinstance(func, ast.Attribute):
+            recv = self.eval(func.value)
+            name = func.attr
+            if name in T.TUPLE_RESULT:
+                return UNKNOWN
+            if name in T.NON_TENSOR_METHODS:
+                return SCALAR if name != "tolist" else UNKNOWN
+            if name in T.VIEW_METHODS or T.is_inplace_name(name):
+                return Val(recv.origins, True if recv.tensor is not False else None, single=True)
+            if recv.tensor or name in T.TENSOR_EVIDENCE:
+                return TENSOR
+            return UNKNOWN
+        if isinstance(func, ast.Name):
+            if func.id in ("len", "int", "float", "bool", "str", "repr", "isinstance", "abs"):
+                return SCALAR
+            if func.id in ("range", "list", "tuple", "dict", "set", "sorted", "enumerate", "zip"):
+                return NOT_TENSOR
+        return UNKNOWN
+
+    def _torch_call(self, qual: str, node: ast.Call) -> Val:
+        module, _, name = qual.rpartition(".")
+        if module not in T.TENSOR_MODULES or name in T.TUPLE_RESULT:
+            return UNKNOWN
+        if name == "where" and len(node.args) < 3:
+            return UNKNOWN
+        if any(kw.arg and kw.arg.startswith("return_") for kw in node.keywords):
+            return UNKNOWN
+        if name in T.TORCH_NON_TENSOR or name[:1].isupper() and name not in T.LEGACY_CTORS:
+            return SCALAR
+        if (name in T.TORCH_VIEW_FUNCS or T.is_inplace_name(name)) and node.args:
+            return Val(self.eval(node.args[0]).origins, True, single=True)
+        return TENSOR
+
+    # -- statements ------------------------------------------------------------------------
+    def bind(self, target: ast.expr, val: Val) -> None:
+        """Assign ``val`` to an assignment target (names, tuples, starred)."""
+        if isinstance(target, ast.Name):
+            self.env[target.id] = val
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            starred = any(isinstance(e, ast.Starred) for e in elts)
+            for i, elt in enumerate(elts):
+                if isinstance(elt, ast.Starred):
+                    self.bind(elt.value, Val(val.origins, False))
+                elif val.elements is not None and not starred and len(val.elements) == len(elts):
+                    self.bind(elt, val.elements[i])
+                elif val.origins:
+                    tensor = True if "saved" in val.origins or val.tensor is not False else None
+                    self.bind(elt, Val(val.origins, tensor))
+                else:
+                    self.bind(elt, UNKNOWN)
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return None
+
+
+def walk_shallow(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter nested functions, lambdas or classes."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        yield cur
+        for child in ast.iter_child_nodes(cur):
+            if not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+            ):
+                stack.append(child)
+
+
+def header_exprs(stmt: ast.stmt) -> list[ast.AST]:
+    """The parts of ``stmt`` evaluated by the statement itself (not its nested blocks)."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.iter]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in stmt.items]
+    if isinstance(stmt, ast.Match):
+        return [stmt.subject]
+    if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        return []
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    return [stmt]
+
+
+def _join_env(envs: list[dict[str, Val]]) -> dict[str, Val]:
+    keys = set().union(*envs)
+    out = {}
+    for key in keys:
+        vals = [e.get(key, UNKNOWN) for e in envs]
+        acc = vals[0]
+        for v in vals[1:]:
+            acc = join(acc, v) if acc is not v else acc
+        out[key] = acc
+    return out
+
+
+def run(flow: Flow, body: list[ast.stmt], visit: Callable[[ast.stmt, Flow], None]) -> None:
+    """Walk ``body`` in order, calling ``visit(stmt, flow)`` before ``stmt`` updates the env."""
+    for stmt in body:
+        visit(stmt, flow)
+        _step(flow, stmt, visit)
+
+
+def _branches(flow: Flow, blocks: list[list[ast.stmt]], visit, keep_before: bool) -> None:
+    before = dict(flow.env)
+    results = [before] if keep_before else []
+    for block in blocks:
+        flow.env = dict(before)
+        run(flow, block, visit)
+        results.append(flow.env)
+    flow.env = _join_env(results) if results else before
+
+
+def _step(flow: Flow, stmt: ast.stmt, visit) -> None:
+    if isinstance(stmt, ast.Assign):
+        val = flow.eval(stmt.value)
+        for target in stmt.targets:
+            flow.bind(target, val)
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        flow.bind(stmt.target, flow.eval(stmt.value))
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        old = flow.env.get(stmt.target.id, UNKNOWN)
+        rhs = flow.eval(stmt.value)
+        tensor = True if (old.tensor or rhs.tensor) else old.tensor
+        flow.env[stmt.target.id] = Val(old.origins if tensor is not False else frozenset(), tensor)
+    elif isinstance(stmt, ast.If):
+        _branches(flow, [stmt.body, stmt.orelse], visit, keep_before=False)
+    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+        seq = flow.eval(stmt.iter)
+        if seq.elements:
+            elem = seq.elements[0]
+            for e in seq.elements[1:]:
+                elem = join(elem, e)
+        else:
+            sure = "saved" in seq.origins or "grad" in seq.origins
+            elem = Val(seq.origins, True if sure else None)
+        before = dict(flow.env)
+        flow.bind(stmt.target, elem)
+        run(flow, stmt.body, visit)
+        flow.env = _join_env([before, flow.env])
+        run(flow, stmt.orelse, visit)
+    elif isinstance(stmt, ast.While):
+        _branches(flow, [stmt.body], visit, keep_before=True)
+        run(flow, stmt.orelse, visit)
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        for item in stmt.items:
+            if item.optional_vars is not None:
+                flow.bind(item.optional_vars, UNKNOWN)
+        run(flow, stmt.body, visit)
+    elif isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        run(flow, stmt.body, visit)
+        _branches(flow, [h.body for h in stmt.handlers], visit, keep_before=True)
+        run(flow, stmt.orelse, visit)
+        run(flow, stmt.finalbody, visit)
+    elif isinstance(stmt, ast.Match):
+        _branches(flow, [case.body for case in stmt.cases], visit, keep_before=True)
+    elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        flow.env[stmt.name] = UNKNOWN

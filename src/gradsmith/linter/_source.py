@@ -1,0 +1,115 @@
+"""Reading one file: decode, parse, map ``ast`` byte columns to character columns."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """A file that cannot be linted; ``code`` is GS001 (syntax) or GS002 (decode)."""
+
+    def __init__(self, code: str, line: int, col: int, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.line, self.col, self.detail = code, line, col, detail
+
+
+@dataclass
+class SourceFile:
+    """A parsed Python file.
+
+    Attributes:
+        path: Display path.
+        module: Dotted module name (``""`` when unknown), used to resolve imports.
+        is_package: Whether the file is a package ``__init__``.
+        text: Decoded text.
+        tree: Its ``ast.Module``.
+    """
+
+    path: str
+    module: str
+    is_package: bool
+    text: str
+    tree: ast.Module
+    lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lines = self.text.splitlines()
+
+    def char_col(self, line: int, byte_col: int) -> int:
+        """Convert an ``ast`` UTF-8 byte column to a character column (0-based)."""
+        if not 1 <= line <= len(self.lines):
+            return byte_col
+        text = self.lines[line - 1]
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    def start(self, node: ast.AST) -> tuple[int, int]:
+        """(line, 0-based char column) where ``node`` starts."""
+        return node.lineno, self.char_col(node.lineno, node.col_offset)
+
+    def end(self, node: ast.AST) -> tuple[int, int]:
+        """(line, 0-based char column) where ``node`` ends."""
+        return node.end_lineno, self.char_col(node.end_lineno, node.end_col_offset)
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of ``node``."""
+        try:
+            (l1, c1), (l2, c2) = self.start(node), self.end(node)
+        except (AttributeError, TypeError):
+            return ""
+        if l1 == l2:
+            return self.lines[l1 - 1][c1:c2]
+        parts = [self.lines[l1 - 1][c1:], *self.lines[l1 : l2 - 1], self.lines[l2 - 1][:c2]]
+        return "\n".join(parts)
+
+
+def decode(data: bytes) -> str:
+    """Decode Python source bytes the way the interpreter does (PEP 263 cookie, BOM).
+
+    Raises:
+        SourceError: GS002 when the bytes cannot be decoded.
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        raise SourceError("GS002", 1, 1, f"cannot decode the file: {exc}") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def parse(text: str, path: str, module: str = "", is_package: bool = False) -> SourceFile:
+    """Parse ``text``; syntax errors become :class:`SourceError` GS001."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours to report
+            tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = exc.offset or 1
+        raise SourceError("GS001", line, col, f"{exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        raise SourceError("GS001", 1, 1, f"cannot parse the file: {exc}") from None
+    return SourceFile(path, module, is_package, text, tree)
+
+
+def module_name(path: Path) -> tuple[str, bool]:
+    """Dotted module name of ``path`` found by walking up through ``__init__.py`` packages.
+
+    Example:
+        >>> module_name(Path("/nonexistent/x/mod.py"))
+        ('mod', False)
+    """
+    path = path.resolve()
+    is_package = path.name == "__init__.py"
+    parts = [] if is_package else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts)), is_package

@@ -1,0 +1,11 @@
+"""Rule modules; importing this package registers every rule (one module per rule group)."""
+
+from gradsmith.linter.rules import (  # noqa: F401
+    _api,
+    _arity,
+    _ctx_state,
+    _hygiene,
+    _inplace,
+    _meta,
+    _perf,
+)

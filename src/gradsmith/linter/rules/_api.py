@@ -1,0 +1,161 @@
+"""GS111-GS114: how a Function is declared and called."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._discovery import METHODS
+from gradsmith.linter._facts import Facts, is_ctx_call
+from gradsmith.linter._finding import Edit
+from gradsmith.linter._flow import walk_shallow
+from gradsmith.linter._registry import Rule, checker
+
+_H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
+_FN = (_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
+       "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n\n\n")
+GS111 = Rule(
+    "GS111", "direct-call", "error",
+    "A Function is called directly (`Fn(x)` or `Fn.forward(...)`) instead of `Fn.apply(x)`",
+    "`Fn(x)` builds a Function object instead of a tensor, and `Fn.forward` runs without "
+    "recording a graph node, so backward is never used.",
+    "call `Fn.apply(x)`.",
+    bad=_FN + "y = Fn(torch.ones(2))  # GS111\n",
+    good=_FN + "y = Fn.apply(torch.ones(2))\n",
+    autofix=True, scope="module",
+)
+GS112 = Rule(
+    "GS112", "apply-keywords", "error",
+    "Function.apply is called with keyword arguments",
+    "apply forwards only positional arguments; keywords raise TypeError (and "
+    "needs_input_grad/backward count positions only).",
+    "pass every argument positionally, or wrap apply in a function with keywords.",
+    bad=_H + "    @staticmethod\n    def forward(ctx, x, k=2.0):\n        ctx.k = k\n        return x * k\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
+    "y = Fn.apply(torch.ones(2), k=3.0)  # GS112\n",
+    good=_H + "    @staticmethod\n    def forward(ctx, x, k=2.0):\n        ctx.k = k\n        return x * k\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
+    "y = Fn.apply(torch.ones(2), 3.0)\n",
+    scope="module",
+)
+GS113 = Rule(
+    "GS113", "not-staticmethod", "error",
+    "forward/backward/setup_context/jvp/vmap is not a @staticmethod",
+    "PyTorch calls these on the class with ctx as the first argument; instance methods are "
+    "the removed legacy API and fail.",
+    "decorate it with `@staticmethod` (outermost decorator).",
+    bad=_H + "    def forward(ctx, x):  # GS113\n        return x * 2\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+    good=_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+    autofix=True,
+)
+GS114 = Rule(
+    "GS114", "forward-ctx-with-setup-context", "error",
+    "forward takes ctx although the Function defines setup_context",
+    "With setup_context, forward receives only the inputs; its first input is silently "
+    "treated as ctx (or apply fails with a count error).",
+    "drop ctx from forward and do all ctx work in setup_context.",
+    bad=_H + "    @staticmethod\n    def forward(ctx, x):  # GS114\n        return x * 2\n\n"
+    "    @staticmethod\n    def setup_context(ctx, inputs, output):\n        pass\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+    good=_H + "    @staticmethod\n    def forward(x):\n        return x * 2\n\n"
+    "    @staticmethod\n    def setup_context(ctx, inputs, output):\n        pass\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+)
+
+_CTX_USES = ("save_for_backward", "mark_dirty", "mark_non_differentiable", "set_materialize_grads",
+             "save_for_forward")
+
+
+@checker(GS113, GS114)
+def check_declaration(facts: Facts, report) -> None:
+    fc = facts.fc
+    for stmt in fc.node.body:
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name not in METHODS:
+            continue
+        method = fc.methods.get(stmt.name)
+        if method is None or method.node is not stmt or method.static:
+            continue
+        params = method.params
+        fix = ()
+        if "classmethod" not in method.decorators and not (len(params) > 1 and params[1] == "ctx"):
+            src = method.source
+            anchor = stmt.decorator_list[0] if stmt.decorator_list else stmt
+            line = anchor.lineno
+            indent = src.lines[stmt.lineno - 1][: src.char_col(stmt.lineno, stmt.col_offset)]
+            if indent.strip() == "":
+                fix = (Edit((line, 0), (line, 0), f"{indent}@staticmethod\n"),)
+        report("GS113", method.source, stmt, f"`{stmt.name}`", fix)
+    fwd = fc.methods.get("forward")
+    if fc.setup_style and fwd is not None and "forward" in fc.own and fwd.params:
+        first = fwd.params[0]
+        used = any(
+            is_ctx_call(n, first, u) for n in walk_shallow(fwd.node) for u in _CTX_USES
+        ) or any(
+            isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name) and n.value.id == first
+            for n in walk_shallow(fwd.node)
+        )
+        if first in ("ctx", "context") or used:
+            report("GS114", fwd.source, fwd.node, f"first parameter `{first}`")
+
+
+def _function_of(target, expr: ast.expr):
+    """The discovered FunctionClass an expression names, or None."""
+    if not isinstance(expr, (ast.Name, ast.Attribute)):
+        return None
+    found = target.index.resolve_base(target.sym, expr)
+    if isinstance(found, tuple):
+        return target.index.functions.get(id(found[1]))
+    return None
+
+
+@checker(GS111, GS112, scope="module")
+def check_calls(target, report) -> None:
+    src = target.source
+    names = getattr(target.index, "names", set())
+    if not any(name in src.text for name in names):
+        return  # no discovered Function is named in this file
+    methods = [  # line spans of methods of Function classes: delegation is allowed there
+        (stmt.lineno, stmt.end_lineno)
+        for fc in target.index.functions.values() if fc.source is src
+        for stmt in fc.node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Call):
+            head = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+            key = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
+            if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
+                inside = any(a <= node.lineno <= b for a, b in methods)
+                _check_call(target, report, src, node, inside)
+
+
+def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
+    func = node.func
+    fc = _function_of(target, func)
+    if fc is not None:
+        fix = ()
+        if not node.keywords:
+            fix = (Edit(src.end(func), src.end(func), ".apply"),)
+        report("GS111", src, node, f"`{src.segment(func)}(...)`", fix)
+        return
+    if not isinstance(func, ast.Attribute) or func.attr not in ("apply", "forward", "backward"):
+        return
+    fc = _function_of(target, func.value)
+    if fc is None:
+        return
+    if func.attr == "apply":
+        explicit = [k.arg for k in node.keywords if k.arg is not None]
+        if explicit:  # `**kwargs` may be empty: only named keywords are certain errors
+            report("GS112", src, node, f"keywords {', '.join(explicit)}")
+        return
+    if in_method:
+        return  # delegating to a base Function's forward/backward from inside a Function
+    fix = ()
+    inputs = fc.inputs()
+    if func.attr == "forward" and inputs and not node.keywords and not inputs[2] and (
+        len(node.args) == len(inputs[0]) and not any(isinstance(a, ast.Starred) for a in node.args)
+    ):
+        line, col = src.end(func)
+        fix = (Edit((line, col - len("forward")), (line, col), "apply"),)
+    report("GS111", src, node, f"`{src.segment(func)}(...)`", fix)

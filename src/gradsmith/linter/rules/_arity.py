@@ -1,0 +1,195 @@
+"""GS108-GS110, GS116, GS118, GS209: counts that must agree between forward and backward."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._facts import Facts
+from gradsmith.linter._flow import Flow
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
+
+_H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+_B = "\n    @staticmethod\n    def backward(ctx, g):\n"
+GS108 = Rule(
+    "GS108", "backward-return-count", "error",
+    "backward returns a different number of values than forward has inputs",
+    "Autograd needs one gradient (or None) per forward input and raises "
+    "'returned an incorrect number of gradients'.",
+    "return one value per forward input (ctx excluded), None for non-tensor or "
+    "non-differentiable ones.",
+    bad=_H + "    def forward(ctx, x, k):\n        ctx.k = k\n        return x * k\n" + _B
+    + "        return g * ctx.k  # GS108\n",
+    good=_H + "    def forward(ctx, x, k):\n        ctx.k = k\n        return x * k\n" + _B
+    + "        return g * ctx.k, None\n",
+)
+GS209 = Rule(
+    "GS209", "backward-return-optional", "warning",
+    "backward returns fewer values than forward's inputs including those with defaults",
+    "Calls that pass the optional arguments make backward fail with "
+    "'returned an incorrect number of gradients'.",
+    "return a value (None) for every forward parameter, optional ones included.",
+    bad=_H + "    def forward(ctx, x, scale=2.0):\n        ctx.scale = scale\n"
+    "        return x * scale\n" + _B + "        return g * ctx.scale  # GS209\n",
+    good=_H + "    def forward(ctx, x, scale=2.0):\n        ctx.scale = scale\n"
+    "        return x * scale\n" + _B + "        return g * ctx.scale, None\n",
+)
+GS109 = Rule(
+    "GS109", "backward-missing-return", "error",
+    "backward does not return a value on every path",
+    "Falling off the end returns None, which autograd reads as one missing gradient: "
+    "gradients silently vanish or it raises a count error.",
+    "return the gradients (or explicit Nones) on every path.",
+    bad=_H + "    def forward(ctx, x):\n        return x * 2\n" + _B
+    + "        if g is not None:  # GS109\n            return g * 2\n",
+    good=_H + "    def forward(ctx, x):\n        return x * 2\n" + _B
+    + "        if g is not None:\n            return g * 2\n        return None\n",
+)
+GS110 = Rule(
+    "GS110", "backward-arity", "error",
+    "backward takes a different number of gradient arguments than forward returns outputs",
+    "Autograd calls backward with one gradient per forward output; a mismatch raises "
+    "TypeError when backward runs.",
+    "give backward one parameter per output (after ctx), e.g. `backward(ctx, g_out, g_idx)`.",
+    bad=_H + "    def forward(ctx, x):\n        return x * 2, x * 3\n\n    @staticmethod\n"
+    "    def backward(ctx, g):  # GS110\n        return g * 2\n",
+    good=_H + "    def forward(ctx, x):\n        return x * 2, x * 3\n\n    @staticmethod\n"
+    "    def backward(ctx, g2, g3):\n        return g2 * 2 + g3 * 3\n",
+)
+GS116 = Rule(
+    "GS116", "needs-input-grad-index", "error",
+    "ctx.needs_input_grad is indexed or unpacked beyond forward's inputs",
+    "needs_input_grad has one flag per forward input; a wrong index raises IndexError or "
+    "tests the wrong input.",
+    "index it by the input's position in forward (ctx excluded).",
+    bad=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n"
+    + _B + "        x, w = ctx.saved_tensors\n        gx = g @ w.t() if ctx.needs_input_grad[1] else None\n"
+    "        gw = x.t() @ g if ctx.needs_input_grad[2] else None  # GS116\n        return gx, gw\n",
+    good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n"
+    + _B + "        x, w = ctx.saved_tensors\n        gx = g @ w.t() if ctx.needs_input_grad[0] else None\n"
+    "        gw = x.t() @ g if ctx.needs_input_grad[1] else None\n        return gx, gw\n",
+)
+GS118 = Rule(
+    "GS118", "setup-context-signature", "error",
+    "setup_context does not match forward: it must be `setup_context(ctx, inputs, output)` "
+    "and unpack as many inputs as forward takes",
+    "PyTorch calls it with exactly (ctx, inputs, output); a wrong signature or unpacking "
+    "raises when the Function is applied.",
+    "declare `setup_context(ctx, inputs, output)` and unpack `x, w = inputs` to match forward.",
+    bad="import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(x, w):\n        return x * w\n\n    @staticmethod\n"
+    "    def setup_context(ctx, inputs, output):\n        (x,) = inputs  # GS118\n"
+    "        ctx.save_for_backward(x)\n" + _B + "        (x,) = ctx.saved_tensors\n"
+    "        return None, g * x\n",
+    good="import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(x, w):\n        return x * w\n\n    @staticmethod\n"
+    "    def setup_context(ctx, inputs, output):\n        x, w = inputs\n"
+    "        ctx.save_for_backward(x)\n" + _B + "        (x,) = ctx.saved_tensors\n"
+    "        return None, g * x\n",
+)
+
+
+def _returns(facts: Facts, method) -> list[tuple[ast.Return, int | None, ast.expr | None]]:
+    out = []
+
+    def visit(stmt, flow: Flow):
+        if isinstance(stmt, ast.Return):
+            count = 1 if stmt.value is None else flow.eval(stmt.value).count
+            out.append((stmt, count, stmt.value))
+
+    facts.walk(method, visit)
+    return out
+
+
+@checker(GS108, GS209, GS109, GS110)
+def check_returns(facts: Facts, report) -> None:
+    backward, forward = facts.method("backward"), facts.method("forward")
+    if backward is None or forward is None or facts.inputs is None:
+        return
+    if not ({"forward", "backward", "setup_context", "vjp"} & facts.fc.own):
+        return
+    params, ndefault, vararg = facts.inputs
+    total, required = len(params), len(params) - ndefault
+    src = backward.source
+    returns = _returns(facts, backward)
+    if "backward" in facts.fc.own or "vjp" in facts.fc.own:
+        body = backward.node.body
+        if not trivial(body) and not terminates(body):
+            if any(r[2] is not None for r in returns):
+                report("GS109", src, backward.node, "some path ends without `return`")
+            elif not returns:
+                report("GS109", src, backward.node, "backward never returns a value")
+    for ret, count, value in returns:
+        if count is None:
+            continue
+        if count < required:
+            report("GS108", src, ret, f"returns {count}, forward takes {required}"
+                   + (" or more" if vararg or ndefault else ""))
+        elif vararg:
+            continue
+        elif count < total:
+            report("GS209", src, ret, f"returns {count}, forward takes up to {total}")
+        elif count > total and total > 0 and isinstance(value, ast.Tuple):
+            extra = value.elts[total:]
+            if not all(isinstance(e, ast.Constant) and e.value is None for e in extra):
+                report("GS108", src, ret, f"returns {count}, forward takes {total}")
+    _check_arity(facts, report, forward, backward)
+
+
+def _check_arity(facts: Facts, report, forward, backward) -> None:
+    if backward.vararg or backward.name != "backward":
+        return
+    counts = {c for _, c, _ in _returns(facts, forward)}
+    if len(counts) != 1 or None in counts:
+        return
+    (outputs,) = counts
+    grads = len(backward.params) - 1 - backward.ndefaults
+    if outputs != grads and not (backward.ndefaults and grads <= outputs <= grads + backward.ndefaults):
+        report("GS110", backward.source, backward.node,
+               f"backward takes {grads} gradient(s), forward returns {outputs} output(s)")
+
+
+@checker(GS116, GS118)
+def check_input_flags(facts: Facts, report) -> None:
+    if facts.inputs is None:
+        return
+    params, ndefault, vararg = facts.inputs
+    total, required = len(params), len(params) - ndefault
+    if vararg:
+        return
+    for method in own(facts, "forward", "backward", "setup_context", "jvp", "vjp"):
+        ctx = facts.ctx_of(method)
+        for node in nodes(method):
+            if isinstance(node, ast.Subscript) and attr_of(node.value, ctx, "needs_input_grad"):
+                idx = node.slice
+                if isinstance(idx, ast.Constant) and isinstance(idx.value, int) \
+                        and not -total <= idx.value < total:
+                    report("GS116", method.source, node,
+                           f"index {idx.value}, forward has {total} input(s)")
+            elif isinstance(node, ast.Assign):
+                n = _unpack_count(node)
+                if n is None:
+                    continue
+                if attr_of(node.value, ctx, "needs_input_grad") and not required <= n <= total:
+                    report("GS116", method.source, node,
+                           f"unpacked into {n}, forward has {total} input(s)")
+                if method.name == "setup_context" and len(method.params) >= 2 and isinstance(
+                    node.value, ast.Name
+                ) and node.value.id == method.params[1] and not required <= n <= total:
+                    report("GS118", method.source, node,
+                           f"unpacks {n} inputs, forward takes {total}")
+    for method in own(facts, "setup_context"):
+        if len(method.params) != 3 and not method.vararg:
+            report("GS118", method.source, method.node,
+                   f"it takes {len(method.params)} parameter(s)")
+
+
+def _unpack_count(node: ast.Assign) -> int | None:
+    if len(node.targets) != 1:
+        return None
+    target = node.targets[0]
+    if isinstance(target, (ast.Tuple, ast.List)) and not any(
+        isinstance(e, ast.Starred) for e in target.elts
+    ):
+        return len(target.elts)
+    return None

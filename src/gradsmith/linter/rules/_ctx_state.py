@@ -1,0 +1,239 @@
+"""GS104-GS107, GS119, GS205, GS304: what forward keeps on ctx and how backward reads it."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
+from gradsmith.linter._flow import Flow, walk_shallow
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own
+
+_H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+_B = "\n    @staticmethod\n    def backward(ctx, g):\n"
+GS104 = Rule(
+    "GS104", "ctx-attr-input-output", "error",
+    "An input or output tensor is stored as a ctx attribute",
+    "Attributes skip save_for_backward's version check (in-place changes go unnoticed, "
+    "gradients silently wrong) and an output kept on ctx creates a reference cycle that "
+    "leaks the graph's memory.",
+    "use `ctx.save_for_backward(x)` and read it back with `ctx.saved_tensors`.",
+    bad=_H + "    def forward(ctx, x, w):\n        ctx.w = w  # GS104\n        return x @ w\n" + _B
+    + "        return g @ ctx.w.t(), None\n",
+    good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(w)\n        return x @ w\n"
+    + _B + "        (w,) = ctx.saved_tensors\n        return g @ w.t(), None\n",
+)
+GS205 = Rule(
+    "GS205", "ctx-attr-tensor", "warning",
+    "A tensor computed in forward is stored as a ctx attribute",
+    "It is kept alive outside autograd's saved-tensor machinery: no hooks "
+    "(saved_tensors_hooks, checkpointing, offloading) and no version checks apply.",
+    "pass it to `ctx.save_for_backward(...)` instead (or keep only what you need).",
+    bad=_H + "    def forward(ctx, x):\n        ctx.mask = x > 0  # GS205\n        return x.clamp(min=0)\n"
+    + _B + "        return g * ctx.mask\n",
+    good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x > 0)\n"
+    "        return x.clamp(min=0)\n" + _B + "        (mask,) = ctx.saved_tensors\n"
+    "        return g * mask\n",
+)
+GS105 = Rule(
+    "GS105", "save-non-tensor", "error",
+    "A non-tensor value is passed to ctx.save_for_backward()",
+    "save_for_backward accepts only tensors (or None) and raises TypeError otherwise.",
+    "store numbers, shapes and flags as ctx attributes (`ctx.dim = dim`).",
+    bad=_H + "    def forward(ctx, x, dim):\n        ctx.save_for_backward(x, dim)  # GS105\n"
+    "        return x.cumsum(dim)\n" + _B + "        x, dim = ctx.saved_tensors\n"
+    "        return g.flip(dim).cumsum(dim).flip(dim), None\n",
+    good=_H + "    def forward(ctx, x, dim):\n        ctx.dim = dim\n        return x.cumsum(dim)\n"
+    + _B + "        d = ctx.dim\n        return g.flip(d).cumsum(d).flip(d), None\n",
+)
+GS106 = Rule(
+    "GS106", "save-twice", "warning",
+    "ctx.save_for_backward() is called more than once on one path",
+    "Each call replaces what the previous one saved; tensors saved by the first call are "
+    "silently dropped.",
+    "save everything in a single call.",
+    bad=_H + "    def forward(ctx, x, b):\n        ctx.save_for_backward(x)\n"
+    "        ctx.save_for_backward(b)  # GS106\n        return x * b\n" + _B
+    + "        x, b = ctx.saved_tensors\n        return g * b, g * x\n",
+    good=_H + "    def forward(ctx, x, b):\n        ctx.save_for_backward(x, b)\n        return x * b\n"
+    + _B + "        x, b = ctx.saved_tensors\n        return g * b, g * x\n",
+)
+GS107 = Rule(
+    "GS107", "saved-tensors-in-forward", "error",
+    "ctx.saved_tensors is read in forward/setup_context",
+    "Saved tensors are only meaningful in backward; in forward they are empty or stale.",
+    "use the local variables you saved.",
+    bad=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
+    "        (y,) = ctx.saved_tensors  # GS107\n        return y * 2\n" + _B + "        return g * 2\n",
+    good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * 2\n"
+    + _B + "        return g * 2\n",
+)
+GS119 = Rule(
+    "GS119", "saved-tensors-unpack", "error",
+    "backward unpacks ctx.saved_tensors into a different number of names than forward saved",
+    "Unpacking raises ValueError (or indexing IndexError) the first time backward runs.",
+    "unpack exactly the tensors passed to save_for_backward, in the same order.",
+    bad=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x * w\n"
+    + _B + "        (x,) = ctx.saved_tensors  # GS119\n        return g, g * x\n",
+    good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x * w\n"
+    + _B + "        x, w = ctx.saved_tensors\n        return g * w, g * x\n",
+)
+GS304 = Rule(
+    "GS304", "saved-never-used", "info",
+    "Tensors are saved for backward but backward never reads ctx.saved_tensors",
+    "They stay in memory until backward runs, for nothing.",
+    "drop the save_for_backward call (or use what you saved).",
+    bad=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)  # GS304\n"
+    "        return x * 3\n" + _B + "        return g * 3\n",
+    good=_H + "    def forward(ctx, x):\n        return x * 3\n" + _B + "        return g * 3\n",
+)
+
+
+def _output_names(method) -> set[str]:
+    names = set()
+    for node in walk_shallow(method.node):
+        if isinstance(node, ast.Return) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            names.update(v.id for v in values if isinstance(v, ast.Name))
+    return names
+
+
+def _max_calls(body: list[ast.stmt], is_call) -> tuple[int, list[ast.AST]]:
+    """Most save calls on one path through ``body``, and the calls along that path."""
+    total, along = 0, []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            a, b = _max_calls(stmt.body, is_call), _max_calls(stmt.orelse, is_call)
+            best = a if a[0] >= b[0] else b
+        elif isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)):
+            n, calls = _max_calls(stmt.body, is_call)
+            best = (2 * n, calls * 2) if n else (0, [])
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            best = _max_calls(stmt.body, is_call)
+        elif isinstance(stmt, ast.Try):
+            best = _max_calls(stmt.body + stmt.orelse + stmt.finalbody, is_call)
+        else:
+            calls = [n for n in statement_nodes(stmt) if is_call(n)]
+            best = (len(calls), calls)
+        total += best[0]
+        along += best[1]
+    return total, along
+
+
+@checker(GS104, GS205, GS105, GS106, GS107)
+def check_ctx_storage(facts: Facts, report) -> None:
+    for method in own(facts, *CTX_METHODS):
+        outputs = _output_names(method) if method.name == "forward" else set()
+        src = method.source
+
+        def visit(stmt, flow: Flow):
+            if isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    pairs = [(target, stmt.value)]
+                    if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) \
+                            and len(target.elts) == len(stmt.value.elts):
+                        pairs = list(zip(target.elts, stmt.value.elts))
+                    for tgt, value in pairs:
+                        if isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) \
+                                and tgt.value.id == flow.ctx:
+                            _ctx_attr(report, src, flow, tgt, value, outputs)
+            for node in statement_nodes(stmt):
+                if is_ctx_call(node, flow.ctx, "save_for_backward"):
+                    for arg in node.args:
+                        _saved_arg(report, src, flow, arg)
+                elif attr_of(node, flow.ctx, "saved_tensors", "saved_variables") and isinstance(
+                    node.ctx, ast.Load
+                ):
+                    report("GS107", src, node, f"`{src.segment(node)}` in {method.name}")
+
+        facts.walk(method, visit)
+        ctx = facts.ctx_of(method)
+        count, calls = _max_calls(
+            method.node.body, lambda n, ctx=ctx: is_ctx_call(n, ctx, "save_for_backward")
+        )
+        if count >= 2 and calls:
+            report("GS106", src, calls[-1], f"{count} calls on one path")
+
+
+def _ctx_attr(report, src, flow: Flow, target, value, outputs) -> None:
+    val = flow.eval(value)
+    name = f"ctx.{target.attr}"
+    inputs = sorted(o[6:] for o in val.origins if o.startswith("input:"))
+    if inputs and val.tensor:
+        report("GS104", src, target, f"`{name}` holds input `{', '.join(inputs)}`")
+    elif "output" in val.origins and val.tensor:
+        report("GS104", src, target, f"`{name}` holds the output")
+    elif isinstance(value, ast.Name) and value.id in outputs and val.tensor is not False:
+        report("GS104", src, target, f"`{name}` holds the returned tensor `{value.id}`")
+    elif val.tensor and not val.origins:
+        report("GS205", src, target, f"`{name} = {src.segment(value)}`")
+
+
+def _saved_arg(report, src, flow: Flow, arg) -> None:
+    if isinstance(arg, ast.Starred):
+        return
+    if isinstance(arg, ast.Constant):
+        if arg.value is not None:
+            report("GS105", src, arg, f"literal `{src.segment(arg)}`")
+        return
+    val = flow.eval(arg)
+    if val.tensor is False and "saved" not in val.origins:
+        report("GS105", src, arg, f"`{src.segment(arg)}` is not a tensor")
+
+
+@checker(GS119, GS304)
+def check_saved_reads(facts: Facts, report) -> None:
+    saves = facts.saves
+    backward = facts.method("backward")
+    if backward is None or not saves:
+        return
+    counts = {len(c.args) for c in saves if not any(isinstance(a, ast.Starred) for a in c.args)}
+    exact = len(counts) == 1 and all(
+        not any(isinstance(a, ast.Starred) for a in c.args) for c in saves
+    )
+    ctx = facts.ctx_of(backward)
+    src = backward.source
+    reads = [n for n in nodes(backward) if attr_of(n, ctx, "saved_tensors", "saved_variables")]
+    own_pair = bool(set(facts.fc.own) & {"backward", "forward", "setup_context", "vjp"})
+    if not reads:
+        helpers = any(
+            isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == ctx for a in
+                                            [*n.args, *(k.value for k in n.keywords)])
+            for n in nodes(backward)
+        )
+        others = [facts.fc.methods.get(m) for m in ("jvp", "vjp") if m != backward.name]
+        if not helpers and all(m is None or not _reads_saved(m) for m in others) \
+                and max(len(c.args) for c in saves) > 0 and own_pair and "backward" in facts.fc.own:
+            report("GS304", _src_of(facts, saves[0]), saves[0])
+        return
+    if not exact or not own_pair:
+        return
+    (n_saved,) = counts
+    for node in nodes(backward):
+        if isinstance(node, ast.Assign) and attr_of(node.value, ctx, "saved_tensors",
+                                                    "saved_variables"):
+            for target in node.targets:
+                if isinstance(target, (ast.Tuple, ast.List)) and not any(
+                    isinstance(e, ast.Starred) for e in target.elts
+                ) and len(target.elts) != n_saved:
+                    report("GS119", src, target,
+                           f"{len(target.elts)} names, {n_saved} tensors saved")
+        elif isinstance(node, ast.Subscript) and attr_of(node.value, ctx, "saved_tensors",
+                                                         "saved_variables"):
+            idx = node.slice
+            if isinstance(idx, ast.Constant) and isinstance(idx.value, int) \
+                    and not -n_saved <= idx.value < n_saved:
+                report("GS119", src, node, f"index {idx.value}, {n_saved} tensors saved")
+
+
+def _reads_saved(method) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in ("saved_tensors", "saved_variables")
+               for n in walk_shallow(method.node))
+
+
+def _src_of(facts: Facts, call):
+    for name in CTX_METHODS:
+        m = facts.method(name)
+        if m is not None and any(n is call for n in walk_shallow(m.node)):
+            return m.source
+    return facts.fc.source

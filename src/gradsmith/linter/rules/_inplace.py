@@ -1,0 +1,180 @@
+"""GS101-GS103, GS115: in-place modification of inputs, grad_output and saved tensors."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gradsmith.linter import _tensors as T
+from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
+from gradsmith.linter._finding import Edit
+from gradsmith.linter._flow import Flow, Val
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter.rules._common import own
+
+_IMPORT = "import torch\n\n\n"
+GS101 = Rule(
+    "GS101", "inplace-input", "error",
+    "In-place modification of a forward input that is not marked dirty",
+    "Autograd does not know the input changed: tensors saved from it, the caller's view of "
+    "it and other users of it see corrupted values and gradients are wrong or fail.",
+    "compute out of place (`x = x.clamp(min=0)`, or `out = x.clone()` first) or call "
+    "`ctx.mark_dirty(x)` and return `x`.",
+    bad=_IMPORT + "class Relu(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        x[x < 0] = 0  # GS101\n        return x\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+    good=_IMPORT + "class Relu(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        out = x.clone()\n        out[out < 0] = 0\n"
+    "        return out\n\n    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+)
+GS102 = Rule(
+    "GS102", "inplace-grad-output", "error",
+    "In-place modification of grad_output (or a view of it) in backward",
+    "grad_output may be shared with other nodes of the graph (and reused by double backward); "
+    "changing it corrupts their gradients.",
+    "write the result to a new tensor: `grad = grad_output * 2`, or `grad_output.clone()` "
+    "before in-place edits.",
+    bad=_IMPORT + "class Double(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
+    "    def backward(ctx, grad_output):\n        grad_output *= 2  # GS102\n"
+    "        return grad_output\n",
+    good=_IMPORT + "class Double(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
+    "    def backward(ctx, grad_output):\n        return grad_output * 2\n",
+    autofix=True,
+)
+GS103 = Rule(
+    "GS103", "inplace-saved", "error",
+    "In-place modification of a saved tensor (or a view of it) in backward",
+    "Saved tensors are the forward's inputs/outputs; modifying them corrupts the caller's "
+    "tensors and fails version checks on double backward.",
+    "compute out of place (`y = x * 2`) or clone before modifying.",
+    bad=_IMPORT + "class Square(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+    "        x.mul_(2)  # GS103\n        return g * x\n",
+    good=_IMPORT + "class Square(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+    "        return g * 2 * x\n",
+)
+GS115 = Rule(
+    "GS115", "mark-dirty-non-input", "error",
+    "ctx.mark_dirty() called on a tensor that is not an input",
+    "mark_dirty only declares in-place changes of inputs; PyTorch raises when a dirty tensor "
+    "was not passed to forward.",
+    "mark only the inputs you modified in place; fresh tensors need no marking.",
+    bad=_IMPORT + "class AddOne(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        out = x.clone()\n        out.add_(1)\n"
+    "        ctx.mark_dirty(out)  # GS115\n        return out\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        return g\n",
+    good=_IMPORT + "class AddOne(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        x.add_(1)\n        ctx.mark_dirty(x)\n        return x\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+)
+
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+        ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
+        ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+_ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
+
+
+def _root(expr: ast.expr) -> ast.expr:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return expr
+
+
+def mutations(stmt: ast.stmt, flow: Flow) -> Iterator[tuple[ast.AST, ast.expr, str, bool]]:
+    """In-place writes done by ``stmt``: (node, mutated expr, description, proves-tensor)."""
+    for node in statement_nodes(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        parts = _dotted(func)
+        qual = flow.torchish(parts) if parts and parts[0] not in flow.env else None
+        if isinstance(func, ast.Attribute) and T.is_inplace_name(func.attr):
+            if qual is None:
+                yield node, func.value, f"`.{func.attr}()`", True
+            elif node.args:
+                yield node, node.args[0], f"`{'.'.join(parts)}()`", True
+        for kw in node.keywords:
+            if kw.arg == "out":
+                yield node, kw.value, "`out=`", True
+            elif kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                if node.args:
+                    yield node, node.args[0], "`inplace=True`", True
+    if isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript):
+                yield stmt, _root(target), "item assignment `[...] =`", False
+    elif isinstance(stmt, ast.AugAssign):
+        if isinstance(stmt.target, ast.Subscript):
+            yield stmt, _root(stmt.target), "item assignment `[...] op=`", False
+        elif isinstance(stmt.target, ast.Name):
+            yield stmt, stmt.target, f"augmented assignment `{_OPS.get(type(stmt.op), '?')}=`", False
+
+
+def _dotted(node):
+    from gradsmith.linter._symbols import dotted
+
+    return dotted(node)
+
+
+def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...]:
+    src = method.source
+    op = _OPS.get(type(stmt.op))
+    value = src.segment(stmt.value)
+    if op is None or not value or "\n" in value:
+        return ()
+    if not isinstance(stmt.value, _ATOMIC):
+        value = f"({value})"
+    name = stmt.target.id
+    return (Edit(src.start(stmt), src.end(stmt), f"{name} = {name} {op} {value}"),)
+
+
+@checker(GS101, GS102, GS103, GS115)
+def check_inplace(facts: Facts, report) -> None:
+    dirty, dirty_unknown = facts.dirty
+    for method in own(facts, "forward"):
+        def visit(stmt, flow: Flow, method=method):
+            for node, target, what, proven in mutations(stmt, flow):
+                val: Val = flow.eval(target)
+                names = sorted(o[6:] for o in val.origins if o.startswith("input:"))
+                if not names or dirty_unknown:
+                    continue
+                if not (proven or val.tensor):
+                    continue
+                if names == ["*"]:
+                    if dirty:
+                        continue
+                elif all(n in dirty for n in names):
+                    continue
+                shown = ", ".join(n for n in names if n not in dirty)
+                report("GS101", method.source, node, f"{what} modifies input `{shown}`")
+            for node in statement_nodes(stmt):
+                if is_ctx_call(node, flow.ctx, "mark_dirty"):
+                    for arg in node.args:
+                        val = flow.eval(arg)
+                        if val.tensor and not val.origins and not isinstance(arg, ast.Starred):
+                            report("GS115", method.source, arg,
+                                   f"`{method.source.segment(arg)}` is computed in forward")
+
+        facts.walk(method, visit)
+    for method in own(facts, "backward", "vjp"):
+        def visit_b(stmt, flow: Flow, method=method):
+            for node, target, what, proven in mutations(stmt, flow):
+                val = flow.eval(target)
+                label = method.source.segment(target) or "tensor"
+                if "grad" in val.origins:
+                    fix = ()
+                    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) \
+                            and node is stmt and val.tensor:
+                        fix = _augassign_fix(facts, method, stmt)
+                    report("GS102", method.source, node,
+                           f"{what} modifies `{label}`, which is (a view of) grad_output", fix)
+                elif "saved" in val.origins:
+                    report("GS103", method.source, node,
+                           f"{what} modifies `{label}`, which is (a view of) a saved tensor")
+
+        facts.walk(method, visit_b)
