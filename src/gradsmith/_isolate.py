@@ -46,9 +46,8 @@ class Outcome:
 class WorkerPool:
     """Run tasks in ``jobs`` persistent workers, each task limited to ``timeout`` seconds.
 
-    Example:
-        >>> with WorkerPool(jobs=1, timeout=60) as pool:  # doctest: +SKIP
-        ...     outcomes = list(pool.run([("list", source)]))
+    Use as a context manager (workers are stopped on exit) and iterate
+    ``pool.run([("list", source), ...])``; tasks are those of :func:`gradsmith._runner.run_task`.
     """
 
     def __init__(self, jobs: int = 1, timeout: float = 60.0) -> None:
