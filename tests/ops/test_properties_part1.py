@@ -1,0 +1,167 @@
+"""Op-specific properties of part 1 that a reference comparison alone does not show."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.autograd.graph import saved_tensors_hooks
+
+import gradsmith.functional as G
+
+
+def _saved(fn, *args):
+    """Tensors saved for backward while running ``fn(*args)``."""
+    saved = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*args)
+    return out, saved
+
+
+def _x(*shape, seed=0, dtype=torch.float64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+# --- soft_round: the limits and the continuity the paper's construction promises ---
+
+def test_soft_round_limits_are_identity_and_round():
+    x = _x(200, seed=1) * 3
+    torch.testing.assert_close(G.soft_round(x, 1e-4), x, atol=1e-5, rtol=0)
+    away = x[(x - x.round()).abs() < 0.3]  # away from the jump at half-integers
+    torch.testing.assert_close(G.soft_round(away, 60.0), away.round(), atol=1e-9, rtol=0)
+
+
+def test_soft_round_is_continuous_and_smooth_across_integers():
+    n = torch.tensor([-2.0, 0.0, 3.0], dtype=torch.float64)
+    h = 1e-9
+    left = (n - h).requires_grad_()
+    right = (n + h).requires_grad_()
+    torch.testing.assert_close(G.soft_round(n, 5.0), n, atol=1e-15, rtol=0)
+    torch.testing.assert_close(G.soft_round(left, 5.0), G.soft_round(right, 5.0), atol=1e-8,
+                               rtol=0)
+    (gl,) = torch.autograd.grad(G.soft_round(left, 5.0).sum(), left)
+    (gr,) = torch.autograd.grad(G.soft_round(right, 5.0).sum(), right)
+    torch.testing.assert_close(gl, gr, atol=1e-7, rtol=0)
+    # slope at an integer: alpha (1 - tanh(alpha/2)^2) / (2 tanh(alpha/2))
+    t = math.tanh(2.5)
+    assert gl[0].item() == pytest.approx(5.0 * (1 - t * t) / (2 * t), rel=1e-6)
+
+
+# --- gumbel_softmax: sampling semantics ---
+
+def test_gumbel_softmax_generator_reproducible_and_consumes_no_global_rng():
+    logits = _x(4, 6)
+    torch.manual_seed(0)
+    before = torch.rand(1)
+    torch.manual_seed(0)
+    a = G.gumbel_softmax(logits, generator=torch.Generator().manual_seed(5))
+    after = torch.rand(1)
+    b = G.gumbel_softmax(logits, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(before, after)
+
+
+def test_gumbel_softmax_hard_is_exactly_one_hot_at_the_soft_argmax():
+    logits = _x(8, 5, seed=2)
+    torch.manual_seed(1)
+    hard = G.gumbel_softmax(logits, tau=0.3, hard=True)
+    torch.manual_seed(1)
+    soft = G.gumbel_softmax(logits, tau=0.3, hard=False)
+    assert set(hard.unique().tolist()) == {0.0, 1.0}
+    torch.testing.assert_close(hard.sum(-1), torch.ones(8, dtype=torch.float64))
+    assert torch.equal(hard.argmax(-1), soft.argmax(-1))
+
+
+def test_gumbel_softmax_hard_samples_follow_the_categorical_distribution():
+    logits = torch.tensor([1.0, 0.0, -1.0, 2.0], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    samples = G.gumbel_softmax(logits.expand(20000, 4), hard=True, generator=gen)
+    freq = samples.mean(0)
+    # 20,000 draws: standard error <= 0.0036 per category; 0.015 is > 4 standard errors.
+    torch.testing.assert_close(freq, torch.softmax(logits, 0), atol=0.015, rtol=0)
+
+
+# --- what each op saves for backward ---
+
+@pytest.mark.parametrize(("name", "call"), [
+    ("clipped_relu", lambda x, w: G.clipped_relu(x, 1.0)),
+    ("soft_threshold", lambda x, w: G.soft_threshold(x, 0.5)),
+    ("sign_ste-clip", lambda x, w: G.sign_ste(x, 1.0)),
+    ("fused_add_relu", lambda x, w: G.fused_add_relu(x, x.flip(0))),
+    ("fused_linear_relu", lambda x, w: G.fused_linear_relu(x, w)),
+])
+def test_mask_ops_save_a_boolean_mask_not_an_activation(name, call):
+    x = _x(16, 8, dtype=torch.float32).requires_grad_()
+    w = _x(8, 8, seed=1, dtype=torch.float32).requires_grad_()
+    out, saved = _saved(call, x, w)
+    activations = [t for t in saved if t.is_floating_point()
+                   and t.data_ptr() not in (x.data_ptr(), w.data_ptr())]
+    assert activations == []
+    assert any(t.dtype == torch.bool and t.shape == out.shape for t in saved)
+
+
+def test_scaled_sigmoid_saves_its_output():
+    x = _x(5).requires_grad_()
+    out, saved = _saved(lambda t: G.scaled_sigmoid(t, 2.0), x)
+    assert len(saved) == 1 and saved[0].data_ptr() == out.data_ptr()
+
+
+def test_estimators_without_masks_save_nothing():
+    x = _x(5).requires_grad_()
+    for call in (G.sign_ste, G.round_ste, lambda t: G.grad_scale(t, 2.0), G.grad_reverse,
+                 G.stop_gradient):
+        assert _saved(call, x)[1] == []
+
+
+# --- identity-forward estimators behave like identity layers ---
+
+def test_identity_estimators_return_a_copy_that_can_be_edited_in_place():
+    x = _x(4).requires_grad_()
+    for call in (lambda t: G.grad_scale(t, 2.0), G.grad_reverse, G.stop_gradient):
+        y = call(x)
+        torch.testing.assert_close(y, x)
+        assert y.requires_grad and y.data_ptr() != x.data_ptr()
+        y.mul_(2)  # allowed: not a view of x
+        y.sum().backward()
+
+
+def test_stop_gradient_gives_zero_gradient():
+    x = _x(4).requires_grad_()
+    (g,) = torch.autograd.grad(G.stop_gradient(x).sum(), x)
+    assert torch.equal(g, torch.zeros_like(x))
+
+
+# --- numerically hard inputs ---
+
+def test_logsumexp_matches_torch_on_infinities_and_large_values():
+    x = torch.tensor([[float("-inf"), 0.0, 1.0], [1e4, 1e4, -1e4], [float("-inf"), 2.0, 3.0]],
+                     dtype=torch.float32, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    y, yr = G.logsumexp(x, 1), torch.logsumexp(xr, 1)
+    torch.testing.assert_close(y, yr)
+    (g,), (gr,) = torch.autograd.grad(y.sum(), x), torch.autograd.grad(yr.sum(), xr)
+    torch.testing.assert_close(g, gr)
+    assert torch.isfinite(g).all()
+
+
+def test_batch_norm_is_stable_for_a_large_common_offset():
+    x = (_x(64, 3) + 1e4).float()
+    torch.testing.assert_close(G.batch_norm(x), F.batch_norm(x, None, None, training=True),
+                               atol=2e-3, rtol=0)
+
+
+def test_swish_accepts_a_per_channel_beta_and_sums_its_gradient():
+    x = _x(6, 3, 4, seed=3)
+    beta = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64).view(1, 3, 1).requires_grad_()
+    (g,) = torch.autograd.grad(G.swish(x, beta).sum(), beta)
+    b = beta.detach().clone().requires_grad_()
+    (expected,) = torch.autograd.grad((x * torch.sigmoid(b * x)).sum(), b)
+    assert g.shape == beta.shape
+    torch.testing.assert_close(g, expected)
