@@ -26,7 +26,14 @@ CHECK_MODULES = {
     "structure": "gradsmith.checker.structure",
     "mutation": "gradsmith.checker.mutation",
     "gradients": "gradsmith.checker.gradients",
+    "surrogate": "gradsmith.checker.surrogate",
+    "approximate": "gradsmith.checker.approximate",
     "second_order": "gradsmith.checker.second_order",
+    "forward_ad": "gradsmith.checker.forward_ad",
+    "vmap": "gradsmith.checker.vmap",
+    "robustness": "gradsmith.checker.robustness",
+    "randomness": "gradsmith.checker.randomness",
+    "hygiene": "gradsmith.checker.hygiene",
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",

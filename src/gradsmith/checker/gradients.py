@@ -9,7 +9,7 @@ import torch
 from gradsmith.checker import numerics
 from gradsmith.checker.problem import Problem, index_str
 from gradsmith.checker.report import Finding
-from gradsmith.checker.session import Session, backward_error
+from gradsmith.checker.session import Session, Skip, backward_error
 
 NAME = "gradients"
 MAX_BLOCK = 128
@@ -40,6 +40,10 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
 
 
 def run(session: Session) -> list[Finding]:
+    if session.surrogate is not None:
+        raise Skip("a surrogate was declared: backward is compared with its gradient instead")
+    if session.options.approximate:
+        raise Skip("approximate=True: gradient quality is measured instead of judged")
     problem = session.problem
     results = compare(session, problem, NAME)
     findings = []

@@ -69,6 +69,7 @@ class Arguments:
         self._leaves = [leaf for _, leaf in flat]
         names = _parameter_names(target, len(args))
         self.labels = [_label(path, names) for path, _ in flat]
+        self.top_index = [path[0].idx if path else 0 for path, _ in flat]
         self.tensor_pos = [i for i, v in enumerate(self._leaves) if isinstance(v, torch.Tensor)]
         floating = [i for i in self.tensor_pos if self._leaves[i].is_floating_point()]
         wanted = [i for i in floating if self._leaves[i].requires_grad]

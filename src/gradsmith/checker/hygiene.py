@@ -1,0 +1,131 @@
+"""Point 11: tensors kept as ctx attributes, a ctx that outlives its outputs, gradients for
+inputs that do not need them; the bytes saved for backward are measured."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import torch
+
+from gradsmith.checker import structure
+from gradsmith.checker.inputs import flatten_outputs
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session, Skip
+
+NAME = "hygiene"
+
+
+def run(session: Session) -> list[Finding]:
+    if session.function_cls is None:
+        raise Skip("ctx hygiene applies to torch.autograd.Function targets")
+    findings = _ctx_findings(session)
+    findings += _unneeded(session)
+    return findings
+
+
+def _ctx_findings(session: Session) -> list[Finding]:
+    subject = session.subject
+    saved: dict[tuple, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved[(t.data_ptr(), tuple(t.shape), t.dtype)] = t.numel() * t.element_size()
+        return t
+
+    values = [x.requires_grad_(True).clone() for x in subject.args.working_copies(None)]
+    args = subject.build(values, user_dtype=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = subject.run_built(args)
+    flat = [o for o in flatten_outputs(out) if o is not None]
+    node = next((o.grad_fn for o in flat if o.grad_fn is not None), None)
+    if node is None or not hasattr(node, "_forward_cls"):
+        raise Skip("the output has no custom Function node to inspect")
+    on_ctx = {k: v for k, v in getattr(node, "__dict__", {}).items() if _holds_tensor(v)}
+    session.report.saved_bytes = sum(saved.values()) + sum(
+        _nbytes(v) for v in on_ctx.values())
+    findings = [Finding(
+        "tensor-on-ctx", "warning",
+        f"forward stores tensor(s) as ctx.{name} instead of ctx.save_for_backward: no "
+        "in-place modification check, no saved-tensor hooks (offloading, checkpointing), and "
+        "a reference cycle when the tensor is an output",
+        f"use ctx.save_for_backward(...) for ctx.{name} and read it back from "
+        "ctx.saved_tensors; keep only non-tensors (shapes, flags) as attributes", NAME,
+        details={"attribute": name, "bytes": _nbytes(value)})
+        for name, value in on_ctx.items()]
+    del node, out, flat, args, values, on_ctx
+    if _leaks(session):
+        findings.append(Finding(
+            "ctx-leak", "warning",
+            "the ctx (and everything saved on it) is still alive after all outputs were "
+            "deleted and garbage collected: memory grows with every call",
+            "do not keep ctx (or outputs) in globals, closures, caches or on the Function "
+            "class; store outputs with ctx.save_for_backward, not as ctx attributes", NAME))
+    return findings
+
+
+def _leaks(session: Session) -> bool:
+    """Forward without saved-tensor hooks (they would themselves hold the outputs), drop
+    every reference, collect, and see whether the ctx survived."""
+    subject = session.subject
+    values = [x.requires_grad_(True).clone() for x in subject.args.working_copies(None)]
+    out = subject.run_built(subject.build(values, user_dtype=True))
+    node = next((o.grad_fn for o in flatten_outputs(out) if o is not None
+                 and o.grad_fn is not None), None)
+    ref = weakref.ref(node)
+    del node, out, values
+    # Cheap first: plain refcounting frees a healthy ctx; a full collection (slow with a
+    # large heap) only runs when something is still holding on.
+    for generation in (None, 1, 2):
+        if ref() is None:
+            return False
+        if generation is not None:
+            gc.collect(generation)
+    return ref() is not None
+
+
+def _unneeded(session: Session) -> list[Finding]:
+    args = session.subject.args
+    k = len(args.diff_pos)
+    if k < 2:
+        return []
+    findings = []
+    for i in range(k):
+        needs = [j != i for j in range(k)]
+        try:
+            _, raw, _ = structure.raw_backward(session, user_dtype=True, needs=needs)
+        except Exception:  # noqa: BLE001 - reported by the structure check
+            return findings
+        pos = args.top_index[args.diff_pos[i]]
+        if pos < len(raw) and raw[pos] is not None and _only_top_level(args, pos):
+            label = args.diff_labels[i]
+            findings.append(Finding(
+                "unneeded-grad", "warning",
+                f"backward computes a gradient for {label} although it does not require "
+                "grad (ctx.needs_input_grad is False): wasted work",
+                f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return "
+                "None otherwise", NAME, label))
+    return findings
+
+
+def _only_top_level(args, pos: int) -> bool:
+    return sum(1 for i in args.tensor_pos if args.top_index[i] == pos) == 1
+
+
+def _holds_tensor(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, torch.Tensor) for v in value)
+    if isinstance(value, dict):
+        return any(isinstance(v, torch.Tensor) for v in value.values())
+    return False
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return 0

@@ -1,0 +1,64 @@
+"""Point 7: random forwards are checked by replaying the RNG; a backward that draws fresh
+noise (instead of reusing the forward's mask or sample) is caught by running it under two
+different random states."""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+from gradsmith.checker.tensors import close, max_diff
+
+NAME = "randomness"
+
+
+def run(session: Session) -> list[Finding]:
+    subject = session.subject
+    findings = []
+    base = subject.base()
+    first = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 1))
+    second = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 2))
+    random_forward = not all(close(a, b, 0, 0) for a, b in zip(first, second))
+    if random_forward:
+        findings.append(Finding(
+            "random-forward", "info",
+            "forward draws random numbers; every evaluation replayed the same random state so "
+            "its gradients could be compared",
+            "nothing to fix; make sure backward reuses the forward's noise (save the mask)",
+            NAME))
+    same = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 1))
+    if not all(close(a, b, 0, 0) for a, b in zip(first, same)):
+        findings.append(Finding(
+            "nondeterministic-forward", "warning",
+            "forward gives different outputs for the same inputs and random state (global "
+            "state, time, or unseeded generators): finite differences are unreliable",
+            "make forward a function of its inputs and the torch random state", NAME))
+    leaves = [x.clone().requires_grad_(True) for x in base]
+    outs = subject.select(subject.call([x.clone() for x in leaves]))
+    gen = session.generator(13)
+    grads = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
+    results = []
+    for seed in (1234, 98765):
+        state = torch.get_rng_state()
+        torch.default_generator.manual_seed(seed)
+        try:
+            results.append(torch.autograd.grad(outs, leaves, grads, retain_graph=True,
+                                               allow_unused=True))
+        finally:
+            torch.set_rng_state(state)
+    for label, a, b in zip(subject.labels, *results):
+        if not close(a, b, 0, 0):
+            findings.append(Finding(
+                "fresh-noise-in-backward", "error",
+                f"the gradient of {label} depends on the random state at backward time "
+                f"(max difference {max_diff(_z(a, b), _z(b, a)):.3g} between two states): "
+                "backward draws new noise instead of reusing the forward's",
+                "save the mask/noise drawn in forward (ctx.save_for_backward(mask)) or save "
+                "the generator state and replay it; never call torch.rand* in backward", NAME,
+                label))
+    return findings
+
+
+def _z(a, b):
+    return torch.zeros_like(b) if a is None else a

@@ -1,0 +1,122 @@
+"""Point 6: the same results with non-contiguous inputs and incoming gradients; a backward
+that gives the same answer twice."""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+from gradsmith.checker.tensors import close, max_diff, noncontiguous
+
+NAME = "robustness"
+
+
+def forward_backward(session: Session, values: list[torch.Tensor], wrt: list[torch.Tensor],
+                     grads: list[torch.Tensor], others=None, seed=None):
+    """Outputs and input gradients for one fresh forward/backward."""
+    subject = session.subject
+    outs = subject.select(subject.call(values, seed=seed, others=others))
+    # Clones: a backward that writes into grad_output must not poison the next run.
+    pairs = [(o, g.clone(memory_format=torch.preserve_format) if g.is_contiguous()
+              else _noncontig_clone(g)) for o, g in zip(outs, grads) if o.requires_grad]
+    res = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs],
+                              allow_unused=True)
+    return [o.detach() for o in outs], list(res)
+
+
+def _noncontig_clone(g: torch.Tensor) -> torch.Tensor:
+    return noncontiguous(g)
+
+
+def tolerances(session: Session) -> tuple[float, float]:
+    eps = session.settings.eps
+    return 1e4 * eps, 1e4 * eps
+
+
+def run(session: Session) -> list[Finding]:
+    subject = session.subject
+    base = subject.base()
+    session.problem.linearize()
+    shapes = session.problem.out_shapes
+    gen = session.generator(5)
+    grads = [torch.randn(s, generator=gen, dtype=torch.float64).to(base[0].dtype) for s in shapes]
+    rtol, atol = tolerances(session)
+    leaves = [x.clone().requires_grad_(True) for x in base]
+    ref_out, ref_grads = forward_backward(session, [x.clone() for x in leaves], leaves, grads)
+    findings = []
+
+    # Non-contiguous inputs: views into a larger buffer, so in-place (mark_dirty) forwards work.
+    bufs = [torch.stack([x, torch.zeros_like(x)], dim=-1).requires_grad_(True) if x.dim()
+            else x.clone().requires_grad_(True) for x in base]
+    views = [b.clone().select(-1, 0) if b.dim() > x.dim() else b.clone()
+             for b, x in zip(bufs, base)]
+    others = {i: noncontiguous(t) for i, t in _other_floats(subject)}
+    findings += _compare(session, "non-contiguous inputs", ref_out, ref_grads, bufs, base,
+                         lambda: forward_backward(session, views, bufs, grads, others), rtol, atol)
+    nc_grads = [noncontiguous(g) for g in grads]
+    leaves2 = [x.clone().requires_grad_(True) for x in base]
+    findings += _compare(session, "non-contiguous grad_output", ref_out, ref_grads, leaves2,
+                         base, lambda: forward_backward(session, [x.clone() for x in leaves2],
+                                                        leaves2, nc_grads), rtol, atol)
+    leaves3 = [x.clone().requires_grad_(True) for x in base]
+    try:
+        _, again = forward_backward(session, [x.clone() for x in leaves3], leaves3, grads)
+    except Exception:  # noqa: BLE001 - the gradients check reports backward errors
+        return findings
+    for label, a, b in zip(subject.labels, ref_grads, again):
+        if not close(a, b, rtol=0, atol=0):
+            findings.append(Finding(
+                "nondeterministic-backward", "error",
+                f"two identical forward/backward runs give different gradients for {label} "
+                f"(max difference {max_diff(_z(a, b), _z(b, a)):.3g})",
+                "make backward a pure function of ctx's saved state and grad_output: no "
+                "counters or state on ctx/globals changed between calls, no unseeded randomness",
+                NAME, label))
+    return findings
+
+
+def _z(a, b):
+    return torch.zeros_like(b) if a is None else a
+
+
+def _other_floats(subject):
+    args = subject.args
+    diff = set(args.diff_pos)
+    leaves = args._leaves
+    return [(i, leaves[i].detach().to(subject.dtype or leaves[i].dtype))
+            for i in args.tensor_pos if i not in diff and leaves[i].is_floating_point()
+            and leaves[i].dim() > 0]
+
+
+def _compare(session, what, ref_out, ref_grads, wrt, base, run_variant, rtol, atol):
+    subject = session.subject
+    try:
+        out, grads = run_variant()
+    except Exception as exc:  # noqa: BLE001
+        return [Finding(
+            "noncontiguous-mismatch", "error",
+            f"with {what} the Function raised {type(exc).__name__}: {exc}",
+            "call .contiguous() before .view()/data_ptr-based code, or use .reshape(); real "
+            "inputs and incoming gradients are often transposed or expanded", NAME)]
+    grads = [g if g is None or g.dim() == x.dim() else g.select(-1, 0)
+             for g, x in zip(grads, base)]
+    findings = []
+    for k, (a, b) in enumerate(zip(ref_out, out)):
+        if not close(a, b, rtol, atol):
+            findings.append(Finding(
+                "noncontiguous-mismatch", "error",
+                f"with {what}, output {subject.out_labels[k]} differs from the contiguous "
+                f"run (max difference {max_diff(a, b):.3g})",
+                "do not assume contiguous memory (strides, .view, data_ptr arithmetic); call "
+                ".contiguous() first", NAME))
+    for label, a, b in zip(subject.labels, ref_grads, grads):
+        if not close(a, b, rtol, atol):
+            findings.append(Finding(
+                "noncontiguous-mismatch", "error",
+                f"with {what}, the gradient of {label} differs from the contiguous run "
+                f"(max difference {max_diff(_z(a, b), _z(b, a)):.3g})",
+                "do not assume contiguous grad_output or inputs in backward (e.g. .view on a "
+                "transposed tensor, torch.empty + manual strides); use .reshape/.contiguous()",
+                NAME, label))
+    return findings

@@ -1,0 +1,33 @@
+"""Small tensor helpers shared by the checks (layout changes, tolerant comparison)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def noncontiguous(t: torch.Tensor) -> torch.Tensor:
+    """Same values, strided storage (every other element of a larger buffer)."""
+    if t.dim() == 0 or t.numel() == 0:
+        return t.clone()
+    base = torch.zeros((*t.shape, 2), dtype=t.dtype, device=t.device)
+    view = base.select(-1, 0)
+    view.copy_(t.detach())
+    return view
+
+
+def close(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: float) -> bool:
+    """Tolerant equality that treats None as zeros and NaN as equal to NaN."""
+    if a is None and b is None:
+        return True
+    if a is None or b is None:
+        t = a if b is None else b
+        return bool((t == 0).all())
+    if a.shape != b.shape:
+        return False
+    return bool(torch.allclose(a.to(torch.float64), b.to(torch.float64), rtol=rtol, atol=atol,
+                               equal_nan=True))
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    d = (a.to(torch.float64) - b.to(torch.float64)).abs()
+    return float(d.max()) if d.numel() else 0.0

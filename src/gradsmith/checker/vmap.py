@@ -1,0 +1,74 @@
+"""Point 3b: ``torch.func.vmap`` over a Function (``vmap`` staticmethod or
+``generate_vmap_rule = True``) against a Python loop, for forward and per-sample gradients."""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker.inputs import overrides
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session, Skip
+from gradsmith.checker.tensors import close, max_diff
+
+NAME = "vmap"
+BATCH = 3
+
+
+def run(session: Session) -> list[Finding]:
+    cls = session.function_cls
+    if cls is None or not (getattr(cls, "generate_vmap_rule", False) or overrides(cls, "vmap")):
+        raise Skip("the Function defines neither vmap nor generate_vmap_rule")
+    subject = session.subject
+    base = subject.base()
+    gen = session.generator(29)
+    batches = [torch.stack([x + 0.05 * torch.randn(x.shape, generator=gen, dtype=torch.float64)
+                            .to(x.dtype) for _ in range(BATCH)]) for x in base]
+    try:
+        got = torch.func.vmap(lambda *xs: tuple(subject.select(subject.call(list(xs)))))(
+            *batches)
+    except Exception as exc:  # noqa: BLE001
+        return [_error(exc, "forward")]
+    want = [torch.stack(o) for o in zip(*[subject.select(subject.call([b[i] for b in batches]))
+                                          for i in range(BATCH)])]
+    findings = _compare(subject, got, want, "forward output")
+    vs = [torch.randn(w.shape[1:], generator=gen, dtype=torch.float64).to(w.dtype) for w in want]
+
+    def loss(*xs):
+        outs = subject.select(subject.call(list(xs)))
+        return sum((o * v).sum() for o, v in zip(outs, vs))
+
+    try:
+        got_g = torch.func.vmap(torch.func.grad(loss, argnums=tuple(range(len(base)))))(
+            *batches)
+    except Exception as exc:  # noqa: BLE001
+        return findings + [_error(exc, "per-sample gradient")]
+    want_g = []
+    for i in range(BATCH):
+        xs = [b[i].clone().requires_grad_(True) for b in batches]
+        want_g.append(torch.autograd.grad(loss(*xs), xs, allow_unused=True))
+    want_g = [torch.stack([g if g is not None else torch.zeros_like(b[0]) for g in gs])
+              for gs, b in zip(zip(*want_g), batches)]
+    findings += _compare(subject, got_g, want_g, "per-sample gradient", subject.labels)
+    return findings
+
+
+def _compare(subject, got, want, what, labels=None) -> list[Finding]:
+    labels = labels or subject.out_labels
+    out = []
+    for label, a, b in zip(labels, got, want):
+        if not close(a, b, 1e-7, 1e-9):
+            out.append(Finding(
+                "vmap-mismatch", "error",
+                f"vmap {what} for {label} differs from a loop over the batch (max "
+                f"difference {max_diff(a, b) if a.shape == b.shape else float('nan'):.3g})",
+                "fix the vmap staticmethod (out_dims, moving the batch dim) or use "
+                "generate_vmap_rule = True with setup_context-style forward", NAME, label))
+    return out
+
+
+def _error(exc: BaseException, what: str) -> Finding:
+    return Finding(
+        "vmap-error", "error", f"torch.func.vmap ({what}) raised {type(exc).__name__}: {exc}",
+        "generate_vmap_rule needs forward(*args) + setup_context(ctx, inputs, output) and "
+        "backward built from torch ops (no .item(), numpy or data-dependent Python control "
+        "flow); otherwise write a vmap staticmethod or drop the vmap claim", NAME)
