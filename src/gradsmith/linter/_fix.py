@@ -84,5 +84,5 @@ def unified_diff(path: str, before: str, after: str) -> str:
     """A unified diff of one file, as `--diff` prints it."""
     return "".join(difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
+        fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}",
     ))

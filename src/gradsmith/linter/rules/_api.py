@@ -116,6 +116,9 @@ def check_calls(target, report) -> None:
     names = getattr(target.index, "names", set())
     if not any(name in src.text for name in names):
         return  # no discovered Function is named in this file
+    names = names | {
+        local for local, qual in target.sym.imports.items() if qual.rpartition(".")[2] in names
+    }
     methods = [  # line spans of methods of Function classes: delegation is allowed there
         (stmt.lineno, stmt.end_lineno)
         for fc in target.index.functions.values() if fc.source is src

@@ -112,7 +112,9 @@ def _single_op(expr: ast.expr, inputs: set[str], resolve) -> str | None:
         return isinstance(e, ast.Attribute) and e.attr in ("T", "mT") and plain(e.value)
 
     if isinstance(expr, ast.BinOp) and type(expr.op) in _BINOPS:
-        if plain(expr.left) and plain(expr.right):
+        if plain(expr.left) and plain(expr.right) and not isinstance(
+            expr.left, ast.Constant
+        ) and not isinstance(expr.right, ast.Constant):
             return _BINOPS[type(expr.op)][1]
         return None
     if not isinstance(expr, ast.Call):
@@ -198,5 +200,14 @@ def check_builtin(facts: Facts, report) -> None:
     allowed = _BUILTIN.get(op) or next(a for a, s in _BINOPS.values() if s == op)
     if any(is_ctx_call(n, facts.ctx_of(bwd), "mark_non_differentiable") for n in nodes(bwd)):
         return
+    ctx = facts.ctx_of(bwd)
+    for node in nodes(bwd):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == ctx and node.attr not in ("saved_tensors", "needs_input_grad"):
+            return  # backward uses state beyond the standard formula's inputs
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and any(
+            isinstance(e, ast.Constant) and e.value is None for e in node.value.elts
+        ):
+            return  # deliberately blocks a gradient
     if _literals_ok(bwd, allowed | {0.0, 1.0}):
         report("GS302", fwd.source, fwd.node, f"forward is just `{op}`")

@@ -1,0 +1,51 @@
+"""``gradsmith lint``: arguments and output; the analysis lives in :mod:`gradsmith.linter`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gradsmith._errors import GradsmithError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``gradsmith lint``."""
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to lint")
+    parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
+                        help="output format (default: text)")
+    parser.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
+    parser.add_argument("--diff", action="store_true",
+                        help="print the safe fixes as a unified diff, change nothing")
+    parser.add_argument("--select", default=None, metavar="CODES",
+                        help="comma-separated codes or prefixes to report (e.g. GS1,GS203)")
+    parser.add_argument("--ignore", default=None, metavar="CODES",
+                        help="comma-separated codes or prefixes to drop")
+    parser.add_argument("--config", default=None, metavar="PYPROJECT",
+                        help="pyproject.toml with [tool.gradsmith.lint] (default: nearest)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Lint, print, and return 0 (no error-level finding), 1 (errors) or 2 (usage error)."""
+    from gradsmith import __version__
+    from gradsmith.linter import fix, lint
+    from gradsmith.linter._formats import render
+
+    try:
+        if args.fix or args.diff:
+            result = fix(args.paths, args.select, args.ignore, config=args.config, write=args.fix)
+            findings = result.findings
+            if args.diff:
+                sys.stdout.write("".join(result.diffs[p] for p in sorted(result.diffs)))
+            if args.fix:
+                print(f"fixed {result.applied} finding(s) in {len(result.texts)} file(s)",
+                      file=sys.stderr)
+        else:
+            findings = lint(args.paths, args.select, args.ignore, config=args.config)
+    except GradsmithError as exc:
+        print(f"gradsmith lint: error: {exc}", file=sys.stderr)
+        return 2
+    if not args.diff or args.format != "text":
+        out = render(findings, args.format, __version__)
+        if out:
+            print(out)
+    return 1 if any(f.severity == "error" for f in findings) else 0

@@ -1,0 +1,105 @@
+"""Generate the rule reference from the registry: ``python -m gradsmith.linter.docs``.
+
+docs/lint.md is this module's output; a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gradsmith.linter._registry import GROUPS, RULES
+
+INTRO = """# gradsmith lint
+
+`gradsmith lint` finds mistakes in custom `torch.autograd.Function`s before the code runs.
+It reads source with `ast` only (linted code is never imported or executed), finds Function
+subclasses by resolving imports and base classes across the linted modules (not by name),
+finds `ctx` by position, and follows values through each method: inputs, `grad_output`,
+saved tensors and their views versus fresh tensors.
+
+    gradsmith lint src/                       # text, grouped by file
+    gradsmith lint src/ --format json         # or sarif (code scanning), github (annotations)
+    gradsmith lint src/ --fix                 # apply safe fixes; --diff to preview
+    gradsmith lint src/ --select GS1 --ignore GS104
+
+Exit status: 0 when there is no error-level finding, 1 otherwise, 2 on usage errors.
+
+- `--select` / `--ignore` take codes or prefixes (`GS1`, `GS203`); the longer match wins.
+- Configuration: `[tool.gradsmith.lint]` in the nearest `pyproject.toml` (or `--config`),
+  keys `select`, `ignore`, `extend-ignore`, `exclude` (globs) and `per-file-ignores`
+  (`{"tests/*" = ["GS3"]}`); command-line options override it.
+- `# noqa` silences every finding on a line, `# noqa: GS101,GS2` only those codes.
+- Python API: `gradsmith.lint(paths or source=...)` returns `LintFinding`s (path, line, col,
+  code, severity, message); `gradsmith.linter.fix(...)` returns fixed texts and diffs.
+- flake8: `flake8 --select GS` (single-file resolution); pre-commit: hook id `gradsmith-lint`.
+- Fixes are text edits; each round is re-linted until nothing fixable is left, and an edit
+  that would produce invalid Python is dropped.
+- Large trees (more than 4 MB of walked files, such as an installed torch) are pre-filtered
+  by text: only files with a class deriving from something named `Function` (or its
+  `import ... as` alias), and then files subclassing or applying a discovered Function, are
+  parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
+  on the command line are always parsed.
+
+Severities: **error** = wrong gradients, crashes or silent corruption (no false errors is the
+design goal: where the analysis is unsure the rule stays silent or reports a warning);
+**warning** = fragile or wrong in some uses (double backward, other dtypes, deprecated);
+**info** = wasted work.
+"""
+
+DEVIATIONS = """## Error-level findings in the installed torch package (reviewed)
+
+`benchmarks/lint_torch.py` lints the whole installed torch; its results are in
+`benchmarks/results/lint_torch.md`. Each error-level finding there was reviewed; these are
+deliberate deviations in torch, not rule bugs:
+
+- **GS101** `torch/_dynamo/create_parameter_op.py` (`TracableCreateParameter.forward`):
+  `placeholder.set_(tensor)` swaps the storage of an input without `mark_dirty`. Dynamo
+  uses a sacrificial placeholder so that gradients flow into a parameter created inside a
+  compiled region; the mutation is the point, and the placeholder is never used elsewhere.
+- **GS101** `torch/autograd/_functions/tensor.py` (`Resize.forward`): `tensor.copy_(tensor)`
+  on quantized tensors copies a tensor onto itself, so no value changes; it is used to
+  produce a well-formed quantized result, not to modify the input.
+
+Findings reviewed and fixed in the rules while building them: `ctx.attr = output[i]` where
+the output element is a NumPy array (GS104 now needs the element to be a tensor); `apply`
+called with `**kwargs` that may be empty (GS112 now needs a named keyword).
+"""
+
+
+def generate() -> str:
+    """The Markdown rule reference."""
+    out = [INTRO]
+    for prefix, title in GROUPS.items():
+        codes = sorted(c for c in RULES if c.startswith(prefix))
+        if not codes:
+            continue
+        out.append(f"## {prefix}xx: {title}\n")
+        out.append("| Code | Name | Severity | Fix |\n|---|---|---|---|")
+        for code in codes:
+            r = RULES[code]
+            out.append(f"| [{code}](#{code.lower()}) | {r.name} | {r.severity} | "
+                       f"{'yes' if r.autofix else ''} |")
+        out.append("")
+        for code in codes:
+            r = RULES[code]
+            out.append(f"### {code}\n")
+            out.append(f"**{r.name}** ({r.severity}{', auto-fix' if r.autofix else ''}). "
+                       f"{r.summary}.\n")
+            out.append(f"*Why:* {r.why}\n")
+            out.append(f"*Fix:* {r.fix}\n")
+            out.append("Bad:\n\n```python\n" + r.bad.rstrip() + "\n```\n")
+            out.append("Good:\n\n```python\n" + r.good.rstrip() + "\n```\n")
+    out.append(DEVIATIONS)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main() -> int:
+    """Print the reference (redirect it to docs/lint.md)."""
+    import gradsmith.linter  # noqa: F401  (registers the rules)
+
+    sys.stdout.write(generate())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
