@@ -40,8 +40,8 @@ GS109 = Rule(
     "Falling off the end returns None, which autograd reads as one missing gradient: "
     "gradients silently vanish or it raises a count error.",
     "return the gradients (or explicit Nones) on every path.",
-    bad=_H + "    def forward(ctx, x):\n        return x * 2\n" + _B
-    + "        if g is not None:  # GS109\n            return g * 2\n",
+    bad=_H + "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
+    "    def backward(ctx, g):  # GS109\n        if g is not None:\n            return g * 2\n",
     good=_H + "    def forward(ctx, x):\n        return x * 2\n" + _B
     + "        if g is not None:\n            return g * 2\n        return None\n",
 )
