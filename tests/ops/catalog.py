@@ -188,3 +188,52 @@ CATALOG += [
 
 
 # --- part 2 ---
+
+# part 2a: attention (checkpoint_sequential takes layers, not tensors: tests/ops/test_checkpoint.py)
+def _attention_reference(q, k, v, mask=None, bias=None, is_causal=False, scale=None,
+                         dropout_p=0.0):
+    """Explicit softmax(q k^T * scale + bias) v; fully masked rows give 0. With dropout, the
+    keep mask is drawn from the same seed the op draws (global RNG) and the same hash."""
+    from gradsmith.ops._attention_dropout import keep_mask, row_keys, threshold
+
+    L, S = q.shape[-2], k.shape[-2]
+    s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    s = s if bias is None else s + bias
+    allowed = torch.ones(L, S, dtype=torch.bool)
+    allowed = allowed.tril() if is_causal else allowed
+    allowed = allowed if mask is None else allowed & mask
+    w = torch.softmax(s.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
+    if dropout_p:
+        seed = torch.randint(0, 2**32, (), dtype=torch.int64)
+        keep = keep_mask(row_keys(seed, tuple(q.shape[:-2]), L, 0, q.device), 0, S,
+                         threshold(dropout_p))
+        w = w * keep / (1 - dropout_p)
+    return w @ v
+
+
+def _attention_mask(L, S):
+    mask = torch.rand(L, S, generator=torch.Generator().manual_seed(L * S)) > 0.3
+    mask[1] = False  # a fully masked row
+    return mask
+
+
+# once_differentiable is invisible to the checker through the public function: no second order
+_ATTENTION_CHECK = {"checks": ("structure", "mutation", "gradients", "forward_ad", "vmap",
+                               "robustness", "randomness", "hygiene")}
+
+CATALOG += [
+    OpCase("attention", G.attention,
+           lambda d, g: (randn(2, 2, 5, 4, dtype=d, gen=g), randn(2, 2, 5, 4, dtype=d, gen=g),
+                         randn(2, 2, 5, 3, dtype=d, gen=g)),
+           _attention_reference, once_differentiable=True, check_options=_ATTENTION_CHECK),
+    OpCase("attention-mask-bias-causal-L<S", G.attention,
+           lambda d, g: (randn(2, 3, 4, dtype=d, gen=g), randn(2, 6, 4, dtype=d, gen=g),
+                         randn(2, 6, 4, dtype=d, gen=g), _attention_mask(3, 6),
+                         randn(2, 3, 6, dtype=d, gen=g), True),
+           _attention_reference, once_differentiable=True, check_options=_ATTENTION_CHECK),
+    OpCase("attention-dropout-L>S", G.attention,
+           lambda d, g: (randn(2, 6, 4, dtype=d, gen=g), randn(2, 4, 4, dtype=d, gen=g),
+                         randn(2, 4, 2, dtype=d, gen=g), None, None, False, 0.8, 0.25),
+           _attention_reference, once_differentiable=True, random=True,
+           vmap_randomness="same", check_options=_ATTENTION_CHECK),
+]

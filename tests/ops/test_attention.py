@@ -313,3 +313,13 @@ def test_bad_qkv(change, match):
 def test_bad_options(kwargs, match):
     with pytest.raises(GradsmithError, match=match):
         attention(*_qkv(), **kwargs)
+
+
+@pytest.mark.parametrize("name", ["plain", "mask+bias+causal, L != S", "dropout"])
+def test_registered_examples_pass_gradsmith_check(name):
+    from gradsmith._example import examples_of
+    from gradsmith.checker import check
+
+    (ex,) = [e for e in examples_of(attention) if e.name == name]
+    report = check(attention, *ex.make_args(), **ex.options)
+    assert report.passed, str(report)

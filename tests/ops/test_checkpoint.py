@@ -183,3 +183,14 @@ def test_bad_module_arguments():
         CheckpointedSequential(nn.Tanh(), nn.Tanh(), segments=3)
     with pytest.raises(GradsmithError, match="layers must be a non-empty"):
         CheckpointedSequential(segments=1)
+
+
+def test_registered_example_passes_gradsmith_check():
+    from gradsmith._example import examples_of
+    from gradsmith.checker import check
+
+    examples = examples_of(checkpoint_sequential)
+    assert examples
+    for ex in examples:
+        report = check(checkpoint_sequential, *ex.make_args(), **ex.options)
+        assert report.passed, str(report)
