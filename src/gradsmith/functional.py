@@ -22,6 +22,9 @@ from gradsmith.ops._reversal import dann_schedule  # noqa: F401
 from gradsmith.ops._attention import attention  # noqa: F401
 from gradsmith.ops._checkpoint import checkpoint_sequential  # noqa: F401
 # end attention + checkpointing
+# soft sorting + quantization (part 2b)
+from gradsmith.ops._soft_sort import soft_rank, soft_sort  # noqa: F401
+# end soft sorting + quantization
 # isort: on
 # fmt: on
 

@@ -8,13 +8,11 @@ et al. 2020 and of torchsort):
 - :func:`isotonic_kl` solves ``argmin_{v_1 >= ... >= v_n} <exp(y - v), 1> + <exp(w), v>``; a pooled
   block takes ``logsumexp(y_B) - logsumexp(w_B)``.
 
-Sequential PAV walks each row with a stack, which in Python is far too slow. Here every round
-pools, in all rows at once, each maximal chain of adjacent violating blocks (values
-non-decreasing left to right). Pooling a chain is a sequence of ordinary PAV merges (the pooled
-value of two violators lies between them, so it still violates the next block in the chain), and
-PAV reaches the same optimum whatever order it merges violators in, so the result is exact.
-Rounds repeat until no violation is left; a round costs a handful of tensor ops on the current
-blocks, whose number shrinks every round.
+Sequential PAV walks each row with a stack, which in Python is far too slow. On CPU a small C
+kernel (``_pav_native``, built once with the system compiler) runs it; without a compiler (or
+with ``GRADSMITH_PAV=torch``) ``_pav`` finds the blocks for all rows at once in a few vectorised
+rounds and the block values come from exact block sums (float64) or block log-sum-exps. Both
+paths compute in float64 and give the same blocks.
 
 Both solvers also return each element's block id (row-major, consecutive from 0), which is all the
 backward needs: the Jacobian of the solution is a block average (l2) or a block softmax (kl).
@@ -27,54 +25,15 @@ from __future__ import annotations
 
 import torch
 
+from gradsmith.ops import _pav_native
+from gradsmith.ops._pav import KLStats, L2Stats, solve
+
 __all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_softmax"]
 
-_WORK_DTYPES = (torch.float32, torch.float64)
 
-
-def _row_starts(rows: int, n: int, device: torch.device) -> torch.Tensor:
-    first = torch.zeros(rows * n, dtype=torch.bool, device=device)
-    first[::n] = True
-    return first
-
-
-def _pool(first: torch.Tensor, values: torch.Tensor) -> torch.Tensor | None:
-    """Group ids pooling each chain of violating blocks, or None when the fit is decreasing."""
-    # torchsort pools on equality too (``sol[i] > sol[k]`` is the only "keep" case); same here so
-    # the block structure, hence the backward, matches it.
-    violation = (values[:-1] <= values[1:]).logical_and_(first[1:].logical_not())
-    if not bool(violation.any()):
-        return None
-    starts = torch.ones_like(first)
-    starts[1:] = violation.logical_not_()
-    return starts
-
-
-def _expand(values: torch.Tensor, counts: torch.Tensor, shape: torch.Size):
-    ids = torch.arange(values.numel(), device=values.device, dtype=torch.int64)
-    block = torch.repeat_interleave(ids, counts)
-    return values[block].view(shape), block.view(shape)
-
-
-def _solve_l2(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    rows, n = y.shape
-    work = y if y.dtype in _WORK_DTYPES else y.float()
-    sums = work.reshape(-1).clone()
-    counts = torch.ones(sums.numel(), dtype=torch.int64, device=y.device)
-    first = _row_starts(rows, n, y.device)
-    values = sums
-    while True:
-        starts = _pool(first, values)
-        if starts is None:
-            break
-        group = starts.cumsum(0) - 1
-        size = int(group[-1]) + 1
-        sums = sums.new_zeros(size).index_add_(0, group, sums)
-        counts = counts.new_zeros(size).index_add_(0, group, counts)
-        first = first[starts]
-        values = sums / counts
-    sol, block = _expand(values, counts, y.shape)
-    return sol.to(y.dtype), block
+def _blocks(bounds: torch.Tensor) -> tuple[torch.Tensor, int]:
+    block = bounds.cumsum(0) - 1
+    return block, int(block[-1]) + 1
 
 
 def _segment_logsumexp(x: torch.Tensor, group: torch.Tensor, size: int) -> torch.Tensor:
@@ -84,27 +43,34 @@ def _segment_logsumexp(x: torch.Tensor, group: torch.Tensor, size: int) -> torch
     return total.log() + top
 
 
-def _solve_kl(y: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _solve_l2(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    lib = _pav_native.load() if y.device.type == "cpu" else None
+    if lib is not None:
+        sol, block = _pav_native.solve_l2(lib, y)
+        return sol.to(y.dtype), block
     rows, n = y.shape
-    work = y.dtype if y.dtype in _WORK_DTYPES else torch.float32
-    lse_y = y.to(work).reshape(-1).clone()
-    lse_w = w.to(work).reshape(-1).clone()
-    counts = torch.ones(lse_y.numel(), dtype=torch.int64, device=y.device)
-    first = _row_starts(rows, n, y.device)
-    values = lse_y - lse_w
-    while True:
-        starts = _pool(first, values)
-        if starts is None:
-            break
-        group = starts.cumsum(0) - 1
-        size = int(group[-1]) + 1
-        lse_y = _segment_logsumexp(lse_y, group, size)
-        lse_w = _segment_logsumexp(lse_w, group, size)
-        counts = counts.new_zeros(size).index_add_(0, group, counts)
-        first = first[starts]
-        values = lse_y - lse_w
-    sol, block = _expand(values, counts, y.shape)
-    return sol.to(y.dtype), block
+    bounds = solve(L2Stats(y), rows, n, y.device)
+    block, size = _blocks(bounds)
+    # Final values from exact block sums (float64), not from prefix-sum differences.
+    flat = y.reshape(-1).double()
+    sums = flat.new_zeros(size).index_add_(0, block, flat)
+    counts = torch.bincount(block, minlength=size)
+    sol = (sums / counts)[block]
+    return sol.view(y.shape).to(y.dtype), block.view(y.shape)
+
+
+def _solve_kl(y: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    lib = _pav_native.load() if y.device.type == "cpu" else None
+    if lib is not None:
+        sol, block = _pav_native.solve_kl(lib, y, w)
+        return sol.to(y.dtype), block
+    rows, n = y.shape
+    bounds = solve(KLStats(y, w), rows, n, y.device)
+    block, size = _blocks(bounds)
+    lse_y = _segment_logsumexp(y.reshape(-1).double(), block, size)
+    lse_w = _segment_logsumexp(w.reshape(-1).double(), block, size)
+    sol = (lse_y - lse_w)[block]
+    return sol.view(y.shape).to(y.dtype), block.view(y.shape)
 
 
 def _check_2d(name: str, y: torch.Tensor) -> None:

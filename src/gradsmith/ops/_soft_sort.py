@@ -31,8 +31,14 @@ def _descending_weights(n: int, like: torch.Tensor) -> torch.Tensor:
     return torch.arange(n, 0, -1, dtype=like.dtype, device=like.device)
 
 
-def _scatter_back(sorted_grad: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(sorted_grad).scatter(-1, perm, sorted_grad)
+def _scatter_back(sorted_values: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    # Out of place (differentiable for double backward); every slot is written, so no zeros.
+    return torch.empty_like(sorted_values).scatter(-1, perm, sorted_values)
+
+
+def _block_mean(g: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
+    sizes = torch.bincount(block.reshape(-1), minlength=block.numel())
+    return block_sum(g, block) / sizes[block].to(g.dtype)
 
 
 class _SoftRankFn(torch.autograd.Function):
@@ -71,7 +77,7 @@ class _SoftRankFn(torch.autograd.Function):
         perm, block = perm.reshape(-1, n), block.reshape(-1, n)
         if ctx.regularization == "l2":
             g = grad.reshape(-1, n).gather(-1, perm)
-            g = g - block_sum(g, block) / block_sum(torch.ones_like(g), block)
+            g = g - _block_mean(g, block)
         else:
             x, out = kl
             g = (grad * out).reshape(-1, n).gather(-1, perm)
@@ -120,7 +126,7 @@ class _SoftSortFn(torch.autograd.Function):
         perm, block = perm.reshape(-1, n), block.reshape(-1, n)
         g = grad.reshape(-1, n)
         if ctx.regularization == "l2":
-            g = block_sum(g, block) / block_sum(torch.ones_like(g), block)
+            g = _block_mean(g, block)
         else:
             s = kl[0].reshape(-1, n).neg().gather(-1, perm)
             g = block_softmax(s, block) * block_sum(g, block)
