@@ -1,0 +1,207 @@
+"""Measure what each part-1 catalog op saves for backward, against the plain composition.
+
+Counting: every tensor handed to autograd for backward passes through
+``torch.autograd.graph.saved_tensors_hooks``; we sum the bytes of the distinct storages among
+them, leaving out leaves (the network input and the parameters, which live anyway). An op's own
+input activation is produced by a node that saves nothing, so it counts only if something saves
+it, exactly as in a network where it would otherwise be freed.
+
+Usage: ``python benchmarks/ops_saved_bytes.py`` (writes benchmarks/results/ops_saved_bytes.{md,json}).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.autograd.graph import saved_tensors_hooks
+
+import gradsmith.functional as G
+
+ROWS, COLS = 256, 1024  # one float32 activation = 1 MiB
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def saved_bytes(build: Callable[[], tuple[list[torch.Tensor], Callable[[], torch.Tensor]]]) -> int:
+    """Bytes of distinct non-leaf storages saved for backward by ``run()``."""
+    leaves, run = build()
+    leaf_ptrs = {t.untyped_storage().data_ptr() for t in leaves}
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        if s.data_ptr() not in leaf_ptrs:
+            storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        out = run()
+    del out
+    return sum(storages.values())
+
+
+def _leaf(*shape: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen).requires_grad_()
+
+
+def unary(op: Callable[[torch.Tensor], torch.Tensor]):
+    """``op`` applied to an intermediate activation produced by a node that saves nothing."""
+    def build():
+        x = _leaf(ROWS, COLS)
+        return [x], lambda: op(x + 0.0)
+    return build
+
+
+def binary(op: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
+    def build():
+        x, y = _leaf(ROWS, COLS), _leaf(ROWS, COLS, seed=1)
+        return [x, y], lambda: op(x + 0.0, y + 0.0)
+    return build
+
+
+def linear(op: Callable):
+    """``op(x, W, b)`` on an intermediate activation ``x`` with leaf parameters."""
+    def build():
+        x, w, b = _leaf(ROWS, COLS), _leaf(COLS, COLS, seed=1), _leaf(COLS, seed=2)
+        return [x, w, b], lambda: op(x + 0.0, w, b)
+    return build
+
+
+def chain(first: Callable, middle: Callable | None = None):
+    """x -> first(x, W1, b1) -> middle -> Linear(W2, b2): a two-layer MLP block."""
+    def build():
+        x, w1, b1 = _leaf(ROWS, COLS), _leaf(COLS, COLS, seed=1), _leaf(COLS, seed=2)
+        w2, b2 = _leaf(COLS, COLS, seed=3), _leaf(COLS, seed=4)
+
+        def run():
+            torch.manual_seed(0)
+            h = first(x + 0.0, w1, b1)
+            h = middle(h) if middle is not None else h
+            return F.linear(h, w2, b2)
+
+        return [x, w1, b1, w2, b2], run
+    return build
+
+
+def _dropout(h):
+    return F.dropout(h, 0.1, training=True)
+
+
+def _plain_linear_relu(x, w, b):
+    return F.relu(F.linear(x, w, b))
+
+
+C = 6.0
+# (op, what the op saves, op build, plain composition, plain build)
+ISOLATED = [
+    ("clipped_relu", "bool mask", unary(lambda h: G.clipped_relu(h, C)),
+     "torch.clamp(x, 0, c)", unary(lambda h: torch.clamp(h, 0.0, C))),
+    ("swish", "x", unary(lambda h: G.swish(h, 1.5)),
+     "x * sigmoid(b x)", unary(lambda h: h * torch.sigmoid(1.5 * h))),
+    ("scaled_sigmoid", "output", unary(lambda h: G.scaled_sigmoid(h, 2.0)),
+     "s * sigmoid(x)", unary(lambda h: 2.0 * torch.sigmoid(h))),
+    ("soft_round", "x", unary(lambda h: G.soft_round(h, 5.0)),
+     "paper formula", unary(lambda h: torch.floor(h) + 0.5 + torch.tanh(
+         5.0 * (h - torch.floor(h) - 0.5)) / (2 * torch.tanh(torch.tensor(2.5))))),
+    ("soft_threshold", "bool mask", unary(lambda h: G.soft_threshold(h, 0.5)),
+     "sign(x) * relu(|x| - t)", unary(lambda h: torch.sign(h) * torch.relu(h.abs() - 0.5))),
+    ("gelu", "x", unary(G.gelu), "F.gelu", unary(F.gelu)),
+    ("silu", "x", unary(G.silu), "F.silu", unary(F.silu)),
+    ("sign_ste", "nothing", unary(G.sign_ste),
+     "x + (sign(x) - x).detach()", unary(lambda h: h + (torch.sign(h) - h).detach())),
+    ("sign_ste(clip=1)", "bool mask", unary(lambda h: G.sign_ste(h, 1.0)),
+     "clamp(x) + (sign(x) - clamp(x)).detach()",
+     unary(lambda h: (lambda c: c + (torch.sign(h) - c).detach())(h.clamp(-1.0, 1.0)))),
+    ("round_ste", "nothing", unary(G.round_ste),
+     "x + (round(x) - x).detach()", unary(lambda h: h + (torch.round(h) - h).detach())),
+    ("gumbel_softmax", "output", unary(lambda h: G.gumbel_softmax(h, 0.5)),
+     "F.gumbel_softmax", unary(lambda h: F.gumbel_softmax(h, 0.5))),
+    ("gumbel_softmax(hard)", "logits + noise", unary(lambda h: G.gumbel_softmax(h, 0.5, True)),
+     "F.gumbel_softmax(hard)", unary(lambda h: F.gumbel_softmax(h, 0.5, True))),
+    ("grad_scale / grad_reverse", "nothing", unary(lambda h: G.grad_scale(h, 0.5)),
+     "a x + (1 - a) x.detach()", unary(lambda h: 0.5 * h + 0.5 * h.detach())),
+    ("stop_gradient", "nothing", unary(G.stop_gradient), "x.detach()",
+     unary(lambda h: h.detach())),
+    ("fused_add_relu", "bool mask", binary(G.fused_add_relu),
+     "F.relu(x + y)", binary(lambda a, b: F.relu(a + b))),
+    ("fused_linear_relu", "x + bool mask", linear(G.fused_linear_relu),
+     "F.relu(F.linear(x, W, b))", linear(_plain_linear_relu)),
+    ("logsumexp(dim=1)", "x + output", unary(lambda h: G.logsumexp(h, 1)),
+     "torch.logsumexp", unary(lambda h: torch.logsumexp(h, 1))),
+    ("batch_norm", "x", unary(lambda h: G.batch_norm(h)),
+     "F.batch_norm(training=True)", unary(lambda h: F.batch_norm(h, None, None, training=True))),
+]
+
+CHAINS = [
+    ("Linear -> ReLU -> Linear", chain(G.fused_linear_relu), chain(_plain_linear_relu)),
+    ("Linear -> ClippedReLU -> Linear",
+     chain(lambda x, w, b: G.clipped_relu(F.linear(x, w, b), C)),
+     chain(lambda x, w, b: torch.clamp(F.linear(x, w, b), 0.0, C))),
+    ("Linear -> ReLU -> Dropout -> Linear", chain(G.fused_linear_relu, _dropout),
+     chain(_plain_linear_relu, _dropout)),
+]
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f}"
+
+
+def measure() -> dict:
+    rows = []
+    for name, saves, op_build, plain_name, plain_build in ISOLATED:
+        op_b, plain_b = saved_bytes(op_build), saved_bytes(plain_build)
+        rows.append({"op": name, "op_saves": saves, "op_bytes": op_b, "plain": plain_name,
+                     "plain_bytes": plain_b})
+    chains = [{"chain": n, "fused_bytes": saved_bytes(f), "plain_bytes": saved_bytes(p)}
+              for n, f, p in CHAINS]
+    return {"shape": [ROWS, COLS], "dtype": "float32", "isolated": rows, "chains": chains,
+            "environment": {"torch": torch.__version__, "python": platform.python_version(),
+                            "platform": platform.platform(), "cpus": os.cpu_count()}}
+
+
+def to_markdown(res: dict) -> str:
+    env = res["environment"]
+    lines = [
+        "# Saved-for-backward bytes: part-1 ops vs the plain composition",
+        "",
+        f"Input activation {res['shape'][0]} x {res['shape'][1]} {res['dtype']} "
+        f"(1 MiB per activation). Bytes of distinct non-leaf storages saved for backward, "
+        f"measured with `saved_tensors_hooks` (`python benchmarks/ops_saved_bytes.py`). "
+        f"Environment: torch {env['torch']}, Python {env['python']}, {env['platform']}, "
+        f"{env['cpus']} CPUs.",
+        "",
+        "Rows with a Linear (fused_linear_relu and the chains) include the Linear's saved "
+        "input activation; the chains also include what the layers after the op save.",
+        "",
+        "| op | op saves | op MiB | plain composition | plain MiB |",
+        "|---|---|---:|---|---:|",
+    ]
+    for r in res["isolated"]:
+        lines.append(f"| `{r['op']}` | {r['op_saves']} | {_mib(r['op_bytes'])} | "
+                     f"`{r['plain']}` | {_mib(r['plain_bytes'])} |")
+    lines += ["", "| chain | with gradsmith op MiB | plain MiB | difference MiB |",
+              "|---|---:|---:|---:|"]
+    for c in res["chains"]:
+        diff = c["fused_bytes"] - c["plain_bytes"]
+        lines.append(f"| {c['chain']} | {_mib(c['fused_bytes'])} | {_mib(c['plain_bytes'])} | "
+                     f"{diff / 2**20:+.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    res = measure()
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ops_saved_bytes.json").write_text(json.dumps(res, indent=2) + "\n")
+    md = to_markdown(res)
+    (RESULTS / "ops_saved_bytes.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
