@@ -146,6 +146,7 @@ class _executor:
         from gradsmith._isolate import WorkerPool
 
         self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout)
+        self.pool.start()  # checks follow the listing: start every worker while it runs
         return lambda tasks: ((o.index, *_unwrap(o.kind, o.value)) for o in self.pool.run(tasks))
 
     def __exit__(self, *exc: object) -> None:

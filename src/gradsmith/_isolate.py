@@ -67,6 +67,10 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def start(self) -> None:
+        """Start all ``jobs`` workers now, so their torch imports overlap the first tasks."""
+        self._fill(self.jobs)
+
     def run(self, tasks: list[tuple]) -> Iterator[Outcome]:
         """Yield one :class:`Outcome` per task, in completion order."""
         pending = deque(enumerate(tasks))
