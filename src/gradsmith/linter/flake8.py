@@ -16,7 +16,7 @@ class Plugin:
     Example:
         >>> import ast
         >>> src = "import torch\\nclass F(torch.autograd.Function):\\n    def forward(ctx, x):\\n" \\
-        ...       "        return x\\n"
+        ...       "        return x * 2\\n"
         >>> [r[2][:5] for r in Plugin(ast.parse(src), lines=src.splitlines(True)).run()]
         ['GS113']
     """

@@ -126,7 +126,7 @@ def check_ctx_storage(facts: Facts, report) -> None:
         outputs = _output_names(method) if method.name == "forward" else set()
         src = method.source
 
-        def visit(stmt, flow: Flow):
+        def visit(stmt, flow: Flow, src=src, outputs=outputs, method=method):
             if isinstance(stmt, ast.Assign):
                 for target in stmt.targets:
                     pairs = [(target, stmt.value)]

@@ -163,7 +163,7 @@ def check_inplace(facts: Facts, report) -> None:
         facts.walk(method, visit)
     for method in own(facts, "backward", "vjp"):
         def visit_b(stmt, flow: Flow, method=method):
-            for node, target, what, proven in mutations(stmt, flow):
+            for node, target, what, _proven in mutations(stmt, flow):
                 val = flow.eval(target)
                 label = method.source.segment(target) or "tensor"
                 if "grad" in val.origins:
