@@ -44,26 +44,32 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from gradsmith.discovery import TargetImportError, list_candidates
 
     seen: set[str] = set()
+    ours: list[pytest.Item] = []
     for source in sources:
         try:
             listing = list_candidates(source)
         except GradsmithUsageError as exc:
             raise pytest.UsageError(f"--gradsmith: {exc}") from None
         except TargetImportError as exc:
-            items.append(ImportFailedItem.from_parent(session, name=source.label,
-                                                      nodeid=source.label, message=str(exc)))
+            ours.append(ImportFailedItem.from_parent(session, name=source.label,
+                                                     nodeid=source.label, message=str(exc)))
             continue
         for label, message in listing.errors:
-            items.append(ImportFailedItem.from_parent(session, name=label, nodeid=label,
-                                                      message=message))
+            ours.append(ImportFailedItem.from_parent(session, name=label, nodeid=label,
+                                                     message=message))
         for candidate in listing.candidates:
             if candidate.key in seen:
                 continue
             seen.add(candidate.key)
             for index in range(len(candidate.examples)) if candidate.examples else [None]:
                 name = display_name(candidate, index)
-                items.append(GradsmithItem.from_parent(session, name=name, nodeid=name,
-                                                       candidate=candidate, example_index=index))
+                ours.append(GradsmithItem.from_parent(session, name=name, nodeid=name,
+                                                      candidate=candidate, example_index=index))
+    # Report them as collected, so the "collected N items" line and plugins counting
+    # collection reports see them like any other test.
+    config.hook.pytest_collectreport(report=pytest.CollectReport(
+        nodeid="gradsmith", outcome="passed", longrepr=None, result=ours))
+    items.extend(ours)
 
 
 class GradsmithCheckFailed(Exception):
