@@ -137,3 +137,12 @@ def test_example_passes_gradsmith_check(cls, index):
 def test_bad_arguments_raise_gradsmith_error(call, match):
     with pytest.raises(GradsmithError, match=match):
         call()
+
+
+def test_examples_are_lint_clean():
+    from pathlib import Path
+
+    import gradsmith
+
+    findings = gradsmith.lint(Path(gradsmith.examples.__file__).parent)
+    assert findings == [], "\n".join(map(str, findings))

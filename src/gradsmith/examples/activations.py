@@ -31,7 +31,7 @@ class Exp(Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x):
+    def forward(x):  # noqa: GS302 (a template: the builtin is the reference)
         return x.exp()
 
     @staticmethod
@@ -57,7 +57,7 @@ class Sigmoid(Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x):
+    def forward(x):  # noqa: GS302 (a template: the builtin is the reference)
         return torch.sigmoid(x)
 
     @staticmethod
@@ -82,7 +82,7 @@ class Tanh(Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x):
+    def forward(x):  # noqa: GS302 (a template: the builtin is the reference)
         return torch.tanh(x)
 
     @staticmethod
