@@ -124,7 +124,19 @@ def _judge(problem, res, t, j, V, a, C, S, L, R, s):
         return
     if _agrees_at_larger_steps(problem, t, j, V, a, s):
         return
+    if _jumps(problem, t, j, V, C, s):
+        res.kinks.append(Element(j, float(a[k]), float(C[k]), float(L[k]), float(R[k]), True))
+        return
     res.mismatches.append(Element(j, float(a[k]), float(C[k]), float(L[k]), float(R[k])))
+
+
+def _jumps(problem, t, j, V, C, s) -> bool:
+    """A difference quotient that grows like 1/h as h shrinks: the function itself jumps at
+    this point (e.g. the derivative of sign(x) at 0), so it has no derivative to compare."""
+    fp, fm = _pair(problem, t, j, s.h / 8)
+    small = V @ (fp - fm) / (2 * s.h / 8)
+    grows = small.abs() > 4 * C.abs()
+    return bool(grows.any() and (C.abs() > 1e3 * (s.atol + s.rtol)).any())
 
 
 def _agrees_at_larger_steps(problem, t, j, V, a, s) -> bool:

@@ -7,6 +7,7 @@ import torch
 
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
+from gradsmith.checker.subject import seeded
 from gradsmith.checker.tensors import close, max_diff, noncontiguous
 
 NAME = "robustness"
@@ -20,8 +21,10 @@ def forward_backward(session: Session, values: list[torch.Tensor], wrt: list[tor
     # Clones: a backward that writes into grad_output must not poison the next run.
     pairs = [(o, g.clone(memory_format=torch.preserve_format) if g.is_contiguous()
               else _noncontig_clone(g)) for o, g in zip(outs, grads) if o.requires_grad]
-    res = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs],
-                              allow_unused=True)
+    # Backward runs from a fixed random state too: fresh noise in backward is the randomness
+    # check's finding, not a layout or determinism problem.
+    res = seeded(subject.seed + 77, torch.autograd.grad, [o for o, _ in pairs], wrt,
+                 [g for _, g in pairs], allow_unused=True)
     return [o.detach() for o in outs], list(res)
 
 

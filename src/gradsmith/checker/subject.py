@@ -52,14 +52,8 @@ class Subject:
 
     def run_built(self, args: tuple, seed: int | None = None) -> Any:
         """Call the user's code on an already built argument tuple."""
-        # CPU generator only: torch.manual_seed would also (lazily) seed every accelerator
-        # backend, which costs more than a small forward pass.
-        state = torch.get_rng_state()
-        torch.default_generator.manual_seed(self.seed if seed is None else seed)
-        try:
-            return self.target.call(*args)
-        finally:
-            torch.set_rng_state(state)
+        return seeded(self.seed if seed is None else seed, self.target.call, *args)
+
 
     def select(self, out: Any) -> list[torch.Tensor]:
         """The differentiable outputs of a raw output, in a fixed order."""
@@ -87,3 +81,17 @@ class Subject:
                                           for i, x in enumerate(xs)]))
 
         return Problem(f, self.base(), self.labels, self.out_labels)
+
+
+def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` from a fixed random state; the caller's state is restored.
+
+    CPU generator only: torch.manual_seed would also (lazily) seed every accelerator backend,
+    which costs more than a small forward pass.
+    """
+    state = torch.get_rng_state()
+    torch.default_generator.manual_seed(seed)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        torch.set_rng_state(state)

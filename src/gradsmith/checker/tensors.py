@@ -6,9 +6,15 @@ import torch
 
 
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
-    """Same values, strided storage (every other element of a larger buffer)."""
+    """Same values, non-contiguous storage that ``.view(-1)`` cannot flatten.
+
+    Two or more dims: column-major (a transposed copy); one dim: every other element of a
+    larger buffer.
+    """
     if t.dim() == 0 or t.numel() == 0:
         return t.clone()
+    if t.dim() >= 2:
+        return t.detach().transpose(-1, -2).contiguous().transpose(-1, -2)
     base = torch.zeros((*t.shape, 2), dtype=t.dtype, device=t.device)
     view = base.select(-1, 0)
     view.copy_(t.detach())
