@@ -149,9 +149,9 @@ class _executor:
         self.pool.start()  # checks follow the listing: start every worker while it runs
         return lambda tasks: ((o.index, *_unwrap(o.kind, o.value)) for o in self.pool.run(tasks))
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         if self.pool is not None:
-            self.pool.close()
+            self.pool.close(graceful=exc_type is None)
 
 
 def _in_process(task: tuple) -> tuple[str, object]:

@@ -64,8 +64,8 @@ class WorkerPool:
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(graceful=exc_type is None)  # on Ctrl-C or an error, do not wait
 
     def start(self) -> None:
         """Start all ``jobs`` workers now, so their torch imports overlap the first tasks."""
@@ -99,10 +99,10 @@ class WorkerPool:
                     busy -= 1
                     yield outcome
 
-    def close(self) -> None:
+    def close(self, graceful: bool = True) -> None:
         """Stop all workers (closing stdin lets them exit; stragglers are killed)."""
         for worker in list(self._workers):
-            self._remove(worker, graceful=True)
+            self._remove(worker, graceful=graceful)
 
     def _fill(self, wanted: int) -> None:
         while len(self._workers) < min(self.jobs, wanted):
@@ -168,7 +168,7 @@ class _Worker:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "gradsmith._worker"],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=log, env=env)
+                                         stderr=log, env=env, start_new_session=True)
         send(self.proc.stdin, init)
         self.state = "starting"
         self.deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -201,9 +201,13 @@ class _Worker:
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
+        try:  # the whole process group: user code may have started children of its own
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()

@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
         output.close()
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
+    except KeyboardInterrupt:  # workers are already stopped by the pool's context manager
+        output.close()
+        err.print("interrupted")
+        return 130
     output.close()
     for message in result.usage_errors:
         err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
