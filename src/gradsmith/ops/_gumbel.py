@@ -57,12 +57,19 @@ class _GumbelSoftmaxFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if not any(ctx.needs_input_grad[:2]):
+            return None, None, None, None, None
         if ctx.hard:
             logits, gumbels = ctx.saved_tensors
             y_soft = torch.softmax((logits + gumbels) / ctx.tau, ctx.dim)
         else:
             (y_soft,) = ctx.saved_tensors
-        return _soft_vjp(grad, y_soft, ctx.tau, ctx.dim), None, None, None, None
+        # logits and noise enter as a sum, so they share one gradient (the public function
+        # passes noise that needs none; a caller supplying learnable noise still gets it right).
+        g = _soft_vjp(grad, y_soft, ctx.tau, ctx.dim)
+        grad_logits = g if ctx.needs_input_grad[0] else None
+        grad_gumbels = g if ctx.needs_input_grad[1] else None
+        return grad_logits, grad_gumbels, None, None, None
 
 
 def _soft_surrogate(logits, tau=1.0, hard=False, dim=-1, generator=None):
