@@ -74,10 +74,12 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
 
 
 class _SiluFn(torch.autograd.Function):
+    # The catalog ships SiLU as a verified reference Function (issue 3), so GS302's advice to
+    # use the builtin instead does not apply here.
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x):
+    def forward(x):  # noqa: GS302
         return F.silu(x)
 
     @staticmethod

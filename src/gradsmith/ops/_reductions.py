@@ -110,6 +110,8 @@ class _BatchNormFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if not ctx.needs_input_grad[0]:
+            return None, None
         (x,) = ctx.saved_tensors
         dims = _stats_dims(x)
         xhat, rstd = _normalise(opmath(x), dims, ctx.eps)
