@@ -186,3 +186,19 @@ def test_no_usable_inputs_gives_the_fix():
     assert "ValueError: mode must be 'fast'" in found.reason
     assert "@gradsmith.example(lambda: (torch.randn(" in found.reason
     assert "class NeedsMode" in found.reason
+
+
+def test_synthesis_retries_with_positive_values_when_output_is_not_finite():
+    found = synthesize(lambda x: x.log())
+    assert isinstance(found, Synthesized)
+    assert bool((found.args[0] >= 0.5).all()) and "in [0.5, 1.5)" in found.description
+
+
+def test_synthesis_hands_out_fresh_inputs_after_a_mutating_probe():
+    def mutates(x):
+        x.data.add_(100.0)
+        return x * 2
+
+    mutated = synthesize(mutates).args[0]
+    pristine = synthesize(lambda x: x * 2).args[0]
+    assert torch.equal(mutated, pristine)

@@ -78,18 +78,38 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         return NoInputs(_fix(fn, "its forward signature cannot be inspected"))
     last_error = "no layout tried"
     for layout in _LAYOUTS:
-        generator = torch.Generator().manual_seed(seed)
-        args, parts = _build(params, layout, generator)
-        try:
-            with torch.enable_grad():
-                out = call(*args)
-        except Exception as exc:  # the probe failing is expected; try the next layout
-            last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            continue
-        if _has_float_tensor(out):
-            return Synthesized(tuple(args), ", ".join(parts))
-        last_error = f"forward returned {type(out).__name__}, not a floating-point tensor"
+        # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
+        # finite, for forwards defined on a positive domain only (log, sqrt, pow, ...).
+        for positive in (False, True):
+            args, parts = _build(params, layout, torch.Generator().manual_seed(seed), positive)
+            try:
+                with torch.enable_grad():
+                    out = call(*args)
+            except Exception as exc:  # the probe failing is expected; try the next layout
+                last_error = f"{type(exc).__name__}: {_first_line(exc)}"
+                break
+            if not _has_float_tensor(out):
+                last_error = f"forward returned {type(out).__name__}, not a floating-point tensor"
+                break
+            if _all_finite(out) or positive:
+                # Fresh copies: the probe may have modified its inputs, the check must see it.
+                args, parts = _build(params, layout, torch.Generator().manual_seed(seed),
+                                     positive)
+                return Synthesized(tuple(args), ", ".join(parts))
     return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
+
+
+def _all_finite(out: Any) -> bool:
+    import torch
+
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    return all(bool(torch.isfinite(t).all()) for t in items
+               if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
 def _signature(fn: Any) -> tuple[Callable[..., Any], list[inspect.Parameter] | None]:
@@ -114,7 +134,8 @@ def _is_modern(cls: type) -> bool:
     return cls.setup_context is not Function.setup_context
 
 
-def _build(params: list[inspect.Parameter], layout, generator) -> tuple[list, list[str]]:
+def _build(params: list[inspect.Parameter], layout, generator,
+           positive: bool = False) -> tuple[list, list[str]]:
     import torch
 
     args: list = []
@@ -139,9 +160,12 @@ def _build(params: list[inspect.Parameter], layout, generator) -> tuple[list, li
         for _ in range(count):
             shape = layout[min(n_tensors, len(layout) - 1)]
             n_tensors += 1
-            args.append(torch.randn(shape, dtype=torch.float64, generator=generator)
-                        .requires_grad_())
-            parts.append(f"{p.name}: float64 {tuple(shape)}")
+            if positive:
+                value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
+            else:
+                value = torch.randn(shape, dtype=torch.float64, generator=generator)
+            args.append(value.requires_grad_())
+            parts.append(f"{p.name}: float64 {tuple(shape)}{' in [0.5, 1.5)' if positive else ''}")
     return args, parts
 
 
