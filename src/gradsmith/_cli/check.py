@@ -12,7 +12,7 @@ import os
 
 from gradsmith._errors import GradsmithError
 
-_DEFAULT_TIMEOUT = 60.0
+_DEFAULT_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
