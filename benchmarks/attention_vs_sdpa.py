@@ -98,23 +98,27 @@ def case(batch, heads, length, dim, with_bias, repeats, causal=False):
     return row
 
 
+def _block_case(with_bias, block, repeats):
+    q, k, v, bias = make_inputs(4, 4, 1024, 64, with_bias)
+    inputs = [t for t in (q, k, v, bias) if t is not None]
+
+    def ours():
+        return _AttentionFn.apply(q, k, v, None, bias, None, False, 0.125, 0.0, 0, block)[0]
+
+    def ref():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+    r = compare(ours, ref, inputs, repeats)
+    return {"bias": with_bias, "block": block, "time_ratio": r["time_ratio"],
+            "ours_median_s": r["ours_s"]["median"], "sdpa_median_s": r["ref_s"]["median"]}
+
+
 def tune(repeats):
     """Key-block sweep: the time of each block size relative to SDPA."""
     rows = []
     for with_bias in (False, True):
-        q, k, v, bias = make_inputs(4, 4, 1024, 64, with_bias)
-        inputs = [t for t in (q, k, v, bias) if t is not None]
-        for block in (128, 192, 256, 384, 512, 1024):
-            def ours(block=block):
-                return _AttentionFn.apply(q, k, v, None, bias, None, False, 0.125, 0.0, 0,
-                                          block)[0]
-
-            def ref():
-                return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-
-            r = compare(ours, ref, inputs, repeats)
-            rows.append({"bias": with_bias, "block": block, "time_ratio": r["time_ratio"],
-                         "ours_median_s": r["ours_s"]["median"]})
+        for block in (128, 256, 512, 1024):
+            rows.append(_block_case(with_bias, block, repeats))
             print(rows[-1], flush=True)
     return rows
 
