@@ -98,7 +98,12 @@ class Flow:
             return NOT_TENSOR
         return Val(tensor=False, elements=tuple(self.eval(e) for e in node.elts))
 
-    _eval_List = _eval_Tuple
+    def _eval_List(self, node: ast.List) -> Val:
+        # Lists are not unpacked by autograd (a returned list is one object), so no count;
+        # iteration still sees the elements.
+        vals = [self.eval(e) for e in node.elts if not isinstance(e, ast.Starred)]
+        origins = frozenset().union(*(v.origins for v in vals)) if vals else frozenset()
+        return Val(origins, False)
 
     def _eval_Dict(self, node: ast.Dict) -> Val:
         return NOT_TENSOR

@@ -10,7 +10,7 @@ from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
-from gradsmith.linter.rules._common import attr_of, nodes, once_differentiable, own
+from gradsmith.linter.rules._common import attr_of, last_name, nodes, once_differentiable, own
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -101,9 +101,9 @@ GS210 = Rule(
 )
 GS211 = Rule(
     "GS211", "alloc-without-dtype", "warning",
-    "A new tensor is allocated in backward without a dtype",
-    "It gets the default dtype (float32) whatever the gradient's dtype, so float64 "
-    "(gradcheck) or half precision gradients fail or lose precision.",
+    "A new tensor is allocated in forward/backward without a dtype",
+    "It gets the default dtype (float32) whatever the inputs' dtype, so float64 "
+    "(gradcheck) or half precision outputs and gradients fail or lose precision.",
     "use `torch.zeros_like(x)` / `g.new_zeros(shape)`, or pass `dtype=` and `device=`.",
     bad=_H + "    def forward(ctx, x):\n        ctx.shape = x.shape\n        return x.sum()\n" + _B
     + "        return torch.zeros(ctx.shape) + g  # GS211\n",
@@ -134,7 +134,54 @@ def _data_fix(src, node: ast.Attribute, parents) -> tuple[Edit, ...]:
     return (Edit(start, src.end(node), ".detach()"),)
 
 
-@checker(GS201, GS202, GS203, GS204, GS207, GS210, GS211)
+GS305 = Rule(
+    "GS305", "host-roundtrip-in-forward", "info",
+    "`.numpy()`, `.tolist()` or `.item()` in forward",
+    "The value leaves the device and torch: a host synchronisation, a graph break under "
+    "torch.compile, and torch.func (vmap, grad) cannot trace it (outside a Function it would "
+    "also cut the gradient).",
+    "compute with torch ops on the device; if NumPy is required, add a `vmap` staticmethod "
+    "and keep it out of compiled regions.",
+    bad=_H + "    def forward(ctx, x):\n        y = torch.from_numpy(x.numpy() ** 2)  # GS305\n"
+    "        ctx.save_for_backward(x)\n        return y\n" + _B
+    + "        (x,) = ctx.saved_tensors\n        return g * x * 2\n",
+    good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x.square()\n"
+    + _B + "        (x,) = ctx.saved_tensors\n        return g * x * 2\n",
+)
+GS212 = Rule(
+    "GS212", "missing-backward", "warning",
+    "The Function defines forward but no backward (or vjp)",
+    "Autograd raises 'You must implement either the backward or vjp method' as soon as a "
+    "gradient flows through it.",
+    "implement backward, or mark the outputs non-differentiable "
+    "(`ctx.mark_non_differentiable`) if no gradient is meant to flow.",
+    bad="import torch\n\n\nclass Fn(torch.autograd.Function):  # GS212\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x * 2\n",
+    good=_H.replace("class Fn", "class Fn") + "    def forward(ctx, x):\n        return x * 2\n"
+    + _B + "        return g * 2\n",
+)
+
+
+@checker(GS212)
+def check_backward_exists(facts: Facts, report) -> None:
+    fc = facts.fc
+    if fc.unknown_base or "forward" not in fc.own or "backward" in fc.methods or "vjp" in fc.methods:
+        return
+    fwd = fc.methods["forward"]
+    ctx = facts.ctx_of(fwd)
+    if fwd is None or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                          and n.func.attr == "mark_non_differentiable" for n in nodes(fwd)):
+        return
+    for stmt in fc.node.body:  # e.g. `backward = staticmethod(...)` resolved elsewhere
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("backward", "vjp") for t in stmt.targets
+        ):
+            return
+    del ctx
+    report("GS212", fc.source, fc.node, f"`{fc.name}`")
+
+
+@checker(GS201, GS202, GS203, GS204, GS207, GS210, GS211, GS305)
 def check_hygiene(facts: Facts, report) -> None:
     for method in own(facts, "forward", "backward", "setup_context", "jvp", "vjp", "vmap"):
         src = method.source
@@ -156,16 +203,18 @@ def check_hygiene(facts: Facts, report) -> None:
             elif isinstance(node, ast.Call):
                 parts = dotted(node.func)
                 qual = resolve(parts) if parts else None
-                name = parts[-1] if parts else None
+                name = last_name(node.func)
                 if qual and name in T.LEGACY_CTORS:
                     report("GS210", src, node, f"`{'.'.join(parts)}(...)`")
-                if not in_backward:
-                    continue
                 if qual and name in T.ALLOC_NO_DTYPE and not any(
-                    k.arg in ("dtype", None) for k in node.keywords
-                ) and qual.rpartition(".")[0] == "torch":
+                    k.arg in ("dtype", None, "out") for k in node.keywords
+                ) and qual.rpartition(".")[0] == "torch" and method.name in ("forward", "backward"):
                     report("GS211", src, node, f"`{'.'.join(parts)}(...)`")
-                if lax:
+                if method.name == "forward" and name in ("numpy", "tolist", "item") and isinstance(
+                    node.func, ast.Attribute
+                ) and not qual and not node.args:
+                    report("GS305", src, node, f"`{src.segment(node)}`")
+                if not in_backward or lax:
                     continue
                 if name in ("detach", "detach_") and isinstance(node.func, ast.Attribute):
                     report("GS203", src, node, f"`{src.segment(node)}`")

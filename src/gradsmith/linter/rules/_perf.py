@@ -57,9 +57,11 @@ _BUILTIN = {
     "matmul": {0, 1}, "mm": {0, 1}, "bmm": {0, 1}, "add": {0, 1}, "mul": {0, 1},
     "sub": {0, 1, -1}, "neg": {0, 1, -1}, "softplus": {0, 1}, "clamp": {0, 1},
     "clamp_min": {0, 1}, "abs": {0, 1}, "silu": {0, 1}, "log1p": {0, 1}, "expm1": {0, 1},
+    "sum": {0, 1}, "mean": {0, 1},
 }
 _BINOPS = {ast.Add: ({0, 1}, "+"), ast.Sub: ({0, 1, -1}, "-"), ast.Mult: ({0, 1}, "*"),
            ast.MatMult: ({0, 1}, "@"), ast.Pow: ({0, 1, 2}, "**")}
+_BUILTINS = frozenset(dir(__import__("builtins")))
 _CUSTOM = {"clamp", "clip", "clamp_", "sign", "round", "normalize", "clip_grad_norm_", "where",
            "randn_like", "rand_like", "nan_to_num"}
 
@@ -88,17 +90,29 @@ def check_backward_cost(facts: Facts, report) -> None:
         if any(isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == facts.ctx_of(method)
                                                for a in n.args) for n in nodes(method)):
             continue  # a helper receives ctx and may check needs_input_grad itself
+        several = any(
+            isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and sum(
+                not (isinstance(e, ast.Constant) and e.value is None) for e in n.value.elts
+            ) >= 2
+            for n in nodes(method)
+        )
+        if not several:
+            continue  # at most one gradient is computed: nothing to skip
+        resolve = facts.resolver(method)
         expensive = [
             n for n in nodes(method)
             if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
             or (isinstance(n, ast.Call) and last_name(n.func) in T.EXPENSIVE)
+            or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)  # a user helper
+                and n.func.id not in _BUILTINS and resolve([n.func.id]) is None)
         ]
         if len(expensive) >= 2:
             report("GS301", src, method.node, f"{len(expensive)} matrix products/convolutions")
 
 
-def _single_op(expr: ast.expr, inputs: set[str], resolve) -> str | None:
+def _single_op(expr: ast.expr, inputs: set[str], resolve, operands=None) -> str | None:
     """Name of the single builtin op ``expr`` applies directly to inputs, else None."""
+    operands = operands if operands is not None else set()
 
     def plain(e):
         if isinstance(e, ast.Name):
@@ -115,6 +129,7 @@ def _single_op(expr: ast.expr, inputs: set[str], resolve) -> str | None:
         if plain(expr.left) and plain(expr.right) and not isinstance(
             expr.left, ast.Constant
         ) and not isinstance(expr.right, ast.Constant):
+            operands.update(n.id for n in ast.walk(expr) if isinstance(n, ast.Name))
             return _BINOPS[type(expr.op)][1]
         return None
     if not isinstance(expr, ast.Call):
@@ -135,14 +150,54 @@ def _single_op(expr: ast.expr, inputs: set[str], resolve) -> str | None:
         bound = kws.get("min", args[1] if len(args) > 1 else None)
         if not (isinstance(bound, ast.Constant) and bound.value == 0):
             return None
-    elif expr.keywords:
+    elif not all(k.arg and plain(k.value) for k in expr.keywords):
         return None
     if not args or not all(plain(a) for a in args):
         return None
+    operands.update(n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name))
     return name
 
 
-def _body_op(method, inputs: set[str], ctx, resolve) -> str | None:
+def _config_attrs(method, inputs: set[str], ctx) -> set[str]:
+    """ctx attributes forward fills with settings (shapes, dims, flags), not tensors."""
+    from gradsmith.linter._facts import evidence
+
+    ev = evidence(method, sorted(inputs), ctx)
+
+    def setting(value):
+        if isinstance(value, ast.Constant):
+            return True
+        if isinstance(value, ast.Name):
+            return value.id in inputs and ev.get(value.id) is not True
+        if isinstance(value, ast.Attribute):
+            return value.attr in ("shape", "dtype", "device", "ndim")
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            return value.func.attr in ("size", "dim", "numel") or (
+                isinstance(value.func, ast.Name) and value.func.id in ("float", "int", "bool"))
+        return False
+
+    out = set()
+    for stmt in method.node.body:
+        if not isinstance(stmt, ast.Assign):
+            continue
+        for target in stmt.targets:
+            pairs = [(target, stmt.value)]
+            if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
+                pairs = list(zip(target.elts, stmt.value.elts))
+            for t, v in pairs:
+                if isinstance(t, ast.Attribute) and attr_of(t, ctx, t.attr) and setting(v):
+                    out.add(t.attr)
+    return out
+
+
+def _ctx_targets(stmt: ast.Assign, ctx) -> bool:
+    targets = []
+    for t in stmt.targets:
+        targets += t.elts if isinstance(t, ast.Tuple) else [t]
+    return all(isinstance(t, ast.Attribute) and attr_of(t, ctx, t.attr) for t in targets)
+
+
+def _body_op(method, inputs: set[str], ctx, resolve, operands: set) -> str | None:
     bound: dict[str, str] = {}
     result = None
     for stmt in method.node.body:
@@ -152,12 +207,11 @@ def _body_op(method, inputs: set[str], ctx, resolve) -> str | None:
                 and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.value.id == ctx)
         ):
             continue
-        if isinstance(stmt, ast.Assign) and all(attr_of(t, ctx, t.attr) if isinstance(
-                t, ast.Attribute) else False for t in stmt.targets):
+        if isinstance(stmt, ast.Assign) and _ctx_targets(stmt, ctx):
             continue
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
                 stmt.targets[0], ast.Name) and not bound:
-            op = _single_op(stmt.value, inputs, resolve)
+            op = _single_op(stmt.value, inputs, resolve, operands)
             if op is None:
                 return None
             bound[stmt.targets[0].id] = op
@@ -166,7 +220,7 @@ def _body_op(method, inputs: set[str], ctx, resolve) -> str | None:
             if isinstance(stmt.value, ast.Name) and stmt.value.id in bound:
                 result = bound[stmt.value.id]
             elif not bound:
-                result = _single_op(stmt.value, inputs, resolve)
+                result = _single_op(stmt.value, inputs, resolve, operands)
             if result is None:
                 return None
             continue
@@ -194,20 +248,25 @@ def check_builtin(facts: Facts, report) -> None:
         return
     if facts.inputs[2] or "setup_context" in facts.fc.methods and facts.method("setup_context") is None:
         return
-    op = _body_op(fwd, set(facts.inputs[0]), facts.ctx_of(fwd), facts.resolver(fwd))
+    operands: set[str] = set()
+    op = _body_op(fwd, set(facts.inputs[0]), facts.ctx_of(fwd), facts.resolver(fwd), operands)
     if op is None:
         return
     allowed = _BUILTIN.get(op) or next(a for a, s in _BINOPS.values() if s == op)
     if any(is_ctx_call(n, facts.ctx_of(bwd), "mark_non_differentiable") for n in nodes(bwd)):
         return
     ctx = facts.ctx_of(bwd)
+    allowed_attrs = {"saved_tensors", "needs_input_grad"} | _config_attrs(
+        fwd, set(facts.inputs[0]), facts.ctx_of(fwd))
     for node in nodes(bwd):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id == ctx and node.attr not in ("saved_tensors", "needs_input_grad"):
+                and node.value.id == ctx and node.attr not in allowed_attrs:
             return  # backward uses state beyond the standard formula's inputs
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and any(
-            isinstance(e, ast.Constant) and e.value is None for e in node.value.elts
+            isinstance(e, ast.Constant) and e.value is None and i < len(facts.inputs[0])
+            and facts.inputs[0][i] in operands
+            for i, e in enumerate(node.value.elts)
         ):
-            return  # deliberately blocks a gradient
+            return  # deliberately blocks the gradient of an operand
     if _literals_ok(bwd, allowed | {0.0, 1.0}):
         report("GS302", fwd.source, fwd.node, f"forward is just `{op}`")
