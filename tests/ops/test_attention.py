@@ -323,3 +323,61 @@ def test_registered_examples_pass_gradsmith_check(name):
     (ex,) = [e for e in examples_of(attention) if e.name == name]
     report = check(attention, *ex.make_args(), **ex.options)
     assert report.passed, str(report)
+
+
+# --- Attention module ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_module_matches_nn_multihead_attention_with_its_state_dict(batch_first):
+    from gradsmith.nn import Attention
+
+    torch.manual_seed(19)
+    ref = torch.nn.MultiheadAttention(16, 4, batch_first=batch_first).double()
+    mod = Attention(16, 4, batch_first=batch_first).double()
+    mod.load_state_dict(ref.state_dict())
+    shape = (2, 5, 16) if batch_first else (5, 2, 16)
+    kv_shape = (2, 7, 16) if batch_first else (7, 2, 16)
+    x = torch.randn(shape, dtype=D64, requires_grad=True)
+    kv = torch.randn(kv_shape, dtype=D64)
+    keep = torch.rand(5, 7, generator=gen(20)) > 0.3
+    keep[:, 0] = True
+    out = mod(x, kv, kv, mask=keep)
+    want, _ = ref(x, kv, kv, attn_mask=~keep, need_weights=False)
+    torch.testing.assert_close(out, want)
+    got_g = torch.autograd.grad(out.sum(), [x, *mod.parameters()])
+    want_g = torch.autograd.grad(want.sum(), [x, *ref.parameters()])
+    for a, b in zip(got_g, want_g):
+        torch.testing.assert_close(a, b)
+
+
+def test_module_dropout_only_in_training_and_repr():
+    from gradsmith.nn import Attention
+
+    mod = Attention(8, 2, dropout=0.5, batch_first=True)
+    assert repr(mod) == "Attention(embed_dim=8, num_heads=2, dropout=0.5, bias=True, " \
+                        "batch_first=True)"
+    x = torch.randn(2, 6, 8)
+    a, b = mod(x, generator=gen(0)), mod(x, generator=gen(1))
+    assert not torch.allclose(a, b)
+    mod.eval()
+    torch.testing.assert_close(mod(x, generator=gen(0)), mod(x, generator=gen(1)))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"embed_dim": 10, "num_heads": 4}, "embed_dim must be divisible by num_heads"),
+    ({"embed_dim": 8, "num_heads": 0}, "num_heads must be an int"),
+    ({"embed_dim": 8, "num_heads": 2, "dropout": 1.0}, r"dropout_p must be in \[0, 1\)"),
+    ({"embed_dim": 8, "num_heads": 2, "batch_first": "yes"}, "batch_first must be True"),
+])
+def test_module_bad_arguments(kwargs, match):
+    from gradsmith.nn import Attention
+
+    with pytest.raises(GradsmithError, match=match):
+        Attention(**kwargs)
+
+
+def test_module_bad_input_rank():
+    from gradsmith.nn import Attention
+
+    with pytest.raises(GradsmithError, match=r"query must be a 3-d tensor \(B, L, E\)"):
+        Attention(8, 2, batch_first=True)(torch.randn(6, 8))

@@ -229,7 +229,7 @@ class Attention(nn.Module):
             if not isinstance(t, torch.Tensor) or t.dim() != 3:
                 raise GradsmithError(
                     f"Attention: {name} must be a 3-d tensor "
-                    f"({'(B, L, E)' if self.batch_first else '(L, B, E)'}), got "
+                    f"{'(B, L, E)' if self.batch_first else '(L, B, E)'}, got "
                     f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}; "
                     f"add a batch dim with unsqueeze")
         if not self.batch_first:
