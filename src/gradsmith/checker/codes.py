@@ -1,0 +1,46 @@
+"""Every finding code the checker can report, with its severity and check (docs and tests
+are generated from / checked against this table)."""
+
+from __future__ import annotations
+
+CODES: dict[str, tuple[str, str]] = {
+    # code: (severity, check)
+    "forward-error": ("error", "setup"),
+    "no-gradient-path": ("error", "setup"),
+    "float64-unsupported": ("info", "setup"),
+    "low-precision-numerics": ("info", "setup"),
+    "user-warning": ("info", "setup"),
+    "check-crashed": ("warning", "any"),
+    "backward-error": ("error", "any"),
+    "wrong-grad-count": ("error", "structure"),
+    "non-tensor-grad": ("error", "structure"),
+    "grad-shape-mismatch": ("error", "structure"),
+    "grad-dtype-mismatch": ("error", "structure"),
+    "grad-device-mismatch": ("error", "structure"),
+    "input-mutated": ("error", "mutation"),
+    "grad-output-mutated": ("error", "mutation"),
+    "input-mutated-in-backward": ("error", "mutation"),
+    "saved-tensor-mutated": ("error", "mutation"),
+    "gradient-mismatch": ("error", "gradients"),
+    "nan-gradient": ("error", "gradients"),
+    "kink": ("info", "gradients"),
+    "nan-numerical": ("info", "gradients"),
+    "surrogate-mismatch": ("error", "surrogate"),
+    "surrogate-error": ("error", "surrogate"),
+    "gradient-quality": ("info", "approximate"),
+    "double-backward-mismatch": ("error", "second_order"),
+    "nan-double-backward": ("error", "second_order"),
+    "double-backward-error": ("error", "second_order"),
+    "jvp-mismatch": ("error", "forward_ad"),
+    "jvp-error": ("error", "forward_ad"),
+    "vmap-mismatch": ("error", "vmap"),
+    "vmap-error": ("error", "vmap"),
+    "noncontiguous-mismatch": ("error", "robustness"),
+    "nondeterministic-backward": ("error", "robustness"),
+    "random-forward": ("info", "randomness"),
+    "nondeterministic-forward": ("warning", "randomness"),
+    "fresh-noise-in-backward": ("error", "randomness"),
+    "tensor-on-ctx": ("warning", "hygiene"),
+    "ctx-leak": ("warning", "hygiene"),
+    "unneeded-grad": ("warning", "hygiene"),
+}

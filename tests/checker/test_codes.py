@@ -1,0 +1,39 @@
+"""Every finding code is registered, used, documented, and in kebab case."""
+
+import re
+from pathlib import Path
+
+from gradsmith.checker.codes import CODES
+from gradsmith.checker.report import SEVERITIES
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "src" / "gradsmith" / "checker"
+# A code literal is the first argument of Finding(...) or the code in a findings helper.
+LITERAL = re.compile(r'"([a-z0-9]+(?:-[a-z0-9]+)+)",\s*"(error|warning|info)"')
+
+
+def _used_codes() -> set[str]:
+    text = "\n".join(p.read_text() for p in SOURCE.glob("*.py") if p.name != "codes.py")
+    used = {m.group(1) for m in LITERAL.finditer(text)}
+    used |= set(re.findall(r'Finding\(\s*"([a-z0-9-]+)"', text))
+    hyphenated = r'"([a-z0-9]+(?:-[a-z0-9]+)+)"'
+    used |= set(re.findall(hyphenated + r" if kind", text))
+    used |= set(re.findall(r"if kind[^\n]*? else " + hyphenated, text))
+    return used - set(SEVERITIES)
+
+
+def test_every_code_used_in_source_is_registered():
+    assert _used_codes() - set(CODES) == set()
+
+
+def test_every_registered_code_is_used_and_well_formed():
+    assert set(CODES) - _used_codes() == set()
+    for code, (severity, _check) in CODES.items():
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", code) or code == "kink", code
+        assert severity in SEVERITIES
+
+
+def test_every_code_is_documented():
+    docs = (ROOT / "docs" / "check.md").read_text()
+    missing = [code for code in CODES if f"| `{code}` |" not in docs]
+    assert missing == []
