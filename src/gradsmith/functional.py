@@ -24,6 +24,9 @@ from gradsmith.ops._checkpoint import checkpoint_sequential  # noqa: F401
 # end attention + checkpointing
 # soft sorting + quantization (part 2b)
 from gradsmith.ops._soft_sort import soft_rank, soft_sort  # noqa: F401
+from gradsmith.ops._quant import (  # noqa: F401
+    fake_quantize_lsq, lsq_init_scale, lsq_surrogate, pact, pact_surrogate,
+)
 # end soft sorting + quantization
 # isort: on
 # fmt: on

@@ -237,3 +237,111 @@ CATALOG += [
            _attention_reference, once_differentiable=True, random=True,
            vmap_randomness="same", check_options=_ATTENTION_CHECK),
 ]
+
+
+# part 2b: soft sorting and quantization. The soft sort references run a plain sequential PAV
+# (Python floats decide the blocks) and compute block values with differentiable torch ops, so
+# they give reference gradients; they share no code with the ops' vectorised/native solvers.
+def _pav_blocks(y, w=None):
+    """Blocks (start, end) of the decreasing isotonic fit of y (l2), or of (y, w) (kl)."""
+    stack = []  # [start, end, a, b]: value a / b (l2) or a - b as log-sum-exps (kl)
+    for i, yi in enumerate(y):
+        stack.append([i, i + 1, yi, 1.0 if w is None else w[i]])
+        while len(stack) > 1:
+            (_, _, a0, b0), (_, e1, a1, b1) = stack[-2], stack[-1]
+            if (a0 / b0 if w is None else a0 - b0) > (a1 / b1 if w is None else a1 - b1):
+                break
+            stack.pop()
+            stack[-1][1] = e1
+            if w is None:
+                stack[-1][2:] = [a0 + a1, b0 + b1]
+            else:
+                stack[-1][2:] = [float(torch.tensor([a0, a1]).logsumexp(0)),
+                                 float(torch.tensor([b0, b1]).logsumexp(0))]
+    return [(a, b) for a, b, _, _ in stack]
+
+
+def _block_values(y, w=None):
+    blocks = _pav_blocks(y.tolist(), None if w is None else w.tolist())
+    if w is None:
+        return torch.cat([y[a:b].mean().expand(b - a) for a, b in blocks])
+    return torch.cat([(y[a:b].logsumexp(0) - w[a:b].logsumexp(0)).expand(b - a)
+                      for a, b in blocks])
+
+
+def _soft_rank_reference(x, regularization="l2", regularization_strength=1.0):
+    rows = []
+    for row in x.double().reshape(-1, x.shape[-1]):
+        n = row.numel()
+        s, perm = (row / regularization_strength).sort(descending=True)
+        w = torch.arange(n, 0, -1, dtype=torch.float64)
+        if regularization == "l2":
+            r = s - _block_values(s - w)
+        else:
+            r = (s - _block_values(s, w.log())).exp()
+        rows.append(torch.empty_like(r).scatter(0, perm, r))
+    return torch.stack(rows).reshape(x.shape).to(x.dtype)
+
+
+def _soft_sort_reference(x, regularization="l2", regularization_strength=1.0):
+    rows = []
+    for row in x.double().reshape(-1, x.shape[-1]):
+        n = row.numel()
+        s, _ = (-row).sort(descending=True)
+        w = torch.arange(n, 0, -1, dtype=torch.float64) / regularization_strength
+        sol = _block_values(w - s) if regularization == "l2" else _block_values(w, s)
+        rows.append(sol - w)
+    return torch.stack(rows).reshape(x.shape).to(x.dtype)
+
+
+def _spread(*shape, dtype, gen):
+    """Distinct values at least 0.3 apart (no ties, no near-kinks for finite differences)."""
+    n = math.prod(shape)
+    codes = torch.randperm(n, generator=gen).double() * 0.37
+    noise = torch.rand(n, generator=gen, dtype=torch.float64) * 0.05
+    return (codes + noise - 0.37 * n / 2).reshape(shape).to(dtype)
+
+
+def _lsq_args(d, g, bits=4, signed=True):
+    qn, qp = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+    codes = torch.randint(qn - 3, qp + 4, (4, 5), generator=g).double()
+    offsets = torch.rand(4, 5, generator=g, dtype=torch.float64) * 0.6 - 0.3
+    scale = 0.25
+    return ((codes + offsets) * scale).to(d), torch.tensor(scale, dtype=d), bits, signed
+
+
+def _lsq_value_reference(x, scale, bits=8, signed=True, grad_scale=None):
+    qn, qp = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+    return (x / scale).round().clamp(qn, qp) * scale
+
+
+def _pact_args(d, g):
+    x = torch.rand(4, 5, generator=g, dtype=torch.float64) * 6 - 1
+    return x.to(d), torch.tensor(3.3, dtype=d), 3
+
+
+def _pact_value_reference(x, alpha, bits=8):
+    levels = 2 ** bits - 1
+    return (torch.minimum(x.clamp(min=0), alpha) * levels / alpha).round() * alpha / levels
+
+
+_STE_CHECK = {"checks": ("structure", "mutation", "gradients", "forward_ad", "vmap",
+                         "robustness", "randomness", "hygiene")}
+
+CATALOG += [
+    OpCase("soft_rank-l2", G.soft_rank, lambda d, g: (_spread(3, 6, dtype=d, gen=g),),
+           _soft_rank_reference),
+    OpCase("soft_rank-kl-3d", G.soft_rank,
+           lambda d, g: (_spread(2, 2, 5, dtype=d, gen=g), "kl", 0.5), _soft_rank_reference),
+    OpCase("soft_sort-l2-eps0.3", G.soft_sort,
+           lambda d, g: (_spread(3, 6, dtype=d, gen=g), "l2", 0.3), _soft_sort_reference),
+    OpCase("soft_sort-kl", G.soft_sort,
+           lambda d, g: (_spread(2, 7, dtype=d, gen=g), "kl", 1.0), _soft_sort_reference),
+    OpCase("fake_quantize_lsq-4bit", G.fake_quantize_lsq, _lsq_args, _lsq_value_reference,
+           surrogate=G.lsq_surrogate, once_differentiable=True, check_options=_STE_CHECK),
+    OpCase("fake_quantize_lsq-3bit-unsigned", G.fake_quantize_lsq,
+           lambda d, g: _lsq_args(d, g, 3, False), _lsq_value_reference,
+           surrogate=G.lsq_surrogate, once_differentiable=True, check_options=_STE_CHECK),
+    OpCase("pact-3bit", G.pact, _pact_args, _pact_value_reference,
+           surrogate=G.pact_surrogate, once_differentiable=True, check_options=_STE_CHECK),
+]

@@ -28,7 +28,7 @@ import torch
 from gradsmith.ops import _pav_native
 from gradsmith.ops._pav import KLStats, L2Stats, solve
 
-__all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_softmax"]
+__all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_softmax", "local_blocks"]
 
 
 def _blocks(bounds: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -146,30 +146,50 @@ def isotonic_kl(y: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.T
 def block_sum(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
     """Sum of ``values`` over each element's block, broadcast back to the elements.
 
-    Differentiable in ``values`` (a fixed linear map), so backward passes built from it support
-    double backward. The buffer has one slot per element, so shapes never depend on the data.
+    ``block`` holds row-local block ids (``0 <= id < n`` along the last dim, as returned by
+    :func:`local_blocks`), so the buffer has one slot per element whatever the data, and the
+    function works unchanged on a per-sample slice under ``vmap``. Differentiable in ``values``
+    (a fixed linear map): backward passes built from it support double backward.
 
     Example:
         >>> block_sum(torch.tensor([[1.0, 2.0, 4.0]]), torch.tensor([[0, 1, 1]]))
         tensor([[1., 6., 6.]])
     """
-    flat = block.reshape(-1)
-    sums = values.new_zeros(flat.numel()).index_add(0, flat, values.reshape(-1))
-    return sums[flat].view(values.shape)
+    n = values.shape[-1]
+    rows = values.reshape(-1, n)
+    offsets = torch.arange(rows.shape[0], device=values.device).unsqueeze(1) * n
+    keys = (block.reshape(-1, n) + offsets).reshape(-1)
+    sums = values.new_zeros(keys.numel()).index_add(0, keys, rows.reshape(-1))
+    return sums[keys].view(values.shape)
+
+
+def local_blocks(block: torch.Tensor) -> torch.Tensor:
+    """Row-local block ids (each row's first block is 0) from the solvers' global ids.
+
+    Example:
+        >>> local_blocks(torch.tensor([[0, 1, 1], [2, 2, 3]]))
+        tensor([[0, 1, 1],
+                [0, 0, 1]])
+    """
+    return block - block[..., :1]
 
 
 def block_softmax(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
     """Softmax of ``values`` within each block (the Jacobian weights of the KL solution).
 
     The per-block maximum only stabilises the exponentials (softmax is shift invariant), so it is
-    detached; the result stays differentiable in ``values`` for double backward.
+    detached; the result stays differentiable in ``values`` for double backward. ``block`` holds
+    row-local ids as for :func:`block_sum`.
 
     Example:
         >>> block_softmax(torch.tensor([[0.0, 0.0, 5.0]]), torch.tensor([[0, 0, 1]]))
         tensor([[0.5000, 0.5000, 1.0000]])
     """
-    flat = block.reshape(-1)
-    detached = values.detach().reshape(-1)
-    top = detached.new_full((flat.numel(),), -torch.inf).scatter_reduce_(0, flat, detached, "amax")
-    shifted = (values - top[flat].view(values.shape)).exp()
+    n = values.shape[-1]
+    rows = values.detach().reshape(-1, n)
+    offsets = torch.arange(rows.shape[0], device=values.device).unsqueeze(1) * n
+    keys = (block.reshape(-1, n) + offsets).reshape(-1)
+    top = rows.new_full((keys.numel(),), -torch.inf).scatter_reduce(0, keys, rows.reshape(-1),
+                                                                    "amax")
+    shifted = (values - top[keys].view(values.shape)).exp()
     return shifted / block_sum(shifted, block)

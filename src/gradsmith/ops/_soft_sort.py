@@ -19,7 +19,9 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
-from gradsmith.ops._isotonic import block_softmax, block_sum, isotonic_kl, isotonic_l2
+from gradsmith.ops._isotonic import (
+    block_softmax, block_sum, isotonic_kl, isotonic_l2, local_blocks,
+)
 from gradsmith.ops._validate import check_choice, check_floating, check_positive
 
 __all__ = ["soft_rank", "soft_sort", "SoftRank", "SoftSort"]
@@ -37,8 +39,8 @@ def _scatter_back(sorted_values: torch.Tensor, perm: torch.Tensor) -> torch.Tens
 
 
 def _block_mean(g: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
-    sizes = torch.bincount(block.reshape(-1), minlength=block.numel())
-    return block_sum(g, block) / sizes[block].to(g.dtype)
+    # index_add (not bincount) so per-sample gradients under vmap stay batched.
+    return block_sum(g, block) / block_sum(torch.ones_like(g), block)
 
 
 class _SoftRankFn(torch.autograd.Function):
@@ -57,7 +59,7 @@ class _SoftRankFn(torch.autograd.Function):
             dual, block = isotonic_kl(s, w.log())
             ranks = (s - dual).exp()
         out = _scatter_back(ranks, perm)
-        return out.view(x.shape), perm.view(x.shape), block.view(x.shape)
+        return out.view(x.shape), perm.view(x.shape), local_blocks(block).view(x.shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -106,7 +108,7 @@ class _SoftSortFn(torch.autograd.Function):
             sol, block = isotonic_l2(w - s)
         else:
             sol, block = isotonic_kl(w.expand_as(s), s)
-        return (sol - w).view(x.shape), perm.view(x.shape), block.view(x.shape)
+        return (sol - w).view(x.shape), perm.view(x.shape), local_blocks(block).view(x.shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -150,6 +152,12 @@ def _validate(fn: str, x, regularization, regularization_strength) -> float:
     return check_positive(fn, "regularization_strength", regularization_strength)
 
 
+def _widen(x: torch.Tensor) -> torch.Tensor:
+    # Half-precision sorts tie constantly and the weights (n, ..., 1) are not representable
+    # beyond 256: solve in float32 and round the result once.
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 def _example_input() -> torch.Tensor:
     # Well-separated values keep finite differences away from the kinks between pooled blocks.
     gen = torch.Generator().manual_seed(0)
@@ -190,7 +198,7 @@ def soft_rank(x: torch.Tensor, regularization: str = "l2",
         Blondel, Teboul, Berthet, Djolonga. "Fast Differentiable Sorting and Ranking", ICML 2020.
     """
     eps = _validate("soft_rank", x, regularization, regularization_strength)
-    return _SoftRankFn.apply(x, regularization, eps)[0]
+    return _SoftRankFn.apply(_widen(x), regularization, eps)[0].to(x.dtype)
 
 
 @example(lambda: (_example_input(), "l2", 1.0), name="l2")
@@ -228,7 +236,7 @@ def soft_sort(x: torch.Tensor, regularization: str = "l2",
         Blondel, Teboul, Berthet, Djolonga. "Fast Differentiable Sorting and Ranking", ICML 2020.
     """
     eps = _validate("soft_sort", x, regularization, regularization_strength)
-    return _SoftSortFn.apply(x, regularization, eps)[0]
+    return _SoftSortFn.apply(_widen(x), regularization, eps)[0].to(x.dtype)
 
 
 class _SoftOrderModule(nn.Module):
