@@ -132,7 +132,8 @@ def load() -> ctypes.CDLL | None:
                 _STATE["lib"] = _open()
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 if mode == "native":
-                    raise RuntimeError(f"GRADSMITH_PAV=native but the PAV kernel failed: {exc}")
+                    raise RuntimeError(
+                        f"GRADSMITH_PAV=native but the PAV kernel failed: {exc}") from exc
                 _STATE["lib"] = None
         return _STATE["lib"]  # type: ignore[return-value]
 

@@ -20,7 +20,11 @@ from torch import nn
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._isotonic import (
-    block_softmax, block_sum, isotonic_kl, isotonic_l2, local_blocks,
+    block_softmax,
+    block_sum,
+    isotonic_kl,
+    isotonic_l2,
+    local_blocks,
 )
 from gradsmith.ops._validate import check_choice, check_floating, check_positive
 
