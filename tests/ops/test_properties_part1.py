@@ -165,3 +165,9 @@ def test_swish_accepts_a_per_channel_beta_and_sums_its_gradient():
     (expected,) = torch.autograd.grad((x * torch.sigmoid(b * x)).sum(), b)
     assert g.shape == beta.shape
     torch.testing.assert_close(g, expected)
+
+
+def test_batch_norm_accepts_eps_zero_like_torch():
+    x = _x(8, 3, seed=4)
+    torch.testing.assert_close(G.batch_norm(x, eps=0.0),
+                               F.batch_norm(x, None, None, training=True, eps=0.0))
