@@ -51,12 +51,12 @@ def render_html(result: Any) -> str:
         f"<style>{_STYLE}</style></head><body><h1>gradsmith check</h1>",
         f"<p>{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
         f"in {result.elapsed:.1f} s</p>",
-        "<table><tr><th>Function</th><th>Verdict</th><th>Checks run</th><th>Time</th></tr>",
+        "<table><tr><th>Function</th><th>Verdict</th><th>Time</th><th>Checks run</th></tr>",
     ]
     for r in result.rows:
         parts.append(f"<tr><td>{_e(r['name'])}</td><td class='{r['verdict']}'>"
-                     f"{r['verdict'].upper()}</td><td>{_e(', '.join(r['checks']))}</td>"
-                     f"<td>{r['elapsed']:.2f}s</td></tr>")
+                     f"{r['verdict'].upper()}</td><td>{r['elapsed']:.2f}s</td>"
+                     f"<td>{_e(', '.join(r['checks']))}</td></tr>")
     parts.append("</table>")
     for r in result.rows:
         if r["verdict"] == "fail":

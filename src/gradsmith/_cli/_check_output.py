@@ -78,14 +78,14 @@ class Output:
         table = Table(title="gradsmith check", title_justify="left")
         table.add_column("Function", overflow="fold")
         table.add_column("Verdict", no_wrap=True)
-        table.add_column("Checks run", overflow="fold")
         table.add_column("Time", justify="right", no_wrap=True)
+        table.add_column("Checks run", overflow="fold", max_width=34)
         for r in result.rows:
             verdict = _VERDICT_STYLE[r["verdict"]]
             if r["error"]:
                 verdict += f" ({_ERROR_LABEL[r['error']]})"
             checks = ", ".join(r["checks"]) if r["checks"] else "-"
-            table.add_row(escape(r["name"]), verdict, escape(checks), f"{r['elapsed']:.2f}s")
+            table.add_row(escape(r["name"]), verdict, f"{r['elapsed']:.2f}s", escape(checks))
         self.console.print(table)
 
     def _details(self, result) -> None:
