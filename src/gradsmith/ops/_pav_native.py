@@ -15,6 +15,7 @@ build raise instead.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -22,11 +23,12 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-__all__ = ["load", "solve_l2", "solve_kl"]
+__all__ = ["load", "solve_l2", "solve_kl", "torch_solver", "backend"]
 
 _SOURCE = r"""
 #include <math.h>
@@ -121,10 +123,35 @@ def _open() -> ctypes.CDLL:
     return lib
 
 
+_FORCE_TORCH = threading.local()
+
+
+@contextlib.contextmanager
+def torch_solver() -> Iterator[None]:
+    """Use the vectorised torch solver in this thread (benchmarks and tests of the fallback).
+
+    Example:
+        >>> with torch_solver():
+        ...     backend()
+        'torch'
+    """
+    previous = getattr(_FORCE_TORCH, "on", False)
+    _FORCE_TORCH.on = True
+    try:
+        yield
+    finally:
+        _FORCE_TORCH.on = previous
+
+
+def backend() -> str:
+    """``"native"`` or ``"torch"``: the solver the next CPU call will use."""
+    return "native" if load() is not None else "torch"
+
+
 def load() -> ctypes.CDLL | None:
     """The native kernel, built on first use; ``None`` when unavailable (torch fallback)."""
     mode = os.environ.get("GRADSMITH_PAV", "auto")
-    if mode == "torch":
+    if mode == "torch" or getattr(_FORCE_TORCH, "on", False):
         return None
     with _LOCK:
         if "lib" not in _STATE:
