@@ -94,7 +94,7 @@ FUNCTION_CASES = [
      r"batch_norm: x must have at least 2 dimensions \(N, C, ...\), got shape \(5,\)"),
     ("batch_norm-one-value", lambda: G.batch_norm(torch.randn(1, 3)),
      r"batch_norm: x must have more than one value per channel"),
-    ("batch_norm-eps", lambda: G.batch_norm(X, eps=-1.0), r"batch_norm: eps must be >= 0, got -1.0"),
+    ("batch_norm-eps", lambda: G.batch_norm(X, eps=0.0), r"batch_norm: eps must be > 0, got 0.0"),
 ]
 
 MODULE_CASES = [
@@ -112,7 +112,7 @@ MODULE_CASES = [
      r"GradientReversal: alpha must be >= 0, got -1.0"),
     ("GradientReversal-progress", lambda: N.GradientReversal(G.dann_schedule).set_progress(2.0),
      r"GradientReversal: progress must be in \[0, 1\], got 2.0"),
-    ("BatchNorm", lambda: N.BatchNorm(eps=-1e-5), r"BatchNorm: eps must be >= 0"),
+    ("BatchNorm", lambda: N.BatchNorm(eps=-1e-5), r"BatchNorm: eps must be > 0"),
 ]
 
 

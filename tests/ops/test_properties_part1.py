@@ -167,7 +167,10 @@ def test_swish_accepts_a_per_channel_beta_and_sums_its_gradient():
     torch.testing.assert_close(g, expected)
 
 
-def test_batch_norm_accepts_eps_zero_like_torch():
+
+def test_batch_norm_rejects_eps_zero_like_torch():
     x = _x(8, 3, seed=4)
-    torch.testing.assert_close(G.batch_norm(x, eps=0.0),
-                               F.batch_norm(x, None, None, training=True, eps=0.0))
+    with pytest.raises(ValueError, match="eps must be positive"):
+        F.batch_norm(x, None, None, training=True, eps=0.0)
+    with pytest.raises(ValueError, match="eps must be > 0"):
+        G.batch_norm(x, eps=0.0)

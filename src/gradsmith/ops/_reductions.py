@@ -10,7 +10,7 @@ from torch import nn
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._common import opmath
-from gradsmith.ops._validate import check_bool, check_dim, check_floating, check_nonnegative
+from gradsmith.ops._validate import check_bool, check_dim, check_floating, check_positive
 
 
 def _x64(*shape: int, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
@@ -148,15 +148,15 @@ def batch_norm(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
 
     Args:
         x: floating tensor ``(N, C, ...)`` with more than one value per channel.
-        eps: added to the variance, a finite number >= 0 (with 0, as in ``F.batch_norm``, a
-            constant channel divides by zero).
+        eps: added to the variance, a finite number > 0 (``F.batch_norm`` also rejects 0 in
+            training mode).
 
     Returns:
         Tensor of ``x``'s shape and dtype.
 
     Raises:
         GradsmithError: if ``x`` is not floating point, has fewer than 2 dims or one value per
-            channel, or ``eps < 0``.
+            channel, or ``eps <= 0``.
 
     Example:
         >>> from gradsmith.functional import batch_norm
@@ -168,7 +168,7 @@ def batch_norm(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
         Ioffe & Szegedy, "Batch Normalization", ICML 2015. arXiv:1502.03167.
     """
     _check_batch_norm_input("batch_norm", x)
-    eps = check_nonnegative("batch_norm", "eps", eps)
+    eps = check_positive("batch_norm", "eps", eps)
     return _BatchNormFn.apply(x, eps)
 
 
@@ -183,7 +183,7 @@ class BatchNorm(nn.Module):
 
     def __init__(self, eps: float = 1e-5) -> None:
         super().__init__()
-        self.eps = check_nonnegative("BatchNorm", "eps", eps)
+        self.eps = check_positive("BatchNorm", "eps", eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return batch_norm(x, self.eps)
