@@ -15,4 +15,6 @@ Modules by theme:
 - :mod:`~gradsmith.examples.gradient_control`: square with double backward, stop-gradient,
   gradient scale/reversal, straight-through sign estimators (with their surrogates),
   Gumbel-softmax sampling.
+- :mod:`~gradsmith.examples.patterns`: branches with ``torch.where``, smooth round, scaled
+  sigmoid, and external (NumPy) code with an approximate, once-differentiable gradient.
 """
