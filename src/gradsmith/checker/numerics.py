@@ -87,30 +87,31 @@ def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
     """Element-by-element comparison of ``(J^T v)_j`` for input ``t``."""
     res = InputResult(t, problem.labels[t], "exact")
     x = problem.xs[t]
+    n = x.numel()
     V = torch.stack(vs).to(torch.float64)
+    Vabs = V.abs()
     A = torch.stack([g[t].reshape(-1).to(torch.float64) for g in grads])  # (k, n)
     f0 = problem.value().to(torch.float64)
-    suspects = []
-    for j in range(x.numel()):
+    # Per column: central, absolute and one-sided projections; judged vectorised afterwards.
+    C, S, L, R = (torch.empty(len(vs), n, dtype=torch.float64) for _ in range(4))
+    for j in range(n):
         fp, fm = _pair(problem, t, j, s.h)
-        if not (torch.isfinite(fp).all() and torch.isfinite(fm).all()):
-            res.nan_numerical.append(j)
-            continue
-        C = V @ (fp - fm) / (2 * s.h)
-        S = V.abs() @ (fp - fm).abs() / (2 * s.h)
-        a = A[:, j]
-        if not torch.isfinite(a).all():
-            res.nan_analytic.append(j)
-            continue
-        bad = (a - C).abs() > s.atol + s.rtol * S
-        if bad.any():
-            L, R = V @ (f0 - fm) / s.h, V @ (fp - f0) / s.h
-            suspects.append((j, a, C, S, L, R))
-    for j, a, C, S, L, R in suspects[:MAX_CONFIRM] if len(suspects) > MAX_CONFIRM else suspects:
-        _judge(problem, res, t, j, V, a, C, S, L, R, s)
-    for j, a, C, _S, _L, _R in suspects[MAX_CONFIRM:]:
-        k = int((a - C).abs().argmax())
-        res.mismatches.append(Element(j, float(a[k]), float(C[k])))
+        C[:, j] = V @ (fp - fm)
+        S[:, j] = Vabs @ (fp - fm).abs()
+        L[:, j] = V @ (f0 - fm)
+        R[:, j] = V @ (fp - f0)
+    C, S, L, R = C / (2 * s.h), S / (2 * s.h), L / s.h, R / s.h
+    numeric_ok = torch.isfinite(C).all(0) & torch.isfinite(L).all(0) & torch.isfinite(R).all(0)
+    analytic_ok = torch.isfinite(A).all(0)
+    res.nan_numerical = torch.nonzero(~numeric_ok).reshape(-1).tolist()
+    res.nan_analytic = torch.nonzero(numeric_ok & ~analytic_ok).reshape(-1).tolist()
+    bad = ((A - C).abs() > s.atol + s.rtol * S).any(0) & numeric_ok & analytic_ok
+    suspects = torch.nonzero(bad).reshape(-1).tolist()
+    for j in suspects[:MAX_CONFIRM]:
+        _judge(problem, res, t, j, V, A[:, j], C[:, j], S[:, j], L[:, j], R[:, j], s)
+    for j in suspects[MAX_CONFIRM:]:
+        k = int((A[:, j] - C[:, j]).abs().argmax())
+        res.mismatches.append(Element(j, float(A[k, j]), float(C[k, j])))
     return res
 
 
