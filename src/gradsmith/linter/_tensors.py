@@ -47,14 +47,14 @@ TORCH_NON_TENSOR = frozenset(
     is_nonzero manual_seed seed initial_seed get_rng_state typename is_autocast_enabled""".split()
 )
 #: Uses of a name that prove it is a tensor (attribute or method names).
+#: (Names shared with str or nn.Module, such as split, to, cuda, float, are left out.)
 TENSOR_EVIDENCE = frozenset(
     """shape dtype device ndim dim size numel view reshape clone detach t T mT transpose
     permute expand expand_as contiguous unsqueeze squeeze flatten narrow sum mean abs exp log
     sigmoid tanh relu clamp clamp_min clamp_max mm bmm matmul mul div add sub pow sqrt
     masked_fill new_zeros new_ones new_empty new_full new_tensor requires_grad is_contiguous
-    float double half to cpu cuda type_as view_as chunk split unbind index_select gather
-    scatter norm sign max min argmax argmin softmax log_softmax neg reciprocal rsqrt
-    data_ptr stride storage_offset element_size nelement""".split()
+    type_as view_as chunk unbind index_select gather scatter norm sign argmax argmin softmax
+    log_softmax neg reciprocal rsqrt data_ptr stride storage_offset element_size nelement""".split()
 )
 #: Allocating functions whose float dtype defaults to the global default (float32).
 ALLOC_NO_DTYPE = frozenset({"zeros", "ones", "empty", "rand", "randn"})

@@ -7,7 +7,8 @@ import ast
 from gradsmith.linter._discovery import METHODS
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._finding import Edit
-from gradsmith.linter._flow import walk_shallow
+from gradsmith.linter._flow import header_exprs, walk_shallow
+from gradsmith.linter._symbols import statements
 from gradsmith.linter._registry import Rule, checker
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
@@ -124,13 +125,30 @@ def check_calls(target, report) -> None:
         for fc in target.index.functions.values() if fc.source is src
         for stmt in fc.node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
-    for node in ast.walk(src.tree):
+    hits = {i for i, line in enumerate(src.lines, 1) if any(n in line for n in names)}
+    for node in _calls_on(src.tree, hits):
         if isinstance(node, ast.Call):
             head = node.func.value if isinstance(node.func, ast.Attribute) else node.func
             key = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
             if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
                 inside = any(a <= node.lineno <= b for a, b in methods)
                 _check_call(target, report, src, node, inside)
+
+
+def _calls_on(tree: ast.Module, hits: set[int]):
+    """Nodes of the statements that touch one of the ``hits`` lines (cheaper than a full walk)."""
+    for stmt in statements(tree.body):
+        parts = header_exprs(stmt)
+        if isinstance(stmt, ast.ClassDef):
+            parts = [*stmt.bases, *stmt.keywords, *stmt.decorator_list]
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            parts = [*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults]
+        for part in parts:
+            if part is None:
+                continue
+            end = getattr(part, "end_lineno", None) or part.lineno
+            if any(line in hits for line in range(part.lineno, end + 1)):
+                yield from ast.walk(part)
 
 
 def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
