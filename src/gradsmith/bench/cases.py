@@ -33,6 +33,9 @@ class BenchCase:
         reference_name: how the table labels the reference.
         make_inputs: ``quick -> inputs``; fresh leaf tensors on every call.
         shape: human-readable problem size for ``quick=False`` and ``quick=True``.
+        hooks_visible: False when an op manages saved tensors itself (its own
+            ``saved_tensors_hooks``, like checkpointing), so an outer hook cannot count them; the
+            report then gives no saved-bytes figure instead of a misleading 0.
     """
 
     name: str
@@ -41,6 +44,7 @@ class BenchCase:
     reference_name: str
     make_inputs: Callable[[bool], Sequence[Any]]
     shape: tuple[str, str]
+    hooks_visible: bool = True
 
     def inputs(self, quick: bool) -> Sequence[Any]:
         return self.make_inputs(quick)
@@ -150,7 +154,8 @@ def _checkpoint_cases(G) -> list[BenchCase]:
         "checkpoint_sequential", lambda m, x: G.checkpoint_sequential(m, x, segments=4),
         lambda m, x: torch_checkpoint(m, 4, x, use_reentrant=False),
         "torch.utils.checkpoint (non-reentrant)", make,
-        ("8x Linear(1024)+ReLU, batch 512, 4 segments", "8x Linear(64)+ReLU, batch 32"))]
+        ("8x Linear(1024)+ReLU, batch 512, 4 segments", "8x Linear(64)+ReLU, batch 32"),
+        hooks_visible=False)]
 
 
 def _soft_sort_cases(G) -> list[BenchCase]:

@@ -14,7 +14,9 @@ _HEADERS = ("op", "reference", "size", "op ms (IQR)", "ref ms (IQR)", "time x",
             "op saved", "ref saved", "saved x")
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -46,8 +46,8 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _ratio(a: float, b: float) -> float | None:
-    return a / b if b else None
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
 
 
 def run_case(case: BenchCase, repeat: int = 10, warmup: int = 2,
@@ -60,8 +60,11 @@ def run_case(case: BenchCase, repeat: int = 10, warmup: int = 2,
     stats = interleaved({"op": (case.op, lambda: case.inputs(quick)),
                          "reference": (case.reference, lambda: case.inputs(quick))},
                         repeat=repeat, warmup=warmup)
-    op_bytes = saved_bytes(case.op, case.inputs(quick))
-    ref_bytes = saved_bytes(case.reference, case.inputs(quick))
+    if case.hooks_visible:
+        op_bytes = saved_bytes(case.op, case.inputs(quick))
+        ref_bytes = saved_bytes(case.reference, case.inputs(quick))
+    else:
+        op_bytes = ref_bytes = None
     return {
         "op": case.name,
         "reference": case.reference_name,

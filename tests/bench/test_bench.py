@@ -1,0 +1,211 @@
+"""gradsmith bench: exact saved bytes, timing statistics, registry coverage, JSON schema, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import gradsmith.functional as G
+from gradsmith.bench import Stats, interleaved, registry, run, saved_bytes
+from gradsmith.bench.report import markdown
+from gradsmith.cli import main
+
+# --- saved_bytes ------------------------------------------------------------------------------
+
+
+def test_product_saves_both_factors():
+    x = torch.randn(5, 7, requires_grad=True)
+    y = torch.randn(5, 7, requires_grad=True)
+    assert saved_bytes(torch.mul, (x, y)) == 2 * 5 * 7 * 4
+
+
+def test_same_tensor_saved_twice_counts_once():
+    x = torch.randn(100, dtype=torch.float64, requires_grad=True)
+    assert saved_bytes(lambda t: t * t, (x,)) == 100 * 8
+
+
+def test_exp_saves_only_its_output():
+    x = torch.randn(3, 11, requires_grad=True)
+    assert saved_bytes(torch.exp, (x,)) == 3 * 11 * 4
+
+
+class _SavesViewAndBase(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x, x[2:])
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_views_of_one_storage_count_the_storage_once():
+    x = torch.randn(64, requires_grad=True)
+    assert saved_bytes(_SavesViewAndBase.apply, (x,)) == 64 * 4
+
+
+def test_nothing_saved_without_grad():
+    x, y = torch.randn(8), torch.randn(8)
+    assert saved_bytes(torch.mul, (x, y)) == 0
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+def test_stats_match_numpy_percentiles():
+    seconds = [0.004, 0.001, 0.003, 0.010, 0.002, 0.005]
+    stats = Stats.of(seconds)
+    ms = np.array(seconds) * 1e3
+    assert stats.median == pytest.approx(np.median(ms))
+    assert stats.q1 == pytest.approx(np.percentile(ms, 25))
+    assert stats.q3 == pytest.approx(np.percentile(ms, 75))
+    assert (stats.min, stats.max, stats.runs) == (pytest.approx(1.0), pytest.approx(10.0), 6)
+
+
+def test_candidates_are_interleaved_after_warmup():
+    order = []
+
+    def recorder(name):
+        return lambda x: order.append(name) or x
+
+    stats = interleaved({"a": (recorder("a"), lambda: (torch.ones(1),)),
+                         "b": (recorder("b"), lambda: (torch.ones(1),))}, repeat=3, warmup=1)
+    assert order == ["a", "b"] * 4
+    assert stats["a"].runs == stats["b"].runs == 3
+
+
+def test_backward_runs_inside_the_timed_step():
+    calls = []
+
+    class Spy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append("backward")
+            return g
+
+    interleaved({"spy": (Spy.apply, lambda: (torch.ones(2, requires_grad=True),))}, 2, 0)
+    assert calls == ["backward", "backward"]
+
+
+# --- registry -----------------------------------------------------------------------------------
+
+_NOT_OPS = {"dann_schedule", "lsq_init_scale", "lsq_surrogate", "pact_surrogate"}
+
+
+def test_registry_covers_every_catalog_op():
+    ops = {n for n in G.__all__ if callable(getattr(G, n))} - _NOT_OPS
+    benched = {name.split("-")[0] for name in registry()}
+    assert ops <= benched, f"ops without a benchmark: {sorted(ops - benched)}"
+
+
+def test_registry_has_the_issue_anchors():
+    cases = registry()
+    assert "scaled_dot_product_attention" in cases["attention"].reference_name
+    assert "checkpoint" in cases["checkpoint_sequential"].reference_name
+    assert "learnable" in cases["fake_quantize_lsq"].reference_name
+    assert {"soft_rank-8x1000", "soft_rank-8x10000", "soft_sort-8x1000",
+            "soft_sort-8x10000"} <= set(cases)
+
+
+@pytest.mark.parametrize("name", ["gelu", "logsumexp", "fake_quantize_lsq", "soft_rank-8x1000"])
+def test_op_and_reference_agree_on_quick_inputs(name):
+    case = registry()[name]
+    out = case.op(*case.inputs(True))
+    ref = case.reference(*case.inputs(True))
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+# --- report / JSON --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def quick_report():
+    cases = registry()
+    return run([cases["gelu"], cases["fake_quantize_lsq"]], repeat=2, warmup=0, quick=True)
+
+
+def test_report_schema(quick_report):
+    r = quick_report
+    assert set(r) == {"schema", "environment", "repeat", "warmup", "quick", "results"}
+    assert {"torch", "cpu", "torch_threads", "pav_backend"} <= set(r["environment"])
+    row = r["results"][0]
+    assert set(row) == {"op", "reference", "shape", "time_ms", "time_ratio", "saved_bytes",
+                        "saved_ratio"}
+    for who in ("op", "reference"):
+        t = row["time_ms"][who]
+        assert t["min"] <= t["q1"] <= t["median"] <= t["q3"] <= t["max"] and t["runs"] == 2
+    assert row["time_ratio"] == pytest.approx(row["time_ms"]["op"]["median"]
+                                              / row["time_ms"]["reference"]["median"])
+    json.dumps(r)  # serialisable
+
+
+def test_saved_bytes_in_report_are_exact(quick_report):
+    gelu = quick_report["results"][0]
+    # F.gelu saves its input; the gradsmith op saves no more than that.
+    assert gelu["saved_bytes"]["reference"] == 4096 * 4
+    lsq = quick_report["results"][1]
+    # Ours saves x (4096 float32) and the one-element scale; PyTorch's also its zero point.
+    assert lsq["saved_bytes"]["op"] == 4096 * 4 + 4
+    assert lsq["saved_bytes"]["reference"] == 4096 * 4 + 4 + 4
+
+
+def test_markdown_has_one_row_per_result(quick_report):
+    lines = markdown(quick_report).strip().splitlines()
+    assert len(lines) == 2 + len(quick_report["results"])
+    assert lines[2].startswith("| gelu | F.gelu |")
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+def test_cli_unknown_op_exits_2_and_lists_known_ops(capsys):
+    assert main(["bench", "no_such_op"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown op 'no_such_op'" in err and "soft_rank-8x1000" in err and "gelu" in err
+
+
+def test_cli_bad_repeat_exits_2(capsys):
+    assert main(["bench", "gelu", "--repeat", "0"]) == 2
+    assert "--repeat must be >= 1" in capsys.readouterr().err
+
+
+def test_cli_list_exits_0(capsys):
+    assert main(["bench", "--list"]) == 0
+    assert "fake_quantize_lsq" in capsys.readouterr().out
+
+
+def test_cli_quick_run_writes_json_and_markdown(tmp_path, capsys):
+    out, md = tmp_path / "b.json", tmp_path / "b.md"
+    code = main(["bench", "gelu", "pact", "--quick", "--repeat", "2", "--warmup", "0",
+                 "--json", str(out), "--markdown", str(md)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert [r["op"] for r in data["results"]] == ["gelu", "pact"] and data["quick"] is True
+    assert "| pact |" in md.read_text()
+    assert "gelu" in capsys.readouterr().out
+
+
+def test_cli_plot_without_matplotlib_exits_2(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert main(["bench", "gelu", "--quick", "--plot", str(tmp_path / "p.png")]) == 2
+    assert "pip install 'gradsmith[html]'" in capsys.readouterr().err
+
+
+def test_cli_plot_writes_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "p.png"
+    assert main(["bench", "gelu", "--quick", "--repeat", "1", "--warmup", "0",
+                 "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
