@@ -97,13 +97,23 @@ def assert_close(actual, expected, dtype: torch.dtype, what: str, scale: float =
                                    msg=lambda m, i=i: f"{what} [{i}]: {m}")
 
 
-def vmap_and_loop(case, batch: int = 3):
-    """Outputs and per-sample gradients from ``torch.func.vmap`` and from a Python loop."""
+def vmap_and_loop(case, batch: int = 3, shared: bool = False):
+    """Outputs and per-sample gradients from ``torch.func.vmap`` and from a Python loop.
+
+    With ``shared=True`` only the first tensor argument is batched and the other tensors
+    (weights, learnable beta or threshold) are shared by every sample, as in per-sample-gradient
+    computations; otherwise every tensor argument is batched.
+    """
     samples = [make_args(case, torch.float64, seed=s) for s in range(batch)]
     first = samples[0]
-    pos = tensor_positions(first)
-    in_dims = tuple(0 if i in pos else None for i in range(len(first)))
-    stacked = [torch.stack([s[i].detach() for s in samples]) if i in pos else first[i]
+    all_pos = tensor_positions(first)
+    if shared:
+        samples = [tuple(s[i] if i == all_pos[0] else first[i] for i in range(len(first)))
+                   for s in samples]
+    pos = all_pos
+    batched = all_pos[:1] if shared else all_pos
+    in_dims = tuple(0 if i in batched else None for i in range(len(first)))
+    stacked = [torch.stack([s[i].detach() for s in samples]) if i in batched else first[i]
                for i in range(len(first))]
     cot = [cotangent(call(case, case.fn, s), 100 + k) for k, s in enumerate(samples)]
 

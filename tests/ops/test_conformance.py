@@ -57,9 +57,10 @@ def test_gradcheck_and_gradgradcheck(case):
         assert torch.autograd.gradgradcheck(seeded, tensors)
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["all-batched", "shared-params"])
 @pytest.mark.parametrize("case", _ids(c for c in CATALOG if c.vmap))
-def test_vmap_matches_loop(case):
-    (value_v, grads_v), (value_l, grads_l) = H.vmap_and_loop(case)
+def test_vmap_matches_loop(case, shared):
+    (value_v, grads_v), (value_l, grads_l) = H.vmap_and_loop(case, shared=shared)
     H.assert_close(value_v, value_l, torch.float64, f"{case.id} vmap value")
     H.assert_close(grads_v, grads_l, torch.float64, f"{case.id} vmap per-sample gradient")
 
