@@ -18,8 +18,8 @@ GS301 = Rule(
     "thrown away.",
     "guard each with `if ctx.needs_input_grad[i]:` and return None otherwise.",
     bad=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n\n"
-    "    @staticmethod\n    def backward(ctx, g):  # GS301\n        x, w = ctx.saved_tensors\n"
-    "        return g @ w.t(), x.t() @ g\n",
+    "    @staticmethod\n    def backward(ctx, g):\n        x, w = ctx.saved_tensors\n"
+    "        return g @ w.t(), x.t() @ g  # GS301\n",
     good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        x, w = ctx.saved_tensors\n"
     "        gx = g @ w.t() if ctx.needs_input_grad[0] else None\n"
@@ -31,7 +31,8 @@ GS302 = Rule(
     "PyTorch's own op is faster, supports double backward, vmap, compile and mixed "
     "precision, and is already correct.",
     "call the builtin (e.g. `torch.sigmoid(x)`) and let autograd differentiate it.",
-    bad=_H + "    def forward(ctx, x):  # GS302\n        y = torch.sigmoid(x)\n"
+    bad="import torch\n\n\nclass Fn(torch.autograd.Function):  # GS302\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        y = torch.sigmoid(x)\n"
     "        ctx.save_for_backward(y)\n        return y\n\n    @staticmethod\n"
     "    def backward(ctx, g):\n        (y,) = ctx.saved_tensors\n        return g * y * (1 - y)\n",
     good="import torch\n\n\ndef sigmoid(x):\n    return torch.sigmoid(x)\n",
@@ -107,7 +108,10 @@ def check_backward_cost(facts: Facts, report) -> None:
                 and n.func.id not in _BUILTINS and resolve([n.func.id]) is None)
         ]
         if len(expensive) >= 2:
-            report("GS301", src, method.node, f"{len(expensive)} matrix products/convolutions")
+            for line in sorted({n.lineno for n in expensive}):
+                node = min((n for n in expensive if n.lineno == line), key=lambda n: n.col_offset)
+                report("GS301", src, node, f"`{src.segment(node)}` runs even when its input "
+                       "needs no gradient")
 
 
 def _single_op(expr: ast.expr, inputs: set[str], resolve, operands=None) -> str | None:
@@ -269,4 +273,4 @@ def check_builtin(facts: Facts, report) -> None:
         ):
             return  # deliberately blocks the gradient of an operand
     if _literals_ok(bwd, allowed | {0.0, 1.0}):
-        report("GS302", fwd.source, fwd.node, f"forward is just `{op}`")
+        report("GS302", facts.fc.source, facts.fc.node, f"forward is just `{op}`")
