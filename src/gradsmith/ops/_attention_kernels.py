@@ -17,9 +17,11 @@ probabilities are ``exp(-inf) = 0`` and their gradients 0 instead of NaN.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
-from torch._C._functorch import is_batchedtensor
+from torch._C._functorch import is_functorch_wrapped_tensor
 
 from gradsmith.ops._attention_dropout import keep_mask
 
@@ -38,8 +40,11 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def can_work_in_place(*tensors) -> bool:
     """In-place updates of score tiles save an allocation and a memory pass per op, but under
-    vmap a tile may be less batched than the operand written into it; then work out of place."""
-    return not any(t is not None and is_batchedtensor(t) for t in tensors)
+    torch.func transforms a tile may be less batched than the operand written into it, and
+    out= variants have no batching rule: then work out of place."""
+    if torch.compiler.is_compiling():  # functional code for the compiler, which fuses it anyway
+        return False
+    return not any(t is not None and is_functorch_wrapped_tensor(t) for t in tensors)
 
 
 def _tile(t: torch.Tensor, r0: int, j0: int, j1: int) -> torch.Tensor:
@@ -51,9 +56,9 @@ def _tile(t: torch.Tensor, r0: int, j0: int, j1: int) -> torch.Tensor:
     return t
 
 
-def _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace):
+def _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace, out=None):
     """Masked, biased scores of query rows ``r0:`` against keys ``j0:j1``."""
-    s = torch.matmul(qs[..., r0:, :], k[..., j0:j1, :].transpose(-2, -1))
+    s = _mm(qs[..., r0:, :], k[..., j0:j1, :].transpose(-2, -1), out)
     if s.dtype != acc_dtype:
         s = s.to(acc_dtype)
     if bias is not None:
@@ -85,6 +90,40 @@ def _dropout_scale(s, dropout, r0, j0, j1):
     return keep.to(s.dtype) * (1.0 / (1.0 - p))
 
 
+class _Scratch:
+    """Reusable buffers for the score-sized tiles of one call (eager, unbatched path only).
+
+    A fresh multi-megabyte tensor per block costs page faults that take as long as the matmul
+    that fills it (measured on this CPU: the QK^T block product runs 2x faster into a reused
+    buffer), so each role (scores, dP, ...) gets one flat buffer viewed to the tile's shape.
+    """
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._bufs: dict[str, torch.Tensor] = {}
+
+    def take(self, role: str, shape, like: torch.Tensor):
+        if not self.enabled:
+            return None
+        n = math.prod(shape)
+        buf = self._bufs.get(role)
+        if buf is None or buf.numel() < n:
+            buf = self._bufs[role] = torch.empty(n, dtype=like.dtype, device=like.device)
+        return buf[:n].view(shape)
+
+
+def _mm(a, b, out=None):
+    return torch.matmul(a, b) if out is None else torch.matmul(a, b, out=out)
+
+
+def _scratch(inplace: bool, q: torch.Tensor) -> _Scratch:
+    return _Scratch(inplace and q.dtype == accumulation_dtype(q.dtype))
+
+
+def _tile_shape(q, r0, j1_j0):
+    return (*q.shape[:-2], q.shape[-2] - r0, j1_j0)
+
+
 def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT_BLOCK):
     """Blockwise forward; returns ``(out, lse)`` with ``lse`` in the accumulation dtype.
 
@@ -93,32 +132,33 @@ def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT
     L, S = q.shape[-2], k.shape[-2]
     acc_dtype = accumulation_dtype(q.dtype)
     inplace = can_work_in_place(q, k, mask, bias)
+    scratch = _scratch(inplace, q)
     qs = q * scale
-    m = l_sum = acc = None
+    m = torch.full(q.shape[:-1], _NEG_INF, dtype=acc_dtype, device=q.device)
+    l_sum = torch.zeros(q.shape[:-1], dtype=acc_dtype, device=q.device)
+    acc = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=acc_dtype, device=q.device)
     for r0, j0, j1 in _blocks(L, S, causal, block):
-        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace)
-        m_blk = s.amax(-1)
-        if m is None:  # first block: always r0 = 0, so it initialises every row
-            m_new, m_safe = m_blk, m_blk.masked_fill(m_blk == _NEG_INF, 0.0)
-            p = s.sub_(m_safe.unsqueeze(-1)).exp_()
-            l_sum = p.sum(-1)
-            if dropout is not None:
-                p = p * _dropout_scale(p, dropout, r0, j0, j1)
-            acc = torch.matmul(p.to(v.dtype), v[..., j0:j1, :]).to(acc_dtype)
-            m = m_new
-            continue
+        out_s = scratch.take("s", _tile_shape(q, r0, j1 - j0), q)
+        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace, out_s)
         m_old = m[..., r0:]
-        m_new = torch.maximum(m_old, m_blk)
+        m_new = torch.maximum(m_old, s.amax(-1))
         m_safe = m_new.masked_fill(m_new == _NEG_INF, 0.0)
         p = s.sub_(m_safe.unsqueeze(-1)).exp_()
         alpha = (m_old - m_safe).exp()
-        l_rows = l_sum[..., r0:] * alpha + p.sum(-1)
+        p_sum = p.sum(-1)
         if dropout is not None:
-            p = p * _dropout_scale(p, dropout, r0, j0, j1)
-        pv = torch.matmul(p.to(v.dtype), v[..., j0:j1, :]).to(acc_dtype)
-        acc_rows = acc[..., r0:, :] * alpha.unsqueeze(-1) + pv
-        m, l_sum, acc = _put_rows(m, m_new, r0), _put_rows(l_sum, l_rows, r0), _put_rows(
-            acc, acc_rows, r0, matrix=True)
+            z = _dropout_scale(p, dropout, r0, j0, j1)
+            p = p.mul_(z) if inplace else p * z
+        out_pv = scratch.take("pv", (*q.shape[:-2], L - r0, v.shape[-1]), q)
+        pv = _mm(p.to(v.dtype), v[..., j0:j1, :], out_pv).to(acc_dtype)
+        if scratch.enabled:
+            l_sum[..., r0:].mul_(alpha).add_(p_sum)
+            acc[..., r0:, :].mul_(alpha.unsqueeze(-1)).add_(pv)
+            m[..., r0:] = m_new
+        else:
+            l_sum = _put_rows(l_sum, l_sum[..., r0:] * alpha + p_sum, r0)
+            acc = _put_rows(acc, acc[..., r0:, :] * alpha.unsqueeze(-1) + pv, r0, matrix=True)
+            m = _put_rows(m, m_new, r0)
     empty = l_sum == 0
     out = acc / l_sum.masked_fill(empty, 1.0).unsqueeze(-1)
     lse = (m + l_sum.log()).masked_fill(empty, float("inf"))
@@ -144,27 +184,33 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropo
     L, S = q.shape[-2], k.shape[-2]
     acc_dtype = accumulation_dtype(q.dtype)
     inplace = can_work_in_place(q, k, v, mask, bias, out, lse, dout)
+    scratch = _scratch(inplace, q)
     qs = q * scale
     dout = dout.to(q.dtype)
     delta = (dout.to(acc_dtype) * out.to(acc_dtype)).sum(-1)
-    dq = None
+    dq = torch.zeros(q.shape, dtype=acc_dtype, device=q.device)
     dk_blocks, dv_blocks, dbias_parts = [], [], []
     for r0, j0, j1 in _blocks(L, S, causal, block):
-        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace)
+        tile = _tile_shape(q, r0, j1 - j0)
+        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace,
+                    scratch.take("s", tile, q))
         p = s.sub_(lse[..., r0:].unsqueeze(-1)).exp_()
         do_rows = dout[..., r0:, :]
         zscale = _dropout_scale(p, dropout, r0, j0, j1) if dropout is not None else None
         pz = p if zscale is None else p * zscale
         dv_blocks.append(torch.matmul(pz.transpose(-2, -1).to(v.dtype), do_rows))
-        dp = torch.matmul(do_rows, v[..., j0:j1, :].transpose(-2, -1)).to(acc_dtype)
+        dp = _mm(do_rows, v[..., j0:j1, :].transpose(-2, -1), scratch.take("dp", tile, q))
+        dp = dp.to(acc_dtype)
         if zscale is not None:
-            dp = dp * zscale
+            dp = dp.mul_(zscale) if inplace else dp * zscale
         d_rows = delta[..., r0:].unsqueeze(-1)
         ds = dp.sub_(d_rows).mul_(p) if inplace else (dp - d_rows) * p
         ds_c = ds.to(q.dtype)
-        dq_rows = torch.matmul(ds_c, k[..., j0:j1, :]).to(acc_dtype)
-        dq_rows = F.pad(dq_rows, (0, 0, r0, 0)) if r0 else dq_rows
-        dq = dq_rows if dq is None else dq + dq_rows
+        dq_rows = _mm(ds_c, k[..., j0:j1, :], scratch.take("dq", (*tile[:-1], q.shape[-1]), q))
+        if scratch.enabled:
+            dq[..., r0:, :].add_(dq_rows)
+        else:
+            dq = dq + (F.pad(dq_rows, (0, 0, r0, 0)) if r0 else dq_rows).to(acc_dtype)
         dk_blocks.append(torch.matmul(ds_c.transpose(-2, -1), qs[..., r0:, :]))
         if need_dbias:
             dbias_parts.append((j0, j1, _reduce_to_bias(ds, bias.shape, r0)))
