@@ -33,8 +33,17 @@ def _noncontig_clone(g: torch.Tensor) -> torch.Tensor:
 
 
 def tolerances(session: Session) -> tuple[float, float]:
+    """Layout changes may reorder floating-point sums (BLAS paths): allow a few ulps."""
     eps = session.settings.eps
-    return 1e4 * eps, 1e4 * eps
+    return 1e6 * eps, 1e5 * eps
+
+
+def random_forward(session: Session, base: list[torch.Tensor]) -> bool:
+    """True when forward's outputs depend on the random state."""
+    subject = session.subject
+    a = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 1))
+    b = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 2))
+    return not all(close(x, y, 0, 0) for x, y in zip(a, b))
 
 
 def run(session: Session) -> list[Finding]:
@@ -50,18 +59,15 @@ def run(session: Session) -> list[Finding]:
     findings = []
 
     # Non-contiguous inputs: views into a larger buffer, so in-place (mark_dirty) forwards work.
-    bufs = [torch.stack([x, torch.zeros_like(x)], dim=-1).requires_grad_(True) if x.dim()
-            else x.clone().requires_grad_(True) for x in base]
-    views = [b.clone().select(-1, 0) if b.dim() > x.dim() else b.clone()
-             for b, x in zip(bufs, base)]
-    others = {i: noncontiguous(t) for i, t in _other_floats(subject)}
-    findings += _compare(session, "non-contiguous inputs", ref_out, ref_grads, bufs, base,
-                         lambda: forward_backward(session, views, bufs, grads, others), rtol, atol)
+    # Skipped for random forwards: rand_like follows the memory layout, so a different layout
+    # legitimately draws different noise.
+    if not random_forward(session, base):
+        findings += _noncontiguous_inputs(session, base, grads, ref_out, ref_grads, rtol, atol)
     nc_grads = [noncontiguous(g) for g in grads]
     leaves2 = [x.clone().requires_grad_(True) for x in base]
-    findings += _compare(session, "non-contiguous grad_output", ref_out, ref_grads, leaves2,
-                         base, lambda: forward_backward(session, [x.clone() for x in leaves2],
-                                                        leaves2, nc_grads), rtol, atol)
+    findings += _compare(session, "non-contiguous grad_output", ref_out, ref_grads,
+                         lambda: forward_backward(session, [x.clone() for x in leaves2],
+                                                  leaves2, nc_grads), rtol, atol)
     leaves3 = [x.clone().requires_grad_(True) for x in base]
     try:
         _, again = forward_backward(session, [x.clone() for x in leaves3], leaves3, grads)
@@ -79,6 +85,34 @@ def run(session: Session) -> list[Finding]:
     return findings
 
 
+def _noncontiguous_inputs(session, base, grads, ref_out, ref_grads, rtol, atol):
+    """Inputs as non-leaf, non-contiguous views (transposed for 2+ dims, strided for 1-D),
+    so in-place (mark_dirty) forwards still work; gradients are mapped back to x's layout."""
+    subject = session.subject
+    leaves, views, unmaps = [], [], []
+    for x in base:
+        if x.dim() >= 2:
+            leaf = x.transpose(-1, -2).contiguous().requires_grad_(True)
+            views.append(leaf.clone().transpose(-1, -2))
+            unmaps.append(lambda g: g.transpose(-1, -2))
+        elif x.dim() == 1:
+            leaf = torch.stack([x, torch.zeros_like(x)], dim=-1).requires_grad_(True)
+            views.append(leaf.clone().select(-1, 0))
+            unmaps.append(lambda g: g.select(-1, 0))
+        else:
+            leaf = x.clone().requires_grad_(True)
+            views.append(leaf.clone())
+            unmaps.append(lambda g: g)
+        leaves.append(leaf)
+    others = {i: noncontiguous(t) for i, t in _other_floats(subject)}
+
+    def variant():
+        out, gs = forward_backward(session, views, leaves, grads, others)
+        return out, [None if g is None else u(g) for g, u in zip(gs, unmaps)]
+
+    return _compare(session, "non-contiguous inputs", ref_out, ref_grads, variant, rtol, atol)
+
+
 def _z(a, b):
     return torch.zeros_like(b) if a is None else a
 
@@ -92,7 +126,7 @@ def _other_floats(subject):
             and leaves[i].dim() > 0]
 
 
-def _compare(session, what, ref_out, ref_grads, wrt, base, run_variant, rtol, atol):
+def _compare(session, what, ref_out, ref_grads, run_variant, rtol, atol):
     subject = session.subject
     try:
         out, grads = run_variant()
@@ -102,8 +136,6 @@ def _compare(session, what, ref_out, ref_grads, wrt, base, run_variant, rtol, at
             f"with {what} the Function raised {type(exc).__name__}: {exc}",
             "call .contiguous() before .view()/data_ptr-based code, or use .reshape(); real "
             "inputs and incoming gradients are often transposed or expanded", NAME)]
-    grads = [g if g is None or g.dim() == x.dim() else g.select(-1, 0)
-             for g, x in zip(grads, base)]
     findings = []
     for k, (a, b) in enumerate(zip(ref_out, out)):
         if not close(a, b, rtol, atol):

@@ -116,6 +116,19 @@ class StridesAssumed(Function):
         return g * 2
 
 
+class FlattenWithView(Function):
+    """forward calls x.view(-1): raises for transposed inputs."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return (x.view(-1) * 3).view(x.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
 class CountingBackward(Function):
     """Scales the gradient by how many times backward ran (state on the class)."""
 
@@ -216,6 +229,8 @@ CASES = [
     Case("view-on-grad-output", RowSumViewGrad, lambda: (_r(3, 4),), False,
          ("noncontiguous-mismatch",)),
     Case("as-strided-assumes-contiguous", StridesAssumed, lambda: (_r(3, 4),), False,
+         ("noncontiguous-mismatch",)),
+    Case("view-on-input", FlattenWithView, lambda: (_r(3, 4),), False,
          ("noncontiguous-mismatch",)),
     Case("counting-backward", CountingBackward, lambda: (_r(4),), False,
          ("nondeterministic-backward",)),

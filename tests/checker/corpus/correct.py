@@ -287,6 +287,7 @@ CASES = [
     Case("gradient-reversal-with-surrogate", GradReverse, lambda: (_r(5), 0.5), True,
          surrogate=lambda x, a: -a * x),
     Case("dropout-saved-mask", Dropout, lambda: (_r(10), 0.3), True, ("random-forward",)),
+    Case("dropout-2d-input", Dropout, lambda: (_r(4, 5), 0.5), True, ("random-forward",)),
     Case("gumbel-softmax", GumbelSoftmax, lambda: (_r(2, 5), 0.7), True, ("random-forward",)),
     Case("add-inplace-mark-dirty", AddInplaceDirty, _dirty_args, True),
     Case("max-with-indices", MaxWithIndices, lambda: (_r(3, 4),), True),
