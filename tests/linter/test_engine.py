@@ -146,3 +146,20 @@ def test_columns_count_characters_not_bytes():
     (f,) = [f for f in lint(source=src) if f.line == 7]
     line = src.splitlines()[6]
     assert line[f.col - 1:].startswith("x.data")
+
+
+def test_same_module_name_in_two_folders_is_not_guessed(tmp_path):
+    """Two unrelated `utils.py`: `from utils import Base` must not pick the Function one."""
+    for sub, body in (("a", "from torch.autograd import Function\n\n\nclass Base(Function):\n"
+                            "    pass\n"), ("b", "class Base:\n    pass\n")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "utils.py").write_text(body)
+    (tmp_path / "b" / "main.py").write_text(
+        "from utils import Base\n\n\nclass Thing(Base):\n    def forward(self, x):\n"
+        "        x.add_(1)\n        return x\n\n\nt = Thing(1)\n"
+    )
+    assert lint(tmp_path, config=False) == []
+    (tmp_path / "a" / "utils.py").rename(tmp_path / "a" / "fn_base.py")
+    (tmp_path / "b" / "main.py").write_text(
+        (tmp_path / "b" / "main.py").read_text().replace("from utils", "from fn_base"))
+    assert {f.code for f in lint(tmp_path, config=False)} == {"GS101", "GS111", "GS113", "GS206", "GS212"}

@@ -104,11 +104,14 @@ class Index:
     def __init__(self, sources: list[SourceFile]) -> None:
         self.symbols: dict[str, ModuleSymbols] = {}
         self.by_source: dict[int, ModuleSymbols] = {}
+        self.ambiguous: set[str] = set()
         for src in sources:
             sym = collect(src)
             self.by_source[id(src)] = sym
-            if src.module:
-                self.symbols.setdefault(src.module, sym)
+            if src.module in self.symbols:  # two linted files claim one module name
+                self.ambiguous.add(src.module)
+            elif src.module:
+                self.symbols[src.module] = sym
         self._verdict: dict[int, bool | None] = {}
         self.functions: dict[int, FunctionClass] = {}
 
@@ -141,7 +144,10 @@ class Index:
             return "?"
         parts = qualname.split(".")
         for cut in range(len(parts) - 1, 0, -1):
-            sym = self.symbols.get(".".join(parts[:cut]))
+            name = ".".join(parts[:cut])
+            if name in self.ambiguous:
+                return "?"
+            sym = self.symbols.get(name)
             if sym is None:
                 continue
             head, rest = parts[cut], parts[cut + 1 :]

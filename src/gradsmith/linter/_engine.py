@@ -63,7 +63,7 @@ def iter_files(paths: Iterable[str | os.PathLike], exclude: Iterable[str] = ()) 
                 dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
                 for name in sorted(files):
                     path = Path(folder, name)
-                    if name.endswith((".py", ".pyi")) and not excluded(path):
+                    if name.endswith(".py") and not excluded(path):
                         out.append(_raw(path, explicit=False))
         else:
             out.append(_raw(root, explicit=True))
