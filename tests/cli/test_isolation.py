@@ -7,7 +7,6 @@ import json
 import pytest
 
 from gradsmith._isolate import WorkerPool
-from gradsmith.discovery import resolve_targets
 
 
 def test_crash_hang_and_import_crash_become_failed_rows_and_the_rest_still_runs(
@@ -33,14 +32,3 @@ def test_crash_hang_and_import_crash_become_failed_rows_and_the_rest_still_runs(
 def test_pool_rejects_bad_jobs():
     with pytest.raises(Exception, match=r"jobs must be >= 1, got 0"):
         WorkerPool(jobs=0)
-
-
-def test_pool_returns_listing_results_in_task_order_indices(write, snippets, tmp_path):
-    write("a.py", snippets.good)
-    write("b.py", snippets.bad)
-    sources = resolve_targets([str(tmp_path)], cwd=tmp_path)
-    with WorkerPool(jobs=1, timeout=60) as pool:
-        outcomes = sorted(pool.run([("list", s) for s in sources]), key=lambda o: o.index)
-    assert [o.kind for o in outcomes] == ["ok", "ok"]
-    assert [[c.ref.attr for c in o.value["candidates"]] for o in outcomes] == [["Cube"],
-                                                                              ["BadMatmul"]]
