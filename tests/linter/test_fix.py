@@ -75,6 +75,9 @@ def test_unsafe_cases_get_no_fix():
         def forward(ctx, x, w):
             w.data.add_(1)
             x.data[0] = 0
+            torch.nn.init.zeros_(w.data)
+            y = x.data
+            y.mul_(2)
             return x * w
 
         @staticmethod
@@ -82,7 +85,7 @@ def test_unsafe_cases_get_no_fix():
             return g, g
     """), "    ") + "\n\ny = Fn(torch.ones(1), w=torch.ones(1))\n"
     findings = lint(source=src)
-    assert [f.code for f in findings if f.code == "GS201"] == ["GS201", "GS201"]
+    assert [f.code for f in findings if f.code == "GS201"] == ["GS201"] * 4
     assert not any(f.fixable for f in findings if f.code in ("GS201", "GS111"))
     assert "<string>" not in fix(source=src).texts
 

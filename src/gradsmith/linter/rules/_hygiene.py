@@ -120,7 +120,34 @@ def _parents(method) -> dict[int, ast.AST]:
     return parents
 
 
-def _data_fix(src, node: ast.Attribute, parents) -> tuple[Edit, ...]:
+def _mutated_names(method) -> set[str]:
+    """Names that are modified in place somewhere in ``method`` (syntactically)."""
+    out = set()
+    for n in nodes(method):
+        target = None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and T.is_inplace_name(
+            n.func.attr
+        ):
+            target = n.func.value
+        elif isinstance(n, ast.AugAssign):
+            target = n.target
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Subscript):
+                    target = t.value
+        while isinstance(target, (ast.Subscript, ast.Attribute)):
+            target = target.value
+        if isinstance(target, ast.Name):
+            out.add(target.id)
+    return out
+
+
+def _data_fix(src, node: ast.Attribute, parents, mutated: set[str]) -> tuple[Edit, ...]:
+    """``.data`` -> ``.detach()`` unless something writes through the result in place.
+
+    Writing through ``.data`` bypasses the version counter; through ``.detach()`` it does
+    not, so such code could start raising: those uses are left for a human.
+    """
     parent = parents.get(id(node))
     if not isinstance(node.ctx, ast.Load):
         return ()
@@ -128,8 +155,15 @@ def _data_fix(src, node: ast.Attribute, parents) -> tuple[Edit, ...]:
         return ()  # `p.data.add_()` through detach would bump p's version counter
     if isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
         return ()
-    if isinstance(parent, ast.Call) and any(k.arg == "out" and k.value is node for k in parent.keywords):
-        return ()
+    if isinstance(parent, ast.Call) and (
+        any(k.arg == "out" and k.value is node for k in parent.keywords)
+        or (node in parent.args and T.is_inplace_name(last_name(parent.func) or ""))
+    ):
+        return ()  # `torch.nn.init.normal_(p.data)`, `torch.add(a, b, out=p.data)`
+    if isinstance(parent, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id in mutated for t in parent.targets
+    ):
+        return ()  # `y = p.data; y.add_(1)`
     start = src.end(node.value)
     return (Edit(start, src.end(node), ".detach()"),)
 
@@ -187,6 +221,7 @@ def check_hygiene(facts: Facts, report) -> None:
         src = method.source
         ctx = facts.ctx_of(method)
         parents = _parents(method)
+        mutated = _mutated_names(method)
         resolve = facts.resolver(method)
         in_backward = method.name in ("backward", "vjp")
         lax = once_differentiable(method) or not in_backward
@@ -195,7 +230,7 @@ def check_hygiene(facts: Facts, report) -> None:
                 if node.attr == "data" and not (isinstance(node.value, ast.Name) and node.value.id == ctx):
                     if not isinstance(node.ctx, ast.Store):
                         report("GS201", src, node, f"`{src.segment(node)}`",
-                               _data_fix(src, node, parents))
+                               _data_fix(src, node, parents, mutated))
                 elif attr_of(node, ctx, "saved_variables"):
                     line, col = src.end(node)
                     fix = (Edit((line, col - len("saved_variables")), (line, col), "saved_tensors"),)
