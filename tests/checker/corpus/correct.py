@@ -265,6 +265,39 @@ class FDBackward(Function):
         return g * ((x + h).exp() - x.exp()) / h
 
 
+class CubeWithDerivativeOutput(Function):
+    """PyTorch docs pattern: returns dx as a second output so double backward works."""
+
+    @staticmethod
+    def forward(x):
+        return x**3, 3 * x**2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output[1])
+
+    @staticmethod
+    def backward(ctx, g, gdx):
+        x, dx = ctx.saved_tensors
+        return g * dx + gdx * 6 * x
+
+
+class Float32Kernel(Function):
+    """Computes and returns float32 whatever it is given (a float32-only library)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x32 = x.float()
+        ctx.save_for_backward(x32)
+        return torch.tanh(x32)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (x32,) = ctx.saved_tensors
+        return (1 - torch.tanh(x32) ** 2) * g.float()
+
+
 def _dirty_args():
     return (_r(4), _r(4, seed=1))
 
@@ -301,5 +334,8 @@ CASES = [
     Case("square-jvp-vmap", SquareWithJvp, lambda: (_r(4),), True),
     Case("fd-backward-approximate", FDBackward, lambda: (_r(5),), True, ("gradient-quality",),
          options={"approximate": True}),
+    Case("cube-derivative-output", CubeWithDerivativeOutput, lambda: (_r(5),), True),
+    Case("float32-kernel-float32-inputs", Float32Kernel, lambda: (_r(6, dtype=torch.float32),),
+         True, ("low-precision-numerics",)),
     Case("plain-callable", lambda a, b: (a * b).sin(), lambda: (_r(3), _r(3, seed=1)), True),
 ]
