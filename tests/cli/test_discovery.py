@@ -202,3 +202,18 @@ def test_synthesis_hands_out_fresh_inputs_after_a_mutating_probe():
     mutated = synthesize(mutates).args[0]
     pristine = synthesize(lambda x: x * 2).args[0]
     assert torch.equal(mutated, pristine)
+
+
+def test_walks_skip_files_that_act_when_imported(write, snippets, tmp_path, monkeypatch):
+    for name in ("setup.py", "conftest.py", "__main__.py"):
+        write(name, "raise SystemExit('must not be imported')\n", header=False)
+    write("ops.py", snippets.good)
+    assert [s.label for s in resolve_targets([str(tmp_path)], cwd=tmp_path)] == ["ops.py"]
+
+    write("walkpkg/__init__.py", "", header=False)
+    write("walkpkg/__main__.py", "raise SystemExit('must not be imported')\n", header=False)
+    write("walkpkg/ops.py", snippets.good)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listing = list_candidates(Source("module", "walkpkg", "walkpkg"))
+    assert listing.errors == []
+    assert [c.ref.label for c in listing.candidates] == ["walkpkg.ops::Cube"]

@@ -153,8 +153,10 @@ def _submodules(module: ModuleType) -> list[str]:
     path = getattr(module, "__path__", None)
     if path is None:
         return []
+    # A package's __main__ runs its command line when imported: never walk into it.
     return sorted(info.name for info in pkgutil.walk_packages(path, module.__name__ + ".",
-                                                              onerror=lambda _name: None))
+                                                              onerror=lambda _name: None)
+                  if not info.name.endswith(".__main__"))
 
 
 def _members(module: ModuleType, source: Source, label: str):

@@ -20,6 +20,8 @@ from gradsmith._errors import GradsmithUsageError
 
 # Directories that hold tooling or third-party code, never the user's Functions.
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", "env"}
+# Files that do something when imported (run a CLI, a build, pytest hooks): never walked into.
+_SKIP_FILES = {"setup.py", "__main__.py", "conftest.py"}
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ def _python_files(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
-        found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+        found.extend(Path(dirpath) / f for f in sorted(filenames)
+                     if f.endswith(".py") and f not in _SKIP_FILES)
     return found
 
 
