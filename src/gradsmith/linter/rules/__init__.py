@@ -8,4 +8,5 @@ from gradsmith.linter.rules import (  # noqa: F401
     _inplace,
     _meta,
     _perf,
+    _shape,
 )
