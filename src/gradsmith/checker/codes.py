@@ -7,6 +7,7 @@ CODES: dict[str, tuple[str, str]] = {
     # code: (severity, check)
     "forward-error": ("error", "setup"),
     "no-gradient-path": ("error", "setup"),
+    "nan-output": ("warning", "setup"),
     "float64-unsupported": ("info", "setup"),
     "low-precision-numerics": ("info", "setup"),
     "user-warning": ("info", "setup"),

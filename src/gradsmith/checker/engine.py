@@ -193,6 +193,14 @@ def _prepare(session: Session) -> bool:
             "every output non-differentiable", "setup"))
         return False
     outs = subject.select(out)
+    bad = [label for label, o in zip(subject.out_labels, outs) if not torch.isfinite(o).all()]
+    if bad:
+        report.findings.append(Finding(
+            "nan-output", "warning",
+            f"forward returns NaN/inf in {', '.join(bad)} at the example inputs; gradients "
+            "there cannot be compared",
+            "choose example inputs inside the function's domain, or guard the forward "
+            "(clamp, torch.where) if these values are not intended", "setup"))
     low = [o.dtype for o in outs if o.dtype != torch.float64]
     if subject.dtype is None or low:
         dtype = max((o.dtype for o in outs), key=lambda d: torch.finfo(d).eps)
