@@ -41,7 +41,7 @@ class _SignSTEFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         if ctx.clip is None:
-            return grad.clone(), None
+            return grad, None
         (inside,) = ctx.saved_tensors
         return grad * inside, None
 
@@ -95,7 +95,7 @@ class _RoundSTEFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.clone()
+        return grad
 
 
 @example(lambda: (_x64(4, 5, scale=3.0),), surrogate=lambda x: x, name="round_ste")
