@@ -5,7 +5,7 @@ import torch
 
 from gradsmith.checker.approximate import band
 from gradsmith.checker.inputs import is_once_differentiable, resolve_target
-from gradsmith.checker.numerics import _kink_suspects
+from gradsmith.checker.probe import _kink_suspects
 from gradsmith.checker.structure import _expandable
 from gradsmith.checker.subject import seeded
 from gradsmith.checker.tensors import close, noncontiguous

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from gradsmith.checker import gradients, numerics
+from gradsmith.checker import gradients, numerics, probe
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
@@ -71,7 +71,7 @@ def _probed(problem, t, gt, v, session, gen) -> tuple[float, float]:
     num, ana = [], []
     for _ in range(8):
         u = (torch.randint(0, 2, gt.shape, generator=gen, dtype=torch.int8) * 2 - 1).to(gt.dtype)
-        d = numerics.directional(problem, t, gt, v, u, f0, session.settings)
+        d = probe.directional(problem, t, gt, v, u, f0, session.settings)
         num.append(d.numerical)
         ana.append(d.analytic)
     n, a = torch.tensor(num), torch.tensor(ana)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from gradsmith.checker import numerics
+from gradsmith.checker import numerics, probe
 from gradsmith.checker.problem import Problem, index_str
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, backward_error
@@ -35,7 +35,7 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
         if total <= session.options.exact_max or x.numel() <= 64:
             results.append(numerics.exact(problem, t, vs, grads, s))
         else:
-            results.append(numerics.probe(problem, t, vs, grads, s, gen))
+            results.append(probe.probe(problem, t, vs, grads, s, gen))
     return results
 
 
