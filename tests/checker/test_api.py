@@ -157,3 +157,16 @@ def test_crashing_user_code_is_a_finding_not_a_traceback():
     report = gradsmith.check(boom, _x(3))
     assert not report.passed and report.codes("error") == {"forward-error"}
     assert "kaboom" in report.errors[0].message
+
+
+def test_registered_examples_are_used_without_arguments():
+    @gradsmith.example(lambda: (_x(3),), name="small")
+    @gradsmith.example(lambda: (_x(2, 2, seed=1),), name="square")
+    class Registered(TanhWrong):
+        pass
+
+    report = gradsmith.check(Registered)
+    assert not report.passed
+    assert {f.details["example"] for f in report.errors} == {"small", "square"}
+    with pytest.raises(GradsmithError, match="no example inputs for Tanh"):
+        gradsmith.check(Tanh)

@@ -54,6 +54,8 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
         surrogate: for intentional custom gradients (straight-through estimators): a
             differentiable function with the same signature whose autograd gradient the
             backward must reproduce.
+            With no ``args``, the examples registered with :func:`gradsmith.example` are
+            used (all of them, findings merged into one report).
         **options: ``atol``/``rtol`` (first-order tolerances, default 1e-5/1e-3),
             ``approximate`` (measure gradient quality instead of judging), ``seed``,
             ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
@@ -80,6 +82,8 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
         >>> gradsmith.check(Square, torch.randn(3, requires_grad=True)).passed
         True
     """
+    if not args:
+        return _check_registered(fn, surrogate, options)
     start = time.perf_counter()
     opts, selected, name = _parse_options(options)
     target = resolve_target(fn, name)
@@ -104,6 +108,37 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
     report.sort()
     report.elapsed = time.perf_counter() - start
     return report
+
+
+def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Report:
+    """``check(fn)`` without arguments: every registered example, merged into one report."""
+    from gradsmith._example import examples_of
+
+    examples = examples_of(fn)
+    target = resolve_target(fn, options.get("name"))
+    if not examples:
+        raise GradsmithError(
+            f"check: no example inputs for {target.name}: got no arguments and no registered "
+            f"example; pass them (`gradsmith.check({target.name}, torch.randn(4, 3))`) or "
+            f"register one with `@gradsmith.example(lambda: (torch.randn(4, 3),))`")
+    merged = Report(name=target.name)
+    for i, ex in enumerate(examples):
+        label = ex.name or str(i)
+        opts = {**ex.options, **options}
+        report = check(fn, *ex.make_args(), surrogate=surrogate or ex.surrogate, **opts)
+        for f in report.findings:
+            f.details["example"] = label
+            f.message = f"[example {label}] {f.message}"
+        merged.findings += report.findings
+        merged.checks += [c for c in report.checks if c not in merged.checks]
+        merged.skipped.update({k: v for k, v in report.skipped.items() if k not in merged.checks})
+        merged.elapsed += report.elapsed
+        merged.jacobians.update({f"{label}:{k}": v for k, v in report.jacobians.items()})
+        if report.saved_bytes is not None:
+            merged.saved_bytes = max(merged.saved_bytes or 0, report.saved_bytes)
+    merged.skipped = {k: v for k, v in merged.skipped.items() if k not in merged.checks}
+    merged.sort()
+    return merged
 
 
 @contextmanager
