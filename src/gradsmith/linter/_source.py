@@ -7,6 +7,7 @@ import io
 import tokenize
 import warnings
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -107,9 +108,16 @@ def module_name(path: Path) -> tuple[str, bool]:
     """
     path = path.resolve()
     is_package = path.name == "__init__.py"
-    parts = [] if is_package else [path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file():
-        parts.append(folder.name)
-        folder = folder.parent
-    return ".".join(reversed(parts)), is_package
+    prefix = _package_of(str(path.parent))
+    name = prefix if is_package else ".".join(p for p in (prefix, path.stem) if p)
+    return name, is_package
+
+
+@lru_cache(maxsize=4096)
+def _package_of(folder: str) -> str:
+    """Dotted package name of ``folder`` ("" when it is not a package)."""
+    here = Path(folder)
+    if not (here / "__init__.py").is_file():
+        return ""
+    parent = _package_of(str(here.parent)) if here.parent != here else ""
+    return f"{parent}.{here.name}" if parent else here.name

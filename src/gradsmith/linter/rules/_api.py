@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
 
 from gradsmith.linter._discovery import METHODS
 from gradsmith.linter._facts import Facts, is_ctx_call
@@ -125,7 +126,7 @@ def check_calls(target, report) -> None:
         for fc in target.index.functions.values() if fc.source is src
         for stmt in fc.node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
-    hits = {i for i, line in enumerate(src.lines, 1) if any(n in line for n in names)}
+    hits = _lines_mentioning(src.text, names)
     for node in _calls_on(src.tree, hits):
         if isinstance(node, ast.Call):
             head = node.func.value if isinstance(node.func, ast.Attribute) else node.func
@@ -133,6 +134,22 @@ def check_calls(target, report) -> None:
             if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
                 inside = any(a <= node.lineno <= b for a, b in methods)
                 _check_call(target, report, src, node, inside)
+
+
+def _lines_mentioning(text: str, names: set[str]) -> set[int]:
+    """Line numbers (1-based) where any of ``names`` occurs (substring search in C)."""
+    starts = [0]
+    pos = text.find("\n")
+    while pos != -1:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    hits = set()
+    for name in names:
+        at = text.find(name)
+        while at != -1:
+            hits.add(bisect_right(starts, at))
+            at = text.find(name, at + len(name))
+    return hits
 
 
 def _calls_on(tree: ast.Module, hits: set[int]):
