@@ -25,7 +25,8 @@ GS108 = Rule(
 )
 GS209 = Rule(
     "GS209", "backward-return-optional", "warning",
-    "backward returns fewer values than forward's inputs including those with defaults",
+    "backward returns fewer values than forward's inputs including those with defaults "
+    "(or *args)",
     "Calls that pass the optional arguments make backward fail with "
     "'returned an incorrect number of gradients'.",
     "return a value (None) for every forward parameter, optional ones included.",
@@ -126,6 +127,9 @@ def check_returns(facts: Facts, report) -> None:
             report("GS108", src, ret, f"returns {count}, forward takes {required}"
                    + (" or more" if vararg or ndefault else ""))
         elif vararg:
+            if count == len(params):
+                report("GS209", src, ret, f"returns {count}, forward also takes `*"
+                       f"{forward.node.args.vararg.arg}`: calls passing extra arguments fail")
             continue
         elif count < total:
             report("GS209", src, ret, f"returns {count}, forward takes up to {total}")
