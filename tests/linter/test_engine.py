@@ -163,3 +163,11 @@ def test_same_module_name_in_two_folders_is_not_guessed(tmp_path):
     (tmp_path / "b" / "main.py").write_text(
         (tmp_path / "b" / "main.py").read_text().replace("from utils", "from fn_base"))
     assert {f.code for f in lint(tmp_path, config=False)} == {"GS101", "GS111", "GS113", "GS206", "GS212"}
+
+
+def test_deeply_nested_expressions_do_not_crash_rules():
+    expr = " + ".join(["x"] * 900)
+    src = ("import torch\n\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+           f"    def forward(ctx, x):\n        return {expr}\n\n    @staticmethod\n"
+           "    def backward(ctx, g):\n        return g * 900\n")
+    assert [f.code for f in lint(source=src) if f.code.startswith("GS0")] == []

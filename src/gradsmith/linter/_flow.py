@@ -34,6 +34,7 @@ class Val:
         return 1 if (self.single or self.tensor) else None
 
 
+_MAX_DEPTH = 150
 UNKNOWN = Val()
 TENSOR = Val(tensor=True, single=True)
 NOT_TENSOR = Val(tensor=False)
@@ -77,12 +78,20 @@ class Flow:
     torchish: Callable[[list[str]], str | None]
     env: dict[str, Val] = field(default_factory=dict)
 
+    depth: int = 0
+
     # -- expressions -----------------------------------------------------------------------
     def eval(self, node: ast.expr | None) -> Val:
-        if node is None:
+        if node is None or self.depth > _MAX_DEPTH:  # absurdly deep expressions: give up
             return UNKNOWN
         method = getattr(self, "_eval_" + type(node).__name__, None)
-        return method(node) if method else UNKNOWN
+        if method is None:
+            return UNKNOWN
+        self.depth += 1
+        try:
+            return method(node)
+        finally:
+            self.depth -= 1
 
     def _eval_Name(self, node: ast.Name) -> Val:
         return self.env.get(node.id, UNKNOWN)
