@@ -90,21 +90,26 @@ def test_gumbel_softmax_hard_samples_follow_the_categorical_distribution():
 
 # --- what each op saves for backward ---
 
-@pytest.mark.parametrize(("name", "call"), [
-    ("clipped_relu", lambda x, w: G.clipped_relu(x, 1.0)),
-    ("soft_threshold", lambda x, w: G.soft_threshold(x, 0.5)),
-    ("sign_ste-clip", lambda x, w: G.sign_ste(x, 1.0)),
-    ("fused_add_relu", lambda x, w: G.fused_add_relu(x, x.flip(0))),
-    ("fused_linear_relu", lambda x, w: G.fused_linear_relu(x, w)),
+@pytest.mark.parametrize(("call", "packed"), [
+    pytest.param(lambda x, w: G.clipped_relu(x, 1.0), False, id="clipped_relu"),
+    pytest.param(lambda x, w: G.soft_threshold(x, 0.5), False, id="soft_threshold"),
+    pytest.param(lambda x, w: G.sign_ste(x, 1.0), False, id="sign_ste-clip"),
+    pytest.param(lambda x, w: G.fused_add_relu(x, x.flip(0)), True, id="fused_add_relu"),
+    pytest.param(lambda x, w: G.fused_linear_relu(x, w), True, id="fused_linear_relu"),
 ])
-def test_mask_ops_save_a_boolean_mask_not_an_activation(name, call):
-    x = _x(16, 8, dtype=torch.float32).requires_grad_()
-    w = _x(8, 8, seed=1, dtype=torch.float32).requires_grad_()
+def test_mask_ops_save_a_mask_not_an_activation(call, packed):
+    x = _x(15, 7, dtype=torch.float32).requires_grad_()
+    w = _x(7, 7, seed=1, dtype=torch.float32).requires_grad_()
     out, saved = _saved(call, x, w)
     activations = [t for t in saved if t.is_floating_point()
                    and t.data_ptr() not in (x.data_ptr(), w.data_ptr())]
     assert activations == []
-    assert any(t.dtype == torch.bool and t.shape == out.shape for t in saved)
+    masks = [t for t in saved if not t.is_floating_point()]
+    assert len(masks) == 1
+    if packed:  # one bit per element: ceil(105 / 8) bytes
+        assert masks[0].dtype == torch.uint8 and masks[0].numel() == -(-out.numel() // 8)
+    else:
+        assert masks[0].dtype == torch.bool and masks[0].shape == out.shape
 
 
 def test_scaled_sigmoid_saves_its_output():
@@ -174,3 +179,16 @@ def test_batch_norm_rejects_eps_zero_like_torch():
         F.batch_norm(x, None, None, training=True, eps=0.0)
     with pytest.raises(ValueError, match="eps must be > 0"):
         G.batch_norm(x, eps=0.0)
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (8,), (9,), (3, 5, 7), ()])
+def test_bit_packed_mask_round_trips(shape):
+    from gradsmith.ops._bitmask import pack_mask, unpack_mask
+
+    mask = torch.rand(shape, generator=torch.Generator().manual_seed(0)) > 0.5
+    packed = pack_mask(mask)
+    assert packed.dtype == torch.uint8 and packed.numel() == -(-mask.numel() // 8)
+    assert torch.equal(unpack_mask(packed, mask.shape), mask)
+    batched = torch.rand(4, *shape, generator=torch.Generator().manual_seed(1)) > 0.5
+    unpacked = torch.func.vmap(lambda m: unpack_mask(pack_mask(m), m.shape))(batched)
+    assert torch.equal(unpacked, batched)

@@ -1,6 +1,6 @@
 """Fused, memory-saving ops: Linear + ReLU and add + ReLU.
 
-Both save a boolean mask (1 byte per output element) instead of the activation (4 bytes in
+Both save a bit-packed mask (1 bit per output element) instead of the activation (32 bits in
 float32). Whether that saves memory in a real network depends on the next layer: a following
 Linear saves its input, which is this op's output, so the activation is kept anyway and the mask
 is extra. ``docs/ops.md`` has the measured numbers.
@@ -14,6 +14,7 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._bitmask import pack_mask, unpack_mask
 from gradsmith.ops._validate import check_broadcastable, check_floating
 
 
@@ -33,14 +34,15 @@ class _FusedLinearReLUFn(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         x, weight, bias = inputs
         ctx.bias_dtype = None if bias is None else bias.dtype
-        # x and weight are inputs (usually kept alive by the caller anyway); the mask replaces
-        # the activation that a separate ReLU would save.
-        ctx.save_for_backward(x, weight, output > 0)
+        ctx.out_shape = output.shape
+        # x and weight are inputs (kept for the matmul gradients, as Linear keeps them); the
+        # packed mask replaces the activation that a separate ReLU would save.
+        ctx.save_for_backward(x, weight, pack_mask(output > 0))
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight, mask = ctx.saved_tensors
-        g = grad * mask
+        x, weight, packed = ctx.saved_tensors
+        g = grad * unpack_mask(packed, ctx.out_shape)
         # Under autocast the forward ran in lower precision: do the matmuls in the gradient's
         # dtype, as autocast's own backward does, then return each gradient in its input's dtype.
         g2 = g.reshape(-1, g.shape[-1])
@@ -87,12 +89,13 @@ def _check_linear_args(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 @example(lambda: (_x64(2, 4, 3), _x64(5, 3, seed=1), None), name="fused_linear_relu-nobias")
 def fused_linear_relu(x: torch.Tensor, weight: torch.Tensor,
                       bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``relu(x @ weight.T + bias)``, saving a boolean mask instead of the activation.
+    """``relu(x @ weight.T + bias)``, saving a bit-packed mask instead of the activation.
 
     Gradients, with ``g = grad * (y > 0)``: ``dx = g @ weight``, ``dweight = g^T x`` (summed
     over leading dims), ``dbias = sum(g)``. The backward is differentiable (the mask is a
     constant, exactly as ReLU's second derivative is zero almost everywhere). Saves ``x``,
-    ``weight`` and a boolean mask; see ``docs/ops.md`` for when this beats Linear + ReLU.
+    ``weight`` and a bit-packed mask (1 bit per output element); see ``docs/ops.md`` for when
+    this beats Linear + ReLU.
 
     Args:
         x: floating tensor ``(..., in_features)``.
@@ -142,12 +145,13 @@ class _FusedAddReLUFn(torch.autograd.Function):
         x, y = inputs
         ctx.shapes = (x.shape, y.shape)
         ctx.dtypes = (x.dtype, y.dtype)
-        ctx.save_for_backward(output > 0)
+        ctx.out_shape = output.shape
+        ctx.save_for_backward(pack_mask(output > 0))
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        g = grad * mask
+        (packed,) = ctx.saved_tensors
+        g = grad * unpack_mask(packed, ctx.out_shape)
         out = []
         for i, (shape, dtype) in enumerate(zip(ctx.shapes, ctx.dtypes)):
             gi = None
@@ -160,11 +164,11 @@ class _FusedAddReLUFn(torch.autograd.Function):
 @example(lambda: (_x64(4, 5), _x64(4, 5, seed=1)), name="fused_add_relu")
 @example(lambda: (_x64(4, 5), _x64(5, seed=1)), name="fused_add_relu-broadcast")
 def fused_add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``relu(x + y)`` (e.g. a residual connection), saving a boolean mask only.
+    """``relu(x + y)`` (e.g. a residual connection), saving a bit-packed mask only.
 
     Gradient: ``grad * (x + y > 0)`` for both inputs, summed to each input's shape when it was
-    broadcast. Differentiable backward (constant mask). Saves a boolean mask, where the plain
-    composition saves the (4-byte float32) output of ``relu``.
+    broadcast. Differentiable backward (constant mask). Saves a bit-packed mask (1 bit per
+    element), where the plain composition saves the (32-bit float32) output of ``relu``.
 
     Args:
         x: floating tensor.
