@@ -40,11 +40,12 @@ class Case:
 def all_cases() -> list[Case]:
     from corpus import (
         bugs_gradients,
+        bugs_more,
         bugs_structure,
         bugs_state,
         correct,
         seeds,
     )
 
-    return [*bugs_gradients.CASES, *bugs_structure.CASES, *bugs_state.CASES, *correct.CASES,
-            *seeds.CASES]
+    return [*bugs_gradients.CASES, *bugs_structure.CASES, *bugs_state.CASES, *bugs_more.CASES,
+            *correct.CASES, *seeds.CASES]
