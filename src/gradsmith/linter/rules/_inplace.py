@@ -172,9 +172,9 @@ def check_inplace(facts: Facts, report) -> None:
                             and node is stmt and val.tensor:
                         fix = _augassign_fix(facts, method, stmt)
                     report("GS102", method.source, node,
-                           f"{what} modifies `{label}`, which is (a view of) grad_output", fix)
+                           f"{what} on `{label}`", fix)
                 elif "saved" in val.origins:
                     report("GS103", method.source, node,
-                           f"{what} modifies `{label}`, which is (a view of) a saved tensor")
+                           f"{what} on `{label}`")
 
         facts.walk(method, visit_b)
