@@ -1,0 +1,88 @@
+"""Cost of isolation in ``gradsmith check``: in-process vs persistent worker pool (1 and 2 jobs).
+
+Each configuration runs ``python -m gradsmith check TARGET --format json`` in a fresh process
+(so every run pays its own imports, as a user does), interleaved round-robin so that load
+changes on the machine hit all configurations alike, with one warm-up round discarded.
+Reports median, min and max wall time per configuration, and the per-row check time summed
+from the JSON (the verifier's own work), so the overhead is the difference.
+
+Usage:
+    python benchmarks/cli_isolation.py [--target gradsmith.examples] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CONFIGS = {
+    "in-process (--no-isolate)": ["--no-isolate"],
+    "isolated, 1 worker": ["--jobs", "1"],
+    "isolated, 2 workers": ["--jobs", "2"],
+}
+
+
+def _run(target: str, extra: list[str]) -> tuple[float, float, int]:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "gradsmith", "check", target, "--format",
+                           "json", *extra], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    doc = json.loads(proc.stdout)
+    return wall, sum(r["elapsed"] for r in doc["results"]), len(doc["results"])
+
+
+def _environment() -> dict:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform(), "cpus": os.cpu_count(),
+            "load_average_at_start": os.getloadavg()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="gradsmith.examples")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args()
+    env = _environment()
+    walls: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    work: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    rows = 0
+    for round_index in range(args.repeats + 1):
+        for name, extra in CONFIGS.items():
+            wall, checked, rows = _run(args.target, extra)
+            if round_index:  # round 0 warms the OS file cache
+                walls[name].append(wall)
+                work[name].append(checked)
+    env["load_average_at_end"] = os.getloadavg()
+    results = {name: {"median_s": statistics.median(w), "min_s": min(w), "max_s": max(w),
+                      "median_sum_of_check_times_s": statistics.median(work[name]),
+                      "runs": w} for name, w in walls.items()}
+    doc = {"target": args.target, "rows": rows, "repeats": args.repeats,
+           "environment": env, "results": results}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cli_isolation.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [f"# gradsmith check: isolation overhead ({args.target}, {rows} rows)", "",
+             f"Environment: Python {env['python']}, torch {env['torch']}, {env['cpus']} CPUs, "
+             f"{env['platform']}; load average at start {env['load_average_at_start']}, "
+             f"at end {env['load_average_at_end']} (a shared machine).", "",
+             "| configuration | median wall (s) | min | max | sum of check times (s) |",
+             "|---|---|---|---|---|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['median_s']:.1f} | {r['min_s']:.1f} | {r['max_s']:.1f} | "
+                     f"{r['median_sum_of_check_times_s']:.1f} |")
+    (out / "cli_isolation.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
