@@ -72,9 +72,13 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
         worst = max(res.mismatches, key=lambda e: abs(e.analytic - e.numerical))
         where = ", ".join(label + index_str(e.index, x.shape) for e in res.mismatches[:5])
         more = "" if len(res.mismatches) <= 5 else f" and {len(res.mismatches) - 5} more"
+        if res.mode == "probe":
+            scope = (f"{'widespread; ' if res.probe.get('widespread') else ''}elements "
+                     f"located by bisection among {x.numel()}")
+        else:
+            scope = f"{len(res.mismatches)} of {x.numel()} elements"
         msg = (f"{kind} of {label} disagrees with finite differences at {where}{more} "
-               f"({len(res.mismatches)} of {x.numel()} elements checked"
-               f"{' in the flagged probe' if res.mode == 'probe' else ''}); worst "
+               f"({scope}); worst "
                f"{label}{index_str(worst.index, x.shape)}: analytic {worst.analytic:.6g}, "
                f"numerical {worst.numerical:.6g} (projected on a random grad_output)")
         if res.probe.get("failed"):
