@@ -44,7 +44,18 @@ def is_ctx_call(node: ast.AST, ctx: str | None, name: str) -> bool:
     )
 
 
-def evidence(method: Method, names: list[str], ctx: str | None) -> dict[str, bool | None]:
+#: torch callables whose first argument is not (necessarily) a tensor.
+_NOT_TENSOR_FIRST = frozenset(
+    """tensor as_tensor asarray from_numpy full zeros ones empty rand randn randint randperm
+    arange linspace logspace eye manual_seed is_tensor numel device dtype Size
+    broadcast_shapes finfo iinfo set_grad_enabled no_grad enable_grad inference_mode
+    get_default_dtype set_default_dtype promote_types result_type can_cast empty_strided
+    scalar_tensor tril_indices triu_indices""".split()
+)
+
+
+def evidence(method: Method, names: list[str], ctx: str | None,
+             resolve=None) -> dict[str, bool | None]:
     """Is each parameter a tensor? True/False with evidence from the body, None if unknown."""
     found: dict[str, bool | None] = dict.fromkeys(names)
     args = method.node.args
@@ -83,6 +94,10 @@ def evidence(method: Method, names: list[str], ctx: str | None) -> dict[str, boo
             for value in values:
                 if isinstance(value, ast.Name) and value.id in found:
                     found[value.id] = True  # forward outputs are tensors
+        elif resolve is not None and isinstance(node, ast.Call) and node.args and isinstance(
+            node.args[0], ast.Name
+        ) and node.args[0].id in found and _torch_tensor_call(node, resolve):
+            found[node.args[0].id] = True  # torch.sigmoid(x), F.relu(x): x is a tensor
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -95,6 +110,17 @@ def evidence(method: Method, names: list[str], ctx: str | None) -> dict[str, boo
         if found[name] is None and (name in weak_false or name in HYPERPARAMS):
             found[name] = False
     return found
+
+
+def _torch_tensor_call(node: ast.Call, resolve) -> bool:
+    from gradsmith.linter._symbols import dotted
+
+    parts = dotted(node.func)
+    qual = resolve(parts) if parts else None
+    if not qual:
+        return False
+    module, _, name = qual.rpartition(".")
+    return module in T.TENSOR_MODULES | {"torch.linalg"} and name not in _NOT_TENSOR_FIRST
 
 
 @dataclass
@@ -133,7 +159,7 @@ class Facts:
         vararg = method.node.args.vararg
         if method.name == "forward":
             names = params if self.fc.setup_style else params[1:]
-            ev = evidence(method, names, self.ctx_of(method))
+            ev = evidence(method, names, self.ctx_of(method), self.resolver(method))
             for name in names:
                 env[name] = Val(frozenset({f"input:{name}"}), ev[name], single=ev[name] is True)
             if vararg:
@@ -148,7 +174,7 @@ class Facts:
             elements = None
             if inputs and not inputs[2] and inputs[1] == 0:
                 fwd = self.method("forward")
-                ev = evidence(fwd, inputs[0], None) if fwd else {}
+                ev = evidence(fwd, inputs[0], None, self.resolver(fwd)) if fwd else {}
                 elements = tuple(
                     Val(frozenset({f"input:{n}"}), ev.get(n), single=ev.get(n) is True)
                     for n in inputs[0]
