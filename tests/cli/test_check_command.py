@@ -146,3 +146,40 @@ def test_html_without_matplotlib_says_how_to_install(write, snippets, gradsmith_
     assert code == 2
     assert "pip install 'gradsmith[html]'" in err
     assert not (tmp_path / "r.html").exists()
+
+
+TENSOR_ON_CTX = """
+class StoresOnCtx(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x  # should be ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * ctx.x * grad
+"""
+
+
+def test_warnings_of_passing_functions_are_shown_and_verbose_prints_reports(write, snippets,
+                                                                            gradsmith_cli):
+    path = write("ops.py", TENSOR_ON_CTX, snippets.good)
+    code, out, _ = gradsmith_cli(path, "--no-isolate")
+    assert code == 0
+    assert "warnings ops.py::StoresOnCtx" in out and "tensor-on-ctx" in out
+    assert "fix:" in out.split("tensor-on-ctx", 1)[1]
+    code, out, _ = gradsmith_cli(path, "--no-isolate", "-v")
+    assert "PASS ops.py::Cube" in out and "gradsmith check ops.py::Cube: PASSED" in out
+
+
+def test_progress_is_reported_for_every_check(write, snippets, tmp_path):
+    from gradsmith._checkrun import run_check
+    from gradsmith.discovery import resolve_targets
+
+    write("ops.py", snippets.good, snippets.bad, snippets.no_inputs)
+    calls = []
+    result = run_check(resolve_targets(["ops.py"], cwd=tmp_path), isolate=False,
+                       progress=lambda done, total, row: calls.append((done, total, row["name"])))
+    assert [(d, t) for d, t, _ in calls] == [(1, 3), (2, 3), (3, 3)]
+    assert {name for _, _, name in calls} == {r["name"] for r in result.rows}
+    assert result.exit_code() == 1
