@@ -82,7 +82,6 @@ def sarif(findings: list[LintFinding], version: str = "0") -> str:
             "tool": {"driver": {
                 "name": "gradsmith-lint",
                 "version": version,
-                "informationUri": "https://github.com/gradsmith/gradsmith",
                 "rules": rules,
             }},
             "results": results,
