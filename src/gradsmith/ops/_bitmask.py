@@ -34,8 +34,11 @@ def pack_mask(mask: torch.Tensor) -> torch.Tensor:
     return (flat.reshape(-1, _BITS).to(torch.uint8) * weights).sum(-1, dtype=torch.uint8)
 
 
+# Row b holds the 8 bits of byte b: unpacking is one gather instead of shift, and, convert.
+_TABLE = ((torch.arange(256).unsqueeze(-1) >> torch.arange(_BITS)) & 1).bool()
+
+
 def unpack_mask(packed: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
     """Inverse of :func:`pack_mask`: the boolean tensor of ``shape``."""
-    shifts = torch.arange(_BITS, dtype=torch.uint8, device=packed.device)
-    bits = torch.bitwise_and(torch.bitwise_right_shift(packed.unsqueeze(-1), shifts), 1)
-    return bits.reshape(-1)[: math.prod(shape)].reshape(shape).bool()
+    bits = _TABLE.to(packed.device).index_select(0, packed.long())
+    return bits.reshape(-1)[: math.prod(shape)].reshape(shape)
