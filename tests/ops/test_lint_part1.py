@@ -8,7 +8,7 @@ import gradsmith
 
 OPS = Path(gradsmith.__file__).resolve().parent / "ops"
 PART1 = ["_activations.py", "_piecewise.py", "_estimators.py", "_reversal.py", "_gumbel.py",
-         "_fused.py", "_reductions.py", "_common.py", "_validate.py"]
+         "_fused.py", "_bitmask.py", "_reductions.py", "_common.py", "_validate.py"]
 
 
 def test_part1_op_modules_have_no_lint_findings():
