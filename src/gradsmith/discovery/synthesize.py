@@ -17,14 +17,17 @@ from typing import Any
 # Hyperparameters whose natural value is not a tensor, by conventional name.
 _INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
                "kernel_size": 3, "num_bits": 8, "bits": 8, "k": 1, "n": 2, "chunks": 2,
-               "repeats": 2}
+               "repeats": 2, "num_groups": 1, "num_heads": 1, "heads": 1,
+               "ignore_index": -100, "zero_point": 0, "quant_min": -128, "quant_max": 127}
+_STR_VALUES = {"reduction": "mean"}
 _BOOL_VALUES = {"training": False, "inplace": False, "keepdim": False, "causal": False,
                 "transpose": False, "hard": False, "largest": True, "descending": False}
 _FLOAT_VALUES = {"alpha": 0.5, "eps": 1e-6, "clip_val": 2.0, "threshold": 0.5, "lambd": 0.5,
                  "scale": 2.0, "temperature": 0.5, "tau": 0.5, "p": 0.5, "min": -1.0,
                  "max": 1.0, "min_val": -1.0, "max_val": 1.0, "lower": -1.0, "upper": 1.0,
                  "negative_slope": 0.1, "momentum": 0.1, "factor": 2.0, "margin": 1.0,
-                 "lr": 0.1, "weight_decay": 0.01}
+                 "lr": 0.1, "weight_decay": 0.01, "dropout": 0.0, "dropout_p": 0.0,
+                 "step": 0.1, "delta": 0.1, "sigma": 1.0, "smoothing": 0.1}
 
 # Shape layouts for the tensor parameters, in the order tried; shorter lists repeat their last.
 _LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
@@ -33,6 +36,7 @@ _LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     ((4, 3), (5, 3), (5,)),                  # linear: input, weight (out, in), bias
     ((2, 3, 4, 5), (3,)),                    # per-channel bias
     ((2, 3, 8), (4, 3, 3), (4,)),            # conv1d: input, weight, bias
+    ((2, 3, 6, 6), (4, 3, 3, 3), (4,)),      # conv2d: input, weight, bias
     ((2, 4, 3), (2, 3, 5)),                  # batched matmul
     ((2, 3, 4),),
     ((5,),),
@@ -170,7 +174,7 @@ def _build(params: list[inspect.Parameter], layout, generator,
 
 
 def _hyperparameter(name: str) -> Any:
-    for table in (_INT_VALUES, _BOOL_VALUES, _FLOAT_VALUES):
+    for table in (_INT_VALUES, _BOOL_VALUES, _FLOAT_VALUES, _STR_VALUES):
         if name in table:
             return table[name]
     return None
