@@ -217,3 +217,14 @@ def test_walks_skip_files_that_act_when_imported(write, snippets, tmp_path, monk
     listing = list_candidates(Source("module", "walkpkg", "walkpkg"))
     assert listing.errors == []
     assert [c.ref.label for c in listing.candidates] == ["walkpkg.ops::Cube"]
+
+
+def test_synthesis_covers_conv2d_and_string_hyperparameters():
+    import torch.nn.functional as F
+
+    conv = synthesize(lambda input, weight, bias, stride, padding:
+                      F.conv2d(input, weight, bias, stride, padding))
+    assert [tuple(a.shape) for a in conv.args[:3]] == [(2, 3, 6, 6), (4, 3, 3, 3), (4,)]
+    loss = synthesize(lambda input, target, reduction: F.mse_loss(input, target,
+                                                                 reduction=reduction))
+    assert loss.args[2] == "mean"
