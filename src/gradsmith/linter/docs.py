@@ -40,6 +40,10 @@ Exit status: 0 when there is no error-level finding, 1 otherwise, 2 on usage err
   parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
   on the command line are always parsed.
 
+Exemption: in-place updates of forward inputs named `running_*`, `moving_*` or
+`num_batches_tracked` (BatchNorm-style statistics buffers that never require grad) are not
+reported by GS101.
+
 Severities: **error** = wrong gradients, crashes or silent corruption (no false errors is the
 design goal: where the analysis is unsure the rule stays silent or reports a warning);
 **warning** = fragile or wrong in some uses (double backward, other dtypes, deprecated);

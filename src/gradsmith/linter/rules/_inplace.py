@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from gradsmith.linter import _tensors as T
@@ -77,6 +78,8 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
         ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
         ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
 _ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
+#: Running-statistics buffers: updating them in place in forward is the BatchNorm idiom.
+_STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
 
 
 def _root(expr: ast.expr) -> ast.expr:
@@ -140,7 +143,8 @@ def check_inplace(facts: Facts, report) -> None:
         def visit(stmt, flow: Flow, method=method):
             for node, target, what, proven in mutations(stmt, flow):
                 val: Val = flow.eval(target)
-                names = sorted(o[6:] for o in val.origins if o.startswith("input:"))
+                names = sorted(o[6:] for o in val.origins if o.startswith("input:")
+                               and not _STATS.match(o[6:]))
                 if not names or dirty_unknown:
                     continue
                 if not (proven or val.tensor):
