@@ -187,6 +187,9 @@ class Flow:
                 return UNKNOWN
             if name in T.NON_TENSOR_METHODS:
                 return SCALAR if name != "tolist" else UNKNOWN
+            if any(k.arg == "copy" and isinstance(k.value, ast.Constant) and k.value.value
+                   for k in node.keywords):
+                return TENSOR  # x.to(dtype, copy=True) always copies
             if name in T.VIEW_METHODS or T.is_inplace_name(name):
                 return Val(recv.origins, True if recv.tensor is not False else None, single=True)
             if recv.tensor or name in T.TENSOR_EVIDENCE:
