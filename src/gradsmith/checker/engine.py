@@ -125,7 +125,12 @@ def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Repor
     for i, ex in enumerate(examples):
         label = ex.name or str(i)
         opts = {**ex.options, **options}
-        report = check(fn, *ex.make_args(), surrogate=surrogate or ex.surrogate, **opts)
+        args = ex.make_args()
+        if not args:
+            raise GradsmithError(
+                f"check: example {label!r} of {target.name} returned no arguments; make its "
+                "factory return the input tuple, e.g. `lambda: (torch.randn(4, 3),)`")
+        report = check(fn, *args, surrogate=surrogate or ex.surrogate, **opts)
         for f in report.findings:
             f.details["example"] = label
             f.message = f"[example {label}] {f.message}"
