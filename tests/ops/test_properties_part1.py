@@ -192,3 +192,11 @@ def test_bit_packed_mask_round_trips(shape):
     batched = torch.rand(4, *shape, generator=torch.Generator().manual_seed(1)) > 0.5
     unpacked = torch.func.vmap(lambda m: unpack_mask(pack_mask(m), m.shape))(batched)
     assert torch.equal(unpacked, batched)
+
+
+def test_gumbel_noise_does_not_depend_on_the_input_layout():
+    logits = _x(5, 4, seed=6)
+    transposed = logits.t().contiguous().t()  # same values, column-major strides
+    a = G.gumbel_softmax(logits, generator=torch.Generator().manual_seed(2))
+    b = G.gumbel_softmax(transposed, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(a, b)

@@ -23,7 +23,10 @@ def gumbel_noise(like: torch.Tensor, generator: torch.Generator | None = None) -
     ``generator=None`` both consume the global RNG identically). ``E`` is floored at the
     smallest normal number so a rare exact zero cannot produce an infinite sample.
     """
-    e = torch.empty_like(like).exponential_(generator=generator)
+    # Contiguous layout whatever ``like``'s strides: the RNG fills memory in order, so a
+    # transposed input must not get a differently assigned sample (F.gumbel_softmax does the same).
+    e = torch.empty_like(like, memory_format=torch.legacy_contiguous_format)
+    e = e.exponential_(generator=generator)
     return -e.clamp_min(torch.finfo(e.dtype).tiny).log()
 
 
