@@ -56,7 +56,7 @@ class Linear(Function):
 
 
 @example(lambda: (randn(2, 4, 3), randn(2, 3, 5, seed=1)))
-class BatchedMatmul(Function):
+class BatchedMatmul(Function):  # noqa: GS302
     """``C = A @ B`` for batches ``A`` ``(b, n, k)`` and ``B`` ``(b, k, m)``.
 
     Gradients: ``dA = G B^T`` and ``dB = A^T G``, transposing the last two dims only.
@@ -69,7 +69,7 @@ class BatchedMatmul(Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(a, b):  # noqa: GS302 (a template: the builtin is the reference)
+    def forward(a, b):
         return a @ b
 
     @staticmethod
