@@ -53,6 +53,7 @@ def main() -> int:
     parser.add_argument("--out", default="benchmarks/results/lint_torch.md")
     args = parser.parse_args()
     root = os.path.dirname(torch.__file__)
+    load = os.getloadavg()[0]
     lint(root, config=False)  # warm-up: imports, page cache
     times, findings = [], []
     for _ in range(args.repeat):
@@ -65,6 +66,7 @@ def main() -> int:
         "python": sys.version.split()[0], "torch": torch.__version__,
         "platform": platform.platform(), "cpus": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),
+        "load_average_1m_at_start": round(load, 2),
     }
     result = {
         "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
