@@ -182,6 +182,13 @@ def check_input_flags(facts: Facts, report) -> None:
                 ) and node.value.id == method.params[1] and not required <= n <= total:
                     report("GS118", method.source, node,
                            f"unpacks {n} inputs, forward takes {total}")
+                if method.name == "setup_context" and len(method.params) >= 3 and isinstance(
+                    node.value, ast.Name
+                ) and node.value.id == method.params[2]:
+                    outputs = facts.output_val.count
+                    if outputs is not None and outputs != n:
+                        report("GS118", method.source, node,
+                               f"unpacks {n} outputs, forward returns {outputs}")
     for method in own(facts, "setup_context"):
         if len(method.params) != 3 and not method.vararg:
             report("GS118", method.source, method.node,
