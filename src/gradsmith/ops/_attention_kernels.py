@@ -134,9 +134,12 @@ def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT
     inplace = can_work_in_place(q, k, mask, bias)
     scratch = _scratch(inplace, q)
     qs = q * scale
+    # Without dropout the row sums come out of the P V product for free: V gets a ones column.
+    fold_sum = dropout is None and q.dtype == acc_dtype
+    v_src = _with_column(v, 1.0) if fold_sum else v
     m = torch.full(q.shape[:-1], _NEG_INF, dtype=acc_dtype, device=q.device)
     l_sum = torch.zeros(q.shape[:-1], dtype=acc_dtype, device=q.device)
-    acc = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=acc_dtype, device=q.device)
+    acc = torch.zeros((*q.shape[:-1], v_src.shape[-1]), dtype=acc_dtype, device=q.device)
     for r0, j0, j1 in _blocks(L, S, causal, block):
         out_s = scratch.take("s", _tile_shape(q, r0, j1 - j0), q)
         s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace, out_s)
@@ -145,24 +148,35 @@ def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT
         m_safe = m_new.masked_fill(m_new == _NEG_INF, 0.0)
         p = s.sub_(m_safe.unsqueeze(-1)).exp_()
         alpha = (m_old - m_safe).exp()
-        p_sum = p.sum(-1)
+        p_sum = None if fold_sum else p.sum(-1)
         if dropout is not None:
             z = _dropout_scale(p, dropout, r0, j0, j1)
             p = p.mul_(z) if inplace else p * z
-        out_pv = scratch.take("pv", (*q.shape[:-2], L - r0, v.shape[-1]), q)
-        pv = _mm(p.to(v.dtype), v[..., j0:j1, :], out_pv).to(acc_dtype)
+        out_pv = scratch.take("pv", (*q.shape[:-2], L - r0, v_src.shape[-1]), q)
+        pv = _mm(p.to(v.dtype), v_src[..., j0:j1, :], out_pv).to(acc_dtype)
         if scratch.enabled:
-            l_sum[..., r0:].mul_(alpha).add_(p_sum)
+            if p_sum is not None:
+                l_sum[..., r0:].mul_(alpha).add_(p_sum)
             acc[..., r0:, :].mul_(alpha.unsqueeze(-1)).add_(pv)
             m[..., r0:] = m_new
         else:
-            l_sum = _put_rows(l_sum, l_sum[..., r0:] * alpha + p_sum, r0)
+            if p_sum is not None:
+                l_sum = _put_rows(l_sum, l_sum[..., r0:] * alpha + p_sum, r0)
             acc = _put_rows(acc, acc[..., r0:, :] * alpha.unsqueeze(-1) + pv, r0, matrix=True)
             m = _put_rows(m, m_new, r0)
+    if fold_sum:
+        l_sum, acc = acc[..., -1], acc[..., :-1]
     empty = l_sum == 0
     out = acc / l_sum.masked_fill(empty, 1.0).unsqueeze(-1)
     lse = (m + l_sum.log()).masked_fill(empty, float("inf"))
     return out.to(q.dtype), lse
+
+
+def _with_column(t, value):
+    """``t`` with one more feature column: ``value`` (a scalar or a (..., n) tensor)."""
+    col = torch.full((*t.shape[:-1], 1), value, dtype=t.dtype, device=t.device) if isinstance(
+        value, float) else value.unsqueeze(-1).to(t.dtype)
+    return torch.cat([t, col], dim=-1)
 
 
 def _put_rows(full, rows, r0, matrix=False):
@@ -186,25 +200,39 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropo
     inplace = can_work_in_place(q, k, v, mask, bias, out, lse, dout)
     scratch = _scratch(inplace, q)
     qs = q * scale
-    dout = dout.to(q.dtype)
+    # contiguous once: an expanded grad (from .sum()) would be copied per block by every matmul
+    dout = dout.to(q.dtype).contiguous()
     delta = (dout.to(acc_dtype) * out.to(acc_dtype)).sum(-1)
+    # Fold "- lse" into Q K^T and "- D" into dO V^T (an extra column on each side), which saves
+    # two full passes over every score tile. Empty rows (lse = +inf) are masked anyway.
+    fold = dropout is None and q.dtype == acc_dtype
+    if fold:
+        q_src = _with_column(qs, -lse.masked_fill(lse == float("inf"), 0.0))
+        k_src = _with_column(k, 1.0)
+        do_src = _with_column(dout, -delta)
+        v_src = _with_column(v, 1.0)
+    else:
+        q_src, k_src, do_src, v_src = qs, k, dout, v
     dq = torch.zeros(q.shape, dtype=acc_dtype, device=q.device)
     dk_blocks, dv_blocks, dbias_parts = [], [], []
     for r0, j0, j1 in _blocks(L, S, causal, block):
         tile = _tile_shape(q, r0, j1 - j0)
-        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace,
+        s = _scores(q_src, k_src, mask, bias, causal, r0, j0, j1, acc_dtype, inplace,
                     scratch.take("s", tile, q))
-        p = s.sub_(lse[..., r0:].unsqueeze(-1)).exp_()
+        p = s.exp_() if fold else s.sub_(lse[..., r0:].unsqueeze(-1)).exp_()
         do_rows = dout[..., r0:, :]
         zscale = _dropout_scale(p, dropout, r0, j0, j1) if dropout is not None else None
         pz = p if zscale is None else p * zscale
         dv_blocks.append(torch.matmul(pz.transpose(-2, -1).to(v.dtype), do_rows))
-        dp = _mm(do_rows, v[..., j0:j1, :].transpose(-2, -1), scratch.take("dp", tile, q))
-        dp = dp.to(acc_dtype)
+        dp = _mm(do_src[..., r0:, :], v_src[..., j0:j1, :].transpose(-2, -1),
+                 scratch.take("dp", tile, q)).to(acc_dtype)
         if zscale is not None:
             dp = dp.mul_(zscale) if inplace else dp * zscale
-        d_rows = delta[..., r0:].unsqueeze(-1)
-        ds = dp.sub_(d_rows).mul_(p) if inplace else (dp - d_rows) * p
+        if fold:  # dp already holds dP - D
+            ds = dp.mul_(p) if inplace else dp * p
+        else:
+            d_rows = delta[..., r0:].unsqueeze(-1)
+            ds = dp.sub_(d_rows).mul_(p) if inplace else (dp - d_rows) * p
         ds_c = ds.to(q.dtype)
         dq_rows = _mm(ds_c, k[..., j0:j1, :], scratch.take("dq", (*tile[:-1], q.shape[-1]), q))
         if scratch.enabled:
