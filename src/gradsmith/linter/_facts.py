@@ -8,8 +8,9 @@ from functools import cached_property
 
 from gradsmith.linter import _tensors as T
 from gradsmith.linter._discovery import FunctionClass, Method
-from gradsmith.linter._flow import SCALAR, Flow, Val, header_exprs, join, run, walk_shallow
+from gradsmith.linter._flow import SCALAR, Flow, Val, join, walk_shallow
 from gradsmith.linter._symbols import ModuleSymbols
+from gradsmith.linter._walk import header_exprs, run
 
 #: Parameter names that (without evidence to the contrary) hold Python numbers or flags.
 HYPERPARAMS = frozenset(

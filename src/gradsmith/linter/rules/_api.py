@@ -8,9 +8,10 @@ from bisect import bisect_right
 from gradsmith.linter._discovery import METHODS
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._finding import Edit
-from gradsmith.linter._flow import header_exprs, walk_shallow
+from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import statements
+from gradsmith.linter._walk import header_exprs
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
 _FN = (_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
