@@ -18,7 +18,7 @@ class Plugin:
         >>> src = "import torch\\nclass F(torch.autograd.Function):\\n    def forward(ctx, x):\\n" \\
         ...       "        return x * 2\\n"
         >>> [r[2][:5] for r in Plugin(ast.parse(src), lines=src.splitlines(True)).run()]
-        ['GS113']
+        ['GS212', 'GS113']
     """
 
     name = "gradsmith"
