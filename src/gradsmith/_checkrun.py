@@ -81,10 +81,10 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
         tasks = [("check", c, i, dict(options or {}), html)
                  for c in candidates for i in (range(len(c.examples)) if c.examples else [None])]
         rows: list[dict | None] = [None] * len(tasks)
-        for done, (index, kind, value) in enumerate(execute(tasks), start=1):
+        for done, (index, kind, value, elapsed) in enumerate(execute(tasks), start=1):
             _, candidate, example_index, *_ = tasks[index]
             rows[index] = value if kind == "ok" else _error_row(candidate, example_index, kind,
-                                                                value)
+                                                                value, elapsed)
             if progress is not None:
                 progress(done, len(tasks), rows[index])
         result.rows.extend(r for r in rows if r is not None)
@@ -95,7 +95,7 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
 def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
     seen: set[str] = set()
     found: list[Candidate] = []
-    outcomes = dict((i, (k, v)) for i, k, v in execute([("list", s) for s in sources]))
+    outcomes = {i: (k, v) for i, k, v, _ in execute([("list", s) for s in sources])}
     for index, source in enumerate(sources):
         kind, value = outcomes[index]
         if kind != "ok":
@@ -128,13 +128,14 @@ def _matches(candidate: Candidate, pattern: str | None) -> bool:
     return pattern in name
 
 
-def _error_row(candidate: Candidate, example_index: int | None, kind: str, message: str) -> dict:
+def _error_row(candidate: Candidate, example_index: int | None, kind: str, message: str,
+               elapsed: float) -> dict:
     return row(candidate, display_name(candidate, example_index), "fail", error=kind,
-               reason=message)
+               reason=message, elapsed=elapsed)
 
 
 class _executor:
-    """Context manager yielding ``execute(tasks) -> iterator of (index, kind, value)``."""
+    """Context manager yielding ``execute(tasks) -> iterator of (index, kind, value, s)``."""
 
     def __init__(self, isolate: bool, jobs: int, timeout: float) -> None:
         self.isolate, self.jobs, self.timeout = isolate, jobs, timeout
@@ -147,18 +148,21 @@ class _executor:
 
         self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout)
         self.pool.start()  # checks follow the listing: start every worker while it runs
-        return lambda tasks: ((o.index, *_unwrap(o.kind, o.value)) for o in self.pool.run(tasks))
+        return lambda tasks: ((o.index, *_unwrap(o.kind, o.value), o.elapsed)
+                              for o in self.pool.run(tasks))
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if self.pool is not None:
             self.pool.close(graceful=exc_type is None)
 
 
-def _in_process(task: tuple) -> tuple[str, object]:
+def _in_process(task: tuple) -> tuple[str, object, float]:
+    started = time.perf_counter()
     try:
-        return "ok", run_task(task)
+        return "ok", run_task(task), time.perf_counter() - started
     except Exception as exc:  # a gradsmith bug: still one row, not a traceback
-        return "exception", f"internal error {type(exc).__name__}: {exc}"
+        return ("exception", f"internal error {type(exc).__name__}: {exc}",
+                time.perf_counter() - started)
 
 
 def _unwrap(kind: str, value: object) -> tuple[str, object]:

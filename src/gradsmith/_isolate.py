@@ -41,6 +41,7 @@ class Outcome:
     index: int
     kind: str
     value: Any
+    elapsed: float = 0.0
 
 
 class WorkerPool:
@@ -119,12 +120,12 @@ class WorkerPool:
             worker.state, worker.deadline = "idle", float("inf")
             self._failed_starts = 0
             return None
-        index = worker.index
+        index, elapsed = worker.index, worker.elapsed()
         worker.state, worker.index, worker.deadline = "idle", None, float("inf")
-        return Outcome(index, "ok", message)
+        return Outcome(index, "ok", message, elapsed)
 
     def _died(self, worker: _Worker) -> Outcome | None:
-        index, state = worker.index, worker.state
+        index, state, elapsed = worker.index, worker.state, worker.elapsed()
         code = worker.proc.wait()
         tail = worker.tail()
         self._remove(worker)
@@ -132,10 +133,10 @@ class WorkerPool:
             self._startup_failed(f"exited with {_describe_exit(code)}", tail)
             return None
         return Outcome(index, "crash", f"the worker process died ({_describe_exit(code)}) while "
-                                       f"running this target{_format_tail(tail)}")
+                                       f"running this target{_format_tail(tail)}", elapsed)
 
     def _expire(self, worker: _Worker) -> Outcome | None:
-        index, state = worker.index, worker.state
+        index, state, elapsed = worker.index, worker.state, worker.elapsed()
         tail = worker.tail()
         self._remove(worker)
         if state == "starting":
@@ -143,7 +144,7 @@ class WorkerPool:
             return None
         return Outcome(index, "timeout", f"timed out after {self.timeout:g} s (the worker was "
                                          f"killed; raise --timeout if it is just slow)"
-                                         f"{_format_tail(tail)}")
+                                         f"{_format_tail(tail)}", elapsed)
 
     def _startup_failed(self, why: str, tail: str) -> None:
         self._failed_starts += 1
@@ -174,12 +175,17 @@ class _Worker:
         self.deadline = time.monotonic() + STARTUP_TIMEOUT
         self.index: int | None = None
         self.log_offset = 0
+        self.started = 0.0
 
     def assign(self, index: int, task: tuple, timeout: float) -> None:
         self.log_offset = os.path.getsize(self.log_path)
         self.index, self.state = index, "busy"
-        self.deadline = time.monotonic() + timeout
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
         send(self.proc.stdin, task)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started if self.state == "busy" else 0.0
 
     def tail(self) -> str:
         try:
@@ -190,8 +196,13 @@ class _Worker:
             return ""
         lines = [ln for ln in text.splitlines() if not ln.startswith("--- gradsmith task")]
         fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
-        if fatal:  # faulthandler: the innermost (user) frames come first, keep those
-            return "\n".join(lines[fatal[-1]:fatal[-1] + _TAIL_LINES])
+        if fatal:  # faulthandler: the innermost (user) frames come first; gradsmith's own
+            # frames (the worker calling the check) say nothing about the user's bug.
+            block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
+                     and "<frozen runpy>" not in ln]
+            if "" in block[2:]:  # the traceback ends at the first blank line after it
+                block = block[:block.index("", 2)]
+            return "\n".join(block[:_TAIL_LINES])
         return "\n".join(lines[-_TAIL_LINES:])
 
     def stop(self, graceful: bool) -> None:
