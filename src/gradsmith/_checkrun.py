@@ -69,6 +69,10 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
     """
     started = time.perf_counter()
     result = CheckRun()
+    # Start only as many workers as there can be tasks (`ops.py::Swish` needs one).
+    named = [s.names for s in sources]
+    if all(n is not None for n in named):
+        jobs = max(1, min(jobs, sum(len(n) for n in named)))
     with _executor(isolate, jobs, timeout) as execute:
         candidates = _list(sources, execute, result)
         candidates = [c for c in candidates if _matches(c, pattern)]
