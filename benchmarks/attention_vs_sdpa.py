@@ -43,12 +43,15 @@ def saved_bytes(fn) -> int:
     return sum(storages.values())
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.thread_time (with --threads 1 only)
+
+
 def fwd_bwd_seconds(fn, inputs) -> float:
     for t in inputs:
         t.grad = None
-    start = time.perf_counter()
+    start = CLOCK()
     fn().sum().backward()
-    return time.perf_counter() - start
+    return CLOCK() - start
 
 
 def compare(ours, ref, inputs, repeats: int, warmup: int = 2) -> dict:
@@ -134,7 +137,16 @@ def environment() -> dict:
         pass
     return {"torch": torch.__version__, "python": sys.version.split()[0],
             "platform": platform.platform(), "cpu": cpu, "threads": torch.get_num_threads(),
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # other processes compete for the 2 cores; > ~1 means the numbers are noisy
+            "load_average_1min": _load()}
+
+
+def _load():
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except OSError:
+        return None
 
 
 def to_markdown(rows, env) -> str:
@@ -161,13 +173,26 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--tune", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: this thread's CPU time, robust to a busy machine; needs "
+                             "--threads 1 (all work then runs on the calling thread)")
     ns = parser.parse_args(argv)
+    global CLOCK
+    if ns.threads:
+        torch.set_num_threads(ns.threads)
+    if ns.clock == "cpu":
+        if torch.get_num_threads() != 1:
+            parser.error("--clock cpu needs --threads 1")
+        CLOCK = time.thread_time
     torch.manual_seed(0)
     env = environment()
+    env["clock"] = ns.clock
+    suffix = "" if ns.clock == "wall" and not ns.threads else f"_{ns.clock}_t{ns.threads}"
     if ns.tune:
         rows = tune(ns.repeats)
         if not ns.no_write:
-            (RESULTS / "attention_block_tuning.json").write_text(
+            (RESULTS / f"attention_block_tuning{suffix}.json").write_text(
                 json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
         return 0
     rows = []
@@ -181,9 +206,9 @@ def main(argv=None) -> int:
     print(md)
     if not ns.no_write:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "attention_vs_sdpa.json").write_text(
+        (RESULTS / f"attention_vs_sdpa{suffix}.json").write_text(
             json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
-        (RESULTS / "attention_vs_sdpa.md").write_text(md)
+        (RESULTS / f"attention_vs_sdpa{suffix}.md").write_text(md)
     return 0
 
 

@@ -129,7 +129,16 @@ def environment() -> dict:
         pass
     return {"torch": torch.__version__, "python": sys.version.split()[0],
             "platform": platform.platform(), "cpu": cpu, "threads": torch.get_num_threads(),
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # other processes compete for the 2 cores; > ~1 means the numbers are noisy
+            "load_average_1min": _load()}
+
+
+def _load():
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except OSError:
+        return None
 
 
 def to_markdown(rows, env) -> str:
