@@ -183,3 +183,45 @@ def test_progress_is_reported_for_every_check(write, snippets, tmp_path):
     assert [(d, t) for d, t, _ in calls] == [(1, 3), (2, 3), (3, 3)]
     assert {name for _, _, name in calls} == {r["name"] for r in result.rows}
     assert result.exit_code() == 1
+
+
+RAISES = """
+@gradsmith.example(lambda: (torch.ones(3, dtype=torch.float64, requires_grad=True),))
+class RaisesInForward(Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise RuntimeError("kernel exploded")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def _broken_factory():
+    raise OSError("example data file missing")
+
+
+@gradsmith.example(_broken_factory)
+class BadExample(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+"""
+
+
+def test_user_code_that_raises_is_a_failed_row_not_a_traceback(write, gradsmith_cli):
+    path = write("ops.py", RAISES)
+    code, out, err = gradsmith_cli(path, "--no-isolate", "--format", "json")
+    rows = {r["name"]: r for r in json.loads(out)["results"]}
+    assert code == 1 and "Traceback" not in err
+    bad_example = rows["ops.py::BadExample"]
+    assert (bad_example["verdict"], bad_example["error"]) == ("fail", "exception")
+    assert "OSError: example data file missing" in bad_example["reason"]
+    raising = rows["ops.py::RaisesInForward"]
+    assert raising["verdict"] == "fail" and raising["error"] is None  # a finding, not a crash
+    errors = [f for f in raising["report"]["findings"] if f["severity"] == "error"]
+    assert any("kernel exploded" in f["message"] for f in errors)
