@@ -228,3 +228,9 @@ def test_synthesis_covers_conv2d_and_string_hyperparameters():
     loss = synthesize(lambda input, target, reduction: F.mse_loss(input, target,
                                                                  reduction=reduction))
     assert loss.args[2] == "mean"
+
+
+def test_module_name_that_is_a_file_without_py_suggests_the_file(write, snippets, tmp_path):
+    write("myops.py", snippets.good)
+    with pytest.raises(GradsmithUsageError, match=r"did you mean the file `myops.py`\?"):
+        resolve_targets(["myops"], cwd=tmp_path)

@@ -105,7 +105,7 @@ def _resolve_one(target: str, base: Path) -> list[Source]:
             f"check: target {target!r}: no such file or directory ({path}); fix the path, or "
             "pass a dotted module name such as `mypackage.ops`"
         )
-    return [_from_module(target, where, names)]
+    return [_from_module(target, where, names, base)]
 
 
 def _from_path(target: str, path: Path, names: tuple[str, ...] | None, base: Path) -> list[Source]:
@@ -138,7 +138,7 @@ def _file_source(path: Path, names: tuple[str, ...] | None, base: Path, strict: 
     return Source("file", str(path), _label(path, base), names=names, problem=problem)
 
 
-def _from_module(target: str, dotted: str, names: tuple[str, ...] | None) -> Source:
+def _from_module(target: str, dotted: str, names: tuple[str, ...] | None, base: Path) -> Source:
     if not _is_dotted(dotted):
         raise GradsmithUsageError(
             f"check: target {target!r} is neither an existing path nor a dotted module name; "
@@ -152,9 +152,12 @@ def _from_module(target: str, dotted: str, names: tuple[str, ...] | None) -> Sou
             f"{type(exc).__name__}: {exc}; fix that import error first"
         ) from None
     if spec is None:
+        as_file = base / (dotted.replace(".", "/") + ".py")
+        hint = (f"did you mean the file `{_label(as_file, base)}`?" if as_file.exists() else
+                "check the spelling, install the package, or run from the directory that "
+                "contains it")
         raise GradsmithUsageError(
-            f"check: target {target!r}: no file, directory or module named {dotted!r}; check "
-            "the spelling, install the package, or run from the directory that contains it"
+            f"check: target {target!r}: no file, directory or module named {dotted!r}; {hint}"
         )
     return Source("module", dotted, dotted, names=names)
 
