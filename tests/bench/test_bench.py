@@ -209,3 +209,8 @@ def test_cli_plot_writes_png(tmp_path):
     assert main(["bench", "gelu", "--quick", "--repeat", "1", "--warmup", "0",
                  "--plot", str(path)]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_bad_threads_exits_2(capsys):
+    assert main(["bench", "gelu", "--threads", "0"]) == 2
+    assert "--threads must be >= 1" in capsys.readouterr().err

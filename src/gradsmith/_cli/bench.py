@@ -1,4 +1,4 @@
-"""``gradsmith bench [OPS...] [--json FILE] [--plot FILE.png] [--markdown FILE] [--repeat N] [--quick]``.
+"""``gradsmith bench [OPS...] [--json FILE] [--plot FILE.png] [--markdown FILE] [--repeat N] [--threads N] [--quick]``.
 
 Exit codes: 0 measured, 2 usage error (unknown op name, bad --repeat, matplotlib missing for
 --plot). The library does the work (:mod:`gradsmith.bench`); this module parses and prints.
@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="timed interleaved runs per op and reference (default 10)")
     parser.add_argument("--warmup", type=int, default=2, metavar="N",
                         help="untimed runs first (default 2)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="torch.set_num_threads(N) first (default: torch's default)")
     parser.add_argument("--quick", action="store_true",
                         help="small inputs: the whole registry in seconds (CI smoke test)")
     parser.add_argument("--list", action="store_true", help="list the op names and exit")
@@ -57,6 +59,13 @@ def run(args: argparse.Namespace) -> int:
                 f"gradsmith bench: --repeat must be >= 1 and --warmup >= 0, got "
                 f"--repeat {args.repeat} --warmup {args.warmup}"
             )
+        if args.threads is not None:
+            if args.threads < 1:
+                raise GradsmithUsageError(
+                    f"gradsmith bench: --threads must be >= 1, got {args.threads}")
+            import torch
+
+            torch.set_num_threads(args.threads)
         cases = _select(list(args.ops))
         if args.list:
             for case in cases:

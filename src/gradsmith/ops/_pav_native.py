@@ -5,7 +5,7 @@ dispatch per tensor op and cannot match a compiled loop at n <= 10,000 (see docs
 for measurements). When a C compiler is available, this module compiles the kernel below (plain
 C, no torch headers: about 0.2 s, unlike ``torch.utils.cpp_extension``), caches the shared library
 under ``$XDG_CACHE_HOME/gradsmith`` (or ``~/.cache/gradsmith``) keyed by a hash of the source, and
-calls it through ctypes on contiguous float64 buffers.
+calls it through ctypes on contiguous float32/float64 buffers (accumulating in double).
 
 Anything unusual (no compiler, a read-only cache, a failed load) makes :func:`load` return
 ``None`` and the caller falls back to the torch solver, which gives the same results.
@@ -35,8 +35,9 @@ _SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Decreasing isotonic fit of each row, pooling on equality like torchsort. Block ids are global,
-   row-major and consecutive; returns the number of blocks (or -1 if out of memory). */
+/* Decreasing isotonic fit of each row, pooling on equality like torchsort. Reads and writes the
+   caller's dtype (float or double), accumulates in double. Block ids are row-local (each row's
+   first block is 0). Returns 0, or -1 if out of memory. */
 
 static double lae(double a, double b) {
     double hi = a > b ? a : b, lo = a > b ? b : a;
@@ -44,47 +45,52 @@ static double lae(double a, double b) {
     return hi + log1p(exp(lo - hi));
 }
 
-static int64_t pav(const double *y, const double *w, int kl, int64_t rows, int64_t n,
-                   double *sol, int64_t *block) {
-    double *p = malloc(sizeof(double) * n), *q = malloc(sizeof(double) * n);
-    int64_t *start = malloc(sizeof(int64_t) * (n + 1));
-    if (!p || !q || !start) { free(p); free(q); free(start); return -1; }
-    int64_t base = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const double *yr = y + r * n, *wr = kl ? w + r * n : 0;
-        int64_t nb = 0;
-        for (int64_t i = 0; i < n; i++) {
-            p[nb] = yr[i]; q[nb] = kl ? wr[i] : 1.0; start[nb] = i; nb++;
-            while (nb > 1) {
-                double left = kl ? p[nb - 2] - q[nb - 2] : p[nb - 2] / q[nb - 2];
-                double right = kl ? p[nb - 1] - q[nb - 1] : p[nb - 1] / q[nb - 1];
-                if (left > right) break;
-                if (kl) { p[nb - 2] = lae(p[nb - 2], p[nb - 1]); q[nb - 2] = lae(q[nb - 2], q[nb - 1]); }
-                else { p[nb - 2] += p[nb - 1]; q[nb - 2] += q[nb - 1]; }
-                nb--;
-            }
-        }
-        start[nb] = n;
-        for (int64_t b = 0; b < nb; b++) {
-            double v = kl ? p[b] - q[b] : p[b] / q[b];
-            for (int64_t j = start[b]; j < start[b + 1]; j++) {
-                sol[r * n + j] = v; block[r * n + j] = base + b;
-            }
-        }
-        base += nb;
-    }
-    free(p); free(q); free(start);
-    return base;
+#define DEFINE_PAV(T, NAME)                                                                   \
+static int64_t NAME(const T *y, const T *w, int kl, int64_t rows, int64_t n, T *sol,         \
+                    int64_t *block) {                                                         \
+    double *p = malloc(sizeof(double) * n), *q = malloc(sizeof(double) * n);                  \
+    int64_t *start = malloc(sizeof(int64_t) * (n + 1));                                       \
+    if (!p || !q || !start) { free(p); free(q); free(start); return -1; }                     \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+        const T *yr = y + r * n, *wr = kl ? w + r * n : 0;                                    \
+        int64_t nb = 0;                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                     \
+            p[nb] = yr[i]; q[nb] = kl ? (double)wr[i] : 1.0; start[nb] = i; nb++;             \
+            while (nb > 1) {                                                                  \
+                double left = kl ? p[nb - 2] - q[nb - 2] : p[nb - 2] / q[nb - 2];             \
+                double right = kl ? p[nb - 1] - q[nb - 1] : p[nb - 1] / q[nb - 1];            \
+                if (left > right) break;                                                      \
+                if (kl) { p[nb - 2] = lae(p[nb - 2], p[nb - 1]);                              \
+                          q[nb - 2] = lae(q[nb - 2], q[nb - 1]); }                            \
+                else { p[nb - 2] += p[nb - 1]; q[nb - 2] += q[nb - 1]; }                      \
+                nb--;                                                                         \
+            }                                                                                 \
+        }                                                                                     \
+        start[nb] = n;                                                                        \
+        for (int64_t b = 0; b < nb; b++) {                                                    \
+            T v = (T)(kl ? p[b] - q[b] : p[b] / q[b]);                                        \
+            for (int64_t j = start[b]; j < start[b + 1]; j++) {                               \
+                sol[r * n + j] = v; block[r * n + j] = b;                                     \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    free(p); free(q); free(start);                                                            \
+    return 0;                                                                                 \
 }
 
-int64_t gradsmith_pav_l2(const double *y, int64_t rows, int64_t n, double *sol, int64_t *block) {
-    return pav(y, 0, 0, rows, n, sol, block);
-}
+DEFINE_PAV(double, pav_f64)
+DEFINE_PAV(float, pav_f32)
 
-int64_t gradsmith_pav_kl(const double *y, const double *w, int64_t rows, int64_t n,
-                         double *sol, int64_t *block) {
-    return pav(y, w, 1, rows, n, sol, block);
-}
+int64_t gradsmith_pav_l2_f64(const double *y, int64_t rows, int64_t n, double *sol,
+                             int64_t *block) { return pav_f64(y, 0, 0, rows, n, sol, block); }
+int64_t gradsmith_pav_kl_f64(const double *y, const double *w, int64_t rows, int64_t n,
+                             double *sol, int64_t *block) {
+    return pav_f64(y, w, 1, rows, n, sol, block); }
+int64_t gradsmith_pav_l2_f32(const float *y, int64_t rows, int64_t n, float *sol,
+                             int64_t *block) { return pav_f32(y, 0, 0, rows, n, sol, block); }
+int64_t gradsmith_pav_kl_f32(const float *y, const float *w, int64_t rows, int64_t n,
+                             float *sol, int64_t *block) {
+    return pav_f32(y, w, 1, rows, n, sol, block); }
 """
 
 _LOCK = threading.Lock()
@@ -117,9 +123,10 @@ def _open() -> ctypes.CDLL:
         _build(target)
     lib = ctypes.CDLL(str(target))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.gradsmith_pav_l2.argtypes = [ptr, i64, i64, ptr, ptr]
-    lib.gradsmith_pav_kl.argtypes = [ptr, ptr, i64, i64, ptr, ptr]
-    lib.gradsmith_pav_l2.restype = lib.gradsmith_pav_kl.restype = i64
+    for suffix in ("f32", "f64"):
+        l2, kl = getattr(lib, f"gradsmith_pav_l2_{suffix}"), getattr(lib, f"gradsmith_pav_kl_{suffix}")
+        l2.argtypes, kl.argtypes = [ptr, i64, i64, ptr, ptr], [ptr, ptr, i64, i64, ptr, ptr]
+        l2.restype = kl.restype = i64
     return lib
 
 
@@ -165,22 +172,24 @@ def load() -> ctypes.CDLL | None:
         return _STATE["lib"]  # type: ignore[return-value]
 
 
-def _run(fn, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _run(lib: ctypes.CDLL, name: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     rows, n = inputs[0].shape
-    buffers = [t.detach().to(dtype=torch.float64, device="cpu").contiguous() for t in inputs]
-    sol = torch.empty((rows, n), dtype=torch.float64)
+    dtype = inputs[0].dtype if inputs[0].dtype in (torch.float32, torch.float64) else torch.float64
+    buffers = [t.detach().to(dtype=dtype, device="cpu").contiguous() for t in inputs]
+    sol = torch.empty((rows, n), dtype=dtype)
     block = torch.empty((rows, n), dtype=torch.int64)
+    fn = getattr(lib, f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
     if fn(*[b.data_ptr() for b in buffers], rows, n, sol.data_ptr(), block.data_ptr()) < 0:
         raise MemoryError("gradsmith PAV kernel: out of memory")
     return sol, block
 
 
 def solve_l2(lib: ctypes.CDLL, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Native :func:`gradsmith.ops._isotonic.isotonic_l2` (float64 solution, int64 blocks)."""
-    return _run(lib.gradsmith_pav_l2, y)
+    """Native :func:`gradsmith.ops._isotonic.isotonic_l2` (solution in y's dtype, local blocks)."""
+    return _run(lib, "gradsmith_pav_l2", y)
 
 
 def solve_kl(lib: ctypes.CDLL, y: torch.Tensor,
              w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Native :func:`gradsmith.ops._isotonic.isotonic_kl` (float64 solution, int64 blocks)."""
-    return _run(lib.gradsmith_pav_kl, y, w)
+    """Native :func:`gradsmith.ops._isotonic.isotonic_kl` (solution in y's dtype, local blocks)."""
+    return _run(lib, "gradsmith_pav_kl", y, w)

@@ -24,7 +24,6 @@ from gradsmith.ops._isotonic import (
     block_sum,
     isotonic_kl,
     isotonic_l2,
-    local_blocks,
 )
 from gradsmith.ops._validate import check_choice, check_floating, check_positive
 
@@ -63,7 +62,7 @@ class _SoftRankFn(torch.autograd.Function):
             dual, block = isotonic_kl(s, w.log())
             ranks = (s - dual).exp()
         out = _scatter_back(ranks, perm)
-        return out.view(x.shape), perm.view(x.shape), local_blocks(block).view(x.shape)
+        return out.view(x.shape), perm.view(x.shape), block.view(x.shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -112,7 +111,7 @@ class _SoftSortFn(torch.autograd.Function):
             sol, block = isotonic_l2(w - s)
         else:
             sol, block = isotonic_kl(w.expand_as(s), s)
-        return (sol - w).view(x.shape), perm.view(x.shape), local_blocks(block).view(x.shape)
+        return (sol - w).view(x.shape), perm.view(x.shape), block.view(x.shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
