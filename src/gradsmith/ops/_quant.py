@@ -64,14 +64,17 @@ class _LSQFn(torch.autograd.Function):
         v = x / scale
         q = v.clamp(ctx.qn, ctx.qp)
         inside = v == q  # [Qn, Qp]: the straight-through region
-        grad_x = grad * inside if ctx.needs_input_grad[0] else None
+        grad_x = grad * inside
         grad_scale = None
         if ctx.needs_input_grad[1]:
-            # Esser et al. eq. (3): round(v) - v inside, Qn below, Qp above.
-            term = q.round_().sub_(v.mul_(inside))
-            total = torch.dot(grad.reshape(-1).to(term.dtype), term.reshape(-1))
+            # Esser et al. eq. (3): round(v) - v inside, Qn below, Qp above. Summed against grad
+            # as dot(grad, round(clamp(v))) - dot(grad * inside, v): two read-only BLAS passes
+            # instead of materialising the per-element term.
+            g = grad.reshape(-1).to(q.dtype)
+            total = torch.dot(g, q.round_().reshape(-1)) - torch.dot(
+                grad_x.reshape(-1).to(q.dtype), v.reshape(-1))
             grad_scale = (total * ctx.grad_scale).reshape(scale.shape).to(scale.dtype)
-        return grad_x, grad_scale, None, None, None
+        return (grad_x if ctx.needs_input_grad[0] else None), grad_scale, None, None, None
 
     @staticmethod
     def vmap(info, in_dims, x, scale, qn, qp, grad_scale):
