@@ -225,3 +225,13 @@ def test_user_code_that_raises_is_a_failed_row_not_a_traceback(write, gradsmith_
     assert raising["verdict"] == "fail" and raising["error"] is None  # a finding, not a crash
     errors = [f for f in raising["report"]["findings"] if f["severity"] == "error"]
     assert any("kernel exploded" in f["message"] for f in errors)
+
+
+def test_module_that_reexports_registered_ops_is_a_target(gradsmith_cli):
+    # gradsmith.functional defines nothing itself: every op is re-exported from gradsmith.ops.
+    code, out, _ = gradsmith_cli("gradsmith.functional", "-k", "clipped_relu", "--no-isolate",
+                                 "--format", "json")
+    doc = _json(out)
+    assert code == 0
+    names = [r["name"] for r in doc["results"]]
+    assert names and all(n.startswith("gradsmith.functional::clipped_relu") for n in names)
