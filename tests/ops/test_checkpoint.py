@@ -194,3 +194,16 @@ def test_registered_example_passes_gradsmith_check():
     for ex in examples:
         report = check(checkpoint_sequential, *ex.make_args(), **ex.options)
         assert report.passed, str(report)
+
+
+def test_a_recompute_that_takes_another_path_fails_loudly():
+    calls = []
+
+    def flaky(t):
+        calls.append(1)
+        return t.exp() if len(calls) == 1 else t.exp().sin()  # one more saved tensor on re-run
+
+    x = torch.randn(3, requires_grad=True)
+    out = checkpoint_sequential([flaky], x)
+    with pytest.raises(RuntimeError, match="must run the same operations"):
+        out.sum().backward()

@@ -47,6 +47,12 @@ class _Segment:
     def unpack(self, index: int) -> torch.Tensor:
         if index not in self.recomputed:  # first use, or a second backward (retain_graph)
             self.recomputed = self._recompute()
+            if len(self.recomputed) != self.count:
+                raise RuntimeError(
+                    f"checkpoint_sequential: the recomputed segment saved "
+                    f"{len(self.recomputed)} tensors for backward but the forward saved "
+                    f"{self.count}; the layers must run the same operations when re-run (no "
+                    f"branching on global state that the recompute does not restore)")
         return self.recomputed.pop(index)
 
     def _recompute(self) -> dict[int, torch.Tensor]:
