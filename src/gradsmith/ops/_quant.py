@@ -38,6 +38,22 @@ def quant_range(bits: int, signed: bool) -> tuple[int, int]:
     return (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
 
 
+def _lsq_example():
+    gen = torch.Generator().manual_seed(0)
+    # Values kept away from rounding ties and clip edges so finite differences stay inside one
+    # piece of the piecewise-linear forward.
+    codes = torch.randint(-10, 10, (3, 5), generator=gen).double()
+    offsets = torch.rand(3, 5, generator=gen, dtype=torch.float64) * 0.6 - 0.3
+    x = ((codes + offsets) * 0.2).requires_grad_()
+    return x, torch.tensor(0.2, dtype=torch.float64, requires_grad=True), 4
+
+
+def _pact_example():
+    gen = torch.Generator().manual_seed(1)
+    x = (torch.rand(3, 5, generator=gen, dtype=torch.float64) * 6 - 1).requires_grad_()
+    return x, torch.tensor(3.3, dtype=torch.float64, requires_grad=True), 4
+
+
 def _fused_fake_quantize(x: torch.Tensor, scale: torch.Tensor, qn: int, qp: int) -> torch.Tensor:
     scale = scale.reshape(())
     if x.dtype == torch.float64:  # the fused kernel takes a float32 scale: keep float64 exact
@@ -46,6 +62,28 @@ def _fused_fake_quantize(x: torch.Tensor, scale: torch.Tensor, qn: int, qp: int)
     return torch.fake_quantize_per_tensor_affine(x, scale.to(torch.float32), zero, qn, qp)
 
 
+def _lsq_fn_example():
+    x, scale, bits = _lsq_example()
+    return x, scale, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, 0.5
+
+
+def _lsq_fn_surrogate(x, scale, qn, qp, grad_scale):
+    s = scale * grad_scale + (scale - scale * grad_scale).detach()
+    c = (x / s).clamp(qn, qp)
+    return (c + (c.round() - c).detach()) * s
+
+
+def _pact_fn_example():
+    x, alpha, bits = _pact_example()
+    return x, alpha, 2 ** bits - 1
+
+
+def _pact_fn_surrogate(x, alpha, levels):
+    y = torch.minimum(torch.clamp(x, min=0), alpha)
+    return y + ((y * levels / alpha).round() * alpha / levels - y).detach()
+
+
+@example(_lsq_fn_example, surrogate=_lsq_fn_surrogate, name="lsq-4bit")
 class _LSQFn(torch.autograd.Function):
     @staticmethod
     def forward(x, scale, qn, qp, grad_scale):
@@ -90,6 +128,7 @@ class _LSQFn(torch.autograd.Function):
         return out, 0
 
 
+@example(_pact_fn_example, surrogate=_pact_fn_surrogate, name="pact-4bit")
 class _PACTFn(torch.autograd.Function):
     @staticmethod
     def forward(x, alpha, levels):
@@ -146,16 +185,6 @@ def _check_scalar_param(fn: str, name: str, value, x: torch.Tensor) -> torch.Ten
             f"with lsq_init_scale(x) (LSQ) or a positive clip value such as 10.0 (PACT)"
         )
     return value
-
-
-def _lsq_example():
-    gen = torch.Generator().manual_seed(0)
-    # Values kept away from rounding ties and clip edges so finite differences stay inside one
-    # piece of the piecewise-linear forward.
-    codes = torch.randint(-10, 10, (3, 5), generator=gen).double()
-    offsets = torch.rand(3, 5, generator=gen, dtype=torch.float64) * 0.6 - 0.3
-    x = ((codes + offsets) * 0.2).requires_grad_()
-    return x, torch.tensor(0.2, dtype=torch.float64, requires_grad=True), 4
 
 
 def lsq_surrogate(x: torch.Tensor, scale: torch.Tensor, bits: int = 8, signed: bool = True,
@@ -259,12 +288,6 @@ def pact_surrogate(x: torch.Tensor, alpha: torch.Tensor, bits: int = 8) -> torch
     y = torch.minimum(torch.clamp(x, min=0), alpha)
     levels = 2 ** bits - 1
     return y + ((y * levels / alpha).round() * alpha / levels - y).detach()
-
-
-def _pact_example():
-    gen = torch.Generator().manual_seed(1)
-    x = (torch.rand(3, 5, generator=gen, dtype=torch.float64) * 6 - 1).requires_grad_()
-    return x, torch.tensor(3.3, dtype=torch.float64, requires_grad=True), 4
 
 
 @example(lambda: _pact_example(), surrogate=pact_surrogate, name="pact-4bit", checks=_CHECKS)

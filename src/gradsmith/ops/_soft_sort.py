@@ -46,6 +46,14 @@ def _block_mean(g: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
     return block_sum(g, block) / block_sum(torch.ones_like(g), block)
 
 
+def _example_input() -> torch.Tensor:
+    # Well-separated values keep finite differences away from the kinks between pooled blocks.
+    gen = torch.Generator().manual_seed(0)
+    return (torch.randperm(12, generator=gen).double() * 0.37).view(2, 6).requires_grad_()
+
+
+@example(lambda: (_example_input(), "l2", 1.0), name="l2")
+@example(lambda: (_example_input(), "kl", 0.5), name="kl")
 class _SoftRankFn(torch.autograd.Function):
     """Returns (ranks, perm, block); perm and block only carry the sort to the backward."""
 
@@ -77,6 +85,8 @@ class _SoftRankFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, _grad_perm, _grad_block):
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
         perm, block, *kl = ctx.saved_tensors
         n = grad.shape[-1]
         perm, block = perm.reshape(-1, n), block.reshape(-1, n)
@@ -98,6 +108,8 @@ class _SoftRankFn(torch.autograd.Function):
         return _SoftRankFn.apply(x, regularization, strength), (dim, dim, dim)
 
 
+@example(lambda: (_example_input(), "l2", 1.0), name="l2")
+@example(lambda: (_example_input(), "kl", 0.5), name="kl")
 class _SoftSortFn(torch.autograd.Function):
     """Returns (sorted, perm, block); perm and block only carry the sort to the backward."""
 
@@ -126,6 +138,8 @@ class _SoftSortFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, _grad_perm, _grad_block):
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
         perm, block, *kl = ctx.saved_tensors
         n = grad.shape[-1]
         perm, block = perm.reshape(-1, n), block.reshape(-1, n)
@@ -159,12 +173,6 @@ def _widen(x: torch.Tensor) -> torch.Tensor:
     # Half-precision sorts tie constantly and the weights (n, ..., 1) are not representable
     # beyond 256: solve in float32 and round the result once.
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
-
-
-def _example_input() -> torch.Tensor:
-    # Well-separated values keep finite differences away from the kinks between pooled blocks.
-    gen = torch.Generator().manual_seed(0)
-    return (torch.randperm(12, generator=gen).double() * 0.37).view(2, 6).requires_grad_()
 
 
 @example(lambda: (_example_input(), "l2", 1.0), name="l2")
