@@ -92,11 +92,12 @@ def _unneeded(session: Session) -> list[Finding]:
     for i in range(k):
         needs = [j != i for j in range(k)]
         try:
-            _, raw, _ = structure.raw_backward(session, user_dtype=True, needs=needs)
+            _, raw, grad_outputs = structure.raw_backward(session, user_dtype=True, needs=needs)
         except Exception:  # noqa: BLE001 - reported by the structure check
             return findings
         pos = args.top_index[args.diff_pos[i]]
-        if pos < len(raw) and raw[pos] is not None and _only_top_level(args, pos):
+        if pos < len(raw) and raw[pos] is not None and _only_top_level(args, pos) and not _free(
+                raw, pos, grad_outputs):
             label = args.diff_labels[i]
             findings.append(Finding(
                 "unneeded-grad", "warning",
@@ -105,6 +106,17 @@ def _unneeded(session: Session) -> list[Finding]:
                 f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return "
                 "None otherwise", NAME, label))
     return findings
+
+
+def _free(raw: tuple, pos: int, grad_outputs: tuple) -> bool:
+    """The unneeded gradient cost nothing: it is grad_output itself or another returned
+    gradient (``return g, g``)."""
+    g = raw[pos]
+    if not isinstance(g, torch.Tensor):
+        return False
+    others = [t for k, t in enumerate(raw) if k != pos and isinstance(t, torch.Tensor)]
+    others += [t for t in grad_outputs if isinstance(t, torch.Tensor)]
+    return any(g.data_ptr() == t.data_ptr() and g.shape == t.shape for t in others)
 
 
 def _only_top_level(args, pos: int) -> bool:
