@@ -120,3 +120,6 @@ def test_jacobian_block_is_cropped_for_heatmaps():
     assert analytic.shape == numerical.shape
     assert max(analytic.shape) <= 256
     assert (analytic - numerical).abs().max() > 0
+    start = report.errors[0].details["jacobian_block"]
+    row, col = divmod(int((analytic - numerical).abs().argmax()), analytic.shape[1])
+    assert (start["row_start"] + row, start["col_start"] + col) == (BAD_ELEMENT, BAD_ELEMENT)

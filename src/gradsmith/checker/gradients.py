@@ -86,10 +86,15 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
         if kind == "gradient":
             _block(session, problem, res.t, worst.index, label)
             msg += _entry_hint(session, label)
+        block = session.cache.get(f"block:{label}") if kind == "gradient" else None
         out.append(Finding(code, "error", msg, _hint(kind), check, label, {
             "mode": res.mode,
             "elements": [[e.index, e.analytic, e.numerical] for e in res.mismatches[:20]],
-            "probe": res.probe}))
+            "probe": res.probe,
+            # Where report.jacobians[label] sits in the full Jacobian (flat output index x
+            # flat input index), so heatmap axes can be labelled.
+            "jacobian_block": {"row_start": block["rows"][0], "col_start": block["cols"][0]}
+            if block and block["rows"] and block["cols"] else None}))
     elif res.probe.get("failed"):
         spread = " across many elements" if res.probe.get("widespread") else ""
         out.append(Finding(
