@@ -44,4 +44,5 @@ CODES: dict[str, tuple[str, str]] = {
     "tensor-on-ctx": ("warning", "hygiene"),
     "ctx-leak": ("warning", "hygiene"),
     "unneeded-grad": ("warning", "hygiene"),
+    "needs-input-grad-mismatch": ("error", "hygiene"),
 }

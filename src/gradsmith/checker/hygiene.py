@@ -12,6 +12,7 @@ from gradsmith.checker import structure
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
+from gradsmith.checker.tensors import close
 
 NAME = "hygiene"
 
@@ -84,28 +85,57 @@ def _leaks(session: Session) -> bool:
 
 
 def _unneeded(session: Session) -> list[Finding]:
+    """Switch each input's requires_grad off in turn: its gradient should be skipped (warning
+    if not) and every other input's gradient must not change (error if it does: typically a
+    wrong ``ctx.needs_input_grad`` index)."""
     args = session.subject.args
     k = len(args.diff_pos)
     if k < 2:
         return []
+    try:
+        _, full, _ = structure.raw_backward(session, user_dtype=True)
+    except Exception:  # noqa: BLE001 - reported by the structure check
+        return []
+    labels = args.diff_labels
+    positions = [args.top_index[p] if _only_top_level(args, args.top_index[p]) else None
+                 for p in args.diff_pos]
     findings = []
     for i in range(k):
         needs = [j != i for j in range(k)]
         try:
             _, raw, grad_outputs = structure.raw_backward(session, user_dtype=True, needs=needs)
-        except Exception:  # noqa: BLE001 - reported by the structure check
-            return findings
-        pos = args.top_index[args.diff_pos[i]]
-        if pos < len(raw) and raw[pos] is not None and _only_top_level(args, pos) and not _free(
+        except Exception as exc:  # noqa: BLE001
+            findings.append(_needs_mismatch(labels[i], None, f"backward raised {exc!r}"))
+            continue
+        pos = positions[i]
+        if pos is not None and pos < len(raw) and raw[pos] is not None and not _free(
                 raw, pos, grad_outputs):
-            label = args.diff_labels[i]
             findings.append(Finding(
                 "unneeded-grad", "warning",
-                f"backward computes a gradient for {label} although it does not require "
+                f"backward computes a gradient for {labels[i]} although it does not require "
                 "grad (ctx.needs_input_grad is False): wasted work",
                 f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return "
-                "None otherwise", NAME, label))
+                "None otherwise", NAME, labels[i]))
+        for j, other in enumerate(positions):
+            if j == i or other is None or other >= min(len(raw), len(full)):
+                continue
+            want, got = full[other], raw[other]
+            if isinstance(want, torch.Tensor) and not (
+                    isinstance(got, torch.Tensor) and close(got, want, 1e-7, 1e-9)):
+                what = "None" if got is None else "a different gradient"
+                findings.append(_needs_mismatch(labels[i], labels[j], f"backward returns {what}"
+                                                f" for {labels[j]}"))
     return findings
+
+
+def _needs_mismatch(off: str, victim: str | None, what: str) -> Finding:
+    return Finding(
+        "needs-input-grad-mismatch", "error",
+        f"when {off} does not require grad, {what} (compared with all inputs requiring grad): "
+        "the gradient users get depends on which other inputs are trainable",
+        "check the ctx.needs_input_grad index used for each gradient (position i guards the "
+        "gradient returned at position i) and that skipped branches do not feed other grads",
+        NAME, victim or off)
 
 
 def _free(raw: tuple, pos: int, grad_outputs: tuple) -> bool:

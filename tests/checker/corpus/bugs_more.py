@@ -199,7 +199,47 @@ class JvpTwoTangents(Function):
         return y * t, t
 
 
+class NeedsIndexSwapped(Function):
+    """Guards each gradient with the other input's needs_input_grad flag."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        gx = g * w if ctx.needs_input_grad[1] else None
+        gw = g * x if ctx.needs_input_grad[0] else None
+        return gx, gw
+
+
+class BiasGradFromWeightBranch(Function):
+    """Computes the bias gradient inside the weight branch: frozen weight -> no bias grad."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        return x @ w.t() + b
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        gx = g @ w if ctx.needs_input_grad[0] else None
+        gw = gb = None
+        if ctx.needs_input_grad[1]:
+            gw = g.t() @ x
+            gb = g.sum(0)
+        return gx, gw, gb
+
+
 CASES = [
+    Case("needs-index-swapped", NeedsIndexSwapped, lambda: (_r(3), _r(3, seed=1)), False,
+         ("needs-input-grad-mismatch",)),
+    Case("bias-grad-in-weight-branch", BiasGradFromWeightBranch,
+         lambda: (_r(4, 3), _r(2, 3, seed=1), _r(2, seed=2)), False,
+         ("needs-input-grad-mismatch",)),
     Case("jvp-two-tangents", JvpTwoTangents, lambda: (_r(4),), False, ("jvp-error",)),
     Case("backward-not-implemented", BackwardNotImplemented, lambda: (_r(4),), False,
          ("backward-error",)),
