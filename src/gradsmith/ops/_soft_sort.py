@@ -20,6 +20,7 @@ from torch import nn
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._isotonic import (
+    block_mean,
     block_softmax,
     block_sum,
     isotonic_kl,
@@ -39,11 +40,6 @@ def _descending_weights(n: int, like: torch.Tensor) -> torch.Tensor:
 def _scatter_back(sorted_values: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     # Out of place (differentiable for double backward); every slot is written, so no zeros.
     return torch.empty_like(sorted_values).scatter(-1, perm, sorted_values)
-
-
-def _block_mean(g: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
-    # index_add (not bincount) so per-sample gradients under vmap stay batched.
-    return block_sum(g, block) / block_sum(torch.ones_like(g), block)
 
 
 def _example_input() -> torch.Tensor:
@@ -92,7 +88,7 @@ class _SoftRankFn(torch.autograd.Function):
         perm, block = perm.reshape(-1, n), block.reshape(-1, n)
         if ctx.regularization == "l2":
             g = grad.reshape(-1, n).gather(-1, perm)
-            g = g - _block_mean(g, block)
+            g = g - block_mean(g, block)
         else:
             x, out = kl
             g = (grad * out).reshape(-1, n).gather(-1, perm)
@@ -145,7 +141,7 @@ class _SoftSortFn(torch.autograd.Function):
         perm, block = perm.reshape(-1, n), block.reshape(-1, n)
         g = grad.reshape(-1, n)
         if ctx.regularization == "l2":
-            g = _block_mean(g, block)
+            g = block_mean(g, block)
         else:
             s = kl[0].reshape(-1, n).neg().gather(-1, perm)
             g = block_softmax(s, block) * block_sum(g, block)
