@@ -24,9 +24,8 @@ from gradsmith.ops._checkpoint import checkpoint_sequential  # noqa: F401
 # end attention + checkpointing
 # soft sorting + quantization (part 2b)
 from gradsmith.ops._soft_sort import soft_rank, soft_sort  # noqa: F401
-from gradsmith.ops._quant import (  # noqa: F401
-    fake_quantize_lsq, lsq_init_scale, lsq_surrogate, pact, pact_surrogate,
-)
+from gradsmith.ops._pact import pact, pact_surrogate  # noqa: F401
+from gradsmith.ops._quant import fake_quantize_lsq, lsq_init_scale, lsq_surrogate  # noqa: F401
 # end soft sorting + quantization
 # isort: on
 # fmt: on

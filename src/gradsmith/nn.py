@@ -17,7 +17,8 @@ from gradsmith.ops._checkpoint import CheckpointedSequential  # noqa: F401
 # end attention + checkpointing
 # soft sorting + quantization (part 2b)
 from gradsmith.ops._soft_sort import SoftRank, SoftSort  # noqa: F401
-from gradsmith.ops._quant import PACT, FakeQuantizeLSQ  # noqa: F401
+from gradsmith.ops._pact import PACT  # noqa: F401
+from gradsmith.ops._quant import FakeQuantizeLSQ  # noqa: F401
 # end soft sorting + quantization
 # isort: on
 # fmt: on

@@ -24,7 +24,8 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from gradsmith.ops._quant import PACT, FakeQuantizeLSQ
+from gradsmith.ops._pact import PACT
+from gradsmith.ops._quant import FakeQuantizeLSQ
 from gradsmith.ops._soft_sort import soft_rank, soft_sort
 
 WORLD, BATCH, STEPS, N = 2, 8, 3, 10
