@@ -170,3 +170,39 @@ def test_registered_examples_are_used_without_arguments():
     assert {f.details["example"] for f in report.errors} == {"small", "square"}
     with pytest.raises(GradsmithError, match="no example inputs for Tanh"):
         gradsmith.check(Tanh)
+
+
+def test_callable_wrapping_a_once_differentiable_function_skips_second_order():
+    from torch.autograd.function import once_differentiable
+
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x**2 * g
+
+    report = gradsmith.check(lambda x: Cube.apply(x) * 2, torch.randn(5, dtype=torch.float64))
+    assert report.passed, report
+    assert "once_differentiable" in report.skipped["second_order"]
+
+
+def test_callable_wrapping_a_silently_wrong_backward_still_fails_second_order():
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x.detach() ** 2 * g  # second derivative silently zero
+
+    report = gradsmith.check(lambda x: Cube.apply(x) * 2, torch.randn(5, dtype=torch.float64))
+    assert "double-backward-mismatch" in {f.code for f in report.findings}

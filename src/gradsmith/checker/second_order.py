@@ -50,6 +50,10 @@ def backward_problem(session: Session) -> Problem:
 def run(session: Session) -> list[Finding]:
     if is_once_differentiable(session.function_cls):
         raise Skip("backward is @once_differentiable (double backward raises, as intended)")
+    inner = _once_differentiable_in_graph(session)
+    if inner is not None:
+        raise Skip(f"the graph contains {inner}, whose backward is @once_differentiable "
+                   "(double backward raises, as intended)")
     problem = backward_problem(session)
     try:
         problem.linearize()
@@ -80,3 +84,33 @@ def _crash(exc) -> Finding:
         f"raised {text}",
         "make backward differentiable (no in-place ops on saved tensors or grad_output, no "
         "numpy) or decorate it with @once_differentiable so users get a clear error", NAME)
+
+
+def _once_differentiable_in_graph(session: Session) -> str | None:
+    """Name of a once-differentiable custom Function that a plain callable applies, if any.
+
+    ``@once_differentiable`` installs its "differentiate twice" error only when an incoming
+    gradient requires grad; differentiated with respect to the inputs alone, such a backward
+    looks like a silent zero. So a callable wrapping one is treated like the Function itself.
+    """
+    if session.function_cls is not None:
+        return None
+    subject = session.subject
+    try:
+        with torch.enable_grad():
+            leaves = [x.detach().requires_grad_(True) for x in subject.base()]
+            outs = subject.select(subject.call([x.clone() for x in leaves]))
+    except Exception:  # noqa: BLE001 - forward errors are reported by the gradients check
+        return None
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if o is not None and o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        cls = getattr(node, "_forward_cls", None)
+        if cls is not None and is_once_differentiable(cls):
+            return cls.__name__
+        stack.extend(next_fn for next_fn, _ in node.next_functions)
+    return None
