@@ -45,52 +45,59 @@ static double lae(double a, double b) {
     return hi + log1p(exp(lo - hi));
 }
 
-#define DEFINE_PAV(T, NAME)                                                                   \
-static int64_t NAME(const T *y, const T *w, int kl, int64_t rows, int64_t n, T *sol,         \
+/* p, q: block statistics (sum and count for l2; log-sum-exps of y and w for kl); v: block value,
+   kept so each comparison is a load, not a division. */
+#define DEFINE_PAV(T, NAME, KL)                                                               \
+static int64_t NAME(const T *y, const T *w, int64_t rows, int64_t n, T *sol,                 \
                     int64_t *block) {                                                         \
     double *p = malloc(sizeof(double) * n), *q = malloc(sizeof(double) * n);                  \
+    double *v = malloc(sizeof(double) * n);                                                   \
     int64_t *start = malloc(sizeof(int64_t) * (n + 1));                                       \
-    if (!p || !q || !start) { free(p); free(q); free(start); return -1; }                     \
+    if (!p || !q || !v || !start) { free(p); free(q); free(v); free(start); return -1; }      \
     for (int64_t r = 0; r < rows; r++) {                                                      \
-        const T *yr = y + r * n, *wr = kl ? w + r * n : 0;                                    \
+        const T *yr = y + r * n;                                                              \
         int64_t nb = 0;                                                                       \
         for (int64_t i = 0; i < n; i++) {                                                     \
-            p[nb] = yr[i]; q[nb] = kl ? (double)wr[i] : 1.0; start[nb] = i; nb++;             \
-            while (nb > 1) {                                                                  \
-                double left = kl ? p[nb - 2] - q[nb - 2] : p[nb - 2] / q[nb - 2];             \
-                double right = kl ? p[nb - 1] - q[nb - 1] : p[nb - 1] / q[nb - 1];            \
-                if (left > right) break;                                                      \
-                if (kl) { p[nb - 2] = lae(p[nb - 2], p[nb - 1]);                              \
-                          q[nb - 2] = lae(q[nb - 2], q[nb - 1]); }                            \
-                else { p[nb - 2] += p[nb - 1]; q[nb - 2] += q[nb - 1]; }                      \
+            p[nb] = yr[i]; start[nb] = i;                                                     \
+            if (KL) { q[nb] = w[r * n + i]; v[nb] = p[nb] - q[nb]; }                          \
+            else { q[nb] = 1.0; v[nb] = p[nb]; }                                              \
+            nb++;                                                                             \
+            while (nb > 1 && v[nb - 2] <= v[nb - 1]) {                                        \
+                if (KL) { p[nb - 2] = lae(p[nb - 2], p[nb - 1]);                              \
+                          q[nb - 2] = lae(q[nb - 2], q[nb - 1]);                              \
+                          v[nb - 2] = p[nb - 2] - q[nb - 2]; }                                \
+                else { p[nb - 2] += p[nb - 1]; q[nb - 2] += q[nb - 1];                        \
+                       v[nb - 2] = p[nb - 2] / q[nb - 2]; }                                   \
                 nb--;                                                                         \
             }                                                                                 \
         }                                                                                     \
         start[nb] = n;                                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                    \
-            T v = (T)(kl ? p[b] - q[b] : p[b] / q[b]);                                        \
+            T value = (T)v[b];                                                                \
             for (int64_t j = start[b]; j < start[b + 1]; j++) {                               \
-                sol[r * n + j] = v; block[r * n + j] = b;                                     \
+                sol[r * n + j] = value; block[r * n + j] = b;                                 \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
-    free(p); free(q); free(start);                                                            \
+    free(p); free(q); free(v); free(start);                                                   \
     return 0;                                                                                 \
 }
 
-DEFINE_PAV(double, pav_f64)
-DEFINE_PAV(float, pav_f32)
+DEFINE_PAV(double, pav_l2_f64, 0)
+DEFINE_PAV(double, pav_kl_f64, 1)
+DEFINE_PAV(float, pav_l2_f32, 0)
+DEFINE_PAV(float, pav_kl_f32, 1)
 
 int64_t gradsmith_pav_l2_f64(const double *y, int64_t rows, int64_t n, double *sol,
-                             int64_t *block) { return pav_f64(y, 0, 0, rows, n, sol, block); }
+                             int64_t *block) { return pav_l2_f64(y, 0, rows, n, sol, block); }
 int64_t gradsmith_pav_kl_f64(const double *y, const double *w, int64_t rows, int64_t n,
                              double *sol, int64_t *block) {
-    return pav_f64(y, w, 1, rows, n, sol, block); }
+    return pav_kl_f64(y, w, rows, n, sol, block); }
 int64_t gradsmith_pav_l2_f32(const float *y, int64_t rows, int64_t n, float *sol,
-                             int64_t *block) { return pav_f32(y, 0, 0, rows, n, sol, block); }
+                             int64_t *block) { return pav_l2_f32(y, 0, rows, n, sol, block); }
 int64_t gradsmith_pav_kl_f32(const float *y, const float *w, int64_t rows, int64_t n,
                              float *sol, int64_t *block) {
-    return pav_f32(y, w, 1, rows, n, sol, block); }
+    return pav_kl_f32(y, w, rows, n, sol, block); }
 """
 
 _LOCK = threading.Lock()
