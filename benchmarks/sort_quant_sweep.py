@@ -31,6 +31,15 @@ def _anchor():
     return torchsort
 
 
+def _torchsort_version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torchsort")
+    except PackageNotFoundError:
+        return None
+
+
 def _torch_only(op):
     def run(*args):
         with torch_solver():
@@ -118,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     sort, quant = sort_rows(args.repeat, args.quick), quant_rows(args.repeat, args.quick)
     env = environment()
-    env["torchsort"] = getattr(_anchor(), "__version__", None) if _anchor() else None
+    env["torchsort"] = _torchsort_version()
     RESULTS.mkdir(exist_ok=True)
     stem = "sort_quant_sweep_quick" if args.quick else "sort_quant_sweep"
     (RESULTS / f"{stem}.json").write_text(json.dumps(
