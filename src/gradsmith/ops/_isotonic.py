@@ -194,6 +194,13 @@ def _keys(block: torch.Tensor) -> torch.Tensor:
     return (rows + offsets).reshape(-1)
 
 
+def _native_ok(values: torch.Tensor, block: torch.Tensor) -> bool:
+    """Plain CPU float tensors and no graph being recorded (a double backward needs torch ops)."""
+    return (values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
+            and not (torch.is_grad_enabled() and values.requires_grad)
+            and not _traced(values) and not _traced(block))
+
+
 def block_mean(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
     """Mean of ``values`` over each element's block (the Jacobian of the l2 solution).
 
@@ -204,6 +211,12 @@ def block_mean(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
         >>> block_mean(torch.tensor([[1.0, 2.0, 4.0]]), torch.tensor([[0, 1, 1]]))
         tensor([[1., 3., 3.]])
     """
+    if _native_ok(values, block):
+        lib = _pav_native.load()
+        if lib is not None:
+            n = values.shape[-1]
+            out = _pav_native.block_mean(lib, values.reshape(-1, n), block.reshape(-1, n))
+            return out.view(values.shape)
     keys = _keys(block)
     flat = values.reshape(-1)
     sums = flat.new_zeros(keys.numel()).index_add(0, keys, flat)

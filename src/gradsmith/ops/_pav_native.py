@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["load", "solve_l2", "solve_kl", "torch_solver", "backend"]
+__all__ = ["load", "solve_l2", "solve_kl", "block_mean", "torch_solver", "backend"]
 
 _SOURCE = r"""
 #include <math.h>
@@ -88,6 +88,26 @@ DEFINE_PAV(double, pav_kl_f64, 1)
 DEFINE_PAV(float, pav_l2_f32, 0)
 DEFINE_PAV(float, pav_kl_f32, 1)
 
+/* Mean of g over each run of equal (row-local) block ids: the l2 backward. */
+#define DEFINE_BLOCK_MEAN(T, NAME)                                                            \
+int64_t NAME(const T *g, const int64_t *block, int64_t rows, int64_t n, T *out) {            \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+        const T *gr = g + r * n; const int64_t *br = block + r * n; T *o = out + r * n;       \
+        int64_t i = 0;                                                                        \
+        while (i < n) {                                                                       \
+            int64_t j = i; double sum = 0.0;                                                  \
+            while (j < n && br[j] == br[i]) { sum += gr[j]; j++; }                            \
+            T mean = (T)(sum / (double)(j - i));                                              \
+            for (int64_t k = i; k < j; k++) o[k] = mean;                                      \
+            i = j;                                                                            \
+        }                                                                                     \
+    }                                                                                         \
+    return 0;                                                                                 \
+}
+
+DEFINE_BLOCK_MEAN(double, gradsmith_block_mean_f64)
+DEFINE_BLOCK_MEAN(float, gradsmith_block_mean_f32)
+
 int64_t gradsmith_pav_l2_f64(const double *y, int64_t rows, int64_t n, double *sol,
                              int64_t *block) { return pav_l2_f64(y, 0, rows, n, sol, block); }
 int64_t gradsmith_pav_kl_f64(const double *y, const double *w, int64_t rows, int64_t n,
@@ -134,6 +154,8 @@ def _open() -> ctypes.CDLL:
         l2, kl = getattr(lib, f"gradsmith_pav_l2_{suffix}"), getattr(lib, f"gradsmith_pav_kl_{suffix}")
         l2.argtypes, kl.argtypes = [ptr, i64, i64, ptr, ptr], [ptr, ptr, i64, i64, ptr, ptr]
         l2.restype = kl.restype = i64
+        mean = getattr(lib, f"gradsmith_block_mean_{suffix}")
+        mean.argtypes, mean.restype = [ptr, ptr, i64, i64, ptr], i64
     return lib
 
 
@@ -200,3 +222,17 @@ def solve_kl(lib: ctypes.CDLL, y: torch.Tensor,
              w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Native :func:`gradsmith.ops._isotonic.isotonic_kl` (solution in y's dtype, local blocks)."""
     return _run(lib, "gradsmith_pav_kl", y, w)
+
+
+def block_mean(lib: ctypes.CDLL, g: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
+    """Native block mean of a float32/float64 CPU ``g`` (rows, n) over row-local ``block`` runs.
+
+    Not differentiable: callers use it only when no graph is being built.
+    """
+    rows, n = g.shape
+    g = g.contiguous()
+    block = block.contiguous()
+    out = torch.empty_like(g)
+    fn = getattr(lib, f"gradsmith_block_mean_{'f32' if g.dtype == torch.float32 else 'f64'}")
+    fn(g.data_ptr(), block.data_ptr(), rows, n, out.data_ptr())
+    return out
