@@ -188,3 +188,17 @@ def test_native_build_failure_falls_back_to_torch(monkeypatch, tmp_path):
 def test_env_var_forces_the_torch_solver(monkeypatch):
     monkeypatch.setenv("GRADSMITH_PAV", "torch")
     assert _pav_native.backend() == "torch"
+
+
+def test_native_block_mean_equals_the_torch_path():
+    if _pav_native.load() is None:
+        pytest.skip("no C compiler")
+    from gradsmith.ops._isotonic import block_mean
+
+    g = _data((4, 50), seed=16)
+    block = (torch.rand(4, 50, generator=torch.Generator().manual_seed(17)) < 0.3).long()
+    block = block.cumsum(-1) - block[:, :1]  # row-local, non-decreasing ids
+    native = block_mean(g, block)
+    with _pav_native.torch_solver():
+        fallback = block_mean(g, block)
+    torch.testing.assert_close(native, fallback, atol=1e-12, rtol=1e-12)
