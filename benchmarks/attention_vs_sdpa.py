@@ -7,6 +7,10 @@ backward (``saved_tensors_hooks``), each storage counted once.
     python benchmarks/attention_vs_sdpa.py                 # the issue's targets, writes results/
     python benchmarks/attention_vs_sdpa.py --tune          # key-block sweep
     python benchmarks/attention_vs_sdpa.py --repeats 5 --no-write   # quick look
+
+Rows say which path ran: "fused" (PyTorch's CPU flash kernel inside our Function: no mask, bias
+or dropout) or "blockwise" (the Python kernels); one extra no-bias row forces the blockwise path
+to show what the fused path buys.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import torch.nn.functional as F
 
 from gradsmith.functional import attention
 from gradsmith.ops._attention import _AttentionFn
+from gradsmith.ops._attention_fused import use_fused
+from gradsmith.ops._attention_kernels import DEFAULT_BLOCK
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -86,18 +92,23 @@ def make_inputs(batch, heads, length, dim, with_bias, seed=0):
     return q, k, v, bias
 
 
-def case(batch, heads, length, dim, with_bias, repeats, causal=False):
+def case(batch, heads, length, dim, with_bias, repeats, causal=False, blockwise=False):
     q, k, v, bias = make_inputs(batch, heads, length, dim, with_bias)
     inputs = [t for t in (q, k, v, bias) if t is not None]
+    fused = use_fused(q, k, v, None, bias, 0.0) and not blockwise
 
     def ours():
+        if blockwise:  # the Python kernels, as attention() runs them when the fused path is off
+            return _AttentionFn.apply(q, k, v, None, bias, None, causal, dim ** -0.5, 0.0, 0,
+                                      DEFAULT_BLOCK, False)[0]
         return attention(q, k, v, bias=bias, is_causal=causal)
 
     def ref():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal)
 
     row = compare(ours, ref, inputs, repeats)
-    row.update(batch=batch, heads=heads, length=length, dim=dim, bias=with_bias, causal=causal)
+    row.update(batch=batch, heads=heads, length=length, dim=dim, bias=with_bias, causal=causal,
+               path="fused" if fused else "blockwise")
     return row
 
 
@@ -106,7 +117,8 @@ def _block_case(with_bias, block, repeats):
     inputs = [t for t in (q, k, v, bias) if t is not None]
 
     def ours():
-        return _AttentionFn.apply(q, k, v, None, bias, None, False, 0.125, 0.0, 0, block)[0]
+        return _AttentionFn.apply(q, k, v, None, bias, None, False, 0.125, 0.0, 0, block,
+                                  False)[0]
 
     def ref():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
@@ -152,15 +164,15 @@ def _load():
 def to_markdown(rows, env) -> str:
     lines = [
         "# attention vs F.scaled_dot_product_attention (fp32, forward+backward)", "",
-        "| B | H | L | d | bias (H,L,S) grad | causal | ours median s [IQR] | SDPA median s [IQR] "
-        "| time ratio | saved MiB ours / SDPA | saved ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| B | H | L | d | bias (H,L,S) grad | causal | path | ours median s [IQR] "
+        "| SDPA median s [IQR] | time ratio | saved MiB ours / SDPA | saved ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         o, s = r["ours_s"], r["ref_s"]
         lines.append(
             f"| {r['batch']} | {r['heads']} | {r['length']} | {r['dim']} | {r['bias']} | "
-            f"{r['causal']} | {o['median']:.3f} [{o['q1']:.3f}, {o['q3']:.3f}] | "
+            f"{r['causal']} | {r['path']} | {o['median']:.3f} [{o['q1']:.3f}, {o['q3']:.3f}] | "
             f"{s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {r['time_ratio']:.2f} | "
             f"{r['ours_saved_bytes'] / 2**20:.1f} / {r['ref_saved_bytes'] / 2**20:.1f} | "
             f"{r['saved_ratio']:.2f} |")
@@ -201,6 +213,8 @@ def main(argv=None) -> int:
             rows.append(case(batch, 4, 1024, 64, with_bias, ns.repeats))
             print(json.dumps(rows[-1]), flush=True)
     rows.append(case(4, 4, 1024, 64, False, ns.repeats, causal=True))
+    print(json.dumps(rows[-1]), flush=True)
+    rows.append(case(4, 4, 1024, 64, False, ns.repeats, blockwise=True))
     print(json.dumps(rows[-1]), flush=True)
     md = to_markdown(rows, env)
     print(md)

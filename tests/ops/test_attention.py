@@ -49,7 +49,8 @@ def reference(q, k, v, mask=None, bias=None, is_causal=False, scale=None, keep=N
 
 def run_blocks(q, k, v, mask=None, bias=None, is_causal=False, scale=None, block=3):
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return _AttentionFn.apply(q, k, v, mask, bias, None, is_causal, scale, 0.0, 0, block)[0]
+    return _AttentionFn.apply(q, k, v, mask, bias, None, is_causal, scale, 0.0, 0, block,
+                              False)[0]
 
 
 def grads(out, inputs, g):
@@ -175,7 +176,7 @@ def test_dropout_matches_reference_with_the_same_mask_in_forward_and_backward():
         torch.testing.assert_close(a, b)
     # many blocks regenerate the same mask as one block
     seed = torch.randint(0, 2**32, (), generator=gen(123), dtype=torch.int64)
-    small = _AttentionFn.apply(q, k, v, None, bias, seed, True, 0.5, p, 0, 2)[0]
+    small = _AttentionFn.apply(q, k, v, None, bias, seed, True, 0.5, p, 0, 2, False)[0]
     torch.testing.assert_close(small, ref)
 
 
@@ -276,6 +277,158 @@ def test_double_backward_raises_instead_of_being_wrong():
         dq.sum().backward()
 
 
+# --- fused kernel path ------------------------------------------------------------------------
+
+def run_path(q, k, v, is_causal, scale, fused):
+    return _AttentionFn.apply(q, k, v, None, None, None, is_causal, scale, 0.0, 0, 3, fused)[0]
+
+
+@pytest.mark.parametrize("L,S", [(5, 7), (7, 5), (1, 4), (6, 6)])
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_fused_and_blockwise_paths_agree_float64(L, S, is_causal, scale):
+    g = gen(L * 10 + S)
+    q, k, v = rand(2, 3, L, 4, g=g), rand(2, 3, S, 4, g=g), rand(2, 3, S, 4, g=g)
+    ref = reference(q, k, v, is_causal=is_causal, scale=scale)
+    scale = 0.5 if scale is None else scale
+    ref = reference(q, k, v, is_causal=is_causal, scale=scale)
+    fused, blocks = run_path(q, k, v, is_causal, scale, True), run_path(q, k, v, is_causal,
+                                                                          scale, False)
+    torch.testing.assert_close(fused, blocks)
+    torch.testing.assert_close(fused, ref)
+    got_f, got_b, want = (grads(o, (q, k, v), gen(5)) for o in (fused, blocks, ref))
+    for a, b, c in zip(got_f, got_b, want):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a, c)
+
+
+@pytest.mark.parametrize("layout", ["heads-transposed", "column-major", "expanded"])
+def test_fused_path_handles_strided_inputs_and_expanded_gradients(layout):
+    # The raw aten kernel is silently wrong for a last-dim stride != 1 (column-major).
+    g = gen(30)
+    if layout == "heads-transposed":
+        qkv = [torch.randn(2, 6, 3, 4, generator=g, dtype=D64).transpose(1, 2) for _ in range(3)]
+    elif layout == "column-major":
+        qkv = [torch.randn(2, 3, 4, 6, generator=g, dtype=D64).transpose(-1, -2)
+               for _ in range(3)]
+    else:
+        qkv = [torch.randn(1, 3, 6, 4, generator=g, dtype=D64).expand(2, 3, 6, 4)
+               for _ in range(3)]
+    q, k, v = (t.requires_grad_() for t in qkv)
+    out = attention(q, k, v)  # 4-d, no mask: fused; .sum() sends an expanded (stride 0) grad
+    ref = reference(q, k, v)
+    torch.testing.assert_close(out, ref)
+    got, want = torch.autograd.grad(out.sum(), (q, k, v)), torch.autograd.grad(ref.sum(), (q, k, v))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
+def _q4(dtype=torch.float32, dv=8):
+    return torch.zeros(2, 3, 5, 8, dtype=dtype), torch.zeros(2, 3, 5, dv, dtype=dtype)
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, True),
+    ({"dtype": D64}, True),
+    ({"dtype": torch.bfloat16}, False),  # autocast: our path's fp32-statistics numerics
+    ({"dtype": torch.float16}, False),
+    ({"dv": 6}, False),  # the kernel needs v's feature size == d
+    ({"rank": 3}, False),  # the kernel takes only (B, H, L, d)
+    ({"mask": True}, False),  # fully masked rows: our zeros vs the kernel's float mask
+    ({"bias": True}, False),
+    ({"dropout_p": 0.1}, False),  # counter-based dropout masks the kernel cannot replay
+], ids=str)
+def test_use_fused_decides_the_path(change, expected):
+    from gradsmith.ops._attention_fused import use_fused
+
+    q, v = _q4(change.get("dtype", torch.float32), change.get("dv", 8))
+    if change.get("rank") == 3:
+        q, v = q[0], v[0]
+    mask = torch.ones(5, 5, dtype=torch.bool) if change.get("mask") else None
+    bias = torch.zeros(5, 5) if change.get("bias") else None
+    assert use_fused(q, q, v, mask, bias, change.get("dropout_p", 0.0)) is expected
+
+
+def test_use_fused_is_false_under_vmap():
+    from gradsmith.ops._attention_fused import use_fused
+
+    seen = []
+
+    def f(q):
+        seen.append(use_fused(q, q, q, None, None, 0.0))
+        return q
+
+    torch.func.vmap(f)(torch.zeros(2, 2, 3, 5, 4))
+    assert seen == [False]
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    ({}, True), ({"is_causal": True}, True), ({"mask": True}, False), ({"dropout_p": 0.2}, False),
+], ids=str)
+def test_attention_calls_the_fused_kernel_exactly_when_it_applies(monkeypatch, kwargs, expected):
+    import gradsmith.ops._attention as module
+
+    calls = []
+    real_forward, real_backward = module.fused_forward, module.fused_backward
+    monkeypatch.setattr(module, "fused_forward", lambda *a: calls.append("f") or real_forward(*a))
+    monkeypatch.setattr(module, "fused_backward",
+                        lambda *a: calls.append("b") or real_backward(*a))
+    g = gen(31)
+    q, k, v = (rand(2, 2, 6, 4, g=g) for _ in range(3))
+    if kwargs.get("mask"):
+        kwargs = {"mask": torch.rand(6, 6, generator=g) > 0.3}
+    attention(q, k, v, **kwargs).sum().backward()
+    assert calls == (["f", "b"] if expected else [])
+
+
+def test_fused_path_saves_the_same_tensors_as_the_blockwise_path():
+    g = gen(32)
+    q, k, v = (rand(2, 2, 64, 8, g=g, dtype=torch.float32) for _ in range(3))
+    saved = {}
+    for fused in (True, False):
+        saved[fused] = []
+
+        def pack(t, sink=saved[fused]):
+            sink.append((tuple(t.shape), t.dtype))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            run_path(q, k, v, True, 0.3, fused)
+    assert sorted(saved[True]) == sorted(saved[False])
+    assert ((2, 2, 64), torch.float32) in saved[True]  # the row logsumexp, O(L)
+
+
+def test_vmap_and_func_grad_over_fused_shapes_match_the_fused_path():
+    g = gen(33)
+    q, k, v = (rand(3, 2, 2, 5, 4, g=g) for _ in range(3))
+
+    def loss(q, k, v):
+        return (attention(q, k, v, is_causal=True) ** 2).sum()
+
+    got = torch.func.vmap(torch.func.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+    for i, want in enumerate(zip(*[torch.autograd.grad(loss(*xs), xs)
+                                   for xs in zip(q, k, v)])):
+        torch.testing.assert_close(got[i], torch.stack(want))
+
+
+@pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
+def test_torch_compile_fullgraph_on_the_fused_path_matches_eager():
+    torch._dynamo.reset()
+    g = gen(34)
+    q, k, v = (rand(2, 2, n, 8, g=g, dtype=torch.float32) for n in (5, 7, 7))
+
+    def f(q, k, v):
+        return attention(q, k, v, is_causal=True)
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    out = compiled(q, k, v)
+    ref = reference(*(t.double() for t in (q, k, v)), is_causal=True)
+    torch.testing.assert_close(out, ref.float(), atol=1e-5, rtol=1e-4)
+    got, want = grads(out, (q, k, v), gen(35)), grads(f(q, k, v), (q, k, v), gen(35))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
 # --- bad input -------------------------------------------------------------------------------
 
 def _qkv():
@@ -315,7 +468,8 @@ def test_bad_options(kwargs, match):
         attention(*_qkv(), **kwargs)
 
 
-@pytest.mark.parametrize("name", ["plain", "mask+bias+causal, L != S", "dropout"])
+@pytest.mark.parametrize("name", ["plain", "mask+bias+causal, L != S", "dropout",
+                                  "fused kernel: 4-d, causal, L != S"])
 def test_registered_examples_pass_gradsmith_check(name):
     from gradsmith._example import examples_of
     from gradsmith.checker import check

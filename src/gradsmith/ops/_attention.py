@@ -22,6 +22,7 @@ from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops import _attention_args as args
 from gradsmith.ops._attention_dropout import row_keys, threshold
+from gradsmith.ops._attention_fused import fused_backward, fused_forward, use_fused
 from gradsmith.ops._attention_kernels import (
     DEFAULT_BLOCK,
     attention_backward,
@@ -42,34 +43,42 @@ class _AttentionFn(torch.autograd.Function):
 
     The backward is ``once_differentiable``: it is written with plain tensor ops on saved
     statistics, so a second derivative through it would be silently wrong; autograd raises
-    instead.
+    instead. With ``fused`` (decided by :func:`._attention_fused.use_fused`) forward and backward
+    run PyTorch's fused CPU flash-attention kernel instead of the blockwise Python kernels; the
+    saved tensors are the same.
     """
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(q, k, v, mask, bias, seed, is_causal, scale, dropout_p, batch_offset, block):
+    def forward(q, k, v, mask, bias, seed, is_causal, scale, dropout_p, batch_offset, block,
+                fused):
+        if fused:
+            return fused_forward(q, k, v, is_causal, scale)
         dropout = _dropout_state(seed, q, dropout_p, batch_offset)
         return attention_forward(q, k, v, mask, bias, is_causal, scale, dropout, block)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        q, k, v, mask, bias, seed, is_causal, scale, dropout_p, batch_offset, block = inputs
+        q, k, v, mask, bias, seed, is_causal, scale, dropout_p, batch_offset, block, fused = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, mask, bias, seed, out, lse)
         ctx.mark_non_differentiable(lse)
-        ctx.options = (is_causal, scale, dropout_p, batch_offset, block)
+        ctx.options = (is_causal, scale, dropout_p, batch_offset, block, fused)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dout, _dlse):
         q, k, v, mask, bias, seed, out, lse = ctx.saved_tensors
-        is_causal, scale, dropout_p, batch_offset, block = ctx.options
+        is_causal, scale, dropout_p, batch_offset, block, fused = ctx.options
+        if fused:
+            dq, dk, dv = fused_backward(q, k, v, out, lse, dout, is_causal, scale)
+            return dq, dk, dv, None, None, None, None, None, None, None, None, None
         dropout = _dropout_state(seed, q, dropout_p, batch_offset)
         need_dbias = bias is not None and ctx.needs_input_grad[4]
         dq, dk, dv, dbias = attention_backward(q, k, v, out, lse, dout, mask, bias, is_causal,
                                                scale, dropout, need_dbias, block)
-        return dq, dk, dv, None, dbias, None, None, None, None, None, None
+        return dq, dk, dv, None, dbias, None, None, None, None, None, None, None
 
 
 def _draw_seed(generator, device):
@@ -102,6 +111,8 @@ def _example_bias_mask():
 
 
 @example(lambda: (_small(2, 6, 4), _small(2, 6, 4), _small(2, 6, 4)), name="plain")
+@example(lambda: (_small(2, 2, 5, 4), _small(2, 2, 7, 4), _small(2, 2, 7, 4), None, None, True),
+         name="fused kernel: 4-d, causal, L != S")
 @example(lambda: (*_example_bias_mask(), True), name="mask+bias+causal, L != S")
 @example(lambda: (_small(2, 5, 3), _small(2, 6, 3), _small(2, 6, 2), None, None, False, 0.7, 0.3),
          name="dropout")
@@ -110,9 +121,12 @@ def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropou
     """Scaled dot-product attention that saves O(L) statistics instead of the L x S matrix.
 
     Computes ``softmax(q @ k^T * scale + bias, masked) @ v`` blockwise over the keys (online
-    softmax). Saved for backward: ``q, k, v``, the output, the float32 row logsumexp, and the
-    mask and bias if given. The backward recomputes the scores block by block and is
-    ``once_differentiable`` (double backward raises).
+    softmax). Saved for backward: ``q, k, v``, the output, the row logsumexp (float32, or
+    float64 for float64 inputs), and the mask and bias if given. The backward recomputes the
+    scores block by block and is ``once_differentiable`` (double backward raises). Without
+    mask, bias and dropout, 4-d ``(B, H, L, d)`` fp32/fp64 CPU inputs with ``v``'s feature size
+    ``d`` run PyTorch's fused CPU flash-attention kernel instead (same result, same saved
+    tensors, faster); see :mod:`._attention_fused`.
 
     Args:
         q: queries ``(..., L, d)``.
@@ -155,8 +169,9 @@ def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropou
         is_causal, scale, dropout_p, generator, dropout_batch_offset, q.shape[-1])
     q, k, v = _autocast(q, k, v)
     seed = _draw_seed(generator, q.device) if dropout_p > 0 else None
+    fused = use_fused(q, k, v, mask, bias, dropout_p)
     out, _ = _AttentionFn.apply(q, k, v, mask, bias, seed, is_causal, scale, dropout_p, offset,
-                                DEFAULT_BLOCK)
+                                DEFAULT_BLOCK, fused)
     return out
 
 
