@@ -206,3 +206,20 @@ def test_callable_wrapping_a_silently_wrong_backward_still_fails_second_order():
 
     report = gradsmith.check(lambda x: Cube.apply(x) * 2, torch.randn(5, dtype=torch.float64))
     assert "double-backward-mismatch" in {f.code for f in report.findings}
+
+
+def test_report_text_groups_checks_skipped_for_the_same_reason():
+    class NoGrads(Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return None  # one value for two inputs: a structural failure
+
+    text = str(gradsmith.check(NoGrads, torch.randn(3, dtype=torch.float64), 3))
+    skip_lines = [line for line in text.splitlines() if line.strip().startswith("skipped")]
+    reasons = [line.split(": ", 1)[1] for line in skip_lines]
+    assert len(reasons) == len(set(reasons)), text  # each reason stated once
+    assert "gradients" in text and "wrong-grad-count" in text

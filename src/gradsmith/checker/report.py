@@ -114,7 +114,10 @@ class Report:
         lines = [f"gradsmith check {self.name}: {verdict} ({self.elapsed:.2f}s, "
                  f"checks: {', '.join(self.checks) or 'none'})"]
         lines += [f"  {line}" for f in self.findings for line in str(f).splitlines()]
-        lines += [f"  skipped {name}: {why}" for name, why in self.skipped.items()]
+        by_reason: dict[str, list[str]] = {}
+        for name, why in self.skipped.items():  # one line per reason, not per check
+            by_reason.setdefault(why, []).append(name)
+        lines += [f"  skipped {', '.join(names)}: {why}" for why, names in by_reason.items()]
         if self.saved_bytes is not None:
             lines.append(f"  saved for backward: {self.saved_bytes} bytes")
         return "\n".join(lines)
