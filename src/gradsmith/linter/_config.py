@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomllib
 
 from gradsmith._errors import GradsmithError, GradsmithUsageError
 
