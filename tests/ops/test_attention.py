@@ -337,6 +337,9 @@ def _q4(dtype=torch.float32, dv=8):
     ({"mask": True}, False),  # fully masked rows: our zeros vs the kernel's float mask
     ({"bias": True}, False),
     ({"dropout_p": 0.1}, False),  # counter-based dropout masks the kernel cannot replay
+    ({"empty": 0}, False),  # the kernel dies with SIGFPE on empty dims
+    ({"empty": 1}, False),
+    ({"empty": 3}, False),
 ], ids=str)
 def test_use_fused_decides_the_path(change, expected):
     from gradsmith.ops._attention_fused import use_fused
@@ -344,9 +347,19 @@ def test_use_fused_decides_the_path(change, expected):
     q, v = _q4(change.get("dtype", torch.float32), change.get("dv", 8))
     if change.get("rank") == 3:
         q, v = q[0], v[0]
+    if "empty" in change:
+        q, v = q.narrow(change["empty"], 0, 0), v.narrow(change["empty"], 0, 0)
     mask = torch.ones(5, 5, dtype=torch.bool) if change.get("mask") else None
     bias = torch.zeros(5, 5) if change.get("bias") else None
     assert use_fused(q, q, v, mask, bias, change.get("dropout_p", 0.0)) is expected
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 5, 4), (2, 0, 5, 4)], ids=str)
+def test_empty_batch_or_heads_give_empty_output_and_gradients(shape):
+    q = torch.randn(shape, dtype=D64, requires_grad=True)
+    out = attention(q, q, q)
+    out.sum().backward()
+    assert out.shape == shape and q.grad.shape == shape
 
 
 def test_use_fused_is_false_under_vmap():

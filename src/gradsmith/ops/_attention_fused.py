@@ -10,7 +10,8 @@ Why each condition: the kernel accepts only 4-d ``(B, H, L, d)`` inputs with ``v
 equal to ``d``; its mask is an additive float tensor (our bool mask with fully masked rows would
 give NaN rows instead of our zeros); it has no differentiable bias; its dropout cannot replay our
 counter-based masks; under ``torch.func`` transforms it has no batching rule; in half precision
-(autocast) our path keeps its own tested numerics.
+(autocast) our path keeps its own tested numerics; on an empty dim (no heads) the kernel crashes
+the process with a division by zero.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def use_fused(q, k, v, mask, bias, dropout_p) -> bool:
         return False
     if q.dim() != 4 or q.device.type != "cpu" or q.dtype not in _FUSED_DTYPES:
         return False
-    if q.shape[-1] == 0 or v.shape[-1] != q.shape[-1]:
-        return False
+    if v.shape[-1] != q.shape[-1] or 0 in q.shape or 0 in k.shape:
+        return False  # the kernel dies with SIGFPE on empty heads (torch 2.13)
     if torch.compiler.is_compiling():  # traced tensors are plain here: the aten ops trace as is
         return True
     return not any(is_functorch_wrapped_tensor(t) for t in (q, k, v))
