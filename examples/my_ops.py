@@ -5,8 +5,8 @@ import torch
 import gradsmith
 
 
-@gradsmith.example(lambda: (torch.randn(4, 5), torch.tensor(1.5, requires_grad=True)),
-                   name="learnable beta")
+@gradsmith.example(lambda: (torch.randn(4, 5, requires_grad=True),
+                            torch.tensor(1.5, requires_grad=True)), name="learnable beta")
 class Swish(torch.autograd.Function):
     """f(x) = x * sigmoid(beta * x), with a learnable scalar beta.
 

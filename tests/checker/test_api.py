@@ -223,3 +223,27 @@ def test_report_text_groups_checks_skipped_for_the_same_reason():
     reasons = [line.split(": ", 1)[1] for line in skip_lines]
     assert len(reasons) == len(set(reasons)), text  # each reason stated once
     assert "gradients" in text and "wrong-grad-count" in text
+
+
+def test_inputs_held_constant_are_named_and_their_gradient_is_not_judged():
+    class WeightedMSE(Function):
+        @staticmethod
+        def forward(ctx, x, target):
+            ctx.save_for_backward(x, target)
+            return ((x - target) ** 2).sum()
+
+        @staticmethod
+        def backward(ctx, g):
+            x, target = ctx.saved_tensors
+            return 2 * (x - target) * g, None  # no gradient for the target, on purpose
+
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    target = torch.randn(4, dtype=torch.float64)
+    report = gradsmith.check(WeightedMSE, x, target)
+    assert report.passed, report
+    (info,) = [f for f in report.findings if f.code == "constant-input"]
+    assert info.severity == "info" and info.details["inputs"] == ["target"]
+    # with no input marked, every floating input is differentiated: the None is a wrong gradient
+    report = gradsmith.check(WeightedMSE, x.detach(), target)
+    assert "gradient-mismatch" in {f.code for f in report.findings}
+    assert "constant-input" not in {f.code for f in report.findings}

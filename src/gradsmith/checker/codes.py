@@ -11,6 +11,7 @@ CODES: dict[str, tuple[str, str]] = {
     "float64-unsupported": ("info", "setup"),
     "low-precision-numerics": ("info", "setup"),
     "user-warning": ("info", "setup"),
+    "constant-input": ("info", "setup"),
     "check-crashed": ("warning", "any"),
     "backward-error": ("error", "any"),
     "wrong-grad-count": ("error", "structure"),

@@ -104,10 +104,25 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
         warnings.simplefilter("always")
         if _prepare(session):
             _run_checks(session, selected)
-    report.findings += _warning_findings(caught)
+    report.findings += _warning_findings(caught) + _constant_findings(subject)
     report.sort()
     report.elapsed = time.perf_counter() - start
     return report
+
+
+def _constant_findings(subject: Subject) -> list[Finding]:
+    """Say which floating inputs were held constant (gradcheck's rule: when some inputs require
+    grad, only those are differentiated), so an unchecked gradient is never a surprise."""
+    names = subject.args.constant_labels
+    if not names:
+        return []
+    return [Finding(
+        "constant-input", "info",
+        f"{', '.join(names)} held constant: other inputs require grad and these do not, so "
+        "their gradients were not checked",
+        "pass them with requires_grad=True to check their gradients too (or pass no input "
+        "with requires_grad to check every floating-point input)", "setup",
+        details={"inputs": list(names)})]
 
 
 def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Report:

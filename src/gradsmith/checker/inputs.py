@@ -74,6 +74,8 @@ class Arguments:
         floating = [i for i in self.tensor_pos if self._leaves[i].is_floating_point()]
         wanted = [i for i in floating if self._leaves[i].requires_grad]
         self.diff_pos = wanted or floating
+        # Floating tensors left out because others require grad: treated as constants.
+        self.constant_labels = [self.labels[i] for i in floating if i not in self.diff_pos]
         self.n_args = len(args)
 
     @property
