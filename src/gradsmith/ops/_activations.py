@@ -14,15 +14,13 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath, reduce_to, scalar_or_tensor
 from gradsmith.ops._validate import check_floating, check_number
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
-
-def _x64(*shape: int) -> torch.Tensor:
-    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
 
 
 class _GeluFn(torch.autograd.Function):
@@ -157,7 +155,8 @@ class _SwishFn(torch.autograd.Function):
 
 
 @example(lambda: (_x64(4, 5), 1.5), name="swish-float-beta")
-@example(lambda: (_x64(4, 5), torch.tensor(0.8, dtype=torch.float64, requires_grad=True)),
+@example(lambda: (_x64(4, 5).requires_grad_(),
+                   torch.tensor(0.8, dtype=torch.float64, requires_grad=True)),
          name="swish-learnable-beta")
 def swish(x: torch.Tensor, beta: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Swish: ``x * sigmoid(beta * x)``.

@@ -48,3 +48,10 @@ def scalar_or_tensor(fn: str, name: str, value: Any, x: torch.Tensor) -> float |
             )
         return value
     return check_number(fn, name, value)
+
+
+def example_input(*shape: int, scale: float = 1.0, shift: float = 0.0,
+                  seed: int = 0) -> torch.Tensor:
+    """Deterministic float64 input for registered examples: ``randn(shape) * scale + shift``."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=torch.float64, generator=gen) * scale + shift

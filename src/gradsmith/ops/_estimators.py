@@ -12,12 +12,8 @@ import torch
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._validate import check_floating, check_number, check_positive
-
-
-def _x64(*shape: int, scale: float = 1.0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(0)
-    return torch.randn(*shape, dtype=torch.float64, generator=gen) * scale
 
 
 def _sign_surrogate(x: torch.Tensor, clip: float | None = None) -> torch.Tensor:

@@ -15,12 +15,8 @@ from torch import nn
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._bitmask import pack_mask, unpack_mask
+from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._validate import check_broadcastable, check_floating
-
-
-def _x64(*shape: int, seed: int = 0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, dtype=torch.float64, generator=gen)
 
 
 class _FusedLinearReLUFn(torch.autograd.Function):

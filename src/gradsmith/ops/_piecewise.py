@@ -13,13 +13,9 @@ import torch
 from torch import nn
 
 from gradsmith._example import example
+from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath, reduce_to, scalar_or_tensor
 from gradsmith.ops._validate import check_floating, check_nonnegative, check_positive
-
-
-def _x64(*shape: int, scale: float = 1.0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(0)
-    return torch.randn(*shape, dtype=torch.float64, generator=gen) * scale
 
 
 class _ClippedReLUFn(torch.autograd.Function):
@@ -119,7 +115,8 @@ class _SoftThresholdFn(torch.autograd.Function):
 
 
 @example(lambda: (_x64(4, 5), 0.5), name="soft_threshold")
-@example(lambda: (_x64(4, 5), torch.full((1, 5), 0.3, dtype=torch.float64, requires_grad=True)),
+@example(lambda: (_x64(4, 5).requires_grad_(),
+                   torch.full((1, 5), 0.3, dtype=torch.float64, requires_grad=True)),
          name="soft_threshold-learnable")
 def soft_threshold(x: torch.Tensor, threshold: float | torch.Tensor) -> torch.Tensor:
     """Soft thresholding ``sign(x) * max(|x| - threshold, 0)``, the proximal map of the L1 norm.

@@ -9,13 +9,9 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath
 from gradsmith.ops._validate import check_bool, check_dim, check_floating, check_positive
-
-
-def _x64(*shape: int, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(0)
-    return torch.randn(*shape, dtype=torch.float64, generator=gen) * scale + shift
 
 
 class _LogSumExpFn(torch.autograd.Function):
