@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from gradsmith.bench.runner import environment
 from gradsmith.functional import attention
 from gradsmith.ops._attention import _AttentionFn
 from gradsmith.ops._attention_fused import use_fused
@@ -138,27 +137,6 @@ def tune(repeats):
     return rows
 
 
-def environment() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"torch": torch.__version__, "python": sys.version.split()[0],
-            "platform": platform.platform(), "cpu": cpu, "threads": torch.get_num_threads(),
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # other processes compete for the 2 cores; > ~1 means the numbers are noisy
-            "load_average_1min": _load()}
-
-
-def _load():
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except OSError:
-        return None
 
 
 def to_markdown(rows, env) -> str:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint
 
+from gradsmith.bench.runner import environment
 from gradsmith.functional import checkpoint_sequential
 from gradsmith.ops._checkpoint import _split
 
@@ -118,27 +117,6 @@ def checkpoint_sequential_fn(layers, x, segments):
     return checkpoint_sequential(layers, x, segments)
 
 
-def environment() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"torch": torch.__version__, "python": sys.version.split()[0],
-            "platform": platform.platform(), "cpu": cpu, "threads": torch.get_num_threads(),
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # other processes compete for the 2 cores; > ~1 means the numbers are noisy
-            "load_average_1min": _load()}
-
-
-def _load():
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except OSError:
-        return None
 
 
 def to_markdown(rows, env) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,6 +44,9 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "pav_backend": backend(),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # other processes compete for the cores; a 1-minute load above ~1 means noisy numbers
+        "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
 
 
