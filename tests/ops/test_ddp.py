@@ -10,19 +10,17 @@ equals the full-batch gradient of a mean loss.
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from gradsmith.ops._attention import Attention
 from gradsmith.ops._checkpoint import CheckpointedSequential
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ddp_harness import assert_same_parameters, train_ddp  # noqa: E402
 
 WORLD, BATCH, STEPS, DIM = 2, 8, 3, 16
 
@@ -69,47 +67,15 @@ def train(model, xs, ys, offset=0):
         opt.step()
 
 
-def worker(rank: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    try:
-        model = DistributedDataParallel(make_model())
-        xs, ys = data()
-        half = BATCH // WORLD
-        rows = slice(rank * half, (rank + 1) * half)
-        train(model, xs[:, rows], ys[:, rows], offset=rank * half)
-        torch.save(model.module.state_dict(), Path(out_dir) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_two_processes_equal_one_process_on_the_full_batch(tmp_path):
-    # spawned children import this module by name; make its folder importable for them
-    here = str(Path(__file__).parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    from test_ddp import worker as importable_worker
-
-    mp.spawn(importable_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    states = train_ddp("test_ddp", WORLD, tmp_path)
 
     single = make_model()
     xs, ys = data()
     train(single, xs, ys)
     want = single.state_dict()
     before = make_model().state_dict()
-    for rank in range(WORLD):
-        got = torch.load(tmp_path / f"rank{rank}.pt")
-        assert got.keys() == want.keys()
-        for name in want:
-            torch.testing.assert_close(got[name], want[name], rtol=1e-9, atol=1e-11,
-                                       msg=f"rank {rank}: {name}")
+    assert_same_parameters(states, want)
     assert any(not torch.equal(want[n], before[n]) for n in want), "training changed nothing"
 
 

@@ -13,20 +13,18 @@ paper's N_F for activations is the number of features of one example).
 from __future__ import annotations
 
 import math
-import os
-import socket
 import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from gradsmith.ops._pact import PACT
 from gradsmith.ops._quant import FakeQuantizeLSQ
 from gradsmith.ops._soft_sort import soft_rank, soft_sort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ddp_harness import assert_same_parameters, train_ddp  # noqa: E402
 
 WORLD, BATCH, STEPS, N = 2, 8, 3, 10
 
@@ -52,7 +50,8 @@ def loss_fn(out, target):
     return rank_loss.mean() + sort_loss.mean()
 
 
-def train(model, xs, ts):
+def train(model, xs, ts, offset=0):
+    # offset (the shard's first sample) matters only to random ops; none here
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for step in range(STEPS):
         loss = loss_fn(model(xs[step]), ts[step])
@@ -61,46 +60,15 @@ def train(model, xs, ts):
         opt.step()
 
 
-def worker(rank: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    try:
-        model = DistributedDataParallel(make_model())
-        xs, ts = data()
-        half = BATCH // WORLD
-        rows = slice(rank * half, (rank + 1) * half)
-        train(model, xs[:, rows], ts[:, rows])
-        torch.save(model.module.state_dict(), Path(out_dir) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_two_processes_equal_one_process_on_the_full_batch(tmp_path):
-    here = str(Path(__file__).parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    from test_ddp_sort_quant import worker as importable_worker
-
-    mp.spawn(importable_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    states = train_ddp("test_ddp_sort_quant", WORLD, tmp_path)
 
     single = make_model()
     before = {k: v.clone() for k, v in single.state_dict().items()}
     xs, ts = data()
     train(single, xs, ts)
     want = single.state_dict()
-    for rank in range(WORLD):
-        got = torch.load(tmp_path / f"rank{rank}.pt")
-        assert got.keys() == want.keys()
-        for name in want:
-            torch.testing.assert_close(got[name], want[name], rtol=1e-9, atol=1e-11,
-                                       msg=f"rank {rank}: {name}")
+    assert_same_parameters(states, want)
     # The quantization parameters were really trained (their gradients were all-reduced).
     for name in ("1.alpha", "3.scale"):
         assert not torch.equal(want[name], before[name]), f"{name} did not move"
