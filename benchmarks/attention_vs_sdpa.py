@@ -98,8 +98,8 @@ def case(batch, heads, length, dim, with_bias, repeats, causal=False, blockwise=
 
     def ours():
         if blockwise:  # the Python kernels, as attention() runs them when the fused path is off
-            return _AttentionFn.apply(q, k, v, None, bias, None, causal, dim ** -0.5, 0.0, 0,
-                                      DEFAULT_BLOCK, False)[0]
+            return _AttentionFn.apply(q, k, v, None, bias, None, None, causal, dim ** -0.5,
+                                      0.0, 0, DEFAULT_BLOCK, False)[0]
         return attention(q, k, v, bias=bias, is_causal=causal)
 
     def ref():
@@ -116,7 +116,7 @@ def _block_case(with_bias, block, repeats):
     inputs = [t for t in (q, k, v, bias) if t is not None]
 
     def ours():
-        return _AttentionFn.apply(q, k, v, None, bias, None, False, 0.125, 0.0, 0, block,
+        return _AttentionFn.apply(q, k, v, None, bias, None, None, False, 0.125, 0.0, 0, block,
                                   False)[0]
 
     def ref():

@@ -49,7 +49,7 @@ def reference(q, k, v, mask=None, bias=None, is_causal=False, scale=None, keep=N
 
 def run_blocks(q, k, v, mask=None, bias=None, is_causal=False, scale=None, block=3):
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return _AttentionFn.apply(q, k, v, mask, bias, None, is_causal, scale, 0.0, 0, block,
+    return _AttentionFn.apply(q, k, v, mask, bias, None, None, is_causal, scale, 0.0, 0, block,
                               False)[0]
 
 
@@ -176,7 +176,7 @@ def test_dropout_matches_reference_with_the_same_mask_in_forward_and_backward():
         torch.testing.assert_close(a, b)
     # many blocks regenerate the same mask as one block
     seed = torch.randint(0, 2**32, (), generator=gen(123), dtype=torch.int64)
-    small = _AttentionFn.apply(q, k, v, None, bias, seed, True, 0.5, p, 0, 2, False)[0]
+    small = _AttentionFn.apply(q, k, v, None, bias, None, seed, True, 0.5, p, 0, 2, False)[0]
     torch.testing.assert_close(small, ref)
 
 
@@ -280,7 +280,8 @@ def test_double_backward_raises_instead_of_being_wrong():
 # --- fused kernel path ------------------------------------------------------------------------
 
 def run_path(q, k, v, is_causal, scale, fused):
-    return _AttentionFn.apply(q, k, v, None, None, None, is_causal, scale, 0.0, 0, 3, fused)[0]
+    return _AttentionFn.apply(q, k, v, None, None, None, None, is_causal, scale, 0.0, 0, 3,
+                              fused)[0]
 
 
 @pytest.mark.parametrize("L,S", [(5, 7), (7, 5), (1, 4), (6, 6)])

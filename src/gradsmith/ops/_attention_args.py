@@ -91,6 +91,33 @@ def check_bias(bias, full: tuple[int, ...], device: torch.device):
     return bias
 
 
+def check_rel_bias(rel, full: tuple[int, ...], device: torch.device):
+    """Compact relative bias ``(..., L + S - 1)`` whose leading dims broadcast to the batch dims."""
+    if rel is None:
+        return None
+    check_floating(_FN, "rel_bias", rel)
+    if rel.device != device:
+        raise GradsmithError(f"{_FN}: rel_bias must be on {device} like q, got {rel.device}; "
+                             f"move it with rel_bias.to(q.device)")
+    *batch, L, S = full
+    n = L + S - 1
+    if rel.dim() == 0 or rel.shape[-1] != n:
+        raise GradsmithError(
+            f"{_FN}: rel_bias must have last dim L + S - 1 = {L} + {S} - 1 = {n} (one entry per "
+            f"offset j - i from {1 - L} to {S - 1}), got shape {tuple(rel.shape)}; build it over "
+            f"torch.arange({n}) - {L - 1}")
+    try:
+        ok = torch.broadcast_shapes(rel.shape[:-1], tuple(batch)) == tuple(batch)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise GradsmithError(
+            f"{_FN}: rel_bias leading dims must broadcast to the batch dims of q {tuple(batch)}, "
+            f"got shape {tuple(rel.shape)}; give it shape ({n},), (heads, {n}) or add size-1 "
+            f"dims")
+    return rel
+
+
 def check_options(is_causal, scale, dropout_p, generator, batch_offset, d: int):
     """Return ``(is_causal, scale, dropout_p, generator, batch_offset)`` normalised."""
     check_bool(_FN, "is_causal", is_causal)

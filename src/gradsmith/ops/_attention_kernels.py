@@ -3,7 +3,8 @@
 Plain tensor code with no autograd and no Python branching on tensor values, so that the same
 functions run eagerly, under ``torch.func.vmap`` (through ``generate_vmap_rule``) and under
 ``torch.compile(fullgraph=True)``. Shapes: ``q (..., L, d)``, ``k (..., S, d)``, ``v (..., S, dv)``;
-``mask`` (bool, True = keep) and ``bias`` broadcast to ``(..., L, S)``.
+``mask`` (bool, True = keep) and ``bias`` broadcast to ``(..., L, S)``; ``rel`` is a compact
+relative position bias ``(..., L + S - 1)`` read tile by tile through :mod:`._attention_rel`.
 
 The key dimension is walked in blocks. The forward keeps, per query row, the running maximum
 ``m``, the running normaliser ``l`` and the unnormalised output, and returns the output and the
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 from torch._C._functorch import is_functorch_wrapped_tensor
 
 from gradsmith.ops._attention_dropout import keep_mask
+from gradsmith.ops._attention_rel import add_tile_grad, rel_grad, rel_table, rel_tile
 
 _NEG_INF = float("-inf")
 
@@ -56,14 +58,18 @@ def _tile(t: torch.Tensor, r0: int, j0: int, j1: int) -> torch.Tensor:
     return t
 
 
-def _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace, out=None):
-    """Masked, biased scores of query rows ``r0:`` against keys ``j0:j1``."""
+def _scores(qs, k, mask, bias, rel, causal, r0, j0, j1, acc_dtype, inplace, out=None):
+    """Masked, biased scores of query rows ``r0:`` against keys ``j0:j1``.
+
+    ``rel`` is None or the skewed table of :func:`._attention_rel.rel_table`.
+    """
     s = _mm(qs[..., r0:, :], k[..., j0:j1, :].transpose(-2, -1), out)
     if s.dtype != acc_dtype:
         s = s.to(acc_dtype)
-    if bias is not None:
-        b = _tile(bias, r0, j0, j1)
-        s = s.add_(b) if inplace else s + b
+    for extra in (bias if bias is None else _tile(bias, r0, j0, j1),
+                  rel if rel is None else rel_tile(rel, k.shape[-2], qs.shape[-2], r0, j0, j1)):
+        if extra is not None:
+            s = s.add_(extra) if inplace else s + extra
     if mask is not None:
         drop = ~_tile(mask, r0, j0, j1)
         s = s.masked_fill_(drop, _NEG_INF) if inplace else s.masked_fill(drop, _NEG_INF)
@@ -124,14 +130,16 @@ def _tile_shape(q, r0, j1_j0):
     return (*q.shape[:-2], q.shape[-2] - r0, j1_j0)
 
 
-def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT_BLOCK):
+def attention_forward(q, k, v, mask, bias, rel, causal, scale, dropout, block=DEFAULT_BLOCK):
     """Blockwise forward; returns ``(out, lse)`` with ``lse`` in the accumulation dtype.
 
-    ``dropout`` is None or ``(row_keys, threshold, p)`` from :mod:`._attention_dropout`.
+    ``rel`` is None or the compact relative bias ``(..., L + S - 1)``; ``dropout`` is None or
+    ``(row_keys, threshold, p)`` from :mod:`._attention_dropout`.
     """
     L, S = q.shape[-2], k.shape[-2]
     acc_dtype = accumulation_dtype(q.dtype)
-    inplace = can_work_in_place(q, k, mask, bias)
+    inplace = can_work_in_place(q, k, mask, bias, rel)
+    table = None if rel is None else rel_table(rel, min(block, S), acc_dtype)
     scratch = _scratch(inplace, q)
     qs = q * scale
     # Without dropout the row sums come out of the P V product for free: V gets a ones column.
@@ -142,7 +150,7 @@ def attention_forward(q, k, v, mask, bias, causal, scale, dropout, block=DEFAULT
     acc = torch.zeros((*q.shape[:-1], v_src.shape[-1]), dtype=acc_dtype, device=q.device)
     for r0, j0, j1 in _blocks(L, S, causal, block):
         out_s = scratch.take("s", _tile_shape(q, r0, j1 - j0), q)
-        s = _scores(qs, k, mask, bias, causal, r0, j0, j1, acc_dtype, inplace, out_s)
+        s = _scores(qs, k, mask, bias, table, causal, r0, j0, j1, acc_dtype, inplace, out_s)
         m_old = m[..., r0:]
         m_new = torch.maximum(m_old, s.amax(-1))
         m_safe = m_new.masked_fill(m_new == _NEG_INF, 0.0)
@@ -187,17 +195,21 @@ def _put_rows(full, rows, r0, matrix=False):
     return torch.cat([head, rows], dim=-2 if matrix else -1)
 
 
-def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropout,
-                       need_dbias, block=DEFAULT_BLOCK):
-    """Blockwise backward; returns ``(dq, dk, dv, dbias)`` (``dbias`` None unless needed).
+def attention_backward(q, k, v, out, lse, dout, mask, bias, rel, causal, scale, dropout,
+                       need_dbias, need_drel, block=DEFAULT_BLOCK):
+    """Blockwise backward; returns ``(dq, dk, dv, dbias, drel)`` (the last two None unless
+    needed).
 
     With ``P = exp(S - lse)``, ``Z`` the dropout keep-scale and ``D = rowsum(dO * O)``:
     ``dV = (P Z)^T dO``, ``dP = (dO V^T) Z``, ``dS = P (dP - D)``, ``dQ = scale dS K``,
-    ``dK = scale dS^T Q``, ``dBias = dS`` summed to the bias's shape.
+    ``dK = scale dS^T Q``, ``dBias = dS`` summed to the bias's shape, ``dRel[t]`` = the sum of
+    ``dS`` over the diagonal ``j - i = t - (L - 1)``, summed to the rel bias's shape.
     """
     L, S = q.shape[-2], k.shape[-2]
     acc_dtype = accumulation_dtype(q.dtype)
-    inplace = can_work_in_place(q, k, v, mask, bias, out, lse, dout)
+    inplace = can_work_in_place(q, k, v, mask, bias, rel, out, lse, dout)
+    table = None if rel is None else rel_table(rel, min(block, S), acc_dtype)
+    dtable = torch.zeros_like(table) if need_drel else None
     scratch = _scratch(inplace, q)
     qs = q * scale
     # contiguous once: an expanded grad (from .sum()) would be copied per block by every matmul
@@ -217,7 +229,7 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropo
     dk_blocks, dv_blocks, dbias_parts = [], [], []
     for r0, j0, j1 in _blocks(L, S, causal, block):
         tile = _tile_shape(q, r0, j1 - j0)
-        s = _scores(q_src, k_src, mask, bias, causal, r0, j0, j1, acc_dtype, inplace,
+        s = _scores(q_src, k_src, mask, bias, table, causal, r0, j0, j1, acc_dtype, inplace,
                     scratch.take("s", tile, q))
         p = s.exp_() if fold else s.sub_(lse[..., r0:].unsqueeze(-1)).exp_()
         do_rows = dout[..., r0:, :]
@@ -243,11 +255,14 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, causal, scale, dropo
         dk_blocks.append(torch.matmul(qs[..., r0:, :].transpose(-2, -1), ds_c).transpose(-2, -1))
         if need_dbias:
             dbias_parts.append((j0, j1, _reduce_to_bias(ds, bias.shape, r0)))
+        if need_drel:
+            dtable = add_tile_grad(dtable, ds, rel.shape, S, L, r0, j0, inplace)
     dk = _fill_blocks(dk_blocks, k, S)
     dv = _fill_blocks(dv_blocks, v, S)
     dq = (dq * scale).to(q.dtype)
     dbias = _assemble_dbias(dbias_parts, bias, S) if need_dbias else None
-    return dq, dk.to(k.dtype), dv.to(v.dtype), dbias
+    drel = rel_grad(dtable, rel.shape[-1]).to(rel.dtype) if need_drel else None
+    return dq, dk.to(k.dtype), dv.to(v.dtype), dbias, drel
 
 
 def _fill_blocks(blocks, like, S):
