@@ -91,23 +91,34 @@ def make_inputs(batch, heads, length, dim, with_bias, seed=0):
     return q, k, v, bias
 
 
-def case(batch, heads, length, dim, with_bias, repeats, causal=False, blockwise=False):
-    q, k, v, bias = make_inputs(batch, heads, length, dim, with_bias)
-    inputs = [t for t in (q, k, v, bias) if t is not None]
-    fused = use_fused(q, k, v, None, bias, 0.0) and not blockwise
+def make_rel(heads, L, S, seed=1):
+    """A compact relative bias leaf (H, L+S-1) and the dense (H, L, S) leaf with its values."""
+    rel = torch.randn(heads, L + S - 1, generator=torch.Generator().manual_seed(seed))
+    dense = rel[:, torch.arange(S) - torch.arange(L)[:, None] + L - 1]
+    return rel.requires_grad_(), dense.contiguous().requires_grad_()
+
+
+def case(batch, heads, length, dim, bias, repeats, causal=False, blockwise=False):
+    """One row; ``bias`` is None, "dense" (H, L, S) or "rel" (ours (H, L+S-1), SDPA dense)."""
+    q, k, v, _ = make_inputs(batch, heads, length, dim, False)
+    rel, dense = make_rel(heads, length, length) if bias else (None, None)
+    ours_bias = dense if bias == "dense" else None
+    ours_rel = rel if bias == "rel" else None
+    inputs = [t for t in (q, k, v, ours_bias, ours_rel, dense) if t is not None]
+    fused = use_fused(q, k, v, None, dense, 0.0) and not blockwise
 
     def ours():
         if blockwise:  # the Python kernels, as attention() runs them when the fused path is off
-            return _AttentionFn.apply(q, k, v, None, bias, None, None, causal, dim ** -0.5,
-                                      0.0, 0, DEFAULT_BLOCK, False)[0]
-        return attention(q, k, v, bias=bias, is_causal=causal)
+            return _AttentionFn.apply(q, k, v, None, ours_bias, ours_rel, None, causal,
+                                      dim ** -0.5, 0.0, 0, DEFAULT_BLOCK, False)[0]
+        return attention(q, k, v, bias=ours_bias, is_causal=causal, rel_bias=ours_rel)
 
     def ref():
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=dense, is_causal=causal)
 
     row = compare(ours, ref, inputs, repeats)
-    row.update(batch=batch, heads=heads, length=length, dim=dim, bias=with_bias, causal=causal,
-               path="fused" if fused else "blockwise")
+    row.update(batch=batch, heads=heads, length=length, dim=dim, bias=bias or "none",
+               causal=causal, path="fused" if fused else "blockwise")
     return row
 
 
@@ -142,7 +153,7 @@ def tune(repeats):
 def to_markdown(rows, env) -> str:
     lines = [
         "# attention vs F.scaled_dot_product_attention (fp32, forward+backward)", "",
-        "| B | H | L | d | bias (H,L,S) grad | causal | path | ours median s [IQR] "
+        "| B | H | L | d | bias (grad; SDPA always dense (H,L,S)) | causal | path | ours median s [IQR] "
         "| SDPA median s [IQR] | time ratio | saved MiB ours / SDPA | saved ratio |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -163,6 +174,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--tune", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--batch", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--only-bias", action="store_true",
+                        help="only the rows at --batch (no causal / forced-blockwise rows)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this thread's CPU time, robust to a busy machine; needs "
@@ -186,14 +200,15 @@ def main(argv=None) -> int:
                 json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
         return 0
     rows = []
-    for batch in (2, 4):
-        for with_bias in (False, True):
-            rows.append(case(batch, 4, 1024, 64, with_bias, ns.repeats))
+    for batch in ns.batch:
+        for bias in (None, "dense", "rel"):
+            rows.append(case(batch, 4, 1024, 64, bias, ns.repeats))
             print(json.dumps(rows[-1]), flush=True)
-    rows.append(case(4, 4, 1024, 64, False, ns.repeats, causal=True))
-    print(json.dumps(rows[-1]), flush=True)
-    rows.append(case(4, 4, 1024, 64, False, ns.repeats, blockwise=True))
-    print(json.dumps(rows[-1]), flush=True)
+    if not ns.only_bias:
+        rows.append(case(4, 4, 1024, 64, None, ns.repeats, causal=True))
+        print(json.dumps(rows[-1]), flush=True)
+        rows.append(case(4, 4, 1024, 64, None, ns.repeats, blockwise=True))
+        print(json.dumps(rows[-1]), flush=True)
     md = to_markdown(rows, env)
     print(md)
     if not ns.no_write:
