@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gradsmith.nn as N
 from gradsmith import GradsmithError
@@ -202,3 +204,52 @@ def test_native_block_mean_equals_the_torch_path():
     with _pav_native.torch_solver():
         fallback = block_mean(g, block)
     torch.testing.assert_close(native, fallback, atol=1e-12, rtol=1e-12)
+
+
+_SPECIALS = [0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 1e-30, -1e-30]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n", [1, 2, 3, 255, 256, 257, 1000])
+def test_native_argsort_is_torch_stable_descending_sort(dtype, n):
+    lib = _pav_native.load()
+    if lib is None:
+        pytest.skip("no C compiler")
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randn(4, n, generator=gen, dtype=dtype)
+    x[1] = x[1].round()  # many ties: stability decides the order
+    x[2] = torch.tensor(_SPECIALS, dtype=dtype)[torch.randint(len(_SPECIALS), (n,), generator=gen)]
+    x[3] = 7.0  # every digit shared: all radix passes skipped
+    perm = _pav_native.argsort_desc(lib, x)
+    expected = torch.sort(x, dim=-1, descending=True, stable=True).indices
+    assert torch.equal(perm, expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), min_size=1,
+                max_size=300))
+def test_native_argsort_property(values):
+    lib = _pav_native.load()
+    if lib is None:
+        pytest.skip("no C compiler")
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor([values], dtype=dtype)
+        expected = torch.sort(x, dim=-1, descending=True, stable=True).indices
+        assert torch.equal(_pav_native.argsort_desc(lib, x), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_block_softmax_sum_equals_the_torch_composition(dtype):
+    if _pav_native.load() is None:
+        pytest.skip("no C compiler")
+    from gradsmith.ops._isotonic import block_softmax, block_softmax_sum, block_sum
+
+    gen = torch.Generator().manual_seed(18)
+    s = (torch.randn(4, 60, generator=gen, dtype=torch.float64) * 30).to(dtype)
+    g = torch.randn(4, 60, generator=gen, dtype=torch.float64).to(dtype)
+    block = (torch.rand(4, 60, generator=gen) < 0.2).long().cumsum(-1)
+    block = block - block[:, :1]
+    expected = block_softmax(s.double(), block) * block_sum(g.double(), block)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(block_softmax_sum(s, g, block).double(), expected,
+                               atol=tol, rtol=tol)

@@ -28,7 +28,8 @@ import torch
 from gradsmith.ops import _pav_native
 from gradsmith.ops._pav import KLStats, L2Stats, solve
 
-__all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_mean", "block_softmax"]
+__all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_mean", "block_softmax",
+           "block_softmax_sum", "is_traced"]
 
 
 def _blocks(bounds: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -117,7 +118,7 @@ def _(y, w):
     return torch.empty_like(y), torch.empty(y.shape, dtype=torch.int64, device=y.device)
 
 
-def _traced(y: torch.Tensor) -> bool:
+def is_traced(y: torch.Tensor) -> bool:
     """Compiling, or a tensor subclass/wrapper: go through the registered op (fake impl etc.)."""
     return torch.compiler.is_compiling() or type(y) is not torch.Tensor or (
         torch._C._functorch.is_functorch_wrapped_tensor(y))
@@ -140,7 +141,7 @@ def isotonic_l2(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         >>> block
         tensor([[0, 1, 1]])
     """
-    if _traced(y):
+    if is_traced(y):
         return torch.ops.gradsmith.isotonic_l2(y)
     return _isotonic_l2_impl(y)  # eager: skip ~75 us of custom-op dispatch
 
@@ -161,7 +162,7 @@ def isotonic_kl(y: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.T
         >>> sol  # already decreasing: no pooling
         tensor([[ 0., -1.]])
     """
-    if _traced(y):
+    if is_traced(y):
         return torch.ops.gradsmith.isotonic_kl(y, w)
     return _isotonic_kl_impl(y, w)
 
@@ -198,7 +199,7 @@ def _native_ok(values: torch.Tensor, block: torch.Tensor) -> bool:
     """Plain CPU float tensors and no graph being recorded (a double backward needs torch ops)."""
     return (values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
             and not (torch.is_grad_enabled() and values.requires_grad)
-            and not _traced(values) and not _traced(block))
+            and not is_traced(values) and not is_traced(block))
 
 
 def block_mean(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
@@ -243,3 +244,24 @@ def block_softmax(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
                                                                     "amax")
     shifted = (values - top.index_select(0, keys).view(values.shape)).exp()
     return shifted / block_sum(shifted, block)
+
+
+def block_softmax_sum(s: torch.Tensor, g: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
+    """``block_softmax(s, block) * block_sum(g, block)``: the kl backward's block term.
+
+    Runs the native kernel when no graph is being recorded (one pass instead of a dozen
+    tensor ops), and the differentiable composition otherwise.
+
+    Example:
+        >>> block_softmax_sum(torch.tensor([[0.0, 0.0, 5.0]]), torch.tensor([[1.0, 3.0, 2.0]]),
+        ...                   torch.tensor([[0, 0, 1]]))
+        tensor([[2., 2., 2.]])
+    """
+    if _native_ok(s, block) and not (torch.is_grad_enabled() and g.requires_grad):
+        lib = _pav_native.load()
+        if lib is not None:
+            n = s.shape[-1]
+            out = _pav_native.block_softmax_sum(lib, s.reshape(-1, n), g.reshape(-1, n),
+                                                block.reshape(-1, n))
+            return out.view(s.shape)
+    return block_softmax(s, block) * block_sum(g, block)

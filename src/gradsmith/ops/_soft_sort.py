@@ -19,10 +19,11 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops import _pav_native
 from gradsmith.ops._isotonic import (
     block_mean,
-    block_softmax,
-    block_sum,
+    block_softmax_sum,
+    is_traced,
     isotonic_kl,
     isotonic_l2,
 )
@@ -35,6 +36,21 @@ _REGULARIZATIONS = ("l2", "kl")
 
 def _descending_weights(n: int, like: torch.Tensor) -> torch.Tensor:
     return torch.arange(n, 0, -1, dtype=like.dtype, device=like.device)
+
+
+def _sort_desc(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of ``t`` sorted descending, and the permutation (torch.sort's order, stable).
+
+    Eager CPU float32/float64 rows use the native radix argsort when it is available; anything
+    traced (compile, vmap, subclasses) or without a compiler goes through ``torch.sort``.
+    """
+    if (t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+            and not is_traced(t)):
+        lib = _pav_native.load()
+        if lib is not None:
+            perm = _pav_native.argsort_desc(lib, t)
+            return t.gather(-1, perm), perm
+    return t.sort(dim=-1, descending=True, stable=True)
 
 
 def _scatter_back(sorted_values: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
@@ -57,7 +73,7 @@ class _SoftRankFn(torch.autograd.Function):
     def forward(x, regularization, strength):
         n = x.shape[-1]
         theta = x.reshape(-1, n) / strength
-        s, perm = theta.sort(dim=-1, descending=True)
+        s, perm = _sort_desc(theta)
         w = _descending_weights(n, s)
         if regularization == "l2":
             dual, block = isotonic_l2(s - w)
@@ -93,7 +109,7 @@ class _SoftRankFn(torch.autograd.Function):
             x, out = kl
             g = (grad * out).reshape(-1, n).gather(-1, perm)
             s = (x.reshape(-1, n) / ctx.strength).gather(-1, perm)
-            g = g - block_softmax(s, block) * block_sum(g, block)
+            g = g - block_softmax_sum(s, g, block)
         return (_scatter_back(g, perm) / ctx.strength).view(grad.shape), None, None
 
     @staticmethod
@@ -113,7 +129,7 @@ class _SoftSortFn(torch.autograd.Function):
     def forward(x, regularization, strength):
         n = x.shape[-1]
         # Sorting -x descending gives x ascending, torchsort's direction.
-        s, perm = x.reshape(-1, n).neg().sort(dim=-1, descending=True)
+        s, perm = _sort_desc(x.reshape(-1, n).neg())
         w = _descending_weights(n, s) / strength
         if regularization == "l2":
             sol, block = isotonic_l2(w - s)
@@ -144,7 +160,7 @@ class _SoftSortFn(torch.autograd.Function):
             g = block_mean(g, block)
         else:
             s = kl[0].reshape(-1, n).neg().gather(-1, perm)
-            g = block_softmax(s, block) * block_sum(g, block)
+            g = block_softmax_sum(s, g, block)
         return _scatter_back(g, perm).view(grad.shape), None, None
 
     @staticmethod
