@@ -4,7 +4,7 @@ Run with a Python that has torchsort installed to get the anchor column (it buil
 nvcc hidden from PATH and ``--no-build-isolation``); without it the reference is gradsmith's
 torch-only PAV solver. Writes benchmarks/results/sort_quant_sweep.{json,md}.
 
-    python benchmarks/sort_quant_sweep.py [--repeat 15] [--quick]
+    python benchmarks/sort_quant_sweep.py [--repeat 15] [--quick] [--threads 1]
 """
 
 from __future__ import annotations
@@ -120,11 +120,29 @@ def _markdown(rows):
     return "\n".join(lines)
 
 
+def _ratio_table(rows):
+    """The docs' table: gradsmith against torchsort (or the torch-only solver) per case."""
+    has_ts = any("torchsort_ms" in r for r in rows)
+    ref = "torchsort" if has_ts else "gradsmith_torch_only"
+    lines = [f"| case | size | gradsmith ms | {ref} ms | ratio | torch-only solver ms "
+             f"| saved, gradsmith / {ref} |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['case']} | {r['size']} | {r['gradsmith_ms']:.3g} | {r[ref + '_ms']:.3g} "
+            f"| {r['gradsmith_ms'] / r[ref + '_ms']:.2f} | {r['gradsmith_torch_only_ms']:.3g} "
+            f"| {r['gradsmith_saved_bytes'] / 1024:.0f} / {r[ref + '_saved_bytes'] / 1024:.0f} KiB |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's own choice)")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     sort, quant = sort_rows(args.repeat, args.quick), quant_rows(args.repeat, args.quick)
     env = environment()
     env["torchsort"] = _torchsort_version()
@@ -134,7 +152,7 @@ def main() -> None:
         {"environment": env, "repeat": args.repeat, "sort": sort, "quant": quant}, indent=2) + "\n")
     md = (f"# Soft sort and quantization sweep\n\nEnvironment: `{json.dumps(env)}`\n\n"
           f"Forward+backward median of {args.repeat} interleaved runs (ms), saved bytes.\n\n"
-          f"## Soft sort / rank\n\n{_markdown(sort)}\n\n## Quantization\n\n{_markdown(quant)}\n")
+          f"## Soft sort / rank\n\n{_ratio_table(sort)}\n\n{_markdown(sort)}\n\n## Quantization\n\n{_markdown(quant)}\n")
     (RESULTS / f"{stem}.md").write_text(md)
     print(md)
 
