@@ -25,7 +25,13 @@ import torch.nn.functional as F
 from torch._C._functorch import is_functorch_wrapped_tensor
 
 from gradsmith.ops._attention_dropout import keep_mask
-from gradsmith.ops._attention_rel import add_tile_grad, rel_grad, rel_table, rel_tile
+from gradsmith.ops._attention_rel import (
+    add_tile_grad,
+    rel_grad,
+    rel_table,
+    rel_tile,
+    zeros_grad_table,
+)
 
 _NEG_INF = float("-inf")
 
@@ -209,7 +215,7 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, rel, causal, scale, 
     acc_dtype = accumulation_dtype(q.dtype)
     inplace = can_work_in_place(q, k, v, mask, bias, rel, out, lse, dout)
     table = None if rel is None else rel_table(rel, min(block, S), acc_dtype)
-    dtable = torch.zeros_like(table) if need_drel else None
+    dtable = zeros_grad_table(table) if need_drel else None
     scratch = _scratch(inplace, q)
     qs = q * scale
     # contiguous once: an expanded grad (from .sum()) would be copied per block by every matmul
@@ -261,7 +267,7 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, rel, causal, scale, 
     dv = _fill_blocks(dv_blocks, v, S)
     dq = (dq * scale).to(q.dtype)
     dbias = _assemble_dbias(dbias_parts, bias, S) if need_dbias else None
-    drel = rel_grad(dtable, rel.shape[-1]).to(rel.dtype) if need_drel else None
+    drel = rel_grad(dtable, rel.shape[-1], inplace).to(rel.dtype) if need_drel else None
     return dq, dk.to(k.dtype), dv.to(v.dtype), dbias, drel
 
 

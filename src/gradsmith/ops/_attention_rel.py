@@ -15,7 +15,7 @@ never saved.
 
 The backward adds each tile's score gradient, summed over the batch dims that ``rel`` does not
 have, into the same slice of a table-shaped gradient, then folds that table back to ``(..., N)``
-by summing its anti-diagonals with a pad-and-reshape skew (:func:`rel_grad`).
+by summing along its diagonals (:func:`rel_grad`).
 """
 
 from __future__ import annotations
@@ -69,29 +69,48 @@ def add_tile_grad(dtable, ds, rel_shape, S, L, r0, j0, inplace):
     if inplace:
         dtable[..., b0:b1, : red.shape[-1]].add_(red)
         return dtable
-    pad = (0, dtable.shape[-1] - red.shape[-1], b0, dtable.shape[-2] - b1)
+    pad = (0, dtable.shape[-1] - red.shape[-1], b0, dtable.shape[-2] - b1)  # rows: N + w
     return dtable + F.pad(red.to(dtable.dtype), pad)
 
 
-def rel_grad(dtable: torch.Tensor, n: int) -> torch.Tensor:
-    """Fold a table-shaped gradient ``(..., N, w)`` back to the compact ``(..., N)``.
+def zeros_grad_table(table: torch.Tensor) -> torch.Tensor:
+    """A zero table-shaped gradient with ``w`` spare zero rows at the bottom (for the fold)."""
+    *lead, n, w = table.shape
+    return table.new_zeros((*lead, n + w, w))
 
-    ``dtable[..., b, c]`` belongs to ``rel[..., N - 1 - b + c]``. With ``a = N - 1 - b`` the
-    entry ``t`` collects the anti-diagonal ``a + c = t``; the skew trick lays column ``c`` out
-    shifted by ``c`` (pad each of the ``w`` rows of the transposed table by ``w`` zeros, flatten,
-    drop the last ``w`` values, view as ``(w, N + w - 1)``) so the anti-diagonals become columns.
+
+def rel_grad(dtable: torch.Tensor, n: int, strided: bool = True) -> torch.Tensor:
+    """Fold a table-shaped gradient ``(..., N + w, w)`` (rows ``N:`` zero) back to ``(..., N)``.
+
+    ``dtable[..., b, c]`` belongs to ``rel[..., N - 1 - b + c]``, so entry ``t`` is the sum of
+    the diagonal ``b - c = N - 1 - t``. Element ``(b' + c, c)`` of the contiguous table sits at
+    flat offset ``b' w + c (w + 1)``: with ``strided``, an ``as_strided`` view with strides
+    ``(w, w + 1)`` lines the diagonals up as rows (no copy; the spare zero rows keep it in
+    bounds). Without (under torch.func transforms, whose batching of ``as_strided`` depends on
+    the batch dim's memory layout), the same sum comes from a pad-and-reshape skew of the
+    transposed table, which costs a transposing copy.
 
     Example:
         >>> rel = torch.arange(5.0, requires_grad=True)
         >>> table = rel_table(rel, 3, torch.float32)
         >>> (g,) = torch.autograd.grad(table, rel, torch.ones_like(table))
-        >>> torch.equal(rel_grad(torch.ones_like(table), 5), g)
-        True
+        >>> dtable = zeros_grad_table(table)
+        >>> dtable[:5] = 1.0
+        >>> torch.equal(rel_grad(dtable, 5), g), torch.equal(rel_grad(dtable, 5, False), g)
+        (True, True)
     """
     w = dtable.shape[-1]
-    cols = F.pad(dtable.flip(-2).transpose(-2, -1), (0, w))  # (..., w, N + w)
+    if strided:
+        dtable = dtable.contiguous()
+        diag = dtable.as_strided((*dtable.shape[:-2], n, w), (*dtable.stride()[:-2], w, w + 1),
+                                 dtable.storage_offset())
+        return diag.sum(-1).flip(-1)
+    # with a = N - 1 - b, entry t collects the anti-diagonal a + c = t: lay column c of the
+    # (w, N) transpose out shifted by c (pad each row by w, flatten, drop the last w values,
+    # view as (w, N + w - 1)) so that anti-diagonals become columns
+    cols = F.pad(dtable[..., :n, :].flip(-2).transpose(-2, -1), (0, w))  # (..., w, N + w)
     skewed = cols.flatten(-2)[..., : w * (n + w - 1)].unflatten(-1, (w, n + w - 1))
     return skewed.sum(-2)[..., :n]
 
 
-__all__ = ["add_tile_grad", "rel_grad", "rel_rows", "rel_table", "rel_tile"]
+__all__ = ["add_tile_grad", "rel_grad", "rel_rows", "rel_table", "rel_tile", "zeros_grad_table"]
