@@ -121,6 +121,15 @@ def _attention_cases(G) -> list[BenchCase]:
         q, k, v = (_randn(2, 4, L, 64, seed=i) for i in range(3))
         return (q, k, v, _randn(4, L, L, seed=3)) if bias else (q, k, v)
 
+    def qkv_rel(quick: bool):
+        """q, k, v, a compact relative bias (4, 2L-1) and the dense (4, L, L) leaf it stands for
+        (the same values): ours reads the first, SDPA the second."""
+        q, k, v = qkv(quick)
+        L = q.shape[-2]
+        rel = _randn(4, 2 * L - 1, seed=3, grad=False)
+        dense = rel[:, torch.arange(L) - torch.arange(L)[:, None] + L - 1].contiguous()
+        return q, k, v, rel.requires_grad_(), dense.requires_grad_()
+
     sdpa = F.scaled_dot_product_attention
     return [
         BenchCase("attention", G.attention, sdpa, "F.scaled_dot_product_attention", qkv,
@@ -129,6 +138,10 @@ def _attention_cases(G) -> list[BenchCase]:
                   lambda q, k, v, b: sdpa(q, k, v, attn_mask=b),
                   "SDPA (float mask, math path)", lambda quick: qkv(quick, bias=True),
                   ("2x4x1024x64 + bias 4x1024x1024", "2x4x64x64 + bias")),
+        BenchCase("attention-rel-bias", lambda q, k, v, r, _: G.attention(q, k, v, rel_bias=r),
+                  lambda q, k, v, _, b: sdpa(q, k, v, attn_mask=b),
+                  "SDPA (dense float mask, math path)", qkv_rel,
+                  ("2x4x1024x64 + rel_bias 4x2047", "2x4x64x64 + rel_bias")),
     ]
 
 
