@@ -224,6 +224,18 @@ def test_autocast_bfloat16_runs_and_stays_close():
         torch.testing.assert_close(a.double(), b, atol=5e-2, rtol=5e-2)
 
 
+@pytest.mark.parametrize("shape,rel_shape", [((0, 2, 5, 4), (2, 9)), ((2, 0, 5, 4), (0, 9))],
+                         ids=["no-batch", "no-heads"])
+def test_empty_batch_or_heads_give_empty_output_and_zero_rel_gradient(shape, rel_shape):
+    g = gen(22)
+    q, k, v = rand(*shape, g=g), rand(*shape, g=g), rand(*shape, g=g)
+    rel = rand(*rel_shape, g=g)
+    out = attention(q, k, v, is_causal=True, rel_bias=rel)
+    assert out.shape == shape
+    (drel,) = torch.autograd.grad(out.sum(), rel)
+    assert torch.equal(drel, torch.zeros(rel_shape, dtype=D64))
+
+
 # --- memory ----------------------------------------------------------------------------------
 
 def test_saves_rel_bias_itself_and_nothing_of_size_l_times_s():
