@@ -152,7 +152,8 @@ def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropou
         mask: bool tensor broadcastable to ``(..., L, S)``; True = attend (like SDPA's bool
             ``attn_mask``). A row with no True entry returns 0 (not NaN) and gets zero gradient.
         bias: float tensor broadcastable to ``(..., L, S)`` added to the scores; differentiable,
-            its gradient is summed to its own shape (relative position bias, ALiBi).
+            its gradient is summed to its own shape. A bias that depends only on ``j - i``
+            (relative position bias, ALiBi) costs far less memory as ``rel_bias``.
         is_causal: query ``i`` attends keys ``j <= i`` (top-left aligned, like SDPA, also for
             ``L != S``); combines with ``mask``.
         scale: score scale; ``1 / sqrt(d)`` if None.
@@ -191,8 +192,9 @@ def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropou
         >>> L, S = 16, 20
         >>> rel = torch.arange(L + S - 1) - (L - 1)            # the offset j - i of each entry
         >>> slopes = torch.tensor([2.0 ** -h for h in range(1, 5)], requires_grad=True)
-        >>> alibi = slopes[:, None] * rel                      # causal ALiBi; -slopes[:, None] *
-        >>> out = attention(q, k, v, is_causal=True, rel_bias=alibi)  # rel.abs() is symmetric
+        >>> alibi = slopes[:, None] * rel                      # causal ALiBi: -slope * |j - i|
+        >>> symmetric = -slopes[:, None] * rel.abs()           # the bidirectional variant
+        >>> out = attention(q, k, v, is_causal=True, rel_bias=alibi)
         >>> out.sum().backward()
         >>> slopes.grad.shape
         torch.Size([4])
