@@ -148,6 +148,8 @@ def main() -> None:
     env["torchsort"] = _torchsort_version()
     RESULTS.mkdir(exist_ok=True)
     stem = "sort_quant_sweep_quick" if args.quick else "sort_quant_sweep"
+    if args.threads is not None:
+        stem += f"_t{args.threads}"
     (RESULTS / f"{stem}.json").write_text(json.dumps(
         {"environment": env, "repeat": args.repeat, "sort": sort, "quant": quant}, indent=2) + "\n")
     md = (f"# Soft sort and quantization sweep\n\nEnvironment: `{json.dumps(env)}`\n\n"

@@ -1,11 +1,14 @@
-"""Optional native pool-adjacent-violators: a 60-line C kernel built once with the system compiler.
+"""Optional native sort and pool-adjacent-violators: a small C kernel built once with the system
+compiler.
 
 PAV is a sequential stack algorithm; the vectorised torch solver (``_pav``) pays ~5 us of
 dispatch per tensor op and cannot match a compiled loop at n <= 10,000 (see docs/ops-sort-quant.md
 for measurements). When a C compiler is available, this module compiles the kernel below (plain
 C, no torch headers: about 0.2 s, unlike ``torch.utils.cpp_extension``), caches the shared library
 under ``$XDG_CACHE_HOME/gradsmith`` (or ``~/.cache/gradsmith``) keyed by a hash of the source, and
-calls it through ctypes on contiguous float32/float64 buffers (accumulating in double).
+calls it through ctypes on contiguous float32/float64 buffers (accumulating in double). The same
+kernel holds a radix argsort (``torch.sort``'s order, 2-4x faster on short rows) and the
+backward's block reductions.
 
 Anything unusual (no compiler, a read-only cache, a failed load) makes :func:`load` return
 ``None`` and the caller falls back to the torch solver, which gives the same results.
