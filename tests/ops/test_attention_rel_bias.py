@@ -9,7 +9,8 @@ skipping on tiny tensors.
 
 from __future__ import annotations
 
-import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,18 +18,10 @@ import torch.nn.functional as F
 
 from gradsmith import GradsmithError
 from gradsmith.functional import attention
-from gradsmith.ops._attention import _AttentionFn
 from gradsmith.ops._attention_rel import rel_grad, rel_table, zeros_grad_table
 
-D64 = torch.float64
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
-
-
-def rand(*shape, g, dtype=D64, grad=True):
-    return torch.randn(*shape, generator=g, dtype=dtype).requires_grad_(grad)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attention_ref import D64, gen, rand, reference, run_blocks  # noqa: E402
 
 
 def dense_of(rel, L, S):
@@ -36,26 +29,6 @@ def dense_of(rel, L, S):
     return rel[..., torch.arange(S) - torch.arange(L)[:, None] + L - 1]
 
 
-def reference(q, k, v, mask=None, bias=None, is_causal=False, scale=None):
-    """float64 softmax(q k^T * scale + bias) v, masked; fully masked rows give 0."""
-    L, S = q.shape[-2], k.shape[-2]
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    s = q @ k.transpose(-2, -1) * scale
-    if bias is not None:
-        s = s + bias
-    allowed = torch.ones(L, S, dtype=torch.bool)
-    if is_causal:
-        allowed = allowed.tril()
-    if mask is not None:
-        allowed = allowed & mask
-    w = torch.softmax(s.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
-    return w @ v
-
-
-def run_blocks(q, k, v, mask=None, bias=None, rel=None, is_causal=False, scale=None, block=3):
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return _AttentionFn.apply(q, k, v, mask, bias, rel, None, is_causal, scale, 0.0, 0, block,
-                              False)[0]
 
 
 def assert_grads_match(out, ref, inputs, seed):
