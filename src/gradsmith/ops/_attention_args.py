@@ -79,14 +79,18 @@ def check_mask(mask, full: tuple[int, ...]):
     return mask
 
 
+def _check_floating_on(name: str, t, device: torch.device) -> None:
+    check_floating(_FN, name, t)
+    if t.device != device:
+        raise GradsmithError(f"{_FN}: {name} must be on {device} like q, got {t.device}; move "
+                             f"it with {name}.to(q.device)")
+
+
 def check_bias(bias, full: tuple[int, ...], device: torch.device):
     """Floating additive bias, broadcastable to the scores without growing them."""
     if bias is None:
         return None
-    check_floating(_FN, "bias", bias)
-    if bias.device != device:
-        raise GradsmithError(f"{_FN}: bias must be on {device} like q, got {bias.device}; move "
-                             f"it with bias.to(q.device)")
+    _check_floating_on("bias", bias, device)
     _check_broadcast_to("bias", bias, full)
     return bias
 
@@ -95,10 +99,7 @@ def check_rel_bias(rel, full: tuple[int, ...], device: torch.device):
     """Compact relative bias ``(..., L + S - 1)`` whose leading dims broadcast to the batch dims."""
     if rel is None:
         return None
-    check_floating(_FN, "rel_bias", rel)
-    if rel.device != device:
-        raise GradsmithError(f"{_FN}: rel_bias must be on {device} like q, got {rel.device}; "
-                             f"move it with rel_bias.to(q.device)")
+    _check_floating_on("rel_bias", rel, device)
     *batch, L, S = full
     n = L + S - 1
     if rel.dim() == 0 or rel.shape[-1] != n:
