@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
@@ -19,6 +20,13 @@ from gradsmith.bench import registry, run
 from gradsmith.bench.report import markdown, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def render(report: dict, load: str = "") -> str:
@@ -32,6 +40,13 @@ def render(report: dict, load: str = "") -> str:
         f"- forward+backward, median (IQR) of {report['repeat']} interleaved runs after "
         f"{report['warmup']} warm-up runs; saved bytes exact (saved_tensors_hooks, by storage)",
     ]
+    if env.get("date_utc"):
+        lines.append(f"- measured {env['date_utc']}, 1-minute load average at the start "
+                     f"{env.get('load_average_1min')}")
+    if env.get("torchsort"):
+        lines.append(f"- soft sort anchor: torchsort {env['torchsort']}, built in a separate venv "
+                     "for this recording (not a dependency; it builds only with nvcc hidden from "
+                     "PATH and `--no-build-isolation`)")
     if load:
         lines.append(f"- machine load while measuring: {load}")
     lines += ["- reproduce: `gradsmith bench --threads 1 --repeat 15 --warmup 3` "
@@ -53,6 +68,7 @@ def main() -> None:
     else:
         torch.set_num_threads(args.threads)
         report = run(registry().values(), repeat=args.repeat, warmup=3)
+        report["environment"]["torchsort"] = _version("torchsort")
     RESULTS.mkdir(exist_ok=True)
     write_json(report, RESULTS / "bench.json")
     (RESULTS / "bench.md").write_text(render(report, args.load), encoding="utf-8")
