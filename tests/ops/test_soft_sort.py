@@ -253,3 +253,14 @@ def test_native_block_softmax_sum_equals_the_torch_composition(dtype):
     tol = 1e-12 if dtype == torch.float64 else 1e-5
     torch.testing.assert_close(block_softmax_sum(s, g, block).double(), expected,
                                atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (2, 0, 4)])
+@pytest.mark.parametrize("regularization", ["l2", "kl"])
+def test_empty_inputs_give_empty_outputs_and_gradients(solver, shape, regularization):
+    for op in (soft_rank, soft_sort):
+        x = torch.randn(*shape, requires_grad=True)
+        out = op(x, regularization)
+        out.sum().backward()
+        assert out.shape == x.shape and out.dtype == x.dtype
+        assert x.grad is not None and x.grad.shape == x.shape

@@ -221,6 +221,8 @@ def soft_rank(x: torch.Tensor, regularization: str = "l2",
         Blondel, Teboul, Berthet, Djolonga. "Fast Differentiable Sorting and Ranking", ICML 2020.
     """
     eps = _validate("soft_rank", x, regularization, regularization_strength)
+    if x.shape[-1] == 0:  # empty rows: nothing to order (and no row length to reshape by)
+        return x.clone()
     return _SoftRankFn.apply(_widen(x), regularization, eps)[0].to(x.dtype)
 
 
@@ -259,6 +261,8 @@ def soft_sort(x: torch.Tensor, regularization: str = "l2",
         Blondel, Teboul, Berthet, Djolonga. "Fast Differentiable Sorting and Ranking", ICML 2020.
     """
     eps = _validate("soft_sort", x, regularization, regularization_strength)
+    if x.shape[-1] == 0:  # empty rows: nothing to order (and no row length to reshape by)
+        return x.clone()
     return _SoftSortFn.apply(_widen(x), regularization, eps)[0].to(x.dtype)
 
 
