@@ -427,7 +427,10 @@ def _qkv():
     (lambda q, k, v: (q[0, 0], k, v), "at least 2 dims"),
     (lambda q, k, v: (q.long(), k, v), "floating-point"),
     (lambda q, k, v: ([1.0], k, v), "torch.Tensor"),
-], ids=["d", "S", "batch", "dtype", "ndim", "int", "list"])
+    (lambda q, k, v: (q[:, :0], k, v), "q must have a non-empty length dim"),
+    (lambda q, k, v: (q, k[:, :0], v[:, :0]), "k must have a non-empty length dim"),
+    (lambda q, k, v: (q[..., :0], k[..., :0], v), "non-empty feature dim"),
+], ids=["d", "S", "batch", "dtype", "ndim", "int", "list", "L=0", "S=0", "d=0"])
 def test_bad_qkv(change, match):
     with pytest.raises(GradsmithError, match=match):
         attention(*change(*_qkv()))

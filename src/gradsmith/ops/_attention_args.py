@@ -33,7 +33,11 @@ def check_qkv(q, k, v) -> None:
                 f"{tuple(t.shape)}; add a batch or length dim with {name}.unsqueeze(0)")
         if t.shape[-2] == 0:
             raise GradsmithError(f"{_FN}: {name} must have a non-empty length dim, got shape "
-                                 f"{tuple(t.shape)}")
+                                 f"{tuple(t.shape)}; skip the call for an empty sequence")
+    if q.shape[-1] == 0:
+        raise GradsmithError(f"{_FN}: q and k must have a non-empty feature dim (the default "
+                             f"scale is 1/sqrt(d)), got q {tuple(q.shape)}; give each head at "
+                             f"least one feature")
     if not q.dtype == k.dtype == v.dtype:
         raise GradsmithError(f"{_FN}: q, k and v must share a dtype, got {q.dtype}, {k.dtype} and "
                              f"{v.dtype}; convert them with .to(q.dtype)")
