@@ -169,7 +169,7 @@ def test_checkpointed_sequential_matches_sequential_and_keeps_its_state_dict():
     ((nn.Linear(2, 2), torch.zeros(1)), "layers must be a non-empty"),
     (([nn.Tanh()], [0.0]), "x must be a torch.Tensor"),
     (([nn.Tanh()], torch.zeros(1), 0), r"segments must be an int in \[1, 1\]"),
-    (([nn.Tanh()], torch.zeros(1), 2), r"segments must be an int in \[1, 1\]"),
+    (([nn.Tanh()], torch.zeros(1), 2), r"segments must be an int in \[1, 1\], got 2; at most one segment per layer"),
     (([nn.Tanh()], torch.zeros(1), True), "segments must be an int"),
     (([nn.Tanh()], torch.zeros(1), 1, "yes"), "preserve_rng_state must be True or False"),
 ], ids=["empty", "not-callable", "module", "x", "seg0", "seg2", "segbool", "rng"])

@@ -167,7 +167,7 @@ _T = torch.ones(3)
 
 @pytest.mark.parametrize(("call", "match"), [
     (lambda: fake_quantize_lsq(torch.arange(3), 0.1), "fake_quantize_lsq: x must be a floating"),
-    (lambda: fake_quantize_lsq(_T, 0.1, bits=1), r"bits must be an int in \[2, 16\], got 1"),
+    (lambda: fake_quantize_lsq(_T, 0.1, bits=1), r"bits must be an int in \[2, 16\], got 1; 8 bits is the usual"),
     (lambda: fake_quantize_lsq(_T, 0.1, bits=17), r"bits must be an int in \[2, 16\], got 17"),
     (lambda: fake_quantize_lsq(_T, 0.1, bits=8.0), "bits must be an int, got float"),
     (lambda: fake_quantize_lsq(_T, 0.0), "scale must be > 0, got 0.0"),
@@ -177,7 +177,7 @@ _T = torch.ones(3)
     (lambda: fake_quantize_lsq(_T, 0.1, signed="yes"), "signed must be True or False"),
     (lambda: fake_quantize_lsq(_T, 0.1, grad_scale=0), "grad_scale must be > 0, got 0"),
     (lambda: pact(_T, -1.0), "pact: alpha must be > 0, got -1.0"),
-    (lambda: pact(_T, 1.0, bits=0), r"pact: bits must be an int in \[1, 16\], got 0"),
+    (lambda: pact(_T, 1.0, bits=0), r"pact: bits must be an int in \[1, 16\], got 0; 8 bits is the usual"),
     (lambda: pact(torch.ones(2, dtype=torch.int32), 1.0), "pact: x must be a floating"),
     (lambda: lsq_init_scale(torch.zeros(4)), "x must not be all zeros"),
     (lambda: N.FakeQuantizeLSQ(bits=20), r"FakeQuantizeLSQ: bits must be an int in \[2, 16\]"),

@@ -156,7 +156,8 @@ def checkpoint_sequential(layers, x, segments=1, preserve_rng_state=True):
     """
     items = _layers(layers)
     check_tensor(_FN, "x", x)
-    segments = check_int(_FN, "segments", segments, min_value=1, max_value=len(items))
+    segments = check_int(_FN, "segments", segments, min_value=1, max_value=len(items),
+                         hint="at most one segment per layer")
     check_bool(_FN, "preserve_rng_state", preserve_rng_state)
     if not torch.is_grad_enabled():
         return _runner(items)(x)
@@ -177,7 +178,8 @@ class CheckpointedSequential(nn.Sequential):
     def __init__(self, *layers, segments=1, preserve_rng_state=True):
         super().__init__(*layers)
         _layers(list(layers))
-        self.segments = check_int(_FN, "segments", segments, min_value=1, max_value=len(layers))
+        self.segments = check_int(_FN, "segments", segments, min_value=1,
+                                  max_value=len(layers), hint="at most one segment per layer")
         self.preserve_rng_state = check_bool(_FN, "preserve_rng_state", preserve_rng_state)
 
     def forward(self, x):

@@ -13,7 +13,12 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from gradsmith._example import example
-from gradsmith.ops._quant import _CHECKS, _check_scalar_param, _fused_fake_quantize
+from gradsmith.ops._quant import (
+    _BITS_HINT,
+    _CHECKS,
+    _check_scalar_param,
+    _fused_fake_quantize,
+)
 from gradsmith.ops._validate import check_floating, check_int, check_positive
 
 __all__ = ["pact", "pact_surrogate", "PACT"]
@@ -112,7 +117,8 @@ def pact(x: torch.Tensor, alpha, bits: int = 8) -> torch.Tensor:
     """
     fn = "pact"
     check_floating(fn, "x", x)
-    bits = check_int(fn, "bits", bits, min_value=1, max_value=16)
+    bits = check_int(fn, "bits", bits, min_value=1, max_value=16,
+                     hint=_BITS_HINT)
     alpha = _check_scalar_param(fn, "alpha", alpha, x)
     return _PACTFn.apply(x, alpha, 2 ** bits - 1)
 
@@ -127,7 +133,8 @@ class PACT(nn.Module):
 
     def __init__(self, bits: int = 8, alpha: float = 10.0):
         super().__init__()
-        self.bits = check_int("PACT", "bits", bits, min_value=1, max_value=16)
+        self.bits = check_int("PACT", "bits", bits, min_value=1, max_value=16,
+                              hint=_BITS_HINT)
         self.alpha = nn.Parameter(torch.tensor(check_positive("PACT", "alpha", alpha)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

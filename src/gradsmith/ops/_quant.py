@@ -26,6 +26,8 @@ from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._validate import check_bool, check_floating, check_int, check_positive
 
+_BITS_HINT = "8 bits is the usual choice for weights and activations"
+
 __all__ = ["fake_quantize_lsq", "lsq_init_scale", "FakeQuantizeLSQ", "lsq_surrogate",
            "quant_range"]
 
@@ -202,7 +204,8 @@ def fake_quantize_lsq(x: torch.Tensor, scale, bits: int = 8, signed: bool = True
     """
     fn = "fake_quantize_lsq"
     check_floating(fn, "x", x)
-    bits = check_int(fn, "bits", bits, min_value=2, max_value=16)
+    bits = check_int(fn, "bits", bits, min_value=2, max_value=16,
+                     hint=_BITS_HINT)
     signed = check_bool(fn, "signed", signed)
     scale = _check_scalar_param(fn, "scale", scale, x)
     qn, qp = quant_range(bits, signed)
@@ -220,7 +223,8 @@ def lsq_init_scale(x: torch.Tensor, bits: int = 8, signed: bool = True) -> torch
     """
     fn = "lsq_init_scale"
     check_floating(fn, "x", x)
-    _, qp = quant_range(check_int(fn, "bits", bits, min_value=2, max_value=16),
+    _, qp = quant_range(check_int(fn, "bits", bits, min_value=2, max_value=16,
+                     hint=_BITS_HINT),
                         check_bool(fn, "signed", signed))
     scale = 2 * x.detach().abs().mean() / math.sqrt(qp)
     if not bool(scale > 0):
@@ -242,7 +246,8 @@ class FakeQuantizeLSQ(nn.Module):
     def __init__(self, bits: int = 8, signed: bool = True, grad_scale: float | None = None):
         super().__init__()
         name = "FakeQuantizeLSQ"
-        self.bits = check_int(name, "bits", bits, min_value=2, max_value=16)
+        self.bits = check_int(name, "bits", bits, min_value=2, max_value=16,
+                              hint=_BITS_HINT)
         self.signed = check_bool(name, "signed", signed)
         self.grad_scale = None if grad_scale is None else check_positive(
             name, "grad_scale", grad_scale)

@@ -149,25 +149,28 @@ def check_nonnegative(fn: str, name: str, value: Any) -> float:
 
 
 def check_int(fn: str, name: str, value: Any, *, min_value: int | None = None,
-              max_value: int | None = None) -> int:
+              max_value: int | None = None, hint: str = "") -> int:
     """Require a Python int (not bool), optionally within ``[min_value, max_value]``.
 
+    ``hint`` (the fix, for example why the bound is what it is) ends the message.
+
     Example:
-        >>> check_int("quantize", "bits", 1, min_value=2, max_value=16)
+        >>> check_int("quantize", "bits", 1, min_value=2, max_value=16, hint="8 is typical")
         Traceback (most recent call last):
         ...
-        gradsmith._errors.GradsmithError: quantize: bits must be an int in [2, 16], got 1
+        gradsmith._errors.GradsmithError: quantize: bits must be an int in [2, 16], got 1; 8 is typical
     """
+    suffix = f"; {hint}" if hint else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise GradsmithError(
-            f"{fn}: {name} must be an int, got {type(value).__name__} {value!r}"
+            f"{fn}: {name} must be an int, got {type(value).__name__} {value!r}{suffix}"
         )
     value = int(value)
     if (min_value is not None and value < min_value) or (
             max_value is not None and value > max_value):
         lo = "-inf" if min_value is None else str(min_value)
         hi = "inf" if max_value is None else str(max_value)
-        raise GradsmithError(f"{fn}: {name} must be an int in [{lo}, {hi}], got {value}")
+        raise GradsmithError(f"{fn}: {name} must be an int in [{lo}, {hi}], got {value}{suffix}")
     return value
 
 
