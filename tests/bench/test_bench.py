@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gradsmith.functional as G
+from gradsmith import GradsmithError
 from gradsmith.bench import Stats, interleaved, registry, run, saved_bytes
 from gradsmith.bench.report import markdown
 from gradsmith.cli import main
@@ -93,6 +94,47 @@ def test_backward_runs_inside_the_timed_step():
 
     interleaved({"spy": (Spy.apply, lambda: (torch.ones(2, requires_grad=True),))}, 2, 0)
     assert calls == ["backward", "backward"]
+
+
+def test_alternate_reverses_the_order_every_other_round():
+    order = []
+    candidates = {name: (lambda name=name: order.append(name), tuple) for name in "abc"}
+    interleaved(candidates, repeat=3, warmup=1, alternate=True)
+    assert "".join(order) == "abc" "cba" "abc" "cba"
+
+
+def test_clock_is_read_around_each_run_only():
+    ticks = iter(range(0, 1000, 5))  # each read of the fake clock advances 5 s
+    reads = []
+
+    def clock():
+        reads.append(None)
+        return next(ticks)
+
+    stats = interleaved({"a": (lambda: None, tuple), "b": (lambda: None, tuple)}, repeat=2,
+                        warmup=1, clock=clock)
+    assert len(reads) == 2 * 2 * 3  # start and stop, 2 candidates, 3 rounds
+    assert stats["a"].to_dict("s") == {"median": 5.0, "q1": 5.0, "q3": 5.0, "min": 5.0,
+                                       "max": 5.0, "runs": 2}
+
+
+def test_a_step_that_returns_nothing_is_timed_without_backward():
+    x = torch.ones(3, requires_grad=True)
+
+    def step():
+        torch.autograd.grad((x * 2).sum(), x)  # its own backward; .grad stays unset
+
+    interleaved({"step": (step, tuple)}, repeat=2, warmup=0)
+    assert x.grad is None
+
+
+def test_stats_in_seconds_and_milliseconds():
+    stats = Stats.of([0.001, 0.003, 0.002])
+    assert stats.to_dict()["median"] == pytest.approx(2.0)
+    assert stats.to_dict("s") == pytest.approx({"median": 0.002, "q1": 0.0015, "q3": 0.0025,
+                                                "min": 0.001, "max": 0.003, "runs": 3})
+    with pytest.raises(GradsmithError, match=r"unit must be one of \['ms', 's'\], got 'us'"):
+        stats.to_dict("us")
 
 
 # --- registry -----------------------------------------------------------------------------------
