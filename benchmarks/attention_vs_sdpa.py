@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from gradsmith.bench.runner import environment
+from gradsmith.bench import environment, interleaved, saved_bytes
 from gradsmith.functional import attention
 from gradsmith.ops._attention import _AttentionFn
 from gradsmith.ops._attention_fused import use_fused
@@ -33,53 +32,24 @@ from gradsmith.ops._attention_kernels import DEFAULT_BLOCK
 RESULTS = Path(__file__).parent / "results"
 
 
-def saved_bytes(fn) -> int:
-    """Bytes of the distinct storages autograd saves while ``fn()`` builds its graph."""
-    storages = {}
+def compare(ours, ref, inputs, repeats: int, warmup: int = 2, clock=time.perf_counter) -> dict:
+    """Interleaved forward+backward timing (alternating which goes first) and saved bytes of
+    two closures over the leaves ``inputs``; ratios are ours / ref, times in seconds."""
 
-    def pack(t):
-        s = t.untyped_storage()
-        storages[s.data_ptr()] = s.nbytes()
-        return t
+    def fresh():
+        for t in inputs:
+            t.grad = None
+        return ()
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    del out
-    return sum(storages.values())
-
-
-CLOCK = time.perf_counter  # --clock cpu: time.thread_time (with --threads 1 only)
-
-
-def fwd_bwd_seconds(fn, inputs) -> float:
-    for t in inputs:
-        t.grad = None
-    start = CLOCK()
-    fn().sum().backward()
-    return CLOCK() - start
-
-
-def compare(ours, ref, inputs, repeats: int, warmup: int = 2) -> dict:
-    """Interleaved timing of two closures; ratios are ours / ref."""
-    for _ in range(warmup):
-        fwd_bwd_seconds(ours, inputs), fwd_bwd_seconds(ref, inputs)
-    t_ours, t_ref = [], []
-    for i in range(repeats):
-        pair = [(ours, t_ours), (ref, t_ref)]
-        for fn, sink in pair if i % 2 == 0 else pair[::-1]:
-            sink.append(fwd_bwd_seconds(fn, inputs))
-    b_ours, b_ref = saved_bytes(ours), saved_bytes(ref)
+    stats = interleaved({"ours": (ours, fresh), "ref": (ref, fresh)}, repeat=repeats,
+                        warmup=warmup, alternate=True, clock=clock)
+    b_ours, b_ref = saved_bytes(ours, ()), saved_bytes(ref, ())
     return {
-        "ours_s": _summary(t_ours), "ref_s": _summary(t_ref),
-        "time_ratio": statistics.median(t_ours) / statistics.median(t_ref),
+        "ours_s": stats["ours"].to_dict("s"), "ref_s": stats["ref"].to_dict("s"),
+        "time_ratio": stats["ours"].median / stats["ref"].median,
         "ours_saved_bytes": b_ours, "ref_saved_bytes": b_ref,
         "saved_ratio": b_ours / b_ref,
     }
-
-
-def _summary(ts: list[float]) -> dict:
-    q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
-    return {"median": statistics.median(ts), "q1": q[0], "q3": q[2], "n": len(ts)}
 
 
 def make_inputs(batch, heads, length, dim, with_bias, seed=0):
@@ -98,7 +68,8 @@ def make_rel(heads, L, S, seed=1):
     return rel.requires_grad_(), dense.contiguous().requires_grad_()
 
 
-def case(batch, heads, length, dim, bias, repeats, causal=False, blockwise=False):
+def case(batch, heads, length, dim, bias, repeats, causal=False, blockwise=False,
+         clock=time.perf_counter):
     """One row; ``bias`` is None, "dense" (H, L, S) or "rel" (ours (H, L+S-1), SDPA dense)."""
     q, k, v, _ = make_inputs(batch, heads, length, dim, False)
     rel, dense = make_rel(heads, length, length) if bias else (None, None)
@@ -116,13 +87,13 @@ def case(batch, heads, length, dim, bias, repeats, causal=False, blockwise=False
     def ref():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=dense, is_causal=causal)
 
-    row = compare(ours, ref, inputs, repeats)
+    row = compare(ours, ref, inputs, repeats, clock=clock)
     row.update(batch=batch, heads=heads, length=length, dim=dim, bias=bias or "none",
                causal=causal, path="fused" if fused else "blockwise")
     return row
 
 
-def _block_case(with_bias, block, repeats):
+def _block_case(with_bias, block, repeats, clock):
     q, k, v, bias = make_inputs(4, 4, 1024, 64, with_bias)
     inputs = [t for t in (q, k, v, bias) if t is not None]
 
@@ -133,21 +104,19 @@ def _block_case(with_bias, block, repeats):
     def ref():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
 
-    r = compare(ours, ref, inputs, repeats)
+    r = compare(ours, ref, inputs, repeats, clock=clock)
     return {"bias": with_bias, "block": block, "time_ratio": r["time_ratio"],
             "ours_median_s": r["ours_s"]["median"], "sdpa_median_s": r["ref_s"]["median"]}
 
 
-def tune(repeats):
+def tune(repeats, clock=time.perf_counter):
     """Key-block sweep: the time of each block size relative to SDPA."""
     rows = []
     for with_bias in (False, True):
         for block in (128, 256, 512, 1024):
-            rows.append(_block_case(with_bias, block, repeats))
+            rows.append(_block_case(with_bias, block, repeats, clock))
             print(rows[-1], flush=True)
     return rows
-
-
 
 
 def to_markdown(rows, env) -> str:
@@ -182,19 +151,17 @@ def main(argv=None) -> int:
                         help="cpu: this thread's CPU time, robust to a busy machine; needs "
                              "--threads 1 (all work then runs on the calling thread)")
     ns = parser.parse_args(argv)
-    global CLOCK
     if ns.threads:
         torch.set_num_threads(ns.threads)
-    if ns.clock == "cpu":
-        if torch.get_num_threads() != 1:
-            parser.error("--clock cpu needs --threads 1")
-        CLOCK = time.thread_time
+    if ns.clock == "cpu" and torch.get_num_threads() != 1:
+        parser.error("--clock cpu needs --threads 1")
+    clock = time.thread_time if ns.clock == "cpu" else time.perf_counter
     torch.manual_seed(0)
     env = environment()
     env["clock"] = ns.clock
     suffix = "" if ns.clock == "wall" and not ns.threads else f"_{ns.clock}_t{ns.threads}"
     if ns.tune:
-        rows = tune(ns.repeats)
+        rows = tune(ns.repeats, clock)
         if not ns.no_write:
             (RESULTS / f"attention_block_tuning{suffix}.json").write_text(
                 json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
@@ -202,12 +169,12 @@ def main(argv=None) -> int:
     rows = []
     for batch in ns.batch:
         for bias in (None, "dense", "rel"):
-            rows.append(case(batch, 4, 1024, 64, bias, ns.repeats))
+            rows.append(case(batch, 4, 1024, 64, bias, ns.repeats, clock=clock))
             print(json.dumps(rows[-1]), flush=True)
     if not ns.only_bias:
-        rows.append(case(4, 4, 1024, 64, None, ns.repeats, causal=True))
+        rows.append(case(4, 4, 1024, 64, None, ns.repeats, causal=True, clock=clock))
         print(json.dumps(rows[-1]), flush=True)
-        rows.append(case(4, 4, 1024, 64, None, ns.repeats, blockwise=True))
+        rows.append(case(4, 4, 1024, 64, None, ns.repeats, blockwise=True, clock=clock))
         print(json.dumps(rows[-1]), flush=True)
     md = to_markdown(rows, env)
     print(md)
