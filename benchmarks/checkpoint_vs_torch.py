@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint
 
-from gradsmith.bench.runner import environment
+from gradsmith.bench import environment, interleaved
 from gradsmith.functional import checkpoint_sequential
 from gradsmith.ops._checkpoint import _split
 
@@ -53,20 +52,15 @@ def plain(layers, x, segments):
     return x
 
 
-def fwd_bwd(fn, layers, x, segments):
+def _zero_grads(layers, x):
     x.grad = None
     for layer in layers:
         layer.zero_grad(set_to_none=True)
-    start = time.perf_counter()
-    fn(layers, x, segments).sum().backward()
-    return time.perf_counter() - start
 
 
 def memory(fn, layers, x, segments) -> dict:
     """Bytes held after forward and peak bytes over forward+backward, relative to the start."""
-    x.grad = None
-    for layer in layers:
-        layer.zero_grad(set_to_none=True)
+    _zero_grads(layers, x)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out = fn(layers, x, segments)
         fwd_end = time.time_ns()
@@ -84,29 +78,22 @@ def memory(fn, layers, x, segments) -> dict:
     return {"after_forward_bytes": after_forward, "peak_bytes": peak}
 
 
-def _summary(ts):
-    q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
-    return {"median": statistics.median(ts), "q1": q[0], "q3": q[2], "n": len(ts)}
-
-
 def case(segments, repeats, shape=(8, 128, 512)):
     layers = make_layers()
     x = torch.randn(*shape, requires_grad=True)
     fns = {"ours": checkpoint_sequential_fn, "torch": torch_checkpointed, "plain": plain}
-    for _ in range(2):
-        for fn in fns.values():
-            fwd_bwd(fn, layers, x, segments)
-    times = {name: [] for name in fns}
-    names = list(fns)
-    for i in range(repeats):
-        for name in names if i % 2 == 0 else names[::-1]:
-            times[name].append(fwd_bwd(fns[name], layers, x, segments))
+
+    def fresh():
+        _zero_grads(layers, x)
+        return layers, x, segments
+
+    stats = interleaved({name: (fn, fresh) for name, fn in fns.items()}, repeat=repeats,
+                        warmup=2, alternate=True)
     mem = {name: memory(fn, layers, x, segments) for name, fn in fns.items()}
     row = {"segments": segments, "shape": list(shape), "layers": len(layers)}
     for name in fns:
-        row[name] = {"time_s": _summary(times[name]), **mem[name]}
-    med = {name: row[name]["time_s"]["median"] for name in fns}
-    row["time_ratio"] = med["ours"] / med["torch"]
+        row[name] = {"time_s": stats[name].to_dict("s"), **mem[name]}
+    row["time_ratio"] = stats["ours"].median / stats["torch"].median
     row["peak_ratio"] = mem["ours"]["peak_bytes"] / mem["torch"]["peak_bytes"]
     row["after_forward_ratio"] = (mem["ours"]["after_forward_bytes"]
                                   / mem["torch"]["after_forward_bytes"])
@@ -115,8 +102,6 @@ def case(segments, repeats, shape=(8, 128, 512)):
 
 def checkpoint_sequential_fn(layers, x, segments):
     return checkpoint_sequential(layers, x, segments)
-
-
 
 
 def to_markdown(rows, env) -> str:
