@@ -2,8 +2,9 @@
 
 "Fused" here means fused *for memory* (one autograd node saving a mask); on CPU the forward
 still runs the same ATen kernels, so this measures what the saving costs or gains in time.
-Method: warm-up, then ``REPEATS`` rounds; in each round every variant runs once (interleaved,
-so drift hits all alike); we report the median and the interquartile range per variant.
+Method (``gradsmith.bench.interleaved``): ``WARMUP`` untimed rounds, then ``REPEATS`` rounds;
+in each round every variant runs once (interleaved, so drift hits all alike); we report the
+median and the interquartile range per variant.
 
 Usage: ``python benchmarks/ops_fused_speed.py`` (writes benchmarks/results/ops_fused_speed.{md,json}).
 """
@@ -12,9 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import gradsmith.functional as G
+from gradsmith.bench import environment, interleaved
 
 ROWS, COLS = 512, 1024
 WARMUP, REPEATS = 5, 31
@@ -38,25 +37,6 @@ def _step(fn: Callable[..., torch.Tensor], args: list[torch.Tensor]) -> Callable
         out = fn(*args)
         torch.autograd.grad(out, args, torch.ones_like(out))
     return run
-
-
-def _timings(variants: dict[str, Callable[[], None]]) -> dict[str, list[float]]:
-    for run in variants.values():
-        for _ in range(WARMUP):
-            run()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(REPEATS):
-        for name, run in variants.items():
-            t0 = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - t0)
-    return times
-
-
-def _summary(samples: list[float]) -> dict[str, float]:
-    q = statistics.quantiles(samples, n=4)
-    return {"median_ms": 1e3 * statistics.median(samples), "q1_ms": 1e3 * q[0],
-            "q3_ms": 1e3 * q[2]}
 
 
 def cases() -> list[tuple[str, Callable[[], None], Callable[[], None]]]:
@@ -84,15 +64,15 @@ def measure() -> dict:
     torch.set_num_threads(os.cpu_count() or 1)
     rows = []
     for name, ours, plain in cases():
-        t = _timings({"gradsmith": ours, "plain": plain})
-        rows.append({"case": name, "gradsmith": _summary(t["gradsmith"]),
-                     "plain": _summary(t["plain"])})
+        # each step runs its own backward and returns None, so exactly the step is timed
+        t = interleaved({"gradsmith": (ours, tuple), "plain": (plain, tuple)}, repeat=REPEATS,
+                        warmup=WARMUP)
+        rows.append({"case": name, "gradsmith": t["gradsmith"].to_dict(),
+                     "plain": t["plain"].to_dict(),
+                     "ratio": t["gradsmith"].median / t["plain"].median})
     return {"shape": [ROWS, COLS], "dtype": "float32", "warmup": WARMUP, "repeats": REPEATS,
-            "rows": rows,
-            "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                            "platform": platform.platform(), "cpus": os.cpu_count(),
-                            "threads": torch.get_num_threads(),
-                            "load_average_1min": round(os.getloadavg()[0], 2)}}
+            "time_unit": "ms", "rows": rows,
+            "environment": environment()}  # after the runs: its load average is the end's
 
 
 def to_markdown(res: dict) -> str:
@@ -103,9 +83,10 @@ def to_markdown(res: dict) -> str:
         f"Input {res['shape'][0]} x {res['shape'][1]} float32 (weights {res['shape'][1]}^2), "
         f"{res['warmup']} warm-up runs, then {res['repeats']} interleaved rounds; median and "
         f"interquartile range in ms (`python benchmarks/ops_fused_speed.py`). Environment: "
-        f"torch {env['torch']}, Python {env['python']}, {env['platform']}, {env['cpus']} CPUs, "
-        f"{env['threads']} threads, 1-minute load average {env['load_average_1min']} at the end "
-        f"(other jobs shared the CPUs: compare the ratio, not the absolute times).",
+        f"torch {env['torch']}, Python {env['python']}, {env['platform']}, {env['cpu']}, "
+        f"{env['cpu_count']} CPUs, {env['torch_threads']} threads, recorded {env['date_utc']}, "
+        f"1-minute load average {env['load_average_1min']} at the end (above about 1, other "
+        f"jobs shared the CPUs: compare the ratio, not the absolute times).",
         "",
         "| case | gradsmith ms (IQR) | plain ms (IQR) | ratio |",
         "|---|---:|---:|---:|",
@@ -113,9 +94,8 @@ def to_markdown(res: dict) -> str:
     for r in res["rows"]:
         g, p = r["gradsmith"], r["plain"]
         lines.append(
-            f"| {r['case']} | {g['median_ms']:.2f} ({g['q1_ms']:.2f}-{g['q3_ms']:.2f}) | "
-            f"{p['median_ms']:.2f} ({p['q1_ms']:.2f}-{p['q3_ms']:.2f}) | "
-            f"{g['median_ms'] / p['median_ms']:.2f} |")
+            f"| {r['case']} | {g['median']:.2f} ({g['q1']:.2f}-{g['q3']:.2f}) | "
+            f"{p['median']:.2f} ({p['q1']:.2f}-{p['q3']:.2f}) | {r['ratio']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
