@@ -12,37 +12,23 @@ Usage: ``python benchmarks/ops_saved_bytes.py`` (writes benchmarks/results/ops_s
 from __future__ import annotations
 
 import json
-import os
-import platform
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.graph import saved_tensors_hooks
 
 import gradsmith.functional as G
+from gradsmith.bench import environment, saved_bytes
 
 ROWS, COLS = 256, 1024  # one float32 activation = 1 MiB
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def saved_bytes(build: Callable[[], tuple[list[torch.Tensor], Callable[[], torch.Tensor]]]) -> int:
+def saved(build: Callable[[], tuple[list[torch.Tensor], Callable[[], torch.Tensor]]]) -> int:
     """Bytes of distinct non-leaf storages saved for backward by ``run()``."""
     leaves, run = build()
-    leaf_ptrs = {t.untyped_storage().data_ptr() for t in leaves}
-    storages: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        if s.data_ptr() not in leaf_ptrs:
-            storages[s.data_ptr()] = s.nbytes()
-        return t
-
-    with saved_tensors_hooks(pack, lambda t: t):
-        out = run()
-    del out
-    return sum(storages.values())
+    return saved_bytes(run, (), exclude=leaves)
 
 
 def _leaf(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -155,14 +141,13 @@ def _mib(n: int) -> str:
 def measure() -> dict:
     rows = []
     for name, saves, op_build, plain_name, plain_build in ISOLATED:
-        op_b, plain_b = saved_bytes(op_build), saved_bytes(plain_build)
+        op_b, plain_b = saved(op_build), saved(plain_build)
         rows.append({"op": name, "op_saves": saves, "op_bytes": op_b, "plain": plain_name,
                      "plain_bytes": plain_b})
-    chains = [{"chain": n, "fused_bytes": saved_bytes(f), "plain_bytes": saved_bytes(p)}
+    chains = [{"chain": n, "fused_bytes": saved(f), "plain_bytes": saved(p)}
               for n, f, p in CHAINS]
     return {"shape": [ROWS, COLS], "dtype": "float32", "isolated": rows, "chains": chains,
-            "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                            "platform": platform.platform(), "cpus": os.cpu_count()}}
+            "environment": environment()}
 
 
 def to_markdown(res: dict) -> str:
@@ -172,9 +157,10 @@ def to_markdown(res: dict) -> str:
         "",
         f"Input activation {res['shape'][0]} x {res['shape'][1]} {res['dtype']} "
         f"(1 MiB per activation). Bytes of distinct non-leaf storages saved for backward, "
-        f"measured with `saved_tensors_hooks` (`python benchmarks/ops_saved_bytes.py`). "
-        f"Environment: torch {env['torch']}, Python {env['python']}, {env['platform']}, "
-        f"{env['cpus']} CPUs.",
+        f"measured with `saved_tensors_hooks` through `gradsmith.bench.saved_bytes` "
+        f"(`python benchmarks/ops_saved_bytes.py`). Environment: torch {env['torch']}, "
+        f"Python {env['python']}, {env['platform']}, {env['cpu_count']} CPUs, "
+        f"recorded {env['date_utc']}.",
         "",
         "Rows with a Linear (fused_linear_relu and the chains) include the Linear's saved "
         "input activation; the chains also include what the layers after the op save.",

@@ -49,6 +49,20 @@ def test_views_of_one_storage_count_the_storage_once():
     assert saved_bytes(_SavesViewAndBase.apply, (x,)) == 64 * 4
 
 
+def test_excluded_storages_are_not_counted_but_activations_are():
+    x = torch.randn(16, 32, requires_grad=True)
+    w = torch.randn(8, 32, requires_grad=True)
+
+    def layer(x, w):  # h = x + 0 is an activation; linear saves h and w, relu its output
+        return torch.relu(torch.nn.functional.linear(x + 0.0, w))
+
+    everything = saved_bytes(layer, (x, w))
+    assert everything == (16 * 32 + 8 * 32 + 16 * 8) * 4
+    assert saved_bytes(layer, (x, w), exclude=[x, w]) == (16 * 32 + 16 * 8) * 4
+    # a view shares its base's storage, so excluding the base excludes the saved view
+    assert saved_bytes(lambda t: t[2:] * t[2:], (x,), exclude=[x]) == 0
+
+
 def test_nothing_saved_without_grad():
     x, y = torch.randn(8), torch.randn(8)
     assert saved_bytes(torch.mul, (x, y)) == 0
