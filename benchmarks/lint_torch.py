@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import torch
 
+from gradsmith.bench import environment, measure
 from gradsmith.linter import _engine, lint
 from gradsmith.linter._registry import RULES
 
@@ -53,31 +50,26 @@ def main() -> int:
     parser.add_argument("--out", default="benchmarks/results/lint_torch.md")
     args = parser.parse_args()
     root = os.path.dirname(torch.__file__)
-    load = os.getloadavg()[0]
-    lint(root, config=False)  # warm-up: imports, page cache
-    times, findings = [], []
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        findings = lint(root, config=False)
-        times.append(time.perf_counter() - start)
+    env = environment()  # before the runs: its load average is the start's
+    findings = []
+
+    def run() -> None:
+        findings[:] = lint(root, config=False)
+
+    # 1 warm-up run (imports, page cache), then the timed ones
+    stats = measure(run, tuple, repeat=args.repeat, warmup=1).to_dict("s")
     functions, files, parsed = count_functions(root)
     by_code = Counter(f.code for f in findings)
-    env = {
-        "python": sys.version.split()[0], "torch": torch.__version__,
-        "platform": platform.platform(), "cpus": os.cpu_count(),
-        "processor": platform.processor() or platform.machine(),
-        "load_average_1m_at_start": round(load, 2),
-    }
     result = {
-        "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
-        "runs": len(times), "files": files, "files_parsed": parsed, "functions": functions,
+        "median_s": stats["median"], "min_s": stats["min"], "max_s": stats["max"],
+        "runs": stats["runs"], "files": files, "files_parsed": parsed, "functions": functions,
         "findings": dict(sorted(by_code.items())), "environment": env,
     }
     lines = [
         "# gradsmith lint on the installed torch package", "",
         f"Command: `python benchmarks/lint_torch.py --repeat {args.repeat}`", "",
         "| metric | value |", "|---|---|",
-        f"| wall time, median of {len(times)} runs (after 1 warm-up) | {result['median_s']:.2f} s |",
+        f"| wall time, median of {stats['runs']} runs (after 1 warm-up) | {result['median_s']:.2f} s |",
         f"| spread (min - max) | {result['min_s']:.2f} - {result['max_s']:.2f} s |",
         f"| .py files under torch/ | {files} |",
         f"| files parsed (text pre-filter, see docs/lint.md) | {parsed} |",
