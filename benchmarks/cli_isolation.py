@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from gradsmith.bench import environment
 
 CONFIGS = {
     "in-process (--no-isolate)": ["--no-isolate"],
@@ -38,21 +39,13 @@ def _run(target: str, extra: list[str]) -> tuple[float, float, int]:
     return wall, sum(r["elapsed"] for r in doc["results"]), len(doc["results"])
 
 
-def _environment() -> dict:
-    import torch
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "platform": platform.platform(), "cpus": os.cpu_count(),
-            "load_average_at_start": os.getloadavg()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="gradsmith.examples")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
-    env = _environment()
+    env = environment()  # its load average is the one at the start
     walls: dict[str, list[float]] = {name: [] for name in CONFIGS}
     work: dict[str, list[float]] = {name: [] for name in CONFIGS}
     rows = 0
@@ -62,7 +55,7 @@ def main() -> None:
             if round_index:  # round 0 warms the OS file cache
                 walls[name].append(wall)
                 work[name].append(checked)
-    env["load_average_at_end"] = os.getloadavg()
+    env["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
     results = {name: {"median_s": statistics.median(w), "min_s": min(w), "max_s": max(w),
                       "median_sum_of_check_times_s": statistics.median(work[name]),
                       "runs": w} for name, w in walls.items()}
@@ -72,9 +65,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cli_isolation.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [f"# gradsmith check: isolation overhead ({args.target}, {rows} rows)", "",
-             f"Environment: Python {env['python']}, torch {env['torch']}, {env['cpus']} CPUs, "
-             f"{env['platform']}; load average at start {env['load_average_at_start']}, "
-             f"at end {env['load_average_at_end']} (a shared machine).", "",
+             f"Environment: Python {env['python']}, torch {env['torch']}, {env['cpu']}, "
+             f"{env['cpu_count']} CPUs, {env['platform']}, recorded {env['date_utc']}; 1-minute "
+             f"load average {env['load_average_1min']} at start, "
+             f"{env['load_average_1min_at_end']} at end (above about 1, other processes shared "
+             "the CPUs).", "",
              "| configuration | median wall (s) | min | max | sum of check times (s) |",
              "|---|---|---|---|---|"]
     for name, r in results.items():
