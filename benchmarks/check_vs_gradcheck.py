@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,35 +34,11 @@ METHODS = ("baseline", "gradsmith-gradients", "gradsmith-full", "gradcheck-fast"
 
 # -- the measured process -------------------------------------------------------------------------
 def _functions():
-    import torch
+    sys.path.insert(0, str(HERE.parent / "tests" / "checker"))  # as corpus_time does
+    from square_functions import Square, SquareOnePercent, square_one_element
 
-    class Square(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * x * g
-
-    class OnePercent(Square):
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2.02 * x * g
-
-    class OneElement(Square):
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            grad = 2 * x * g
-            scale = torch.ones_like(grad)
-            scale.view(-1)[grad.numel() // 3] = 2
-            return grad * scale
-
-    return {"correct": Square, "one-percent": OnePercent, "one-element": OneElement}
+    return {"correct": Square, "one-percent": SquareOnePercent,
+            "one-element": square_one_element()}
 
 
 def measure(method: str, n: int, variant: str) -> dict:
@@ -109,21 +84,6 @@ def run_one(method: str, n: int, variant: str, timeout: float) -> dict:
         return {"seconds": None, "peak_mb": None, "caught": None,
                 "note": exc.stderr.strip().splitlines()[-1] if exc.stderr else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def environment() -> dict:
-    import torch
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "load_average_at_start": os.getloadavg(),
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
 
 
 def speed(sizes, reps: int) -> dict:
@@ -256,7 +216,10 @@ def main() -> None:
         return
     sizes = SIZES[:3] if args.quick else SIZES
     reps = 1 if args.quick else args.reps
-    data = {"environment": environment()}
+    # imported here, not at the top: the measured processes (--one) must not load gradsmith
+    from gradsmith.bench import environment
+
+    data = {"environment": environment()}  # its load average is the one at the start
     data["speed"] = speed(sizes, reps)
     data["sensitivity"] = sensitivity([n for n in sizes if n in (10_000, 1_000_000)])
     data["corpus"] = corpus_time()
