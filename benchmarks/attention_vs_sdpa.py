@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from gradsmith.bench import environment, interleaved, saved_bytes
+from gradsmith.bench.report import write_json, write_results
 from gradsmith.functional import attention
 from gradsmith.ops._attention import _AttentionFn
 from gradsmith.ops._attention_fused import use_fused
@@ -163,8 +164,8 @@ def main(argv=None) -> int:
     if ns.tune:
         rows = tune(ns.repeats, clock)
         if not ns.no_write:
-            (RESULTS / f"attention_block_tuning{suffix}.json").write_text(
-                json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+            write_json({"environment": env, "rows": rows},
+                       RESULTS / f"attention_block_tuning{suffix}.json")
         return 0
     rows = []
     for batch in ns.batch:
@@ -179,10 +180,7 @@ def main(argv=None) -> int:
     md = to_markdown(rows, env)
     print(md)
     if not ns.no_write:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"attention_vs_sdpa{suffix}.json").write_text(
-            json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
-        (RESULTS / f"attention_vs_sdpa{suffix}.md").write_text(md)
+        write_results({"environment": env, "rows": rows}, md, RESULTS, f"attention_vs_sdpa{suffix}")
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from gradsmith.bench import registry, run
-from gradsmith.bench.report import markdown, write_json
+from gradsmith.bench.report import markdown, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -69,9 +69,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
         report = run(registry().values(), repeat=args.repeat, warmup=3)
         report["environment"]["torchsort"] = _version("torchsort")
-    RESULTS.mkdir(exist_ok=True)
-    write_json(report, RESULTS / "bench.json")
-    (RESULTS / "bench.md").write_text(render(report, args.load), encoding="utf-8")
+    write_results(report, render(report, args.load), RESULTS, "bench")
 
 
 if __name__ == "__main__":

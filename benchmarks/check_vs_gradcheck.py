@@ -218,15 +218,14 @@ def main() -> None:
     reps = 1 if args.quick else args.reps
     # imported here, not at the top: the measured processes (--one) must not load gradsmith
     from gradsmith.bench import environment
+    from gradsmith.bench.report import write_results
 
     data = {"environment": environment()}  # its load average is the one at the start
     data["speed"] = speed(sizes, reps)
     data["sensitivity"] = sensitivity([n for n in sizes if n in (10_000, 1_000_000)])
     data["corpus"] = corpus_time()
-    RESULTS.mkdir(exist_ok=True)
     suffix = "_quick" if args.quick else ""
-    (RESULTS / f"check_vs_gradcheck{suffix}.json").write_text(json.dumps(data, indent=2))
-    (RESULTS / f"check_vs_gradcheck{suffix}.md").write_text(markdown(data))
+    write_results(data, markdown(data), RESULTS, f"check_vs_gradcheck{suffix}")
     print(markdown(data))
 
 

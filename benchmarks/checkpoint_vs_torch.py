@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint
 
 from gradsmith.bench import environment, interleaved
+from gradsmith.bench.report import write_results
 from gradsmith.functional import checkpoint_sequential
 from gradsmith.ops._checkpoint import _split
 
@@ -142,10 +143,7 @@ def main(argv=None) -> int:
     md = to_markdown(rows, env)
     print(md)
     if not ns.no_write:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "checkpoint_vs_torch.json").write_text(
-            json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
-        (RESULTS / "checkpoint_vs_torch.md").write_text(md)
+        write_results({"environment": env, "rows": rows}, md, RESULTS, "checkpoint_vs_torch")
     return 0
 
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from gradsmith.bench import environment
+from gradsmith.bench.report import write_results
 
 CONFIGS = {
     "in-process (--no-isolate)": ["--no-isolate"],
@@ -61,9 +62,6 @@ def main() -> None:
                       "runs": w} for name, w in walls.items()}
     doc = {"target": args.target, "rows": rows, "repeats": args.repeats,
            "environment": env, "results": results}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cli_isolation.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [f"# gradsmith check: isolation overhead ({args.target}, {rows} rows)", "",
              f"Environment: Python {env['python']}, torch {env['torch']}, {env['cpu']}, "
              f"{env['cpu_count']} CPUs, {env['platform']}, recorded {env['date_utc']}; 1-minute "
@@ -75,7 +73,7 @@ def main() -> None:
     for name, r in results.items():
         lines.append(f"| {name} | {r['median_s']:.1f} | {r['min_s']:.1f} | {r['max_s']:.1f} | "
                      f"{r['median_sum_of_check_times_s']:.1f} |")
-    (out / "cli_isolation.md").write_text("\n".join(lines) + "\n")
+    write_results(doc, "\n".join(lines) + "\n", args.out, "cli_isolation")
     print("\n".join(lines))
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from gradsmith.bench import environment, measure
+from gradsmith.bench.report import write_results
 from gradsmith.linter import _engine, lint
 from gradsmith.linter._registry import RULES
 
@@ -83,8 +84,7 @@ def main() -> int:
         "## Environment", "", "```json", json.dumps(env, indent=2), "```", "",
     ]
     out = Path(args.out)
-    out.write_text("\n".join(lines), encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_results(result, "\n".join(lines), out.parent, out.stem)
     print("\n".join(lines))
     return 0
 

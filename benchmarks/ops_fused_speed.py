@@ -11,7 +11,6 @@ Usage: ``python benchmarks/ops_fused_speed.py`` (writes benchmarks/results/ops_f
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch.nn.functional as F
 
 import gradsmith.functional as G
 from gradsmith.bench import environment, interleaved
+from gradsmith.bench.report import write_results
 
 ROWS, COLS = 512, 1024
 WARMUP, REPEATS = 5, 31
@@ -101,10 +101,8 @@ def to_markdown(res: dict) -> str:
 
 def main() -> None:
     res = measure()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ops_fused_speed.json").write_text(json.dumps(res, indent=2) + "\n")
     md = to_markdown(res)
-    (RESULTS / "ops_fused_speed.md").write_text(md)
+    write_results(res, md, RESULTS, "ops_fused_speed")
     print(md)
 
 

@@ -11,7 +11,6 @@ Usage: ``python benchmarks/ops_saved_bytes.py`` (writes benchmarks/results/ops_s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import torch.nn.functional as F
 
 import gradsmith.functional as G
 from gradsmith.bench import environment, saved_bytes
+from gradsmith.bench.report import write_results
 
 ROWS, COLS = 256, 1024  # one float32 activation = 1 MiB
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -182,10 +182,8 @@ def to_markdown(res: dict) -> str:
 
 def main() -> None:
     res = measure()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ops_saved_bytes.json").write_text(json.dumps(res, indent=2) + "\n")
     md = to_markdown(res)
-    (RESULTS / "ops_saved_bytes.md").write_text(md)
+    write_results(res, md, RESULTS, "ops_saved_bytes")
     print(md)
 
 

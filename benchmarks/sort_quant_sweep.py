@@ -18,6 +18,7 @@ import torch
 
 import gradsmith.functional as G
 from gradsmith.bench import environment, interleaved, saved_bytes
+from gradsmith.bench.report import write_results
 from gradsmith.ops._pav_native import torch_solver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -146,16 +147,14 @@ def main() -> None:
     sort, quant = sort_rows(args.repeat, args.quick), quant_rows(args.repeat, args.quick)
     env = environment()
     env["torchsort"] = _torchsort_version()
-    RESULTS.mkdir(exist_ok=True)
     stem = "sort_quant_sweep_quick" if args.quick else "sort_quant_sweep"
     if args.threads is not None:
         stem += f"_t{args.threads}"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(
-        {"environment": env, "repeat": args.repeat, "sort": sort, "quant": quant}, indent=2) + "\n")
     md = (f"# Soft sort and quantization sweep\n\nEnvironment: `{json.dumps(env)}`\n\n"
           f"Forward+backward median of {args.repeat} interleaved runs (ms), saved bytes.\n\n"
           f"## Soft sort / rank\n\n{_ratio_table(sort)}\n\n{_markdown(sort)}\n\n## Quantization\n\n{_markdown(quant)}\n")
-    (RESULTS / f"{stem}.md").write_text(md)
+    write_results({"environment": env, "repeat": args.repeat, "sort": sort, "quant": quant}, md,
+                  RESULTS, stem)
     print(md)
 
 

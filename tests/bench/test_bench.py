@@ -11,7 +11,7 @@ import torch
 import gradsmith.functional as G
 from gradsmith import GradsmithError
 from gradsmith.bench import Stats, interleaved, registry, run, saved_bytes
-from gradsmith.bench.report import markdown
+from gradsmith.bench.report import markdown, write_results
 from gradsmith.cli import main
 
 # --- saved_bytes ------------------------------------------------------------------------------
@@ -211,6 +211,17 @@ def test_saved_bytes_in_report_are_exact(quick_report):
     # Ours saves x (4096 float32) and the one-element scale; PyTorch's also its zero point.
     assert lsq["saved_bytes"]["op"] == 4096 * 4 + 4
     assert lsq["saved_bytes"]["reference"] == 4096 * 4 + 4 + 4
+
+
+def test_write_results_records_json_and_markdown_side_by_side(tmp_path):
+    data = {"environment": {"torch": "2"}, "rows": [{"median": 1.5, "n": None}]}
+    json_path, md_path = write_results(data, "# title\n| a |\n", tmp_path / "new" / "dir",
+                                       "bench_x")
+    assert (json_path, md_path) == (tmp_path / "new/dir/bench_x.json",
+                                    tmp_path / "new/dir/bench_x.md")
+    assert json.loads(json_path.read_text(encoding="utf-8")) == data
+    assert json_path.read_text(encoding="utf-8").endswith("}\n")
+    assert md_path.read_text(encoding="utf-8") == "# title\n| a |\n"
 
 
 def test_markdown_has_one_row_per_result(quick_report):

@@ -8,7 +8,7 @@ from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
 
-__all__ = ["table", "markdown", "write_json", "plot"]
+__all__ = ["table", "markdown", "write_json", "write_results", "plot"]
 
 _HEADERS = ("op", "reference", "size", "op ms (IQR)", "ref ms (IQR)", "time x",
             "op saved", "ref saved", "saved x")
@@ -73,6 +73,35 @@ def markdown(report: dict[str, Any]) -> str:
 def write_json(report: dict[str, Any], path: str | Path) -> None:
     """Write the report as indented JSON."""
     Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def write_results(data: dict[str, Any], md: str, directory: str | Path,
+                  stem: str) -> tuple[Path, Path]:
+    """Record a benchmark: ``data`` as ``STEM.json`` and its rendering ``md`` as ``STEM.md``.
+
+    The directory is created if missing; both files are UTF-8, the JSON indented.
+
+    Args:
+        data: JSON-ready measurements, with their ``environment``.
+        md: the markdown rendering of ``data``.
+        directory: where to write (``benchmarks/results`` for recorded runs).
+        stem: file name without suffix.
+
+    Returns:
+        The two paths written, JSON first.
+
+    Example:
+        >>> import tempfile
+        >>> paths = write_results({"rows": [1]}, "# demo", tempfile.mkdtemp(), "demo")
+        >>> [p.name for p in paths], json.loads(paths[0].read_text()), paths[1].read_text()
+        (['demo.json', 'demo.md'], {'rows': [1]}, '# demo')
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = directory / f"{stem}.json", directory / f"{stem}.md"
+    write_json(data, json_path)
+    md_path.write_text(md, encoding="utf-8")
+    return json_path, md_path
 
 
 def plot(report: dict[str, Any], path: str | Path) -> None:
