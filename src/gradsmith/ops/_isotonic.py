@@ -29,7 +29,7 @@ from gradsmith.ops import _pav_native
 from gradsmith.ops._pav import KLStats, L2Stats, solve
 
 __all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_mean", "block_softmax",
-           "block_softmax_sum", "is_traced"]
+           "block_softmax_sum", "is_traced", "native_lib"]
 
 
 def _blocks(bounds: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -195,11 +195,16 @@ def _keys(block: torch.Tensor) -> torch.Tensor:
     return (rows + offsets).reshape(-1)
 
 
-def _native_ok(values: torch.Tensor, block: torch.Tensor) -> bool:
-    """Plain CPU float tensors and no graph being recorded (a double backward needs torch ops)."""
-    return (values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
-            and not (torch.is_grad_enabled() and values.requires_grad)
-            and not is_traced(values) and not is_traced(block))
+def native_lib(*tensors: torch.Tensor):
+    """The native kernel for plain eager CPU float32/float64 data (``tensors[0]``) with no graph
+    being recorded through any of ``tensors``; None otherwise (traced, other devices or dtypes,
+    a double backward that needs torch ops, or no compiler)."""
+    values = tensors[0]
+    if (values.device.type != "cpu" or values.dtype not in (torch.float32, torch.float64)
+            or any(is_traced(t) for t in tensors)
+            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+        return None
+    return _pav_native.load()
 
 
 def block_mean(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
@@ -212,12 +217,11 @@ def block_mean(values: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
         >>> block_mean(torch.tensor([[1.0, 2.0, 4.0]]), torch.tensor([[0, 1, 1]]))
         tensor([[1., 3., 3.]])
     """
-    if _native_ok(values, block):
-        lib = _pav_native.load()
-        if lib is not None:
-            n = values.shape[-1]
-            out = _pav_native.block_mean(lib, values.reshape(-1, n), block.reshape(-1, n))
-            return out.view(values.shape)
+    lib = native_lib(values, block)
+    if lib is not None:
+        n = values.shape[-1]
+        out = _pav_native.block_mean(lib, values.reshape(-1, n), block.reshape(-1, n))
+        return out.view(values.shape)
     keys = _keys(block)
     flat = values.reshape(-1)
     sums = flat.new_zeros(keys.numel()).index_add(0, keys, flat)
@@ -257,11 +261,10 @@ def block_softmax_sum(s: torch.Tensor, g: torch.Tensor, block: torch.Tensor) -> 
         ...                   torch.tensor([[0, 0, 1]]))
         tensor([[2., 2., 2.]])
     """
-    if _native_ok(s, block) and not (torch.is_grad_enabled() and g.requires_grad):
-        lib = _pav_native.load()
-        if lib is not None:
-            n = s.shape[-1]
-            out = _pav_native.block_softmax_sum(lib, s.reshape(-1, n), g.reshape(-1, n),
-                                                block.reshape(-1, n))
-            return out.view(s.shape)
+    lib = native_lib(s, g, block)
+    if lib is not None:
+        n = s.shape[-1]
+        out = _pav_native.block_softmax_sum(lib, s.reshape(-1, n), g.reshape(-1, n),
+                                            block.reshape(-1, n))
+        return out.view(s.shape)
     return block_softmax(s, block) * block_sum(g, block)

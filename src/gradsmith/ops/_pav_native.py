@@ -233,18 +233,30 @@ def _open() -> ctypes.CDLL:
     if not target.exists():
         _build(target)
     lib = ctypes.CDLL(str(target))
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    for suffix in ("f32", "f64"):
-        l2, kl = getattr(lib, f"gradsmith_pav_l2_{suffix}"), getattr(lib, f"gradsmith_pav_kl_{suffix}")
-        l2.argtypes, kl.argtypes = [ptr, i64, i64, ptr, ptr], [ptr, ptr, i64, i64, ptr, ptr]
-        l2.restype = kl.restype = i64
-        mean = getattr(lib, f"gradsmith_block_mean_{suffix}")
-        mean.argtypes, mean.restype = [ptr, ptr, i64, i64, ptr], i64
-        softmax_sum = getattr(lib, f"gradsmith_block_softmax_sum_{suffix}")
-        softmax_sum.argtypes, softmax_sum.restype = [ptr, ptr, ptr, i64, i64, ptr], i64
-        argsort = getattr(lib, f"gradsmith_argsort_desc_{suffix}")
-        argsort.argtypes, argsort.restype = [ptr, i64, i64, ptr], i64
+    for name, argtypes in _SIGNATURES.items():
+        for suffix in ("f32", "f64"):
+            fn = getattr(lib, f"{name}_{suffix}")
+            fn.argtypes, fn.restype = argtypes, ctypes.c_int64
     return lib
+
+
+_I64, _PTR = ctypes.c_int64, ctypes.c_void_p
+# Every exported function exists in an _f32 and an _f64 variant and returns 0, or -1 if out of
+# memory; the sizes (rows, n) follow the input pointers.
+_SIGNATURES = {
+    "gradsmith_pav_l2": [_PTR, _I64, _I64, _PTR, _PTR],
+    "gradsmith_pav_kl": [_PTR, _PTR, _I64, _I64, _PTR, _PTR],
+    "gradsmith_block_mean": [_PTR, _PTR, _I64, _I64, _PTR],
+    "gradsmith_block_softmax_sum": [_PTR, _PTR, _PTR, _I64, _I64, _PTR],
+    "gradsmith_argsort_desc": [_PTR, _I64, _I64, _PTR],
+}
+
+
+def _call(lib: ctypes.CDLL, name: str, dtype: torch.dtype, *args: int) -> None:
+    """Run the float32 or float64 variant of ``name``; pointers are ``data_ptr()`` values."""
+    fn = getattr(lib, f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
+    if fn(*args) < 0:
+        raise MemoryError(f"gradsmith native kernel {name}: out of memory")
 
 
 _FORCE_TORCH = threading.local()
@@ -295,9 +307,8 @@ def _run(lib: ctypes.CDLL, name: str, *inputs: torch.Tensor) -> tuple[torch.Tens
     buffers = [t.detach().to(dtype=dtype, device="cpu").contiguous() for t in inputs]
     sol = torch.empty((rows, n), dtype=dtype)
     block = torch.empty((rows, n), dtype=torch.int64)
-    fn = getattr(lib, f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
-    if fn(*[b.data_ptr() for b in buffers], rows, n, sol.data_ptr(), block.data_ptr()) < 0:
-        raise MemoryError("gradsmith PAV kernel: out of memory")
+    _call(lib, name, dtype, *[b.data_ptr() for b in buffers], rows, n, sol.data_ptr(),
+          block.data_ptr())
     return sol, block
 
 
@@ -321,8 +332,8 @@ def block_mean(lib: ctypes.CDLL, g: torch.Tensor, block: torch.Tensor) -> torch.
     g = g.contiguous()
     block = block.contiguous()
     out = torch.empty_like(g)
-    fn = getattr(lib, f"gradsmith_block_mean_{'f32' if g.dtype == torch.float32 else 'f64'}")
-    fn(g.data_ptr(), block.data_ptr(), rows, n, out.data_ptr())
+    _call(lib, "gradsmith_block_mean", g.dtype, g.data_ptr(), block.data_ptr(), rows, n,
+          out.data_ptr())
     return out
 
 
@@ -335,9 +346,8 @@ def block_softmax_sum(lib: ctypes.CDLL, s: torch.Tensor, g: torch.Tensor,
     rows, n = s.shape
     s, g, block = s.contiguous(), g.to(s.dtype).contiguous(), block.contiguous()
     out = torch.empty_like(s)
-    fn = getattr(lib, f"gradsmith_block_softmax_sum_{'f32' if s.dtype == torch.float32 else 'f64'}")
-    if fn(s.data_ptr(), g.data_ptr(), block.data_ptr(), rows, n, out.data_ptr()) < 0:
-        raise MemoryError("gradsmith block softmax kernel: out of memory")
+    _call(lib, "gradsmith_block_softmax_sum", s.dtype, s.data_ptr(), g.data_ptr(),
+          block.data_ptr(), rows, n, out.data_ptr())
     return out
 
 
@@ -351,7 +361,5 @@ def argsort_desc(lib: ctypes.CDLL, x: torch.Tensor) -> torch.Tensor:
     rows, n = x.shape
     x = x.detach().contiguous()
     perm = torch.empty((rows, n), dtype=torch.int64)
-    fn = getattr(lib, f"gradsmith_argsort_desc_{'f32' if x.dtype == torch.float32 else 'f64'}")
-    if fn(x.data_ptr(), rows, n, perm.data_ptr()) < 0:
-        raise MemoryError("gradsmith argsort kernel: out of memory")
+    _call(lib, "gradsmith_argsort_desc", x.dtype, x.data_ptr(), rows, n, perm.data_ptr())
     return perm

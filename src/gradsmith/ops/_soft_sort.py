@@ -23,9 +23,9 @@ from gradsmith.ops import _pav_native
 from gradsmith.ops._isotonic import (
     block_mean,
     block_softmax_sum,
-    is_traced,
     isotonic_kl,
     isotonic_l2,
+    native_lib,
 )
 from gradsmith.ops._validate import check_choice, check_floating, check_positive
 
@@ -44,12 +44,10 @@ def _sort_desc(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Eager CPU float32/float64 rows use the native radix argsort when it is available; anything
     traced (compile, vmap, subclasses) or without a compiler goes through ``torch.sort``.
     """
-    if (t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
-            and not is_traced(t)):
-        lib = _pav_native.load()
-        if lib is not None:
-            perm = _pav_native.argsort_desc(lib, t)
-            return t.gather(-1, perm), perm
+    lib = native_lib(t)
+    if lib is not None:
+        perm = _pav_native.argsort_desc(lib, t)
+        return t.gather(-1, perm), perm
     return t.sort(dim=-1, descending=True, stable=True)
 
 
