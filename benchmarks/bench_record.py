@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
@@ -20,13 +19,6 @@ from gradsmith.bench import registry, run
 from gradsmith.bench.report import markdown, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _version(package: str) -> str | None:
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
 
 
 def render(report: dict, load: str = "") -> str:
@@ -68,7 +60,6 @@ def main() -> None:
     else:
         torch.set_num_threads(args.threads)
         report = run(registry().values(), repeat=args.repeat, warmup=3)
-        report["environment"]["torchsort"] = _version("torchsort")
     write_results(report, render(report, args.load), RESULTS, "bench")
 
 

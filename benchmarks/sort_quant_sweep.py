@@ -32,15 +32,6 @@ def _anchor():
     return torchsort
 
 
-def _torchsort_version():
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("torchsort")
-    except PackageNotFoundError:
-        return None
-
-
 def _torch_only(op):
     def run(*args):
         with torch_solver():
@@ -146,7 +137,6 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     sort, quant = sort_rows(args.repeat, args.quick), quant_rows(args.repeat, args.quick)
     env = environment()
-    env["torchsort"] = _torchsort_version()
     stem = "sort_quant_sweep_quick" if args.quick else "sort_quant_sweep"
     if args.threads is not None:
         stem += f"_t{args.threads}"

@@ -6,6 +6,7 @@ import os
 import platform
 import time
 from collections.abc import Iterable
+from importlib import metadata
 from typing import Any
 
 import torch
@@ -30,8 +31,16 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _installed_version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def environment() -> dict[str, Any]:
-    """What a reader needs to reproduce the numbers: versions, CPU model, threads."""
+    """What a reader needs to reproduce the numbers: versions, CPU model, threads, and the
+    soft sort anchor (torchsort, None when not installed)."""
     import gradsmith
     from gradsmith.ops._pav_native import backend
 
@@ -44,6 +53,7 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "pav_backend": backend(),
+        "torchsort": _installed_version("torchsort"),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         # other processes compete for the cores; a 1-minute load above ~1 means noisy numbers
         "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
