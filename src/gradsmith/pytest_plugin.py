@@ -40,8 +40,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     sources = getattr(config, "_gradsmith_sources", None)
     if not sources:
         return
-    from gradsmith._runner import display_name
     from gradsmith.discovery import TargetImportError, list_candidates
+    from gradsmith.isolation.tasks import display_name
 
     seen: set[str] = set()
     ours: list[pytest.Item] = []
@@ -89,7 +89,7 @@ class GradsmithItem(pytest.Item):
         self.example_index = example_index
 
     def runtest(self) -> None:
-        from gradsmith._runner import check_candidate
+        from gradsmith.isolation.tasks import check_candidate
 
         result = check_candidate(self.candidate, self.example_index, {})
         if result["verdict"] == "skip":

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gradsmith._isolate import WorkerPool
+from gradsmith.isolation.pool import WorkerPool
 
 
 def test_crash_hang_and_import_crash_become_failed_rows_and_the_rest_still_runs(

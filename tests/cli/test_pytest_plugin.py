@@ -6,10 +6,11 @@ import textwrap
 
 import pytest
 
+import gradsmith.checker  # noqa: F401
+
 # pytester's in-process runs drop modules first imported inside them; torch cannot be imported
 # twice in one process, so import everything heavy here, before any inner run.
-import gradsmith._runner  # noqa: F401
-import gradsmith.checker  # noqa: F401
+import gradsmith.isolation.tasks  # noqa: F401
 
 pytest_plugins = ["pytester"]
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gradsmith._cli import lint as cli
+from gradsmith.cli import lint as cli
 from gradsmith.linter import RULES, lint
 from gradsmith.linter._formats import render
 

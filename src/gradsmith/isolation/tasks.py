@@ -1,6 +1,6 @@
 """Run one discovery or check task in the current process and return plain data (private).
 
-Both the isolating worker (:mod:`gradsmith._worker`) and the in-process paths (``--no-isolate``,
+Both the isolating worker (:mod:`gradsmith.isolation.worker`) and the in-process paths (``--no-isolate``,
 the pytest plugin) call :func:`run_task`, so a row looks the same wherever it was produced.
 A row is a JSON-ready dict; gradient-mismatch Jacobians travel beside it under ``"_jacobians"``
 (NumPy arrays, for the HTML report) and are dropped from JSON output.

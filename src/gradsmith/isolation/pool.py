@@ -1,6 +1,6 @@
 """A pool of persistent worker processes with a time limit per task (private).
 
-Each worker (``python -m gradsmith._worker``) imports torch once and then runs many tasks, so
+Each worker (``python -m gradsmith.isolation.worker``) imports torch once and then runs many tasks, so
 isolation costs one interpreter start per worker, not per Function. A task whose worker dies
 (segfault, ``os.abort``, ``sys.exit`` in user code) or exceeds the time limit becomes a
 ``crash`` or ``timeout`` :class:`Outcome`; the worker is replaced and the other tasks go on.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gradsmith._errors import GradsmithError
-from gradsmith._worker import receive, send
+from gradsmith.isolation.worker import receive, send
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
 STARTUP_TIMEOUT = 120.0
@@ -48,7 +48,7 @@ class WorkerPool:
     """Run tasks in ``jobs`` persistent workers, each task limited to ``timeout`` seconds.
 
     Use as a context manager (workers are stopped on exit) and iterate
-    ``pool.run([("list", source), ...])``; tasks are those of :func:`gradsmith._runner.run_task`.
+    ``pool.run([("list", source), ...])``; tasks are those of :func:`gradsmith.isolation.tasks.run_task`.
     """
 
     def __init__(self, jobs: int = 1, timeout: float = 60.0) -> None:
@@ -163,11 +163,11 @@ class _Worker:
         fd, self.log_path = tempfile.mkstemp(prefix="gradsmith-worker-", suffix=".log")
         os.close(fd)
         env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parent.parent)
+        package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
                                                           env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gradsmith._worker"],
+            self.proc = subprocess.Popen([sys.executable, "-m", "gradsmith.isolation.worker"],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=log, env=env, start_new_session=True)
         send(self.proc.stdin, init)

@@ -1,6 +1,6 @@
 """The ``gradsmith`` command: a thin dispatcher to ``check``, ``lint`` and ``bench``.
 
-Each subcommand's arguments and output live in ``gradsmith._cli.<name>``, which calls the
+Each subcommand's arguments and output live in ``gradsmith.cli.<name>``, which calls the
 library; nothing in the library imports this module.
 """
 
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gradsmith {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in SUBCOMMANDS.items():
-        module = importlib.import_module(f"gradsmith._cli.{name}")
+        module = importlib.import_module(f"gradsmith.cli.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

@@ -1,9 +1,9 @@
-"""Worker process for isolated checks: ``python -m gradsmith._worker`` (private).
+"""Worker process for isolated checks: ``python -m gradsmith.isolation.worker`` (private).
 
 Speaks a tiny protocol on its original stdin/stdout: each message is an 8-byte big-endian
 length followed by a pickle. The parent first sends ``{"sys_path": [...], "threads": n}``; the
 worker imports torch and answers ``"ready"``; then every message is a task for
-:func:`gradsmith._runner.run_task`, answered with its result, until the parent closes stdin.
+:func:`gradsmith.isolation.tasks.run_task`, answered with its result, until the parent closes stdin.
 
 User code never sees the protocol streams: its stdout goes to stderr (a log file the parent
 reads back when the worker crashes), and its stdin is empty. ``faulthandler`` prints a Python
@@ -64,7 +64,7 @@ def main() -> int:
 
     if init.get("threads"):
         torch.set_num_threads(int(init["threads"]))
-    from gradsmith._runner import run_task
+    from gradsmith.isolation.tasks import run_task
 
     _warm_up()
     send(proto_out, "ready")

@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     except GradsmithError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
-    from gradsmith._checkrun import run_check
-    from gradsmith._cli._check_output import Output
+    from gradsmith.cli._check_output import Output
+    from gradsmith.isolation.session import run_check
 
     output = Output(args.format, verbose=args.verbose)
     try:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     output.render(result, args.targets)
     if args.html:
-        from gradsmith._html import write_html
+        from gradsmith.cli.html import write_html
 
         write_html(args.html, result)
         if args.format == "text":
@@ -98,7 +98,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.jobs is not None and args.jobs < 1:
         raise GradsmithError(f"check: --jobs must be >= 1, got {args.jobs}; e.g. --jobs 2")
     if args.html:
-        from gradsmith._html import require_matplotlib
+        from gradsmith.cli.html import require_matplotlib
 
         require_matplotlib()
         folder = os.path.dirname(os.path.abspath(args.html))

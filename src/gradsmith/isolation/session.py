@@ -1,8 +1,8 @@
 """Plan and run a ``gradsmith check`` session: list sources, check candidates, collect rows.
 
-The command line (:mod:`gradsmith._cli.check`) only parses arguments and renders what
-:func:`run_check` returns; isolation (:mod:`gradsmith._isolate`) and the per-task work
-(:mod:`gradsmith._runner`) stay behind this one function.
+The command line (:mod:`gradsmith.cli.check`) only parses arguments and renders what
+:func:`run_check` returns; isolation (:mod:`gradsmith.isolation.pool`) and the per-task work
+(:mod:`gradsmith.isolation.tasks`) stay behind this one function.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from gradsmith._runner import display_name, row, run_task
 from gradsmith.discovery import Candidate, Source
+from gradsmith.isolation.tasks import display_name, row, run_task
 
 
 @dataclass
@@ -148,7 +148,7 @@ class _executor:
     def __enter__(self) -> Callable[[list[tuple]], Iterator[tuple]]:
         if not self.isolate:
             return lambda tasks: ((i, *_in_process(t)) for i, t in enumerate(tasks))
-        from gradsmith._isolate import WorkerPool
+        from gradsmith.isolation.pool import WorkerPool
 
         self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout)
         self.pool.start()  # checks follow the listing: start every worker while it runs

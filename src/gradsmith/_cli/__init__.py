@@ -1,1 +1,0 @@
-"""Argument parsing and terminal output for each ``gradsmith`` subcommand (one module each)."""
