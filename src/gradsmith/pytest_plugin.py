@@ -26,6 +26,12 @@ def pytest_configure(config: pytest.Config) -> None:
     targets = config.getoption("gradsmith")
     if not targets:
         return
+    from gradsmith._requires import TorchMissingError, require_torch
+
+    try:
+        require_torch("--gradsmith")
+    except TorchMissingError as exc:
+        raise pytest.UsageError(str(exc)) from None
     from gradsmith.discovery import resolve_targets
 
     try:

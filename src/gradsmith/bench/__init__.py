@@ -8,10 +8,14 @@ Library API:
 - :mod:`gradsmith.bench.report` (rich table, markdown, JSON, bar chart).
 """
 
-from gradsmith.bench.cases import BenchCase, registry
-from gradsmith.bench.memory import saved_bytes
-from gradsmith.bench.runner import environment, run, run_case
-from gradsmith.bench.timing import Stats, interleaved, measure
+from gradsmith._requires import require_torch
+
+require_torch("gradsmith.bench")
+
+from gradsmith.bench.cases import BenchCase, registry  # noqa: E402
+from gradsmith.bench.memory import saved_bytes  # noqa: E402
+from gradsmith.bench.runner import environment, run, run_case  # noqa: E402
+from gradsmith.bench.timing import Stats, interleaved, measure  # noqa: E402
 
 __all__ = ["BenchCase", "Stats", "environment", "interleaved", "measure", "registry", "run",
            "run_case", "saved_bytes"]

@@ -17,6 +17,8 @@ SUBCOMMANDS = {
     "lint": "static analysis of autograd.Function code, with safe fixes",
     "bench": "speed and saved-for-backward memory of catalog ops against their references",
 }
+# Subcommands that run PyTorch code; `lint` never imports torch (torch is an optional dependency).
+NEEDS_TORCH = ("check", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.command in NEEDS_TORCH:
+        from gradsmith._requires import TorchMissingError, require_torch
+
+        try:
+            require_torch(f"gradsmith {args.command}")
+        except TorchMissingError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return int(args._run(args))
 
 

@@ -71,7 +71,7 @@ def _failure(r: dict) -> str:
                                  r.get("text")) if x)
     out.append(f"<pre>{_e(text)}</pre>")
     for label, jac in (r.get("_jacobians") or {}).items():
-        rows, cols = jac["analytic"].shape
+        rows, cols = len(jac["analytic"]), len(jac["analytic"][0]) if jac["analytic"] else 0
         note = "" if tuple(jac["shape"]) == (rows, cols) else (
             f" (showing {rows}x{cols} of {jac['shape'][0]}x{jac['shape'][1]})")
         out.append(f"<h3>Jacobian {_e(label)}{_e(note)}</h3>")
@@ -84,8 +84,8 @@ def heatmaps_png(analytic: Any, numerical: Any) -> str:
     """Analytic, numerical and difference heatmaps of two Jacobians, as a base64 PNG.
 
     Args:
-        analytic: 2-D array (outputs x inputs) from backward.
-        numerical: 2-D array of the same shape from finite differences.
+        analytic: 2-D array or nested lists (outputs x inputs) from backward.
+        numerical: 2-D array or nested lists of the same shape from finite differences.
 
     Returns:
         The PNG bytes, base64-encoded (ASCII).

@@ -18,5 +18,5 @@ Modules by theme:
   gradient scale/reversal, straight-through sign estimators (with their surrogates),
   Gumbel-softmax sampling.
 - :mod:`~gradsmith.examples.patterns`: branches with ``torch.where``, smooth round, scaled
-  sigmoid, and external (NumPy) code with an approximate, once-differentiable gradient.
+  sigmoid, and external (non-PyTorch) code with an approximate, once-differentiable gradient.
 """

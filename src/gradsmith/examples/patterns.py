@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
+
 import torch
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
@@ -116,20 +117,25 @@ class ScaledSigmoid(Function):
         return grad * ctx.scale * s * (1 - s), None
 
 
-def _external_forward(values: np.ndarray) -> np.ndarray:
-    """Stands in for a C or NumPy library: tanh, computed outside PyTorch."""
-    return np.tanh(values)
+def _external_forward(values: list[float]) -> list[float]:
+    """Stands in for a C or NumPy library: tanh, computed outside PyTorch on plain floats.
+
+    Plain Python rather than NumPy, so the embedded default runs on a plain install (NumPy is
+    not a gradsmith dependency, and torch does not require it).
+    """
+    return [math.tanh(v) for v in values]
 
 
-def _external_gradient(values: np.ndarray, upstream: np.ndarray, eps: float = 1e-3):
+def _external_gradient(values: list[float], upstream: list[float], eps: float = 1e-3):
     """The library's own gradient: central finite differences, accurate to O(eps^2)."""
-    slope = (_external_forward(values + eps) - _external_forward(values - eps)) / (2 * eps)
-    return slope * upstream
+    plus = _external_forward([v + eps for v in values])
+    minus = _external_forward([v - eps for v in values])
+    return [(p - m) / (2 * eps) * u for p, m, u in zip(plus, minus, upstream)]
 
 
 @example(lambda: (randn(4, 5),), approximate=True)
 class ExternalTanh(Function):
-    """``y = tanh(x)`` computed by external (NumPy) code, with the library's approximate
+    """``y = tanh(x)`` computed by external (non-PyTorch) code, with the library's approximate
     gradient (central differences, relative error about ``eps^2 = 1e-6``).
 
     The backward leaves PyTorch, so it is ``@once_differentiable`` (second derivatives are
@@ -144,8 +150,9 @@ class ExternalTanh(Function):
 
     @staticmethod
     def forward(x):
-        values = x.detach().cpu().numpy()  # noqa: GS305 (the point: code outside torch)
-        return torch.from_numpy(_external_forward(values)).to(x)
+        values = x.detach().cpu().flatten().tolist()  # noqa: GS305 (the point: code outside torch)
+        return torch.tensor(_external_forward(values), dtype=x.dtype,
+                            device=x.device).reshape(x.shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -155,6 +162,7 @@ class ExternalTanh(Function):
     @once_differentiable
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        upstream = grad.detach().cpu().numpy()  # noqa: GS303 (the library runs on the host)
-        values = x.cpu().numpy()  # noqa: GS303
-        return torch.from_numpy(_external_gradient(values, upstream)).to(grad)
+        upstream = grad.detach().cpu().flatten().tolist()  # noqa: GS303 (the library runs on the host)
+        values = x.cpu().flatten().tolist()  # noqa: GS303
+        return torch.tensor(_external_gradient(values, upstream), dtype=grad.dtype,
+                            device=grad.device).reshape(x.shape)

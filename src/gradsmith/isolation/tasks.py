@@ -3,7 +3,7 @@
 Both the isolating worker (:mod:`gradsmith.isolation.worker`) and the in-process paths (``--no-isolate``,
 the pytest plugin) call :func:`run_task`, so a row looks the same wherever it was produced.
 A row is a JSON-ready dict; gradient-mismatch Jacobians travel beside it under ``"_jacobians"``
-(NumPy arrays, for the HTML report) and are dropped from JSON output.
+(nested lists of floats, for the HTML report: no NumPy, which is not a dependency) and are dropped from JSON output.
 """
 
 from __future__ import annotations
@@ -145,8 +145,8 @@ def _jacobians(report: Any) -> dict:
     for label, pair in (getattr(report, "jacobians", None) or {}).items():
         analytic, numerical = (t.detach().to("cpu").double() for t in pair)
         full = tuple(analytic.shape)
-        analytic = analytic[:_MAX_JACOBIAN_SIDE, :_MAX_JACOBIAN_SIDE].numpy().copy()
-        numerical = numerical[:_MAX_JACOBIAN_SIDE, :_MAX_JACOBIAN_SIDE].numpy().copy()
+        analytic = analytic[:_MAX_JACOBIAN_SIDE, :_MAX_JACOBIAN_SIDE].tolist()
+        numerical = numerical[:_MAX_JACOBIAN_SIDE, :_MAX_JACOBIAN_SIDE].tolist()
         out[str(label)] = {"analytic": analytic, "numerical": numerical, "shape": full}
     return out
 

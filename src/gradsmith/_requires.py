@@ -1,0 +1,50 @@
+"""PyTorch is an optional dependency: one place that says how to install it.
+
+``gradsmith lint`` (and its flake8 plugin and pre-commit hook) never imports torch, so the
+distribution does not require it (see docs/install.md). Everything that does need torch (the
+verifier, the op catalog, the benchmarks) calls :func:`require_torch` before importing it, so
+a missing torch is one line that names the command to run instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+#: The lowest torch version gradsmith is tested with (CI pins exactly this one).
+TORCH_REQUIREMENT = "torch>=2.13.0"
+
+#: PyTorch's CPU-only wheel index, as on https://pytorch.org/get-started/locally/.
+CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
+
+
+class TorchMissingError(ModuleNotFoundError):
+    """torch is not installed; the message is one line with the install command."""
+
+
+def torch_missing_message(feature: str) -> str:
+    """The one-line message for ``feature`` needing torch.
+
+    Example:
+        >>> torch_missing_message("gradsmith check").split(";")[0]
+        'gradsmith check needs PyTorch (torch>=2.13.0), which is not installed'
+    """
+    return (f"{feature} needs PyTorch ({TORCH_REQUIREMENT}), which is not installed; "
+            f"install the CPU build with: pip install torch --index-url {CPU_INDEX_URL} "
+            "(GPU builds: https://pytorch.org/get-started/locally/)")
+
+
+def require_torch(feature: str) -> None:
+    """Raise :class:`TorchMissingError` naming ``feature`` if torch cannot be imported.
+
+    Looks the module up without importing it, so the check costs nothing when torch is
+    there (the caller's own ``import torch`` follows).
+
+    Args:
+        feature: What needs torch, as the user called it (``"gradsmith check"``).
+
+    Raises:
+        TorchMissingError: torch is not installed (a ``ModuleNotFoundError`` with
+            ``name="torch"``, so ``except ImportError`` still catches it).
+    """
+    if importlib.util.find_spec("torch") is None:
+        raise TorchMissingError(torch_missing_message(feature), name="torch")
