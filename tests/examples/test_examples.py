@@ -134,6 +134,8 @@ def test_example_passes_gradsmith_check(cls, index):
     ex = examples_of(cls)[index]
     report = check(cls, *ex.make_args(), surrogate=ex.surrogate, **ex.options)
     assert report.passed, str(report)
+    # Templates that teach are clean: no warning either (`gradsmith check`'s default run).
+    assert report.codes("warning") == set(), str(report)
 
 
 @pytest.mark.parametrize("call, match", [

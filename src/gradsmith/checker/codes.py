@@ -17,6 +17,7 @@ CODES: dict[str, tuple[str, str]] = {
     "wrong-grad-count": ("error", "structure"),
     "non-tensor-grad": ("error", "structure"),
     "grad-shape-mismatch": ("error", "structure"),
+    "broadcast-grad": ("warning", "structure"),
     "grad-dtype-mismatch": ("error", "structure"),
     "grad-device-mismatch": ("error", "structure"),
     "input-mutated": ("error", "mutation"),

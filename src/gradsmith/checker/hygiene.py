@@ -85,21 +85,28 @@ def _leaks(session: Session) -> bool:
 
 
 def _unneeded(session: Session) -> list[Finding]:
-    """Switch each input's requires_grad off in turn: its gradient should be skipped (warning
-    if not) and every other input's gradient must not change (error if it does: typically a
-    wrong ``ctx.needs_input_grad`` index)."""
+    """Gradients for inputs that need none: the user's frozen inputs (floating tensors passed
+    without requires_grad while others have it: a frozen weight) as given, then each
+    differentiated input switched off in turn. A computed gradient is a warning; another
+    input's gradient changing is an error (typically a wrong ``ctx.needs_input_grad`` index)."""
     args = session.subject.args
     k = len(args.diff_pos)
-    if k < 2:
+    frozen = [(args.labels[i], args.top_index[i]) for i in args.constant_pos
+              if _only_top_level(args, args.top_index[i])]
+    if k < 2 and not frozen:
         return []
     try:
-        _, full, _ = structure.raw_backward(session, user_dtype=True)
+        _, full, grad_outputs = structure.raw_backward(session, user_dtype=True)
     except Exception:  # noqa: BLE001 - reported by the structure check
         return []
+    findings = [_unneeded_finding(label, pos, frozen=True) for label, pos in frozen
+                if pos < len(full) and full[pos] is not None
+                and not _free(full, pos, grad_outputs)]
+    if k < 2:
+        return findings
     labels = args.diff_labels
     positions = [args.top_index[p] if _only_top_level(args, args.top_index[p]) else None
                  for p in args.diff_pos]
-    findings = []
     for i in range(k):
         needs = [j != i for j in range(k)]
         try:
@@ -110,12 +117,7 @@ def _unneeded(session: Session) -> list[Finding]:
         pos = positions[i]
         if pos is not None and pos < len(raw) and raw[pos] is not None and not _free(
                 raw, pos, grad_outputs):
-            findings.append(Finding(
-                "unneeded-grad", "warning",
-                f"backward computes a gradient for {labels[i]} although it does not require "
-                "grad (ctx.needs_input_grad is False): wasted work",
-                f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return "
-                "None otherwise", NAME, labels[i]))
+            findings.append(_unneeded_finding(labels[i], pos, frozen=False))
         for j, other in enumerate(positions):
             if j == i or other is None or other >= min(len(raw), len(full)):
                 continue
@@ -126,6 +128,17 @@ def _unneeded(session: Session) -> list[Finding]:
                 findings.append(_needs_mismatch(labels[i], labels[j], f"backward returns {what}"
                                                 f" for {labels[j]}"))
     return findings
+
+
+def _unneeded_finding(label: str, pos: int, frozen: bool) -> Finding:
+    how = ("it was passed without requires_grad (frozen) while other inputs require grad"
+           if frozen else "it does not require grad")
+    return Finding(
+        "unneeded-grad", "warning",
+        f"backward computes a gradient for {label} although {how}: ctx.needs_input_grad[{pos}]"
+        " is False, the work is wasted and autograd discards the result",
+        f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return None "
+        "otherwise", NAME, label, {"frozen": frozen})
 
 
 def _needs_mismatch(off: str, victim: str | None, what: str) -> Finding:

@@ -75,7 +75,8 @@ class Arguments:
         wanted = [i for i in floating if self._leaves[i].requires_grad]
         self.diff_pos = wanted or floating
         # Floating tensors left out because others require grad: treated as constants.
-        self.constant_labels = [self.labels[i] for i in floating if i not in self.diff_pos]
+        self.constant_pos = [i for i in floating if i not in self.diff_pos]
+        self.constant_labels = [self.labels[i] for i in self.constant_pos]
         self.n_args = len(args)
 
     @property

@@ -9,6 +9,8 @@ to the inputs), ``.detach()``/``.data``/numpy inside backward, and NaN second de
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from gradsmith.checker import gradients
@@ -47,7 +49,19 @@ def backward_problem(session: Session) -> Problem:
     return Problem(f, [*xs, *vs], labels, out_labels)
 
 
+# First-order findings that make second order an echo: double backward differentiates the same
+# (wrong) backward, and through a saved output it runs that backward again.
+FIRST_ORDER = ("gradient-mismatch", "nan-gradient", "surrogate-mismatch", "surrogate-error",
+               "undeclared-estimator", "intended-mismatch", "intended-error", "gradient-quality")
+
+
 def run(session: Session) -> list[Finding]:
+    wrong = sorted({f"{f.code} on {f.input}" if f.input else f.code
+                    for f in session.report.findings if f.code in FIRST_ORDER and f.is_error})
+    if wrong:
+        raise Skip(f"first-order gradients are wrong ({', '.join(wrong)}); second order "
+                   "differentiates that backward and would only echo it: fix first order, "
+                   "then second order is checked")
     if is_once_differentiable(session.function_cls):
         raise Skip("backward is @once_differentiable (double backward raises, as intended)")
     inner = _once_differentiable_in_graph(session)
@@ -66,11 +80,35 @@ def run(session: Session) -> list[Finding]:
     findings = []
     for res in results:
         findings += gradients.findings_for(session, problem, res, NAME, kind="double-backward")
+    hint = _hint(session.function_cls)
     for f in findings:
         if f.code == "double-backward-mismatch":
             f.message = f.message.replace("double-backward of", "the derivative of backward's "
                                           "result with respect to")
+            f.hint = hint
     return findings
+
+
+# What in a backward's source cuts its graph, and how to say so.
+_SUSPECTS = ((".detach(", "`.detach()`"), (".data", "`.data`"), ("numpy", "NumPy"),
+             ("no_grad", "`torch.no_grad()`"), (".item(", "`.item()`"))
+
+
+def _hint(cls: type | None) -> str:
+    """The fix for a silently wrong double backward, naming only what backward really uses."""
+    try:
+        source = inspect.getsource(cls.backward) if cls is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    used = [name for token, name in _SUSPECTS if token in source]
+    cause = (f"backward uses {', '.join(used)}, which autograd cannot differentiate through"
+             if used else "backward's result depends on the inputs in a way its graph does "
+             "not record: typically tensors computed in forward and saved as intermediates "
+             "(they carry no graph back to the inputs)")
+    return (f"{cause}; recompute those values in backward from the saved inputs with "
+            "differentiable torch ops (or save outputs instead of intermediates), or decorate "
+            "backward with @once_differentiable so double backward raises instead of being "
+            "silently wrong")
 
 
 def _crash(exc) -> Finding:

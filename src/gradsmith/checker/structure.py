@@ -1,7 +1,8 @@
 """Point 5: what backward returns, before autograd silently fixes it up.
 
-Autograd casts a float32 gradient to a float64 input's dtype and sums a broadcastable gradient
-down to the input's shape without a word. To see what backward really returns, the check
+Autograd casts a float32 gradient to a float64 input's dtype without a word (an error here),
+and sums a gradient of the broadcast shape down to the input's shape (legal, as in gradcheck:
+a warning about the memory it wastes). To see what backward really returns, the check
 calls the Function's backward itself: the output's ``grad_fn`` *is* the ctx, and
 ``grad_fn.apply(*grads)`` runs the user's backward (or vjp) on it without autograd's
 validation.
@@ -114,14 +115,24 @@ def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
 
 def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str) -> list[Finding]:
     out = []
-    if g.shape != arg.shape:
-        silent = _expandable(arg.shape, g.shape)
-        what = ("autograd silently sums it down to the input's shape" if silent
-                else "autograd rejects it")
+    if g.shape != arg.shape and _expandable(arg.shape, g.shape):
+        # Legal: autograd sums a gradient of the broadcast shape down to the input's shape
+        # (gradcheck passes it); the only cost is the larger tensor backward materialises.
+        ratio = g.numel() / max(arg.numel(), 1)
+        out.append(Finding(
+            "broadcast-grad", "warning",
+            f"gradient for {label} has the broadcast shape {tuple(g.shape)}, input has shape "
+            f"{tuple(arg.shape)}: legal (autograd sums it down, the values are checked by the "
+            f"gradients check), but backward materialises {ratio:.3g}x the input's elements",
+            f"return `grad.sum_to_size({label}.shape)` (sum over the broadcast dimensions) to "
+            "save the memory and the reduction autograd does for you", NAME, label,
+            {"expected": list(arg.shape), "got": list(g.shape)}))
+    elif g.shape != arg.shape:
         out.append(Finding(
             "grad-shape-mismatch", "error",
             f"gradient for {label} has shape {tuple(g.shape)}, input has shape "
-            f"{tuple(arg.shape)} ({what})",
+            f"{tuple(arg.shape)} (autograd rejects it: it is not the input's shape nor one "
+            "it broadcasts to)",
             "reduce the gradient to the input's shape (sum over broadcast dimensions, "
             "keepdim where the input had size 1) or reshape it", NAME, label,
             {"expected": list(arg.shape), "got": list(g.shape)}))

@@ -107,7 +107,9 @@ class ChannelBiasAdd(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, grad.sum(dim=(0, 2, 3))
+        # grad itself costs nothing; the reduction is skipped when the bias is frozen.
+        grad_bias = grad.sum(dim=(0, 2, 3)) if ctx.needs_input_grad[1] else None
+        return grad, grad_bias
 
 
 @example(lambda: (randn(2, 3, 4), randn(3, 1, seed=1)), name="size-1 dim")
@@ -137,7 +139,9 @@ class BroadcastAdd(Function):
     @staticmethod
     def backward(ctx, grad):
         shape_a, shape_b = ctx.shapes
-        return grad.sum_to_size(shape_a), grad.sum_to_size(shape_b)
+        grad_a = grad.sum_to_size(shape_a) if ctx.needs_input_grad[0] else None
+        grad_b = grad.sum_to_size(shape_b) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
 
 
 @example(lambda: (randn(4, 6), randn(6, seed=1)))
@@ -165,7 +169,9 @@ class WeightedSum(Function):
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         grad = grad.unsqueeze(-1)
-        return grad * w, (grad * x).sum_to_size(w.shape)
+        grad_x = grad * w if ctx.needs_input_grad[0] else None
+        grad_w = (grad * x).sum_to_size(w.shape) if ctx.needs_input_grad[1] else None
+        return grad_x, grad_w
 
 
 @example(lambda: (randn(2, 3, 9), randn(4, 3, 3, seed=1), randn(4, seed=2), 2, 1),

@@ -51,7 +51,8 @@ class GradForInt(Function):
 
 
 class BiasNotReduced(Function):
-    """Bias gradient left at the output's shape; autograd silently sums it."""
+    """Bias gradient left at the output's (broadcast) shape: legal, autograd sums it down
+    (gradcheck passes it), only memory is wasted: a warning."""
 
     @staticmethod
     def forward(ctx, x, bias):
@@ -73,6 +74,33 @@ class ColumnGrad(Function):
     @staticmethod
     def backward(ctx, g):
         return (3 * g).unsqueeze(1)
+
+
+class PerRowWeightGrad(Function):
+    """``y[i] = sum_j x[i, j] w[j]`` with the weight gradient left per row, shape (n, d) for a
+    (d,) weight: legal broadcast shape (autograd sums the rows), a warning."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return (x * w).sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g.unsqueeze(-1) * w, g.unsqueeze(-1) * x
+
+
+class TransposedGrad(Function):
+    """Gradient transposed, (4, 3) for a (3, 4) input: autograd rejects it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return (2 * g).t()
 
 
 class HalfPrecisionGrad(Function):
@@ -148,9 +176,13 @@ CASES = [
     Case("mul-one-grad", MulOneGrad, lambda: (_r(3), _r(3, seed=1)), False,
          ("wrong-grad-count",)),
     Case("grad-for-int", GradForInt, lambda: (_r(3), 3), False, ("non-tensor-grad",)),
-    Case("bias-not-reduced", BiasNotReduced, lambda: (_r(4, 3), _r(3, seed=1)), False,
-         ("grad-shape-mismatch",)),
+    Case("bias-not-reduced", BiasNotReduced, lambda: (_r(4, 3), _r(3, seed=1)), True,
+         ("broadcast-grad",)),
+    Case("per-row-weight-grad", PerRowWeightGrad, lambda: (_r(4, 3), _r(3, seed=1)), True,
+         ("broadcast-grad",)),
     Case("column-grad", ColumnGrad, lambda: (_r(4),), False, ("grad-shape-mismatch",)),
+    Case("transposed-grad", TransposedGrad, lambda: (_r(3, 4),), False,
+         ("grad-shape-mismatch",)),
     Case("float32-grad-for-float64", HalfPrecisionGrad, lambda: (_r(5),), False,
          ("grad-dtype-mismatch",)),
     Case("zeros-without-dtype", ZerosWithoutDtype, lambda: (_r(2, 3),), False,
