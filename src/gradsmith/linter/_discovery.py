@@ -122,7 +122,7 @@ class Index:
         if not parts or depth > _MAX_DEPTH:
             return None
         head, rest = parts[0], parts[1:]
-        if head in sym.classes and sym.classes[head] in sym.all_classes:
+        if head in sym.classes:
             base = f"{sym.module}.{head}" if sym.module else head
         elif head in sym.imports:
             base = sym.imports[head]

@@ -130,7 +130,7 @@ class Facts:
 
     fc: FunctionClass
     sym_of: dict  # id(SourceFile) -> ModuleSymbols
-    _flows: dict[str, Flow] = field(default_factory=dict)
+    _envs: dict[int, dict[str, Val]] = field(default_factory=dict)
 
     def method(self, name: str) -> Method | None:
         m = self.fc.methods.get(name)
@@ -154,7 +154,13 @@ class Facts:
         return self.fc.inputs()
 
     def initial_env(self, method: Method) -> dict[str, Val]:
-        """Values of a method's parameters according to their role."""
+        """Values of a method's parameters according to their role (a fresh copy)."""
+        key = id(method.node)
+        if key not in self._envs:
+            self._envs[key] = self._initial_env(method)
+        return dict(self._envs[key])
+
+    def _initial_env(self, method: Method) -> dict[str, Val]:
         env: dict[str, Val] = {}
         params = method.params
         vararg = method.node.args.vararg

@@ -8,7 +8,7 @@ fresh (no origin). Branches are joined by union, so "may alias on some path" cou
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gradsmith.linter import _tensors as T
@@ -247,14 +247,30 @@ def _dotted(node: ast.expr) -> list[str] | None:
     return None
 
 
-def walk_shallow(node: ast.AST) -> Iterator[ast.AST]:
-    """``ast.walk`` that does not enter nested functions, lambdas or classes."""
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def walk_shallow(node: ast.AST) -> list[ast.AST]:
+    """``ast.walk`` that does not enter nested functions, lambdas or classes.
+
+    The list is computed once per node and cached on it (rules walk the same methods many
+    times; this keeps lint time linear with a small constant).
+    """
+    cached = node.__dict__.get("_gs_shallow")
+    if cached is not None:
+        return cached
+    out: list[ast.AST] = []
     stack = [node]
     while stack:
         cur = stack.pop()
-        yield cur
-        for child in ast.iter_child_nodes(cur):
-            if not isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-            ):
-                stack.append(child)
+        out.append(cur)
+        for name in cur._fields:
+            value = getattr(cur, name, None)
+            if isinstance(value, list):
+                for item in reversed(value):
+                    if isinstance(item, ast.AST) and not isinstance(item, _SCOPES):
+                        stack.append(item)
+            elif isinstance(value, ast.AST) and not isinstance(value, _SCOPES):
+                stack.append(value)
+    node._gs_shallow = out
+    return out

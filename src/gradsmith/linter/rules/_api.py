@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from bisect import bisect_right
 
 from gradsmith.linter._discovery import METHODS
@@ -117,39 +118,39 @@ def _function_of(target, expr: ast.expr):
 def check_calls(target, report) -> None:
     src = target.source
     names = getattr(target.index, "names", set())
-    if not any(name in src.text for name in names):
+    words = set(_IDENT.findall(src.text))
+    if not names & words:
         return  # no discovered Function is named in this file
     names = names | {
         local for local, qual in target.sym.imports.items() if qual.rpartition(".")[2] in names
     }
-    methods = [  # line spans of methods of Function classes: delegation is allowed there
+    spans = sorted(  # line spans of methods of Function classes: delegation is allowed there
         (stmt.lineno, stmt.end_lineno)
         for fc in target.index.functions.values() if fc.source is src
         for stmt in fc.node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
-    hits = _lines_mentioning(src.text, names)
+    )
+    starts = [a for a, _ in spans]
+    hits = _lines_mentioning(src.text, names & words)
     for node in _calls_on(src.tree, hits):
         if isinstance(node, ast.Call):
             head = node.func.value if isinstance(node.func, ast.Attribute) else node.func
             key = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
             if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
-                inside = any(a <= node.lineno <= b for a, b in methods)
+                at = bisect_right(starts, node.lineno) - 1
+                inside = at >= 0 and spans[at][0] <= node.lineno <= spans[at][1]
                 _check_call(target, report, src, node, inside)
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINES = re.compile(r"\r\n|\r|\n")
+
+
 def _lines_mentioning(text: str, names: set[str]) -> set[int]:
-    """Line numbers (1-based) where any of ``names`` occurs (substring search in C)."""
-    starts = [0]
-    pos = text.find("\n")
-    while pos != -1:
-        starts.append(pos + 1)
-        pos = text.find("\n", pos + 1)
+    """Line numbers (1-based) where any of ``names`` occurs as an identifier (one pass)."""
     hits = set()
-    for name in names:
-        at = text.find(name)
-        while at != -1:
-            hits.add(bisect_right(starts, at))
-            at = text.find(name, at + len(name))
+    for number, line in enumerate(_LINES.split(text), 1):
+        if not names.isdisjoint(_IDENT.findall(line)):
+            hits.add(number)
     return hits
 
 
