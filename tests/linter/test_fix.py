@@ -58,7 +58,7 @@ def test_fix_rewrites_and_keeps_gradients(code):
 
 
 @pytest.mark.parametrize(("call", "expected"), [
-    ("Fn(x)", "Fn.apply(x)"),
+    ("Fn()(x)", "Fn.apply(x)"),
     ("Fn.forward(x)", "Fn.apply(x)"),
 ])
 def test_direct_calls_are_rewritten_to_apply(call, expected):
@@ -95,13 +95,30 @@ def test_fixes_converge_and_are_idempotent():
         "    def forward(ctx, x):\n        return x.data * 2\n\n"
         "    def backward(ctx, g):\n        g *= 2\n        (x,) = ctx.saved_variables\n"
         "        return g\n"
-    ) + CALLER.format(call="Fn(x)")
+    ) + CALLER.format(call="Fn()(x)")
     result = fix(source=src)
     fixed = result.texts["<string>"]
     assert result.applied == 6
     assert not [f for f in lint(source=fixed) if f.fixable]
     assert fix(source=fixed).texts == {}
     assert result.diffs["<string>"].startswith("--- a/<string>\n+++ b/<string>\n")
+
+
+def test_instance_calls_are_reported_but_never_rewritten():
+    """`Fn(x)` is wrong but `Fn.apply(x)` would change what runs; `Fn()` alone is a namespace
+    (rewriting it to `Fn.apply()` would call forward with no arguments at import time)."""
+    body = CASES["GS201"][0].replace("x.data", "x")
+    src = HEAD + body + "\n\nns = Fn()\ny = Fn(torch.ones(1))\n"
+    findings = lint(source=src)
+    assert [(f.line, f.code, f.fixable) for f in findings] == [(15, "GS111", False)]
+    assert fix(source=src).texts == {}
+
+
+def test_legacy_call_with_constructor_arguments_gets_no_fix():
+    body = CASES["GS201"][0].replace("x.data", "x")
+    init = "    def __init__(self, k):\n        self.k = k\n\n"
+    src = HEAD + init + body + CALLER.format(call="Fn(2)(x)")
+    assert [(f.code, f.fixable) for f in lint(source=src)] == [("GS111", False)]
 
 
 def test_edit_producing_invalid_python_is_dropped():

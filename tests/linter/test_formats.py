@@ -94,3 +94,22 @@ def test_cli_json_and_diff_and_fix(tmp_path, capsys):
     code, _, err = _run([str(bad), "--fix"], capsys)
     assert code == 0 and "fixed 2 finding(s) in 1 file(s)" in err
     assert lint(bad, config=False) == []
+
+
+def test_fix_with_diff_previews_and_never_writes(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text(SRC)
+    code, out, err = _run([str(bad), "--fix", "--diff"], capsys)
+    assert "+        g = g * 2\n" in out and "fixed" not in err
+    assert bad.read_text() == SRC
+
+
+def test_explain_prints_why_and_fix(capsys):
+    code, out, _ = _run(["--explain", "GS102"], capsys)
+    rule = RULES["GS102"]
+    assert code == 0 and out.startswith("GS102 inplace-grad-output (error, auto-fix)")
+    assert rule.why in out and rule.fix in out and "grad_output *= 2  # GS102" in out
+    code, _, err = _run(["--explain", "GS999"], capsys)
+    assert code == 2 and "'GS999'" in err and "not a rule code" in err
+    code, _, err = _run([], capsys)
+    assert code == 2 and "no PATH given" in err

@@ -10,12 +10,15 @@ from gradsmith._errors import GradsmithError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``gradsmith lint``."""
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to lint")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories to lint")
     parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
                         help="output format (default: text)")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
     parser.add_argument("--diff", action="store_true",
-                        help="print the safe fixes as a unified diff, change nothing")
+                        help="print the safe fixes as a unified diff and change nothing "
+                             "(also with --fix, as in ruff)")
+    parser.add_argument("--explain", default=None, metavar="CODE",
+                        help="print what a rule finds, why it matters and the fix (e.g. GS101)")
     parser.add_argument("--select", default=None, metavar="CODES",
                         help="comma-separated codes or prefixes to report (e.g. GS1,GS203)")
     parser.add_argument("--ignore", default=None, metavar="CODES",
@@ -30,13 +33,27 @@ def run(args: argparse.Namespace) -> int:
     from gradsmith.linter import fix, lint
     from gradsmith.linter._formats import render
 
+    if args.explain is not None:
+        from gradsmith.linter.docs import explain
+
+        try:
+            print(explain(args.explain))
+        except GradsmithError as exc:
+            print(f"gradsmith lint: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if not args.paths:
+        print("gradsmith lint: error: no PATH given; pass files or directories to lint "
+              "(or --explain CODE)", file=sys.stderr)
+        return 2
     try:
         if args.fix or args.diff:
-            result = fix(args.paths, args.select, args.ignore, config=args.config, write=args.fix)
+            write = args.fix and not args.diff  # --diff is a preview, even with --fix
+            result = fix(args.paths, args.select, args.ignore, config=args.config, write=write)
             findings = result.findings
             if args.diff:
                 sys.stdout.write("".join(result.diffs[p] for p in sorted(result.diffs)))
-            if args.fix:
+            if write:
                 print(f"fixed {result.applied} finding(s) in {len(result.texts)} file(s)",
                       file=sys.stderr)
         else:

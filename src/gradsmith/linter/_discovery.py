@@ -41,14 +41,23 @@ class Method:
         return "staticmethod" in self.decorators
 
     @property
+    def classmethod(self) -> bool:
+        """``@classmethod`` (PyTorch binds ``cls``; ctx is the next parameter)."""
+        return "classmethod" in self.decorators
+
+    @property
     def params(self) -> list[str]:
-        """Positional parameter names, in order."""
+        """Positional parameter names, in order (``cls`` of a classmethod left out)."""
         args = self.node.args
-        return [a.arg for a in (*args.posonlyargs, *args.args)]
+        names = [a.arg for a in (*args.posonlyargs, *args.args)]
+        shifted = self.classmethod or (  # `def forward(self, ctx, x)`: missing @staticmethod
+            not self.static and len(names) > 1 and names[0] in ("self", "cls")
+            and names[1] in ("ctx", "context"))
+        return names[1:] if shifted else names
 
     @property
     def ndefaults(self) -> int:
-        return len(self.node.args.defaults)
+        return min(len(self.node.args.defaults), len(self.params))
 
     @property
     def vararg(self) -> bool:

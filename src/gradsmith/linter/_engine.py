@@ -14,6 +14,7 @@ from gradsmith.linter import rules as _rules  # noqa: F401  (registers every rul
 from gradsmith.linter._discovery import Index
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._finding import Edit, LintFinding
+from gradsmith.linter._prune import prune
 from gradsmith.linter._registry import CHECKERS, RULES
 from gradsmith.linter._source import SourceError, SourceFile, decode, module_name, parse
 from gradsmith.linter._symbols import ModuleSymbols
@@ -183,8 +184,10 @@ def _analyse(raws: list[RawFile]) -> list[LintFinding]:
     index.names = {fc.name for fc in functions}
     for fc in functions:
         facts = Facts(fc, sym_of)
+        start = len(reporter.findings)
         for rule, check in CHECKERS["function"]:
             _guarded(check, facts, reporter, rule.code, fc.source, fc.node)
+        reporter.findings[start:] = prune(facts, reporter.findings[start:])
     for src in sources:
         target = ModuleTarget(src, sym_of[id(src)], index)
         for rule, check in CHECKERS["module"]:

@@ -6,18 +6,11 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gradsmith.linter import _tensors as T
 from gradsmith.linter._discovery import FunctionClass, Method
+from gradsmith.linter._evidence import evidence
 from gradsmith.linter._flow import SCALAR, Flow, Val, join, walk_shallow
 from gradsmith.linter._symbols import ModuleSymbols
 from gradsmith.linter._walk import header_exprs, run
-
-#: Parameter names that (without evidence to the contrary) hold Python numbers or flags.
-HYPERPARAMS = frozenset(
-    """dim dims axis axes keepdim stride strides padding dilation kernel_size groups training
-    inplace reduction eps epsilon momentum output_size ndim num_groups bits n_bits num_bits
-    ceil_mode count_include_pad align_corners mode""".split()
-)
 
 
 def torchish(sym: ModuleSymbols):
@@ -43,85 +36,6 @@ def is_ctx_call(node: ast.AST, ctx: str | None, name: str) -> bool:
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == ctx
     )
-
-
-#: torch callables whose first argument is not (necessarily) a tensor.
-_NOT_TENSOR_FIRST = frozenset(
-    """tensor as_tensor asarray from_numpy full zeros ones empty rand randn randint randperm
-    arange linspace logspace eye manual_seed is_tensor numel device dtype Size
-    broadcast_shapes finfo iinfo set_grad_enabled no_grad enable_grad inference_mode
-    get_default_dtype set_default_dtype promote_types result_type can_cast empty_strided
-    scalar_tensor tril_indices triu_indices""".split()
-)
-
-
-def evidence(method: Method, names: list[str], ctx: str | None,
-             resolve=None) -> dict[str, bool | None]:
-    """Is each parameter a tensor? True/False with evidence from the body, None if unknown."""
-    found: dict[str, bool | None] = dict.fromkeys(names)
-    args = method.node.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
-                        args.defaults))
-    weak_false = set()
-    for arg in positional:
-        if arg.arg in found and arg.annotation is not None:
-            text = ast.unparse(arg.annotation)
-            if "Tensor" in text:
-                found[arg.arg] = True
-            elif text in ("int", "float", "bool", "str"):
-                found[arg.arg] = False
-    for name, default in defaults.items():
-        if name in found and isinstance(default, ast.Constant) and default.value is not None:
-            weak_false.add(name)
-    for node in walk_shallow(method.node):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            name = node.value.id
-            if name in found and (node.attr in T.TENSOR_EVIDENCE or T.is_inplace_name(node.attr)):
-                found[name] = True
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            for side in (node.left, node.right):
-                if isinstance(side, ast.Name) and side.id in found:
-                    found[side.id] = True
-        elif is_ctx_call(node, ctx, "mark_dirty"):
-            for arg in node.args:
-                if isinstance(arg, ast.Name) and arg.id in found:
-                    found[arg.id] = True
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
-                and node.value.id in found and isinstance(node.slice, ast.Compare):
-            found[node.value.id] = True  # boolean-mask indexing: x[x < 0]
-        elif isinstance(node, ast.Return) and method.name == "forward" and node.value is not None:
-            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            for value in values:
-                if isinstance(value, ast.Name) and value.id in found:
-                    found[value.id] = True  # forward outputs are tensors
-        elif resolve is not None and isinstance(node, ast.Call) and node.args and isinstance(
-            node.args[0], ast.Name
-        ) and node.args[0].id in found and _torch_tensor_call(node, resolve):
-            found[node.args[0].id] = True  # torch.sigmoid(x), F.relu(x): x is a tensor
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("int", "float", "range", "bool")
-        ):
-            for arg in node.args:
-                if isinstance(arg, ast.Name) and arg.id in found:
-                    weak_false.add(arg.id)
-    for name in names:
-        if found[name] is None and (name in weak_false or name in HYPERPARAMS):
-            found[name] = False
-    return found
-
-
-def _torch_tensor_call(node: ast.Call, resolve) -> bool:
-    from gradsmith.linter._symbols import dotted
-
-    parts = dotted(node.func)
-    qual = resolve(parts) if parts else None
-    if not qual:
-        return False
-    module, _, name = qual.rpartition(".")
-    return module in T.TENSOR_MODULES | {"torch.linalg"} and name not in _NOT_TENSOR_FIRST
 
 
 @dataclass

@@ -97,6 +97,36 @@ def generate() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def explain(code: str) -> str:
+    """What rule ``code`` finds, why it matters, the fix and its examples (``--explain``).
+
+    Raises:
+        GradsmithError: ``code`` is not a rule code.
+
+    Example:
+        >>> import gradsmith.linter
+        >>> explain("gs102").splitlines()[0]
+        'GS102 inplace-grad-output (error, auto-fix)'
+    """
+    from gradsmith._errors import GradsmithError
+
+    rule = RULES.get(code.strip().upper())
+    if rule is None:
+        raise GradsmithError(
+            f"--explain got {code!r}, which is not a rule code; expected one such as GS101 "
+            f"(all codes: docs/lint.md)"
+        )
+    return "\n".join([
+        f"{rule.code} {rule.name} ({rule.severity}{', auto-fix' if rule.autofix else ''})", "",
+        f"{rule.summary}.", "", f"Why: {rule.why}", "", f"Fix: {rule.fix}", "",
+        "Bad:", "", _indent(rule.bad), "", "Good:", "", _indent(rule.good),
+    ])
+
+
+def _indent(code: str) -> str:
+    return "\n".join(("    " + line).rstrip() for line in code.rstrip().splitlines())
+
+
 def main() -> int:
     """Print the reference (redirect it to docs/lint.md)."""
     import gradsmith.linter  # noqa: F401  (registers the rules)

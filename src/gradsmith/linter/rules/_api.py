@@ -13,17 +13,20 @@ from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import statements
 from gradsmith.linter._walk import header_exprs
+from gradsmith.linter.rules._common import short
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
 _FN = (_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
        "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n\n\n")
 GS111 = Rule(
     "GS111", "direct-call", "error",
-    "A Function is called directly (`Fn(x)` or `Fn.forward(...)`) instead of `Fn.apply(x)`",
-    "`Fn(x)` builds a Function object instead of a tensor, and `Fn.forward` runs without "
-    "recording a graph node, so backward is never used.",
-    "call `Fn.apply(x)`.",
-    bad=_FN + "y = Fn(torch.ones(2))  # GS111\n",
+    "A Function is called directly (`Fn()(x)`, `Fn(x)` or `Fn.forward(...)`), not via "
+    "`Fn.apply(x)`",
+    "`Fn()(x)` is the removed legacy API and raises; `Fn(x)` builds a Function object instead "
+    "of a tensor; `Fn.forward` runs without recording a graph node, so backward is never used.",
+    "call `Fn.apply(x)`. The automatic fix rewrites only `Fn()(x)` and `Fn.forward(x)`; "
+    "`Fn()` alone (a class used as a namespace) is not reported.",
+    bad=_FN + "y = Fn()(torch.ones(2))  # GS111\n",
     good=_FN + "y = Fn.apply(torch.ones(2))\n",
     autofix=True, scope="module",
 )
@@ -78,11 +81,11 @@ def check_declaration(facts: Facts, report) -> None:
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name not in METHODS:
             continue
         method = fc.methods.get(stmt.name)
-        if method is None or method.node is not stmt or method.static:
-            continue
-        params = method.params
+        if method is None or method.node is not stmt or method.static or method.classmethod:
+            continue  # PyTorch binds cls for a classmethod and passes ctx after it
+        params = [a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args)]
         fix = ()
-        if "classmethod" not in method.decorators and not (len(params) > 1 and params[1] == "ctx"):
+        if not (len(params) > 1 and params[1] in ("ctx", "context")):  # else: drop `self` too
             src = method.source
             anchor = stmt.decorator_list[0] if stmt.decorator_list else stmt
             line = anchor.lineno
@@ -131,14 +134,19 @@ def check_calls(target, report) -> None:
     )
     starts = [a for a, _ in spans]
     hits = _lines_mentioning(src.text, names & words)
+    legacy: set[int] = set()
     for node in _calls_on(src.tree, hits):
-        if isinstance(node, ast.Call):
-            head = node.func.value if isinstance(node.func, ast.Attribute) else node.func
-            key = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
-            if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
-                at = bisect_right(starts, node.lineno) - 1
-                inside = at >= 0 and spans[at][0] <= node.lineno <= spans[at][1]
-                _check_call(target, report, src, node, inside)
+        if not isinstance(node, ast.Call) or id(node) in legacy:
+            continue
+        if isinstance(node.func, ast.Call) and _legacy_call(target, report, src, node):
+            legacy.add(id(node.func))
+            continue
+        head = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+        key = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
+        if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
+            at = bisect_right(starts, node.lineno) - 1
+            inside = at >= 0 and spans[at][0] <= node.lineno <= spans[at][1]
+            _check_call(target, report, src, node, inside)
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -170,14 +178,37 @@ def _calls_on(tree: ast.Module, hits: set[int]):
                 yield from ast.walk(part)
 
 
+def _has_init(target, fc) -> bool:
+    """Whether the Function (or a linted base) defines ``__init__`` (legacy, with state)."""
+    for stmt in fc.node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+            return True
+    return fc.unknown_base
+
+
+def _legacy_call(target, report, src, node: ast.Call) -> bool:
+    """``Fn()(x)``: the removed legacy API. Safe fix to ``Fn.apply(x)`` when ``Fn()`` takes
+    nothing and the class has no ``__init__`` (the rewrite then runs the same forward)."""
+    inner = node.func
+    fc = _function_of(target, inner.func)
+    if fc is None:
+        return False
+    fix = ()
+    if not inner.args and not inner.keywords and not _has_init(target, fc):
+        fix = (Edit(src.start(inner), src.end(inner), f"{src.segment(inner.func)}.apply"),)
+    report("GS111", src, node, f"`{short(src.segment(inner))}(...)`", fix)
+    return True
+
+
 def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
     func = node.func
     fc = _function_of(target, func)
     if fc is not None:
-        fix = ()
-        if not node.keywords:
-            fix = (Edit(src.end(func), src.end(func), ".apply"),)
-        report("GS111", src, node, f"`{src.segment(func)}(...)`", fix)
+        # `Fn()` alone builds an instance (used as a namespace): nothing certain to report.
+        # `Fn(x)` without an __init__ builds a useless instance instead of a tensor: an
+        # error, but rewriting it would change what runs, so there is no automatic fix.
+        if (node.args or node.keywords) and not _has_init(target, fc):
+            report("GS111", src, node, f"`{short(src.segment(func))}(...)` builds an instance")
         return
     if not isinstance(func, ast.Attribute) or func.attr not in ("apply", "forward", "backward"):
         return
@@ -187,7 +218,7 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
     if func.attr == "apply":
         explicit = [k.arg for k in node.keywords if k.arg is not None]
         if explicit:  # `**kwargs` may be empty: only named keywords are certain errors
-            report("GS112", src, node, f"keywords {', '.join(explicit)}")
+            report("GS112", src, node, f"keywords {short(', '.join(explicit))}")
         return
     if in_method:
         return  # delegating to a base Function's forward/backward from inside a Function
@@ -198,4 +229,4 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
     ):
         line, col = src.end(func)
         fix = (Edit((line, col - len("forward")), (line, col), "apply"),)
-    report("GS111", src, node, f"`{src.segment(func)}(...)`", fix)
+    report("GS111", src, node, f"`{short(src.segment(func))}(...)`", fix)

@@ -20,6 +20,12 @@ def own(facts: Facts, *names: str) -> Iterator[Method]:
             yield method
 
 
+def short(text: str, limit: int = 32) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for one-line messages)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def once_differentiable(method: Method) -> bool:
     return "once_differentiable" in method.decorators
 

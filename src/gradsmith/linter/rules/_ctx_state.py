@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import ast
 
+from gradsmith.linter._evidence import evidence, integer_tensor
 from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
-from gradsmith.linter._flow import Flow, walk_shallow
+from gradsmith.linter._flow import Flow, Val, walk_shallow
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own
+from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own, short
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
 GS104 = Rule(
-    "GS104", "ctx-attr-input-output", "error",
-    "An input or output tensor is stored as a ctx attribute",
-    "Attributes skip save_for_backward's version check (in-place changes go unnoticed, "
-    "gradients silently wrong) and an output kept on ctx creates a reference cycle that "
-    "leaks the graph's memory.",
-    "use `ctx.save_for_backward(x)` and read it back with `ctx.saved_tensors`.",
-    bad=_H + "    def forward(ctx, x, w):\n        ctx.w = w  # GS104\n        return x @ w\n" + _B
+    "GS104", "ctx-attr-output", "error",
+    "An output tensor is kept as a ctx attribute",
+    "The output holds the graph node that holds ctx: a reference cycle autograd cannot free, "
+    "so the graph's memory leaks (ctx.save_for_backward breaks the cycle).",
+    "use `ctx.save_for_backward(out)` and read it back with `ctx.saved_tensors`.",
+    bad=_H + "    def forward(ctx, x):\n        out = x.exp()\n        ctx.out = out  # GS104\n"
+    "        return out\n" + _B + "        return g * ctx.out\n",
+    good=_H + "    def forward(ctx, x):\n        out = x.exp()\n        ctx.save_for_backward(out)\n"
+    "        return out\n" + _B + "        (out,) = ctx.saved_tensors\n        return g * out\n",
+)
+GS213 = Rule(
+    "GS213", "ctx-attr-input", "warning",
+    "An input tensor is kept as a ctx attribute",
+    "Attributes skip save_for_backward's version check: if the caller modifies the input in "
+    "place before backward (`x += f(x)`), the gradient is silently wrong instead of an error; "
+    "saved-tensor hooks (offloading, checkpointing) do not apply either.",
+    "use `ctx.save_for_backward(w)` and read it back with `ctx.saved_tensors`. Integer index "
+    "tensors and masks (no graph) are not reported.",
+    bad=_H + "    def forward(ctx, x, w):\n        ctx.w = w  # GS213\n        return x @ w\n" + _B
     + "        return g @ ctx.w.t(), None\n",
     good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(w)\n        return x @ w\n"
     + _B + "        (w,) = ctx.saved_tensors\n        return g @ w.t(), None\n",
@@ -89,13 +102,31 @@ GS304 = Rule(
 )
 
 
-def _output_names(method) -> set[str]:
-    names = set()
+def _output_names(method) -> tuple[set[str], set[str]]:
+    """Names forward returns, and names of containers whose elements it returns."""
+    names, containers = set(), set()
     for node in walk_shallow(method.node):
         if isinstance(node, ast.Return) and node.value is not None:
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            names.update(v.id for v in values if isinstance(v, ast.Name))
-    return names
+            for v in values:
+                if isinstance(v, ast.Starred):
+                    v = v.value
+                if isinstance(v, ast.Name):
+                    names.add(v.id)
+                elif isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name):
+                    containers.add(v.value.id)
+    return names, containers
+
+
+def _bound_once(method) -> set[str]:
+    """Names bound at most once in ``method`` (a stored name is then the returned object)."""
+    counts: dict[str, int] = {}
+    for node in walk_shallow(method.node):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+        elif isinstance(node, ast.arg):
+            counts[node.arg] = counts.get(node.arg, 0) + 1
+    return {name for name, n in counts.items() if n <= 1}
 
 
 def _max_calls(body: list[ast.stmt], is_call) -> tuple[int, list[ast.AST]]:
@@ -120,10 +151,10 @@ def _max_calls(body: list[ast.stmt], is_call) -> tuple[int, list[ast.AST]]:
     return total, along
 
 
-@checker(GS104, GS205, GS105, GS106, GS107)
+@checker(GS104, GS213, GS205, GS105, GS106, GS107)
 def check_ctx_storage(facts: Facts, report) -> None:
     for method in own(facts, *CTX_METHODS):
-        outputs = _output_names(method) if method.name == "forward" else set()
+        outputs = _Outputs(method, facts) if method.name == "forward" else None
         src = method.source
 
         def visit(stmt, flow: Flow, src=src, outputs=outputs, method=method):
@@ -136,7 +167,7 @@ def check_ctx_storage(facts: Facts, report) -> None:
                     for tgt, value in pairs:
                         if isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) \
                                 and tgt.value.id == flow.ctx:
-                            _ctx_attr(report, src, flow, tgt, value, outputs)
+                            _ctx_attr(report, src, flow, tgt, value, outputs, method)
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "save_for_backward"):
                     for arg in node.args:
@@ -155,18 +186,51 @@ def check_ctx_storage(facts: Facts, report) -> None:
             report("GS106", src, calls[-1], f"{count} calls on one path")
 
 
-def _ctx_attr(report, src, flow: Flow, target, value, outputs) -> None:
+class _Outputs:
+    """What forward returns: names bound once and returned, containers of returned items."""
+
+    def __init__(self, method, facts: Facts) -> None:
+        names, self.containers = _output_names(method)
+        once = _bound_once(method)
+        self.names = names & once
+        self.containers &= once
+        self.evidence = evidence(method, sorted(self.names | self.containers),
+                                 facts.ctx_of(method), facts.resolver(method), returned=False)
+
+
+def _parts(value: ast.expr, flow: Flow) -> list[tuple[ast.expr | None, Val]]:
+    """The value stored, or each element of a tuple/list display or known tuple."""
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return [(e, flow.eval(e)) for e in value.elts if not isinstance(e, ast.Starred)]
     val = flow.eval(value)
+    if val.elements is not None:
+        return [(None, e) for e in val.elements]
+    return [(value, val)]
+
+
+def _ctx_attr(report, src, flow: Flow, target, value, outputs, method) -> None:
     name = f"ctx.{target.attr}"
-    inputs = sorted(o[6:] for o in val.origins if o.startswith("input:"))
-    if inputs and val.tensor:
-        report("GS104", src, target, f"`{name}` holds input `{', '.join(inputs)}`")
-    elif "output" in val.origins and val.tensor:
-        report("GS104", src, target, f"`{name}` holds the output")
-    elif isinstance(value, ast.Name) and value.id in outputs and val.tensor is not False:
-        report("GS104", src, target, f"`{name}` holds the returned tensor `{value.id}`")
-    elif val.tensor and not val.origins:
-        report("GS205", src, target, f"`{name} = {src.segment(value)}`")
+    found = None
+    for expr, val in _parts(value, flow):
+        ident = expr.id if isinstance(expr, ast.Name) else None
+        tensor = val.tensor is True or (
+            outputs is not None and ident is not None and outputs.evidence.get(ident) is True)
+        if outputs is not None and ident in outputs.containers and val.tensor is not False:
+            found = ("GS104", f"`{name}` holds `{ident}`, whose items are returned")
+        elif "output" in val.origins and val.tensor:
+            found = ("GS104", f"`{name}` holds the output")
+        elif outputs is not None and ident in outputs.names and tensor:
+            found = ("GS104", f"`{name}` holds the returned `{ident}`")
+        if found and found[0] == "GS104":
+            break
+        inputs = sorted(o[6:] for o in val.origins if o.startswith("input:") and o != "input:*")
+        if inputs and val.tensor and not found and not all(
+                integer_tensor(method, n) for n in inputs):
+            found = ("GS213", f"`{name}` holds input `{', '.join(inputs)}`")
+        elif val.tensor and not val.origins and not found and expr is value:
+            found = ("GS205", f"`{name} = {short(src.segment(value))}`")
+    if found:
+        report(found[0], src, target, found[1])
 
 
 def _saved_arg(report, src, flow: Flow, arg) -> None:

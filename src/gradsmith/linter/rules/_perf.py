@@ -164,7 +164,7 @@ def _single_op(expr: ast.expr, inputs: set[str], resolve, operands=None) -> str 
 
 def _config_attrs(method, inputs: set[str], ctx) -> set[str]:
     """ctx attributes forward fills with settings (shapes, dims, flags), not tensors."""
-    from gradsmith.linter._facts import evidence
+    from gradsmith.linter._evidence import evidence
 
     ev = evidence(method, sorted(inputs), ctx)
 
