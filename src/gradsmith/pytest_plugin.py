@@ -98,20 +98,25 @@ class GradsmithItem(pytest.Item):
         from gradsmith.isolation.tasks import check_candidate
 
         result = check_candidate(self.candidate, self.example_index, {})
-        if result["verdict"] == "skip":
-            pytest.skip(result["reason"])
+        if result["verdict"] == "skip":  # reported at the user's class (reportinfo), not here
+            raise pytest.skip.Exception(result["reason"], _use_item_location=True)
         if result["verdict"] == "fail":
             raise GradsmithCheckFailed(result)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, GradsmithCheckFailed):
             r = excinfo.value.result
+            # the "skipped <check>: <reason>" lines only with -v, as on the command line
+            text = r["text"] if self.config.get_verbosity() > 0 else r.get("_text_brief",
+                                                                         r["text"])
             return "\n".join(x for x in (f"gradsmith check {r['name']} failed",
                                          r["inputs"] and f"inputs: {r['inputs']}",
-                                         r["reason"], r["text"]) if x)
+                                         r["reason"], text) if x)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
+        if self.candidate.file is not None:  # where the Function is defined (0-based line)
+            return self.candidate.file, (self.candidate.line or 1) - 1, f"gradsmith: {self.name}"
         return self.path, None, f"gradsmith: {self.name}"
 
 

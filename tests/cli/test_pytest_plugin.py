@@ -89,3 +89,74 @@ def test_bad_path_is_a_usage_error(pytester):
     result = pytester.runpytest_inprocess("--gradsmith", "nope.py", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gradsmith*no such file or directory*"])
+
+
+def test_skip_points_at_the_users_class(pytester, user_file):
+    result = pytester.runpytest_inprocess("--gradsmith", str(user_file), "-rs",
+                                          "-p", "no:cacheprovider")
+    line = user_file.read_text().splitlines().index("class NeedsMode(Function):") + 1
+    result.stdout.fnmatch_lines([f"SKIPPED [[]1[]] my_ops.py:{line}: *register inputs*"])
+
+
+def test_failure_lists_skipped_checks_only_with_verbose(pytester, user_file):
+    quiet = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad",
+                                         "-p", "no:cacheprovider")
+    verbose = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad", "-v",
+                                           "-p", "no:cacheprovider")
+    for run in (quiet, verbose):
+        run.assert_outcomes(failed=2)
+        run.stdout.fnmatch_lines(["*ERROR gradient-mismatch*"])
+    assert "  skipped " not in quiet.stdout.str()
+    verbose.stdout.fnmatch_lines(["  skipped *: *"])
+
+
+ASSERTING_TEST = '''
+import torch
+from gradsmith.testing import assert_gradients
+from my_ops import HalfGrad
+
+
+def test_half_grad():
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert_gradients(HalfGrad, x)
+'''
+
+
+def test_assert_gradients_failure_hides_gradsmiths_frame(pytester, user_file):
+    pytester.makepyfile(test_user=textwrap.dedent(ASSERTING_TEST))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "test_user.py")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    # the traceback ends at the user's call, with the report as the message
+    result.stdout.fnmatch_lines([">       assert_gradients(HalfGrad, x)",
+                                 "E       AssertionError: gradsmith check HalfGrad: FAILED*",
+                                 "E         ERROR gradient-mismatch*"])
+    assert "gradsmith/testing.py" not in out and "raise AssertionError" not in out
+
+
+def _outcomes(junit_xml) -> dict[tuple[str, str], str]:
+    import xml.etree.ElementTree as ET
+
+    outcomes = {}
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        outcomes[(case.get("classname"), case.get("name"))] = kinds[0] if kinds else "passed"
+    return outcomes
+
+
+def test_xdist_gives_the_same_items_and_verdicts_as_a_serial_run(pytester, user_file):
+    import xdist  # noqa: F401  (a dev dependency: large suites use -n)
+
+    serial = pytester.runpytest_subprocess("--gradsmith", str(user_file), "-p",
+                                           "no:cacheprovider", "--junitxml=serial.xml",
+                                           timeout=240)
+    parallel = pytester.runpytest_subprocess("--gradsmith", str(user_file), "-p",
+                                             "no:cacheprovider", "-n", "2",
+                                             "--junitxml=parallel.xml", timeout=240)
+    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
+    serial_outcomes = _outcomes(pytester.path / "serial.xml")
+    assert {name: outcome for (_, name), outcome in serial_outcomes.items()} == {
+        "Cube": "passed", "HalfGrad[small]": "failure", "HalfGrad[large]": "failure",
+        "NeedsMode": "skipped"}
+    assert _outcomes(pytester.path / "parallel.xml") == serial_outcomes
+    parallel.stdout.fnmatch_lines(["*2 workers*"])

@@ -110,12 +110,25 @@ class Report:
         }
 
     def __str__(self) -> str:
+        return self.format()
+
+    def format(self, *, skipped: bool = True) -> str:
+        """The readable report; ``str(report)`` is ``report.format()``.
+
+        Args:
+            skipped: also list the checks that did not run and why (one line per reason).
+                ``gradsmith check`` shows them only with ``-v``.
+
+        Example:
+            >>> Report(name="f", skipped={"vmap": "no vmap rule"}).format(skipped=False)
+            'gradsmith check f: PASSED (0.00s, checks: none)'
+        """
         verdict = "PASSED" if self.passed else "FAILED"
         lines = [f"gradsmith check {self.name}: {verdict} ({self.elapsed:.2f}s, "
                  f"checks: {', '.join(self.checks) or 'none'})"]
         lines += [f"  {line}" for f in self.findings for line in str(f).splitlines()]
         by_reason: dict[str, list[str]] = {}
-        for name, why in self.skipped.items():  # one line per reason, not per check
+        for name, why in self.skipped.items() if skipped else ():  # one line per reason
             by_reason.setdefault(why, []).append(name)
         lines += [f"  skipped {', '.join(names)}: {why}" for why, names in by_reason.items()]
         if self.saved_bytes is not None:

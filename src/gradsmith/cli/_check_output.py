@@ -5,8 +5,12 @@ JSON document (``--format json``), one object on stdout::
     {"gradsmith": "<version>", "targets": [...],
      "summary": {"passed": n, "failed": n, "skipped": n, "import_errors": n,
                  "exit_code": 0|1|2, "elapsed": seconds, "usage_errors": [...]},
-     "results": [{"name", "target", "verdict", "error", "reason", "inputs", "elapsed",
-                  "checks", "report"}, ...]}
+     "results": [{"name", "target", "file", "line", "verdict", "error", "reason", "inputs",
+                  "elapsed", "checks", "report"}, ...]}
+
+``file`` and ``line`` say where each Function (or function) is defined: relative to the working
+directory when it is under it, else absolute; ``null`` when unknown (a target that failed to
+import).
 
 ``report`` is :meth:`gradsmith.Report.to_dict` (``None`` for skipped, crashed or timed-out rows).
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,6 +29,11 @@ from gradsmith import __version__
 
 _VERDICT_STYLE = {"pass": "[green]PASS[/green]", "fail": "[bold red]FAIL[/bold red]",
                   "skip": "[yellow]SKIP[/yellow]"}
+# Piped output is not wrapped; tables still need a width to lay out in: wide enough never to
+# fold a cell (they shrink to their content).
+_PIPE_WIDTH = 1000
+# Width of the "── FAIL name ───" heading lines when piped (on a terminal: rich's full rule).
+_PIPE_RULE = 100
 _ERROR_LABEL = {"crash": "crashed", "timeout": "timed out", "import": "import error",
                 "exception": "error"}
 
@@ -34,8 +44,12 @@ class Output:
     def __init__(self, fmt: str, verbose: bool = False) -> None:
         self.fmt = fmt
         self.verbose = verbose
-        self.console = Console(file=sys.stdout, highlight=False,
-                               width=None if sys.stdout.isatty() else 110)
+        # On a terminal rich wraps to its width. Piped (CI logs, files) nothing is wrapped:
+        # a long line stays one line, so tokens like `x[2, 2]` never split and grep works.
+        # Decided by isatty, not rich's is_terminal, which FORCE_COLOR turns on in CI.
+        self.tty = sys.stdout.isatty()
+        self.console = Console(file=sys.stdout, highlight=False, soft_wrap=not self.tty,
+                               width=None if self.tty else _PIPE_WIDTH)
         self._progress = None
         self._task = None
 
@@ -79,7 +93,8 @@ class Output:
         table.add_column("Function", overflow="fold")
         table.add_column("Verdict", no_wrap=True)
         table.add_column("Time", justify="right", no_wrap=True)
-        table.add_column("Checks run", overflow="fold", max_width=34)
+        # piped: one line per row (greppable); on a terminal the list wraps within the cell
+        table.add_column("Checks run", overflow="fold", max_width=34 if self.tty else None)
         for r in result.rows:
             verdict = _VERDICT_STYLE[r["verdict"]]
             if r["error"]:
@@ -105,20 +120,35 @@ class Output:
                         self.console.print(f"    fix: {escape(f['hint'])}")
 
     def _section(self, r: dict, colour: str, word: str) -> None:
-        self.console.rule(f"[{colour}]{word}[/{colour}] {escape(r['name'])}", align="left")
+        title = f"[{colour}]{word}[/{colour}] {escape(r['name'])}"
+        if self.tty:
+            self.console.rule(title, align="left")
+        else:
+            plain = f"── {word} {r['name']} "
+            self.console.print(f"── {title} " + "─" * max(3, _PIPE_RULE - len(plain)))
         if r["inputs"]:
             self.console.print(f"inputs: {escape(r['inputs'])}")
         if r["reason"]:
             self.console.print(escape(r["reason"]))
-        if r["text"]:
-            self.console.print(escape(r["text"]))
+        # "skipped <check>: <reason>" lines only with -v: they repeat for every Function
+        text = r["text"] if self.verbose else r.get("_text_brief", r["text"])
+        if text:
+            self.console.print(escape(text))
 
 
 def to_document(result, targets: list[str]) -> dict:
     """The JSON document for ``--format json`` (see the module docstring)."""
     summary = dict(result.counts(), exit_code=result.exit_code(),
                    elapsed=round(result.elapsed, 3), usage_errors=list(result.usage_errors))
-    results = [{k: v for k, v in r.items() if not k.startswith("_") and k != "text"}
-               for r in result.rows]
+    results = [{k: _relative(v) if k == "file" else v for k, v in r.items()
+                if not k.startswith("_") and k != "text"} for r in result.rows]
     return {"gradsmith": __version__, "targets": list(targets), "summary": summary,
             "results": results}
+
+
+def _relative(path: str | None) -> str | None:
+    """A file under the working directory relative to it (like the targets), others absolute."""
+    if path is None:
+        return None
+    resolved = Path(path)
+    return str(resolved.relative_to(Path.cwd())) if resolved.is_relative_to(Path.cwd()) else path

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import pkgutil
 import sys
 import traceback
@@ -39,11 +40,17 @@ class Ref:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One object to check, with the labels of its registered examples (empty: none)."""
+    """One object to check, with the labels of its registered examples (empty: none).
+
+    ``file`` and ``line`` say where it is defined (its ``class``/``def`` statement, or its first
+    decorator), ``None`` when Python cannot tell (builtins, objects made at run time).
+    """
 
     ref: Ref
     key: str
     examples: tuple[str, ...]
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass
@@ -203,7 +210,23 @@ def _candidate(module: ModuleType, source: Source, label: str, attr: str, obj: A
               attr, f"{label}::{attr}")
     key = f"{getattr(obj, '__module__', module.__name__)}.{getattr(obj, '__qualname__', attr)}"
     names = tuple(e.name or f"example{i}" for i, e in enumerate(examples))
-    return Candidate(ref, key, names)
+    return Candidate(ref, key, names, *_where(obj))
+
+
+def _where(obj: Any) -> tuple[str | None, int | None]:
+    """Source file and line of ``obj``'s ``class``/``def`` statement, or ``(None, None)``."""
+    try:
+        target = obj if isinstance(obj, type) else inspect.unwrap(obj)
+        file = inspect.getsourcefile(target)
+        if not file:
+            return None, None
+        lines, first = inspect.getsourcelines(target)
+    except (TypeError, OSError, ValueError):  # builtins, C extensions, source not on disk
+        return None, None
+    # inspect starts at the first decorator; point at the statement itself, as editors do
+    offset = next((i for i, text in enumerate(lines)
+                   if text.lstrip().startswith(("class ", "def ", "async def "))), 0)
+    return str(Path(file).resolve()), first + offset
 
 
 def is_function_class(obj: Any) -> bool:

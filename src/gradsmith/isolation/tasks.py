@@ -116,10 +116,12 @@ def row(candidate: Candidate | None, name: str, verdict: str, *, error: str | No
         report: Any = None) -> dict:
     """Build a result row.
 
-    Keys: ``name``, ``target``, ``verdict`` (``pass`` | ``fail`` | ``skip``), ``error``
+    Keys: ``name``, ``target``, ``file`` and ``line`` (where the candidate is defined; ``None``
+    when unknown), ``verdict`` (``pass`` | ``fail`` | ``skip``), ``error``
     (``None`` | ``import`` | ``crash`` | ``timeout`` | ``exception``), ``reason``, ``inputs``,
     ``elapsed`` (seconds), ``checks`` (names run), ``report`` (``Report.to_dict()`` or ``None``)
-    and ``text`` (``str(report)`` or ``None``).
+    and ``text`` (``str(report)`` or ``None``); ``_text_brief`` is ``text`` without the
+    "skipped" lines (shown unless ``-v``).
 
     Example:
         >>> row(None, "ops.py::Bad", "fail", error="timeout", reason="timed out")["verdict"]
@@ -128,6 +130,8 @@ def row(candidate: Candidate | None, name: str, verdict: str, *, error: str | No
     return {
         "name": name,
         "target": candidate.ref.label if candidate is not None else name,
+        "file": getattr(candidate, "file", None),
+        "line": getattr(candidate, "line", None),
         "verdict": verdict,
         "error": error,
         "reason": reason,
@@ -137,6 +141,8 @@ def row(candidate: Candidate | None, name: str, verdict: str, *, error: str | No
         "checks": list(getattr(report, "checks", []) or []),
         "report": report.to_dict() if report is not None else None,
         "text": str(report) if report is not None else None,
+        # without the "skipped <check>: <reason>" lines: what is shown unless -v
+        "_text_brief": report.format(skipped=False) if report is not None else None,
     }
 
 
