@@ -103,3 +103,66 @@ def test_double_backward_hint_names_only_what_backward_uses():
     (f,) = [f for f in saved.findings if f.code == "double-backward-mismatch"]
     assert ".detach" not in f.hint and "saved as intermediates" in f.hint
     assert "once_differentiable" in f.hint
+
+
+class SinScaled(Function):
+    """An 'approximate' backward: (1 + err) cos(x), err set per subclass."""
+
+    err = 0.0
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (x,) = ctx.saved_tensors
+        return (1 + cls.err) * x.cos() * g
+
+
+class SinOff21(SinScaled):
+    err = 0.21
+
+
+class SinOffHalfPercent(SinScaled):
+    err = 0.005
+
+
+def _quality(report):
+    (f,) = [f for f in report.findings if f.code == "gradient-quality"]
+    return f
+
+
+@pytest.mark.parametrize("fn, passes", [(SinOff21, False), (SinOffHalfPercent, True)])
+def test_approximate_mode_has_a_verdict_with_default_thresholds(fn, passes):
+    x = _r(6)
+    report = gradsmith.check(fn, x, approximate=True)
+    assert report.passed == passes, str(report)
+    f = _quality(report)
+    assert f.severity == ("info" if passes else "error")
+    # Independent reference: relative error of the projected gradient is exactly err.
+    torch.testing.assert_close(f.details["relative_error"], fn.err, rtol=1e-4, atol=1e-7)
+    assert f.details["max_relative_error"] == 1e-2 and f.details["min_cosine"] == 0.99
+    if not passes:
+        assert "relative error 0.21 > 0.01" in f.message and "max_relative_error" in f.hint
+
+
+def test_approximate_thresholds_are_configurable():
+    loose = gradsmith.check(SinOff21, _r(6), approximate=True, max_relative_error=0.25)
+    assert loose.passed, str(loose)
+    strict = gradsmith.check(SinOffHalfPercent, _r(6), approximate=True, max_relative_error=1e-3)
+    assert not strict.passed
+    # A cosine threshold: the 21% scale error keeps the direction (cosine 1).
+    assert _quality(loose).details["cosine"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"approximate": True, "max_relative_error": -1}, r"max_relative_error must be a number in "
+                                                       r"\[0, inf\], got -1"),
+    ({"approximate": True, "min_cosine": 2}, r"min_cosine must be a number in \[-1, 1\], got 2"),
+    ({"min_cosine": 0.9}, r"min_cosine=0.9 only applies with approximate=True"),
+])
+def test_bad_approximate_thresholds_name_the_option(kwargs, match):
+    with pytest.raises(gradsmith.GradsmithError, match=match):
+        gradsmith.check(SinOff21, _r(3), **kwargs)

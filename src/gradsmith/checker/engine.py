@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
+from gradsmith.checker import approximate
 from gradsmith.checker.inputs import resolve_target
 from gradsmith.checker.report import Finding, Report
 from gradsmith.checker.session import (
@@ -41,7 +42,8 @@ CHECK_MODULES = {
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
          "backward-error"}
-_OPTIONS = {"atol", "rtol", "approximate", "seed", "checks", "exact_max", "name"}
+_OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
+            "exact_max", "name"}
 
 
 def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
@@ -204,6 +206,7 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
                 raise GradsmithError(f"check: {key} must be a number >= 0, got {value!r}")
             setattr(opts, key, float(value))
     opts.approximate = bool(options.get("approximate", False))
+    approximate.configure(opts, options)
     opts.seed = int(options.get("seed", 0))
     exact_max = options.get("exact_max", opts.exact_max)
     if not isinstance(exact_max, int) or exact_max < 0:

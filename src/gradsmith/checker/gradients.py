@@ -43,7 +43,8 @@ def run(session: Session) -> list[Finding]:
     if session.surrogate is not None:
         raise Skip("a surrogate was declared: backward is compared with its gradient instead")
     if session.options.approximate:
-        raise Skip("approximate=True: gradient quality is measured instead of judged")
+        raise Skip("approximate=True: gradient quality is measured and judged against the "
+                   "approximate-mode thresholds instead")
     problem = session.problem
     results = compare(session, problem, NAME)
     findings = []

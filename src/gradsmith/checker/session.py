@@ -30,6 +30,8 @@ class Options:
     atol: float = 1e-5
     rtol: float = 1e-3
     approximate: bool = False
+    max_relative_error: float = 1e-2
+    min_cosine: float = 0.99
     seed: int = 0
     exact_max: int = 1000
     user_tolerance: bool = False

@@ -79,6 +79,20 @@ class ApproxWrongScale(Function):
         return 2.5 * x.exp() * g + 0.3 * g.flip(0)
 
 
+class ApproxOff21Percent(Function):
+    """'Approximate' gradient 21% too large: points the right way, fails the 1e-2 threshold."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 1.21 * x.exp() * g
+
+
 class TanhSquaresSavedOutput(Function):
     @staticmethod
     def forward(ctx, x):
@@ -250,6 +264,8 @@ CASES = [
     Case("keeps-last-ctx", KeepsLastCtx, lambda: (_r(4),), True, ("ctx-leak",)),
     Case("vmap-wrong-out-dim", DoubleVmapWrongOutDim, lambda: (_r(3, 2),), False,
          ("vmap-mismatch",)),
+    Case("approximate-21-percent-off", ApproxOff21Percent, lambda: (_r(5),), False,
+         ("gradient-quality",), options={"approximate": True}),
     Case("approximate-wrong-scale", ApproxWrongScale, lambda: (_r(5),), False,
          ("gradient-quality",), options={"approximate": True}),
     Case("tanh-squares-saved-output", TanhSquaresSavedOutput, lambda: (_r(5),), False,
