@@ -234,7 +234,7 @@ def _prepare(session: Session) -> bool:
         try:
             out = subject.call([x.clone() for x in subject.fresh_leaves()])
         except Exception as exc2:  # noqa: BLE001
-            report.findings.append(forward_error(exc2, "setup").finding)
+            report.findings.append(forward_error(exc2, "setup", subject.target.function_cls).finding)
             return False
         report.findings.append(Finding(
             "float64-unsupported", "info",

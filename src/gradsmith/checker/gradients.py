@@ -15,12 +15,13 @@ NAME = "gradients"
 MAX_BLOCK = 128
 
 
-def analytic(problem: Problem, vs: list[torch.Tensor], check: str) -> list[list[torch.Tensor]]:
+def analytic(problem: Problem, vs: list[torch.Tensor], check: str,
+             cls: type | None = None) -> list[list[torch.Tensor]]:
     """``J^T v`` for each ``v``; a raising backward becomes a ``backward-error`` finding."""
     try:
         return [problem.vjp(v) for v in vs]
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
-        raise backward_error(exc, check) from None
+        raise backward_error(exc, check, cls) from None
 
 
 def compare(session: Session, problem: Problem, check: str) -> list[numerics.InputResult]:
@@ -28,7 +29,7 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     gen = session.generator(1)
     s = session.settings
     vs = numerics.random_v(problem, s.n_v, gen)
-    grads = analytic(problem, vs, check)
+    grads = analytic(problem, vs, check, session.function_cls)
     total = sum(x.numel() for x in problem.xs)
     results = []
     for t, x in enumerate(problem.xs):

@@ -76,7 +76,7 @@ def run(session: Session) -> list[Finding]:
                 pack, lambda t: t):
             out = subject.run_built(args)
     except Exception as exc:  # noqa: BLE001
-        raise forward_error(exc, NAME) from None
+        raise forward_error(exc, NAME, session.function_cls) from None
     findings = []
     for i in before.changed():
         t = tensors[i]
@@ -89,11 +89,36 @@ def run(session: Session) -> list[Finding]:
             + ("" if differentiable else " (a tensor that needs no gradient, e.g. a buffer)"),
             "work on a copy (x = x.clone()) or use out-of-place ops; if the in-place update "
             "is intended, call ctx.mark_dirty(x) and return x", NAME, labels[i]))
-    findings += _backward(session, out, values, labels, tensors, saved)
+    in_forward = _saved_then_modified(saved, tensors, marked)
+    if in_forward:
+        findings.append(_saved_in_forward(in_forward[0]))
+    findings += _backward(session, out, values, labels, tensors, saved,
+                          {id(t) for t in in_forward})
     return findings
 
 
-def _backward(session, out, values, labels, tensors, saved) -> list[Finding]:
+def _saved_then_modified(saved, tensors, marked) -> list[torch.Tensor]:
+    """Tensors modified in place after an op saved them, still inside forward (``y =
+    x.exp(); y += 1``): autograd raises "modified by an inplace operation" at backward."""
+    known = {x.data_ptr() for x in tensors}  # inputs are reported as input-mutated
+    snap = Snapshot([t for t, _ in saved])
+    snap.values = [v for _, v in saved]
+    changed = [snap.tensors[i] for i in snap.changed()]
+    return [t for t in changed if id(t) not in marked and t.data_ptr() not in known]
+
+
+def _saved_in_forward(t: torch.Tensor) -> Finding:
+    return Finding(
+        "saved-tensor-mutated", "error",
+        f"forward modified in place a tensor that was already saved for backward (shape "
+        f"{tuple(t.shape)}; e.g. `y = x.exp(); y += 1`): backward then raises 'one of the "
+        "variables needed for gradient computation has been modified by an inplace "
+        "operation', or, under saved-tensor hooks, computes with the modified values",
+        "use the out-of-place form (`y = y + 1`) or modify a clone; an op's saved result "
+        "must stay as it was", NAME)
+
+
+def _backward(session, out, values, labels, tensors, saved, reported) -> list[Finding]:
     subject = session.subject
     outs = subject.select(out)
     gen = session.generator(3)
@@ -105,7 +130,7 @@ def _backward(session, out, values, labels, tensors, saved) -> list[Finding]:
     try:
         torch.autograd.grad(outs, values, grads, allow_unused=True)
     except Exception as exc:  # noqa: BLE001
-        raise backward_error(exc, NAME) from None
+        raise backward_error(exc, NAME, session.function_cls) from None
     findings = []
     for i in grad_snap.changed():
         findings.append(Finding(
@@ -123,7 +148,7 @@ def _backward(session, out, values, labels, tensors, saved) -> list[Finding]:
     known = {x.data_ptr() for x in tensors}  # inputs are reported above
     for i in saved_snap.changed():
         t = saved_snap.tensors[i]
-        if t.data_ptr() in known:
+        if t.data_ptr() in known or id(t) in reported:
             continue
         findings.append(Finding(
             "saved-tensor-mutated", "error",

@@ -72,11 +72,11 @@ def run(session: Session) -> list[Finding]:
     try:
         problem.linearize()
     except Exception as exc:  # noqa: BLE001
-        return [_crash(exc)]
+        return [_crash(exc, session.function_cls)]
     try:
         results = gradients.compare(session, problem, NAME)
     except Exception as exc:  # noqa: BLE001 - double backward crashing is a finding
-        return [_crash(getattr(exc, "finding", None) or exc)]
+        return [_crash(getattr(exc, "exc", None) or exc, session.function_cls)]
     findings = []
     for res in results:
         findings += gradients.findings_for(session, problem, res, NAME, kind="double-backward")
@@ -111,17 +111,27 @@ def _hint(cls: type | None) -> str:
             "silently wrong")
 
 
-def _crash(exc) -> Finding:
-    text = exc.message if hasattr(exc, "message") else f"{type(exc).__name__}: {exc}"
+def _crash(exc: BaseException, cls: type | None) -> Finding:
+    from gradsmith.checker.explain import describe, explain, user_frame
+
+    text = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
     if "once_differentiable" in text:
         # A helper Function inside backward is @once_differentiable: double backward fails
         # loudly, which is the intended contract, not a silent error.
         raise Skip("double backward raises through an inner @once_differentiable Function")
-    return Finding(
-        "double-backward-error", "error", f"differentiating backward (double backward) "
-        f"raised {text}",
-        "make backward differentiable (no in-place ops on saved tensors or grad_output, no "
-        "numpy) or decorate it with @once_differentiable so users get a clear error", NAME)
+    frame = user_frame(exc, cls)
+    message = f"differentiating backward (double backward) raised {text}{describe(frame)}"
+    hint = ("make backward differentiable (no in-place ops on saved tensors or grad_output, "
+            "no numpy) or decorate it with @once_differentiable so users get a clear error")
+    details: dict = {"exception": type(exc).__name__}
+    if frame:
+        details["where"] = frame
+    known = explain(exc, "double backward")
+    if known is not None:
+        message += f". Cause: {known.cause}"
+        hint = f"{known.fix}; or decorate backward with @once_differentiable"
+        details["cause"] = known.key
+    return Finding("double-backward-error", "error", message, hint, NAME, details=details)
 
 
 def _once_differentiable_in_graph(session: Session) -> str | None:

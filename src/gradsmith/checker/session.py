@@ -20,9 +20,10 @@ class Skip(Exception):  # noqa: N818 - control flow, not an error
 class UserCodeError(Exception):
     """The user's forward or backward raised; carries the finding to report."""
 
-    def __init__(self, finding: Finding):
+    def __init__(self, finding: Finding, exc: BaseException | None = None):
         super().__init__(finding.message)
         self.finding = finding
+        self.exc = exc  # the user code's own exception, when there is one
 
 
 @dataclass
@@ -61,16 +62,37 @@ class Session:
         return self.subject.target.function_cls
 
 
-def backward_error(exc: BaseException, check: str) -> UserCodeError:
-    return UserCodeError(Finding(
-        "backward-error", "error", f"backward raised {type(exc).__name__}: {exc}",
+def backward_error(exc: BaseException, check: str, cls: type | None = None) -> UserCodeError:
+    return UserCodeError(_explained(
+        exc, check, cls, "backward", ("backward-error", "error"),
         "make backward return one gradient per forward input, each shaped like its input; "
-        "run the Function by hand with the same inputs to see the traceback", check,
-        details={"exception": type(exc).__name__}))
+        "run the Function by hand with the same inputs to see the traceback"), exc)
 
 
-def forward_error(exc: BaseException, check: str) -> UserCodeError:
-    return UserCodeError(Finding(
-        "forward-error", "error", f"forward raised {type(exc).__name__}: {exc}",
+def forward_error(exc: BaseException, check: str, cls: type | None = None) -> UserCodeError:
+    return UserCodeError(_explained(
+        exc, check, cls, "forward", ("forward-error", "error"),
         "check that the example inputs are valid for this Function (shapes, dtypes) and that "
-        "forward runs on them", check, details={"exception": type(exc).__name__}))
+        "forward runs on them"), exc)
+
+
+def _explained(exc: BaseException, check: str, cls: type | None, where: str,
+               kind: tuple[str, str], hint: str) -> Finding:
+    """A finding for an exception from user code, explained when autograd raised it."""
+    from gradsmith.checker.explain import describe, explain, user_frame
+
+    frame = user_frame(exc, cls, where)
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 400 else text[:400] + " ..."
+    message = f"{where} raised {type(exc).__name__}: {text}{describe(frame)}"
+    details: dict[str, Any] = {"exception": type(exc).__name__}
+    if frame:
+        details["where"] = frame
+    code, severity = kind
+    known = explain(exc, where)
+    if known is not None:
+        message += f". Cause: {known.cause}"
+        hint = known.fix
+        code = known.code or code
+        details["cause"] = known.key
+    return Finding(code, severity, message, hint, check, details=details)

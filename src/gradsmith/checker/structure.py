@@ -36,7 +36,7 @@ def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
     try:
         out = subject.run_built(args)
     except Exception as exc:  # noqa: BLE001
-        raise forward_error(exc, NAME) from None
+        raise forward_error(exc, NAME, session.function_cls) from None
     flat = flatten_outputs(out)
     node = next((o.grad_fn for o in flat if o is not None and o.grad_fn is not None), None)
     if node is None or not hasattr(node, "_forward_cls"):
@@ -46,7 +46,7 @@ def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
     try:
         raw = node.apply(*grads)
     except Exception as exc:  # noqa: BLE001
-        raise backward_error(exc, NAME) from None
+        raise backward_error(exc, NAME, session.function_cls) from None
     return args, (raw if isinstance(raw, tuple) else (raw,)), grads
 
 
