@@ -97,8 +97,6 @@ ISOLATED = [
          5.0 * (h - torch.floor(h) - 0.5)) / (2 * torch.tanh(torch.tensor(2.5))))),
     ("soft_threshold", "bool mask", unary(lambda h: G.soft_threshold(h, 0.5)),
      "sign(x) * relu(|x| - t)", unary(lambda h: torch.sign(h) * torch.relu(h.abs() - 0.5))),
-    ("gelu", "x", unary(G.gelu), "F.gelu", unary(F.gelu)),
-    ("silu", "x", unary(G.silu), "F.silu", unary(F.silu)),
     ("sign_ste", "nothing", unary(G.sign_ste),
      "x + (sign(x) - x).detach()", unary(lambda h: h + (torch.sign(h) - h).detach())),
     ("sign_ste(clip=1)", "bool mask", unary(lambda h: G.sign_ste(h, 1.0)),
@@ -112,16 +110,12 @@ ISOLATED = [
      "F.gumbel_softmax(hard)", unary(lambda h: F.gumbel_softmax(h, 0.5, True))),
     ("grad_scale / grad_reverse", "nothing", unary(lambda h: G.grad_scale(h, 0.5)),
      "a x + (1 - a) x.detach()", unary(lambda h: 0.5 * h + 0.5 * h.detach())),
-    ("stop_gradient", "nothing", unary(G.stop_gradient), "x.detach()",
-     unary(lambda h: h.detach())),
     ("fused_add_relu", "bit-packed mask", binary(G.fused_add_relu),
      "F.relu(x + y)", binary(lambda a, b: F.relu(a + b))),
     ("fused_linear_relu", "x + bit-packed mask", linear(G.fused_linear_relu),
      "F.relu(F.linear(x, W, b))", linear(_plain_linear_relu)),
     ("logsumexp(dim=1)", "x + output", unary(lambda h: G.logsumexp(h, 1)),
      "torch.logsumexp", unary(lambda h: torch.logsumexp(h, 1))),
-    ("batch_norm", "x", unary(lambda h: G.batch_norm(h)),
-     "F.batch_norm(training=True)", unary(lambda h: F.batch_norm(h, None, None, training=True))),
 ]
 
 CHAINS = [

@@ -26,16 +26,20 @@ class Example:
             backward must match (straight-through estimators and other intentional gradients).
         options: extra keyword options for :func:`gradsmith.check` (tolerances, ``approximate``).
         name: label shown in reports; defaults to the index of the example.
+        reference: what ``gradsmith bench`` times and measures this Function against: a
+            callable with the same signature (typically the plain-PyTorch code the Function
+            replaces). ``None``: the autograd of the Function's own forward, else ``surrogate``.
     """
 
     make_args: Callable[[], tuple]
     surrogate: Callable[..., Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
+    reference: Callable[..., Any] | None = None
 
 
 def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str | None = None,
-            **options: Any) -> Callable[[Any], Any]:
+            reference: Callable[..., Any] | None = None, **options: Any) -> Callable[[Any], Any]:
     """Register example inputs on a ``torch.autograd.Function`` subclass or a function.
 
     Pass either one zero-argument callable that returns the argument tuple (preferred: tensors
@@ -46,6 +50,8 @@ def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str |
         *args: a factory ``() -> tuple`` or the literal positional arguments.
         surrogate: differentiable reference whose gradient the backward must reproduce.
         name: label for reports.
+        reference: the code this Function replaces, with the same signature, for
+            ``gradsmith bench`` (default: the autograd of the Function's own forward).
         **options: forwarded to :func:`gradsmith.check` (e.g. ``atol=1e-6``, ``approximate=True``).
 
     Returns:
@@ -73,7 +79,13 @@ def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str |
         literal = tuple(args)
         make_args = lambda: _fresh(literal)  # noqa: E731
 
-    ex = Example(make_args=make_args, surrogate=surrogate, options=dict(options), name=name)
+    if reference is not None and not callable(reference):
+        raise GradsmithError(
+            f"example: reference must be a callable with the Function's signature, got "
+            f"{type(reference).__name__}; e.g. reference=lambda x: torch.relu(x)"
+        )
+    ex = Example(make_args=make_args, surrogate=surrogate, options=dict(options), name=name,
+                 reference=reference)
 
     def decorate(obj: Any) -> Any:
         # Decorators apply bottom-up; prepend so examples keep their source order.

@@ -7,7 +7,6 @@ from gradsmith.ops._activations import Swish  # noqa: F401
 from gradsmith.ops._fused import FusedLinearReLU  # noqa: F401
 from gradsmith.ops._gumbel import GumbelSoftmax  # noqa: F401
 from gradsmith.ops._piecewise import ClippedReLU, SoftRound, SoftThreshold  # noqa: F401
-from gradsmith.ops._reductions import BatchNorm  # noqa: F401
 from gradsmith.ops._reversal import GradientReversal  # noqa: F401
 # end catalog part 1
 # --- attention, soft sorting, checkpointing, quantization (catalog part 2) ---

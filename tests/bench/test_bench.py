@@ -171,7 +171,8 @@ def test_registry_has_the_issue_anchors():
             "soft_sort-8x10000"} <= set(cases)
 
 
-@pytest.mark.parametrize("name", ["gelu", "logsumexp", "fake_quantize_lsq", "soft_rank-8x1000"])
+@pytest.mark.parametrize("name", ["clipped_relu", "logsumexp", "fake_quantize_lsq",
+                                  "fused_add_relu"])
 def test_op_and_reference_agree_on_quick_inputs(name):
     case = registry()[name]
     out = case.op(*case.inputs(True))
@@ -185,28 +186,37 @@ def test_op_and_reference_agree_on_quick_inputs(name):
 @pytest.fixture(scope="module")
 def quick_report():
     cases = registry()
-    return run([cases["gelu"], cases["fake_quantize_lsq"]], repeat=2, warmup=0, quick=True)
+    return run([cases["clipped_relu"], cases["fake_quantize_lsq"]], repeat=2, warmup=0,
+               quick=True)
 
 
 def test_report_schema(quick_report):
     r = quick_report
     assert set(r) == {"schema", "environment", "repeat", "warmup", "quick", "results"}
-    assert {"torch", "cpu", "torch_threads", "pav_backend"} <= set(r["environment"])
+    assert r["schema"] == 2
+    assert {"torch", "cpu", "torch_threads", "pav_backend", "device",
+            "load_average_1min"} <= set(r["environment"])
     row = r["results"][0]
-    assert set(row) == {"op", "reference", "shape", "time_ms", "time_ratio", "saved_bytes",
-                        "saved_ratio"}
+    assert set(row) == {"op", "mode", "reference", "shape", "time_ms", "time_ratio",
+                        "time_ratio_iqr", "compile_s", "saved_bytes", "saved_ratio",
+                        "peak_bytes", "peak_ratio", "error", "note"}
+    assert row["mode"] == "eager" and row["error"] is None
     for who in ("op", "reference"):
         t = row["time_ms"][who]
         assert t["min"] <= t["q1"] <= t["median"] <= t["q3"] <= t["max"] and t["runs"] == 2
-    assert row["time_ratio"] == pytest.approx(row["time_ms"]["op"]["median"]
-                                              / row["time_ms"]["reference"]["median"])
+    # the median of the paired per-round ratios lies within the runs' extreme ratios
+    q1, q3 = row["time_ratio_iqr"]
+    assert q1 <= row["time_ratio"] <= q3
+    op, ref = row["time_ms"]["op"], row["time_ms"]["reference"]
+    assert op["min"] / ref["max"] <= q1 and q3 <= op["max"] / ref["min"]
     json.dumps(r)  # serialisable
 
 
 def test_saved_bytes_in_report_are_exact(quick_report):
-    gelu = quick_report["results"][0]
-    # F.gelu saves its input; the gradsmith op saves no more than that.
-    assert gelu["saved_bytes"]["reference"] == 4096 * 4
+    clipped = quick_report["results"][0]
+    # torch.clamp saves its float32 input; the op a bool mask (1 byte per element).
+    assert clipped["saved_bytes"]["reference"] == 4096 * 4
+    assert clipped["saved_bytes"]["op"] == 4096
     lsq = quick_report["results"][1]
     # Ours saves x (4096 float32) and the one-element scale; PyTorch's also its zero point.
     assert lsq["saved_bytes"]["op"] == 4096 * 4 + 4
@@ -227,7 +237,7 @@ def test_write_results_records_json_and_markdown_side_by_side(tmp_path):
 def test_markdown_has_one_row_per_result(quick_report):
     lines = markdown(quick_report).strip().splitlines()
     assert len(lines) == 2 + len(quick_report["results"])
-    assert lines[2].startswith("| gelu | F.gelu |")
+    assert lines[2].startswith("| clipped_relu | eager | torch.clamp |")
 
 
 # --- CLI ----------------------------------------------------------------------------------------
@@ -236,11 +246,12 @@ def test_markdown_has_one_row_per_result(quick_report):
 def test_cli_unknown_op_exits_2_and_lists_known_ops(capsys):
     assert main(["bench", "no_such_op"]) == 2
     err = capsys.readouterr().err
-    assert "unknown op 'no_such_op'" in err and "soft_rank-8x1000" in err and "gelu" in err
+    assert "unknown op 'no_such_op'" in err and "soft_rank-8x1000" in err and "pact" in err
+    assert "file.py::Fn" in err
 
 
 def test_cli_bad_repeat_exits_2(capsys):
-    assert main(["bench", "gelu", "--repeat", "0"]) == 2
+    assert main(["bench", "pact", "--repeat", "0"]) == 2
     assert "--repeat must be >= 1" in capsys.readouterr().err
 
 
@@ -251,13 +262,13 @@ def test_cli_list_exits_0(capsys):
 
 def test_cli_quick_run_writes_json_and_markdown(tmp_path, capsys):
     out, md = tmp_path / "b.json", tmp_path / "b.md"
-    code = main(["bench", "gelu", "pact", "--quick", "--repeat", "2", "--warmup", "0",
-                 "--json", str(out), "--markdown", str(md)])
+    code = main(["bench", "clipped_relu", "pact", "--quick", "--repeat", "2", "--warmup", "0",
+                 "--mode", "eager", "--json", str(out), "--markdown", str(md)])
     assert code == 0
     data = json.loads(out.read_text())
-    assert [r["op"] for r in data["results"]] == ["gelu", "pact"] and data["quick"] is True
-    assert "| pact |" in md.read_text()
-    assert "gelu" in capsys.readouterr().out
+    assert [r["op"] for r in data["results"]] == ["clipped_relu", "pact"] and data["quick"]
+    assert "| pact | eager |" in md.read_text()
+    assert "clipped_relu" in capsys.readouterr().out
 
 
 def test_cli_plot_without_matplotlib_exits_2(tmp_path, capsys, monkeypatch):
@@ -266,18 +277,71 @@ def test_cli_plot_without_matplotlib_exits_2(tmp_path, capsys, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    assert main(["bench", "gelu", "--quick", "--plot", str(tmp_path / "p.png")]) == 2
+    assert main(["bench", "pact", "--quick", "--plot", str(tmp_path / "p.png")]) == 2
     assert "pip install 'gradsmith[html]'" in capsys.readouterr().err
 
 
 def test_cli_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "p.png"
-    assert main(["bench", "gelu", "--quick", "--repeat", "1", "--warmup", "0",
-                 "--plot", str(path)]) == 0
+    assert main(["bench", "pact", "--quick", "--repeat", "1", "--warmup", "0", "--mode",
+                 "eager", "--plot", str(path)]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_bad_threads_exits_2(capsys):
-    assert main(["bench", "gelu", "--threads", "0"]) == 2
+    assert main(["bench", "pact", "--threads", "0"]) == 2
     assert "--threads must be >= 1" in capsys.readouterr().err
+
+
+# --- honest comparisons -------------------------------------------------------------------------
+
+
+def test_soft_sort_without_torchsort_has_no_reference_not_a_self_comparison(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torchsort" else real(name, *a))
+    case = registry()["soft_rank-8x1000"]
+    assert case.reference is None and "not installed" in case.reference_name
+    row = run([case], repeat=2, warmup=0, quick=True)["results"][0]
+    assert row["time_ms"]["reference"] is None and row["time_ratio"] is None
+    assert row["saved_ratio"] is None and "torchsort is not installed" in row["note"]
+    lines = markdown({"results": [row]}).splitlines()
+    assert "| - |" in lines[2] and lines[-1].startswith("- [1] soft_rank-8x1000")
+
+
+def test_plot_draws_every_row_on_a_log_axis(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from gradsmith.bench.plot import plot
+
+    def row(op, ratio, ref=True, error=None):
+        stats = {"median": 1.0, "q1": 1.0, "q3": 1.0, "min": 1.0, "max": 1.0, "runs": 2}
+        return {"op": op, "mode": "eager", "reference": "r", "shape": "4",
+                "time_ms": {"op": stats, "reference": stats if ref else None},
+                "time_ratio": ratio, "time_ratio_iqr": [ratio * 0.9, ratio * 1.1] if ratio
+                else None, "saved_ratio": ratio, "peak_ratio": None, "error": error}
+
+    report = {"repeat": 2, "environment": {}, "results": [
+        row("fast", 0.5), row("huge", 69.0), row("alone", None, ref=False),
+        row("broken", None, error="boom")]}
+    drawn = {}
+    real_savefig = plt.Figure.savefig
+
+    def spy(fig, path, **kw):
+        drawn["axes"] = fig.axes
+        return real_savefig(fig, path, **kw)
+
+    monkeypatch.setattr(plt.Figure, "savefig", spy)
+    path = tmp_path / "p.png"
+    plot(report, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    time_ax = drawn["axes"][0]
+    assert time_ax.get_xscale() == "log"
+    texts = [t.get_text() for t in time_ax.texts]
+    assert "0.5x" in texts and "69x" in texts  # values written on the bars
+    assert any("no reference" in t for t in texts) and any("error" in t for t in texts)
+    assert len(time_ax.patches) == 2  # only the two real comparisons are drawn as bars

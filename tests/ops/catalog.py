@@ -132,8 +132,6 @@ CATALOG += [
            lambda d, g: (randn(4, 5, dtype=d, gen=g),
                          _rand(1, 5, dtype=d, gen=g, low=0.1, high=0.8)),
            lambda x, t: torch.sign(x) * torch.relu(x.abs() - t)),
-    OpCase("gelu", G.gelu, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0),), F.gelu),
-    OpCase("silu", G.silu, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0),), F.silu),
     OpCase("sign_ste", G.sign_ste, lambda d, g: (randn(4, 5, dtype=d, gen=g),),
            torch.sign, surrogate=_straight_through),
     OpCase("sign_ste-clip", G.sign_ste, lambda d, g: (randn(4, 5, dtype=d, gen=g, scale=2.0), 1.0),
@@ -157,8 +155,6 @@ CATALOG += [
            lambda x, a: x.clone(), surrogate=_scaled_identity),
     OpCase("grad_reverse", G.grad_reverse, lambda d, g: (randn(4, 5, dtype=d, gen=g), 0.7),
            lambda x, a: x.clone(), surrogate=lambda x, a: _scaled_identity(x, -a)),
-    OpCase("stop_gradient", G.stop_gradient, lambda d, g: (randn(4, 5, dtype=d, gen=g),),
-           lambda x: x.clone(), surrogate=lambda x: x.detach() + 0.0 * x),
     OpCase("fused_linear_relu", G.fused_linear_relu,
            lambda d, g: (randn(4, 3, dtype=d, gen=g), randn(5, 3, dtype=d, gen=g),
                          randn(5, dtype=d, gen=g)),
@@ -177,13 +173,6 @@ CATALOG += [
     OpCase("logsumexp-dims-keepdim", G.logsumexp,
            lambda d, g: (randn(3, 4, 2, dtype=d, gen=g, scale=3.0), (0, 2), True),
            lambda x, dim, keep: torch.logsumexp(x, dim, keep)),
-    OpCase("batch_norm", G.batch_norm,
-           lambda d, g: (randn(6, 3, dtype=d, gen=g, scale=2.0, shift=1.0), 1e-5),
-           lambda x, eps: F.batch_norm(x, None, None, training=True, eps=eps)),
-    OpCase("batch_norm-4d", G.batch_norm,
-           lambda d, g: (randn(4, 2, 3, 2, dtype=d, gen=g), 1e-3),
-           lambda x, eps: F.batch_norm(x, None, None, training=True, eps=eps),
-           compile=False),
 ]
 
 

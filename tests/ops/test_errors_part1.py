@@ -24,21 +24,17 @@ FUNCTION_CASES = [
     ("scaled_sigmoid-int", lambda: G.scaled_sigmoid(XI), r"scaled_sigmoid: x must be a floating"),
     ("soft_round-int", lambda: G.soft_round(XI), r"soft_round: x must be a floating"),
     ("soft_threshold-int", lambda: G.soft_threshold(XI, 0.1), r"soft_threshold: x must be a "),
-    ("gelu-int", lambda: G.gelu(XI), r"gelu: x must be a floating"),
-    ("silu-list", lambda: G.silu([1.0, 2.0]), r"silu: x must be a torch.Tensor, got list"),
     ("sign_ste-int", lambda: G.sign_ste(XI), r"sign_ste: x must be a floating"),
     ("round_ste-int", lambda: G.round_ste(XI), r"round_ste: x must be a floating"),
     ("gumbel-int", lambda: G.gumbel_softmax(XI), r"gumbel_softmax: logits must be a floating"),
     ("grad_scale-int", lambda: G.grad_scale(XI, 0.5), r"grad_scale: x must be a floating"),
     ("grad_reverse-int", lambda: G.grad_reverse(XI), r"grad_reverse: x must be a floating"),
-    ("stop_gradient-int", lambda: G.stop_gradient(XI), r"stop_gradient: x must be a floating"),
     ("linear-int-x", lambda: G.fused_linear_relu(XI, _w(2, 4)),
      r"fused_linear_relu: x must be a floating"),
     ("linear-int-w", lambda: G.fused_linear_relu(X, torch.ones(2, 4, dtype=torch.int32)),
      r"fused_linear_relu: weight must be a floating.*int32"),
     ("add_relu-int-y", lambda: G.fused_add_relu(X, XI), r"fused_add_relu: y must be a floating"),
     ("logsumexp-int", lambda: G.logsumexp(XI, 0), r"logsumexp: x must be a floating"),
-    ("batch_norm-int", lambda: G.batch_norm(XI), r"batch_norm: x must be a floating"),
     # hyper-parameters
     ("clip_val-zero", lambda: G.clipped_relu(X, 0.0), r"clipped_relu: clip_val must be > 0, got 0.0"),
     ("clip_val-neg", lambda: G.clipped_relu(X, -1.0), r"clip_val must be > 0, got -1.0"),
@@ -90,11 +86,6 @@ FUNCTION_CASES = [
     ("logsumexp-dim-empty", lambda: G.logsumexp(X, ()), r"dim must be an int or a non-empty tuple"),
     ("logsumexp-dim-repeat", lambda: G.logsumexp(X, (1, -1)), r"dim must not repeat a dimension"),
     ("logsumexp-keepdim", lambda: G.logsumexp(X, 1, keepdim=1), r"keepdim must be True or False"),
-    ("batch_norm-1d", lambda: G.batch_norm(torch.randn(5)),
-     r"batch_norm: x must have at least 2 dimensions \(N, C, ...\), got shape \(5,\)"),
-    ("batch_norm-one-value", lambda: G.batch_norm(torch.randn(1, 3)),
-     r"batch_norm: x must have more than one value per channel"),
-    ("batch_norm-eps", lambda: G.batch_norm(X, eps=0.0), r"batch_norm: eps must be > 0, got 0.0"),
 ]
 
 MODULE_CASES = [
@@ -112,7 +103,6 @@ MODULE_CASES = [
      r"GradientReversal: alpha must be >= 0, got -1.0"),
     ("GradientReversal-progress", lambda: N.GradientReversal(G.dann_schedule).set_progress(2.0),
      r"GradientReversal: progress must be in \[0, 1\], got 2.0"),
-    ("BatchNorm", lambda: N.BatchNorm(eps=-1e-5), r"BatchNorm: eps must be > 0"),
 ]
 
 

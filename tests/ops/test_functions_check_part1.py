@@ -22,8 +22,6 @@ def _soft_given_noise(logits, gumbels, tau, hard, dim):
 
 
 CASES = [
-    ("_GeluFn", _activations._GeluFn, lambda: (_x(3, 4),), None),
-    ("_SiluFn", _activations._SiluFn, lambda: (_x(3, 4),), None),
     ("_SwishFn-float", _activations._SwishFn, lambda: (_x(3, 4), 1.3), None),
     ("_SwishFn-tensor", _activations._SwishFn,
      lambda: (_x(3, 4), _x(1, 4, seed=1).requires_grad_()), None),
@@ -40,8 +38,6 @@ CASES = [
     ("_RoundSTEFn", _estimators._RoundSTEFn, lambda: (_x(3, 4, scale=3.0),), lambda x: x),
     ("_GradScaleFn", _estimators._GradScaleFn, lambda: (_x(3, 4), -0.6),
      lambda x, a: a * x + (1 - a) * x.detach()),
-    ("_StopGradientFn", _estimators._StopGradientFn, lambda: (_x(3, 4),),
-     lambda x: x.detach() + 0.0 * x),
     ("_GumbelSoftmaxFn-soft", _gumbel._GumbelSoftmaxFn,
      lambda: (_x(3, 5), _gumbel.gumbel_noise(_x(3, 5), torch.Generator().manual_seed(1)),
               0.7, False, -1), None),
@@ -52,7 +48,6 @@ CASES = [
      lambda: (_x(4, 3), _x(5, 3, seed=1), _x(5, seed=2)), None),
     ("_FusedAddReLUFn", _fused._FusedAddReLUFn, lambda: (_x(4, 5), _x(5, seed=1)), None),
     ("_LogSumExpFn", _reductions._LogSumExpFn, lambda: (_x(3, 4, scale=2.0), (1,), False), None),
-    ("_BatchNormFn", _reductions._BatchNormFn, lambda: (_x(5, 3, 2), 1e-5), None),
 ]
 
 

@@ -36,15 +36,21 @@ class BenchCase:
         hooks_visible: False when an op manages saved tensors itself (its own
             ``saved_tensors_hooks``, like checkpointing), so an outer hook cannot count them; the
             report then gives no saved-bytes figure instead of a misleading 0.
+        note: shown with the row (why there is no reference, how the reference differs).
+
+    ``reference`` is ``None`` when the reference is not available here (torchsort not
+    installed): the row then shows the op's own numbers and no ratio, never a comparison with a
+    stand-in of gradsmith's own.
     """
 
     name: str
     op: Callable[..., Any]
-    reference: Callable[..., Any]
+    reference: Callable[..., Any] | None
     reference_name: str
     make_inputs: Callable[[bool], Sequence[Any]]
     shape: tuple[str, str]
     hooks_visible: bool = True
+    note: str | None = None
 
     def inputs(self, quick: bool) -> Sequence[Any]:
         return self.make_inputs(quick)
@@ -174,34 +180,29 @@ def _checkpoint_cases(G) -> list[BenchCase]:
 def _soft_sort_cases(G) -> list[BenchCase]:
     if not hasattr(G, "soft_rank"):
         return []
-    anchor, anchor_name = _torchsort()
+    anchor = _torchsort()
+    note = None if anchor is not None else (
+        "torchsort is not installed, so there is no reference to compare with: "
+        "pip install torchsort (it builds from source) and re-run")
     cases = []
     for op_name in ("soft_rank", "soft_sort"):
         op = getattr(G, op_name)
-        ref = getattr(anchor, op_name) if anchor is not None else _torch_solver(op)
+        ref = getattr(anchor, op_name) if anchor is not None else None
         for n in (1000, 10000):
             cases.append(BenchCase(
-                f"{op_name}-8x{n}", op, ref, anchor_name,
-                lambda quick, n=n: (_randn(8, 64 if quick else n),), (f"8x{n}", "8x64")))
+                f"{op_name}-8x{n}", op, ref,
+                "torchsort" if anchor is not None else "torchsort (not installed)",
+                lambda quick, n=n: (_randn(8, 64 if quick else n),), (f"8x{n}", "8x64"),
+                note=note))
     return cases
 
 
 def _torchsort():
     if importlib.util.find_spec("torchsort") is None:
-        return None, "gradsmith torch-only PAV (torchsort not installed)"
+        return None
     import torchsort
 
-    return torchsort, "torchsort"
-
-
-def _torch_solver(op: Callable[..., Any]) -> Callable[..., Any]:
-    from gradsmith.ops._pav_native import torch_solver
-
-    def run(*args):
-        with torch_solver():
-            return op(*args)
-
-    return run
+    return torchsort
 
 
 def _quant_cases(G) -> list[BenchCase]:

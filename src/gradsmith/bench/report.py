@@ -6,12 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gradsmith._errors import GradsmithUsageError
+__all__ = ["table", "markdown", "notes", "rows", "write_json", "write_results", "plot"]
 
-__all__ = ["table", "markdown", "write_json", "write_results", "plot"]
-
-_HEADERS = ("op", "reference", "size", "op ms (IQR)", "ref ms (IQR)", "time x",
-            "op saved", "ref saved", "saved x")
+_HEADERS = ("op", "mode", "reference", "size", "op ms (IQR)", "ref ms (IQR)", "time x (IQR)",
+            "op saved", "ref saved", "saved x", "op peak", "ref peak", "peak x")
 
 
 def _bytes(n: int | None) -> str:
@@ -24,49 +22,85 @@ def _bytes(n: int | None) -> str:
     return str(n)
 
 
-def _ms(stats: dict[str, float]) -> str:
+def _ms(stats: dict[str, float] | None) -> str:
+    if stats is None:
+        return "n/a"
     return f"{stats['median']:.3g} ({stats['q1']:.3g}-{stats['q3']:.3g})"
 
 
-def _ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}"
+def _ratio(r: float | None, spread: list[float] | None = None) -> str:
+    if r is None:
+        return "-"
+    return f"{r:.2f}" if not spread else f"{r:.2f} ({spread[0]:.2f}-{spread[1]:.2f})"
+
+
+def notes(report: dict[str, Any]) -> list[str]:
+    """``[n] op (mode): text`` for every row with an error or a note, numbered in row order."""
+    out = []
+    for r in report["results"]:
+        text = r.get("error") or r.get("note")
+        if text:
+            kind = "error" if r.get("error") else "note"
+            out.append(f"[{len(out) + 1}] {r['op']} ({r.get('mode', 'eager')}), {kind}: {text}")
+    return out
 
 
 def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
-    """One row of strings per result, in the column order of :data:`_HEADERS`."""
-    out = []
+    """One row of strings per result, in the column order of :data:`_HEADERS`.
+
+    A row with an error or a note gets a ``[n]`` marker after its name (see :func:`notes`).
+    """
+    out, n = [], 0
     for r in report["results"]:
-        out.append((r["op"], r["reference"], r["shape"], _ms(r["time_ms"]["op"]),
-                    _ms(r["time_ms"]["reference"]), _ratio(r["time_ratio"]),
-                    _bytes(r["saved_bytes"]["op"]), _bytes(r["saved_bytes"]["reference"]),
-                    _ratio(r["saved_ratio"])))
+        name = r["op"]
+        if r.get("error") or r.get("note"):
+            n += 1
+            name = f"{name} [{n}]"
+        t, s, p = r["time_ms"], r["saved_bytes"], r.get("peak_bytes") or {}
+        out.append((name, r.get("mode", "eager"), r["reference"], r["shape"], _ms(t["op"]),
+                    _ms(t["reference"]), _ratio(r["time_ratio"], r.get("time_ratio_iqr")),
+                    _bytes(s["op"]), _bytes(s["reference"]), _ratio(r["saved_ratio"]),
+                    _bytes(p.get("op")), _bytes(p.get("reference")),
+                    _ratio(r.get("peak_ratio"))))
     return out
 
 
 def table(report: dict[str, Any]):
-    """A ``rich.table.Table`` of the report (ratios < 1 mean the gradsmith op is cheaper)."""
+    """A ``rich.table.Table`` of the report (ratios < 1 mean the op is cheaper), with the
+    notes and errors as its caption."""
     from rich.table import Table
 
     env = report["environment"]
     t = Table(title=f"gradsmith bench: forward+backward, median of {report['repeat']} "
-                    f"interleaved runs; torch {env['torch']}, {env['torch_threads']} threads")
+                    f"interleaved runs; torch {env['torch']}, {env['torch_threads']} threads, "
+                    f"{env.get('device', 'cpu')}",
+              caption="\n".join(notes(report)) or None, caption_justify="left")
+    body = rows(report)
+    widest = max((len(r[0]) for r in body), default=2)
     for h in _HEADERS:
-        t.add_column(h, justify="left" if h in ("op", "reference", "size") else "right")
-    for row in rows(report):
+        left = h in ("op", "mode", "reference", "size")
+        t.add_column(h, justify="left" if left else "right", overflow="fold",
+                     no_wrap=h not in ("op", "size"),
+                     min_width=min(widest, 48) if h == "op" else None)
+    for row in body:
         t.add_row(*row)
     return t
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The report as a markdown table preceded by its environment.
+    """The report as a markdown table, followed by its notes.
 
     Example:
         >>> r = {"environment": {"torch": "2", "torch_threads": 1}, "repeat": 1, "results": []}
         >>> markdown(r).splitlines()[0]
-        '| op | reference | size | op ms (IQR) | ref ms (IQR) | time x | op saved | ref saved | saved x |'
+        '| op | mode | reference | size | op ms (IQR) | ref ms (IQR) | time x (IQR) | op saved | ref saved | saved x | op peak | ref peak | peak x |'
     """
     lines = ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(report)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+              for row in rows(report)]
+    extra = notes(report)
+    if extra:
+        lines += [""] + [f"- {n}" for n in extra]
     return "\n".join(lines) + "\n"
 
 
@@ -105,31 +139,13 @@ def write_results(data: dict[str, Any], md: str, directory: str | Path,
 
 
 def plot(report: dict[str, Any], path: str | Path) -> None:
-    """Bar chart of time and saved-bytes ratios (op / reference) per op, as a PNG.
+    """Chart of the time, saved-bytes and peak-memory ratios per row, as a PNG.
+
+    See :func:`gradsmith.bench.plot.plot`.
 
     Raises:
         GradsmithUsageError: if matplotlib is not installed.
     """
-    try:
-        import matplotlib
+    from gradsmith.bench.plot import plot as draw
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise GradsmithUsageError(
-            "gradsmith bench --plot needs matplotlib, which is not installed; "
-            "install it with: pip install 'gradsmith[html]'  (or: pip install matplotlib)"
-        ) from None
-    results = report["results"]
-    names = [r["op"] for r in results]
-    fig, axes = plt.subplots(1, 2, figsize=(12, max(3, 0.35 * len(names))), sharey=True)
-    for ax, key, title in ((axes[0], "time_ratio", "time (op / reference)"),
-                           (axes[1], "saved_ratio", "saved bytes (op / reference)")):
-        values = [r[key] if r[key] is not None else 0.0 for r in results]
-        ax.barh(names, values)
-        ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_title(title)
-        ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    draw(report, path)

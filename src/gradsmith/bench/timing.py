@@ -12,7 +12,8 @@ import torch
 
 from gradsmith._errors import GradsmithError
 
-__all__ = ["Stats", "measure", "interleaved", "forward_backward"]
+__all__ = ["Stats", "measure", "interleaved", "interleaved_samples", "forward_backward",
+           "ratio_spread"]
 
 
 @dataclass(frozen=True)
@@ -53,14 +54,36 @@ _PER_MS = {"ms": 1.0, "s": 1e-3}
 
 
 def forward_backward(fn: Callable[..., Any], inputs: Sequence[Any]) -> None:
-    """One training step of ``fn``: forward, then backward of the sum of its output.
+    """One training step of ``fn``: forward, then backward of the sum of its outputs.
 
-    An output that is not a tensor requiring grad (e.g. ``None`` from a step function that runs
-    its own backward) is not differentiated, so ``fn`` alone is what gets timed.
+    Every output tensor that requires grad (also inside a returned tuple or list) is summed
+    into the loss. An output that is not a tensor requiring grad (e.g. ``None`` from a step
+    function that runs its own backward) is not differentiated, so ``fn`` alone is what gets
+    timed.
     """
-    out = fn(*inputs)
-    if isinstance(out, torch.Tensor) and out.requires_grad:
-        out.sum().backward()
+    loss = differentiable_loss(fn(*inputs))
+    if loss is not None:
+        loss.backward()
+
+
+def differentiable_loss(out: Any) -> torch.Tensor | None:
+    """The sum of every output tensor that requires grad (``None`` when there is none).
+
+    Example:
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> differentiable_loss((x * 2, x.detach(), [x * 3]))
+        tensor(10., grad_fn=<AddBackward0>)
+    """
+    if isinstance(out, torch.Tensor):
+        return out.sum() if out.requires_grad else None
+    if isinstance(out, (tuple, list)):
+        parts = [p for p in map(differentiable_loss, out) if p is not None]
+        if parts:
+            total = parts[0]
+            for p in parts[1:]:
+                total = total + p
+            return total
+    return None
 
 
 def interleaved(candidates: Mapping[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]],
@@ -92,6 +115,19 @@ def interleaved(candidates: Mapping[str, tuple[Callable[..., Any], Callable[[], 
         >>> stats["relu"].runs
         3
     """
+    samples = interleaved_samples(candidates, repeat, warmup, alternate=alternate, clock=clock)
+    return {name: Stats.of(ts) for name, ts in samples.items()}
+
+
+def interleaved_samples(
+        candidates: Mapping[str, tuple[Callable[..., Any], Callable[[], Sequence[Any]]]],
+        repeat: int = 10, warmup: int = 2, *, alternate: bool = False,
+        clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Like :func:`interleaved`, but the raw seconds of every timed run, in round order.
+
+    Run ``i`` of every candidate belongs to the same round, so ``a[i] / b[i]`` pairs runs made
+    under the same background load (see :func:`ratio_spread`).
+    """
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
     times: dict[str, list[float]] = {name: [] for name in candidates}
@@ -105,7 +141,30 @@ def interleaved(candidates: Mapping[str, tuple[Callable[..., Any], Callable[[], 
             elapsed = clock() - start
             if i >= warmup:
                 times[name].append(elapsed)
-    return {name: Stats.of(ts) for name, ts in times.items()}
+    return times
+
+
+def ratio_spread(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """Median and interquartile range (q1, q3) of the per-round ratios ``a[i] / b[i]``.
+
+    Interleaved runs of one round share the machine's load at that moment, so the ratios of
+    paired runs spread less than the ratio of two independent medians, and say how far the
+    ratio itself can be trusted.
+
+    Example:
+        >>> ratio_spread([2.0, 4.0, 3.0], [1.0, 2.0, 2.0])
+        (2.0, 1.75, 2.0)
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need paired, non-empty runs, got {len(a)} and {len(b)}")
+    ratios = sorted(x / y for x, y in zip(a, b) if y > 0)
+    if not ratios:
+        raise ValueError("every reference run took 0 s")
+    if len(ratios) >= 2:
+        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+    else:
+        q1 = q3 = ratios[0]
+    return statistics.median(ratios), q1, q3
 
 
 def measure(fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], repeat: int = 10,

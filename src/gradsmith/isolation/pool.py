@@ -51,7 +51,7 @@ class WorkerPool:
     ``pool.run([("list", source), ...])``; tasks are those of :func:`gradsmith.isolation.tasks.run_task`.
     """
 
-    def __init__(self, jobs: int = 1, timeout: float = 60.0) -> None:
+    def __init__(self, jobs: int = 1, timeout: float = 60.0, threads: int | None = None) -> None:
         if jobs < 1:
             raise GradsmithError(f"WorkerPool: jobs must be >= 1, got {jobs}")
         self.jobs = jobs
@@ -59,7 +59,8 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._selector = selectors.DefaultSelector()
         self._failed_starts = 0
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+        # torch threads per worker: the CPUs shared out, unless the caller fixes it (bench)
+        threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         self._init = {"sys_path": [p for p in sys.path if p], "threads": threads}
 
     def __enter__(self) -> WorkerPool:

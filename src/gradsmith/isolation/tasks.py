@@ -28,11 +28,16 @@ _MAX_JACOBIAN_SIDE = 400
 
 
 def run_task(task: tuple) -> Any:
-    """Dispatch ``("list", Source)`` or ``("check", Candidate, example_index, options, html)``."""
+    """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)`` or
+    ``("bench", Candidate, example_index, options)`` (``gradsmith bench`` on user code)."""
     if task[0] == "list":
         return list_source(task[1])
     if task[0] == "check":
         return check_candidate(*task[1:])
+    if task[0] == "bench":
+        from gradsmith.bench.user import bench_candidate
+
+        return bench_candidate(*task[1:])
     raise ValueError(f"unknown task {task[0]!r}")
 
 

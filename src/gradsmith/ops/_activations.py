@@ -1,4 +1,7 @@
-"""Smooth activations: GELU (exact), SiLU, Swish with a learnable beta, scaled sigmoid.
+"""Smooth activations: Swish with a learnable beta, scaled sigmoid.
+
+(GELU and SiLU re-implemented builtins; they are teaching examples now:
+:mod:`gradsmith.examples.builtins`.)
 
 Each backward recomputes what it needs from saved inputs (or the saved output) with
 differentiable torch ops, so second derivatives are exact, not silently zero.
@@ -6,10 +9,7 @@ differentiable torch ops, so second derivatives are exact, not silently zero.
 
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from gradsmith._errors import GradsmithError
@@ -17,108 +17,6 @@ from gradsmith._example import example
 from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath, reduce_to, scalar_or_tensor
 from gradsmith.ops._validate import check_floating, check_number
-
-_INV_SQRT2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-
-class _GeluFn(torch.autograd.Function):
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):
-        return F.gelu(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        xf = opmath(x)
-        cdf = 0.5 * (1.0 + torch.erf(xf * _INV_SQRT2))
-        pdf = torch.exp(-0.5 * xf * xf) * _INV_SQRT_2PI
-        return (grad * (cdf + xf * pdf)).to(x.dtype)
-
-
-@example(lambda: (_x64(4, 5),), name="gelu")
-def gelu(x: torch.Tensor) -> torch.Tensor:
-    """GELU, exact (erf) form: ``x * Phi(x)`` with ``Phi`` the standard normal CDF.
-
-    Gradient: ``Phi(x) + x * phi(x)`` with ``phi(x) = exp(-x^2/2) / sqrt(2 pi)``; the backward is
-    differentiable (second derivative ``phi(x) * (2 - x^2)``). Saves ``x``.
-
-    Args:
-        x: floating-point tensor of any shape.
-
-    Returns:
-        Tensor of ``x``'s shape and dtype, equal to ``torch.nn.functional.gelu(x)``.
-
-    Raises:
-        GradsmithError: if ``x`` is not a floating-point tensor.
-
-    Example:
-        >>> from gradsmith.functional import gelu
-        >>> gelu(torch.tensor([-1.0, 0.0, 1.0]))
-        tensor([-0.1587,  0.0000,  0.8413])
-
-    References:
-        Hendrycks & Gimpel, "Gaussian Error Linear Units (GELUs)", 2016. arXiv:1606.08415.
-    """
-    check_floating("gelu", "x", x)
-    return _GeluFn.apply(x)
-
-
-class _SiluFn(torch.autograd.Function):  # noqa: GS302
-    # The catalog ships SiLU as a verified reference Function (issue 3), so GS302's advice to
-    # use the builtin instead does not apply here.
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):  # noqa: GS302
-        return F.silu(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        xf = opmath(x)
-        s = torch.sigmoid(xf)
-        return (grad * (s * (1.0 + xf * (1.0 - s)))).to(x.dtype)
-
-
-@example(lambda: (_x64(4, 5),), name="silu")
-def silu(x: torch.Tensor) -> torch.Tensor:
-    """SiLU: ``x * sigmoid(x)`` (Swish with ``beta = 1``).
-
-    Gradient: ``s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``; differentiable backward.
-    Saves ``x``.
-
-    Args:
-        x: floating-point tensor of any shape.
-
-    Returns:
-        Tensor of ``x``'s shape and dtype, equal to ``torch.nn.functional.silu(x)``.
-
-    Raises:
-        GradsmithError: if ``x`` is not a floating-point tensor.
-
-    Example:
-        >>> from gradsmith.functional import silu
-        >>> silu(torch.tensor([-1.0, 0.0, 2.0]))
-        tensor([-0.2689,  0.0000,  1.7616])
-
-    References:
-        Elfwing et al., "Sigmoid-Weighted Linear Units for Neural Network Function
-        Approximation in Reinforcement Learning", 2017. arXiv:1702.03118.
-    """
-    check_floating("silu", "x", x)
-    return _SiluFn.apply(x)
 
 
 class _SwishFn(torch.autograd.Function):

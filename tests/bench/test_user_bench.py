@@ -1,0 +1,139 @@
+"""gradsmith bench on the user's own Functions: reference choice, exact bytes, CLI, isolation."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradsmith.bench import autograd_of_forward, case_for, run_case
+from gradsmith.cli import main
+
+HERE = Path(__file__).resolve().parent
+FILE = HERE / "user_functions.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("bench_user_functions", FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+U = _module()
+
+
+def _case(name, example_index=0, make_args=None):
+    return case_for(getattr(U, name), f"user_functions.py::{name}", example_index, make_args)
+
+
+def test_classic_forward_runs_as_ordinary_ops_under_autograd():
+    x = torch.randn(5, requires_grad=True)
+    y = autograd_of_forward(U.MaskReLU)(x)
+    assert y.grad_fn is not None and "Clamp" in type(y.grad_fn).__name__
+    (g,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(g, (x > 0).float())
+
+
+def test_modern_forward_runs_as_ordinary_ops_under_autograd():
+    x, y = torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)
+    out = autograd_of_forward(U.FusedAddReLU)(x, y)
+    torch.testing.assert_close(out, torch.relu(x + y))
+    assert "Relu" in type(out.grad_fn).__name__
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("MaskReLU", "autograd of its forward"),
+    ("StashSigmoid", "autograd of its forward"),
+    ("FusedAddReLURegistered", "reference=relu_of_sum"),
+    ("SignSTE", "surrogate=clip_surrogate"),
+    ("SignSTENoSurrogate", "autograd of its forward"),
+    ("NumpyTanh", "none"),
+])
+def test_reference_is_registered_then_autograd_then_surrogate(name, expected):
+    case = _case(name)
+    assert case.reference_name == expected
+    assert (case.reference is None) == (expected == "none")
+
+
+def test_notes_say_why_a_reference_differs_or_is_missing():
+    assert "another gradient" in _case("SignSTENoSurrogate").note
+    assert "reference=fn" in _case("NumpyTanh").note
+    assert _case("MaskReLU").note is None
+
+
+def test_synthesised_inputs_are_flagged():
+    case = _case("FusedAddReLU", None, lambda: (torch.randn(3, 4), torch.randn(3, 4)))
+    assert case.reference_name == "autograd of its forward" and "synthesised" in case.note
+
+
+def test_mask_relu_keeps_a_quarter_of_autograds_bytes():
+    row = run_case(_case("MaskReLU"), repeat=2, warmup=0)
+    # a bool mask (1 byte per element) vs clamp's saved float32 input (4 bytes per element)
+    assert row["saved_bytes"] == {"op": U.N, "reference": 4 * U.N}
+    assert row["saved_ratio"] == pytest.approx(0.25)
+    assert row["time_ratio"] > 0 and row["peak_bytes"]["op"] > 0 and row["error"] is None
+
+
+def test_stashing_on_ctx_is_not_a_win():
+    row = run_case(_case("StashSigmoid"), repeat=2, warmup=0)
+    # y stashed on ctx (4 bytes per element) vs sigmoid's saved output (the same)
+    assert row["saved_bytes"] == {"op": 4 * U.N, "reference": 4 * U.N}
+
+
+def test_a_row_without_reference_has_no_ratio():
+    row = run_case(_case("NumpyTanh"), repeat=2, warmup=0)
+    assert row["time_ms"]["op"] is not None and row["time_ms"]["reference"] is None
+    assert row["time_ratio"] is row["saved_ratio"] is row["peak_ratio"] is None
+
+
+def test_a_failing_forward_is_a_row_with_the_error():
+    row = run_case(_case("Broken"), repeat=2, warmup=0)
+    assert "boom in forward" in row["error"] and row["time_ms"]["op"] is None
+
+
+def test_compiled_mode_measures_both_sides_compiled():
+    row = run_case(_case("MaskReLU"), repeat=2, warmup=0, mode="compiled", peak=False)
+    assert row["mode"] == "compiled" and row["error"] is None, row
+    assert row["compile_s"]["op"] > 0 and row["compile_s"]["reference"] > 0
+    assert row["saved_bytes"]["op"] is not None and row["time_ratio"] is not None
+
+
+def test_cli_benches_a_file_in_an_isolated_worker(tmp_path, capsys):
+    out = tmp_path / "user.json"
+    code = main(["bench", f"{FILE}::MaskReLU", str(FILE) + "::Broken", "--mode", "eager",
+                 "--repeat", "2", "--warmup", "0", "--json", str(out)])
+    assert code == 1  # Broken could not be measured
+    rows = {r["op"].split("::")[1]: r for r in json.loads(out.read_text())["results"]}
+    assert rows["MaskReLU"]["saved_bytes"] == {"op": U.N, "reference": 4 * U.N}
+    assert "boom in forward" in rows["Broken"]["error"]
+    text = capsys.readouterr().out
+    assert "autograd of its forward" in text and "boom in forward" in text
+
+
+def test_cli_benches_every_function_of_a_file_in_process(tmp_path):
+    out = tmp_path / "all.json"
+    code = main(["bench", str(FILE), "--no-isolate", "--mode", "eager", "--repeat", "1",
+                 "--warmup", "0", "--json", str(out)])
+    names = [r["op"].split("::")[1] for r in json.loads(out.read_text())["results"]]
+    assert code == 1 and set(names) >= {"MaskReLU", "StashSigmoid", "FusedAddReLU", "SignSTE",
+                                        "NumpyTanh", "Broken", "FusedAddReLURegistered"}
+
+
+def test_cli_unknown_function_is_a_usage_error(capsys):
+    assert main(["bench", f"{FILE}::NoSuchFn", "--mode", "eager"]) == 2
+    assert "NoSuchFn" in capsys.readouterr().err
+
+
+def test_cli_missing_file_is_a_usage_error(capsys):
+    assert main(["bench", "no/such/file.py", "--mode", "eager"]) == 2
+    assert "gradsmith bench" in capsys.readouterr().err
+
+
+def test_cli_cuda_without_a_gpu_is_a_usage_error(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["bench", "pact", "--device", "cuda", "--quick"]) == 2
+    assert "no CUDA GPU is available" in capsys.readouterr().err
