@@ -45,8 +45,9 @@ class _SwishFn(torch.autograd.Function):
         xf = opmath(x)
         s = torch.sigmoid(beta * xf)
         ds = s * (1.0 - s)  # sigmoid'(beta * x)
-        grad_x = reduce_to(grad * (s + beta * xf * ds), x)
-        grad_beta = None
+        grad_x = grad_beta = None
+        if ctx.needs_input_grad[0]:
+            grad_x = reduce_to(grad * (s + beta * xf * ds), x)
         if ctx.beta_is_tensor and ctx.needs_input_grad[1]:
             grad_beta = reduce_to(grad * xf * xf * ds, beta)
         return grad_x, grad_beta

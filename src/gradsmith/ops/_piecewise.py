@@ -107,8 +107,9 @@ class _SoftThresholdFn(torch.autograd.Function):
             (active,) = ctx.saved_tensors
             return grad * active, None
         signed, threshold = ctx.saved_tensors
-        grad_x = grad * signed.abs()
-        grad_t = None
+        grad_x = grad_t = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad * signed.abs()
         if ctx.needs_input_grad[1]:
             grad_t = reduce_to(-(grad * signed), threshold)
         return grad_x, grad_t
