@@ -92,6 +92,7 @@ class Output:
         table = Table(title="gradsmith check", title_justify="left")
         table.add_column("Function", overflow="fold")
         table.add_column("Verdict", no_wrap=True)
+        table.add_column("Inputs", overflow="fold", max_width=30)
         table.add_column("Time", justify="right", no_wrap=True)
         # piped: one line per row (greppable); on a terminal the list wraps within the cell
         table.add_column("Checks run", overflow="fold", max_width=34 if self.tty else None)
@@ -100,7 +101,8 @@ class Output:
             if r["error"]:
                 verdict += f" ({_ERROR_LABEL[r['error']]})"
             checks = ", ".join(r["checks"]) if r["checks"] else "-"
-            table.add_row(escape(r["name"]), verdict, f"{r['elapsed']:.2f}s", escape(checks))
+            table.add_row(escape(r["name"]), verdict, escape(inputs_cell(r.get("inputs"))),
+                          f"{r['elapsed']:.2f}s", escape(checks))
         self.console.print(table)
 
     def _details(self, result) -> None:
@@ -128,12 +130,32 @@ class Output:
             self.console.print(f"── {title} " + "─" * max(3, _PIPE_RULE - len(plain)))
         if r["inputs"]:
             self.console.print(f"inputs: {escape(r['inputs'])}")
+        if r.get("repro"):
+            self.console.print(f"seed: {r['repro']['seed']}; exact input values: --format json "
+                               "(results[].repro), or --repro DIR for plain-PyTorch scripts")
         if r["reason"]:
             self.console.print(escape(r["reason"]))
         # "skipped <check>: <reason>" lines only with -v: they repeat for every Function
         text = r["text"] if self.verbose else r.get("_text_brief", r["text"])
         if text:
             self.console.print(escape(text))
+
+
+def inputs_cell(inputs: str | None) -> str:
+    """The table's short 'which inputs' cell: the example, or the synthesised sets.
+
+    Example:
+        >>> inputs_cell("synthesised: x: float64 (3, 4), beta=1.0; also: beta=1.5; other shapes")
+        'synthesised x (3, 4), beta=1.0 +2 sets'
+    """
+    if not inputs:
+        return "-"
+    if not inputs.startswith("synthesised: "):
+        return inputs
+    first, _, rest = inputs[len("synthesised: "):].partition("; also: ")
+    first = first.replace(": float64 ", " ")
+    more = len(rest.split("; ")) if rest else 0
+    return f"synthesised {first}" + (f" +{more} sets" if more else "")
 
 
 def to_document(result, targets: list[str]) -> dict:

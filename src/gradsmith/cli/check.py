@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--approximate", action="store_true",
                         help="measure gradient quality (relative error, cosine) instead of "
                              "judging: for wrappers of external code")
+    parser.add_argument("--repro", metavar="DIR",
+                        help="write one standalone plain-PyTorch script per failure into DIR "
+                             "(exact inputs and seed; prints the same numbers, no gradsmith "
+                             "import)")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="also print the full report of passing Functions")
 
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_check(
             sources,
-            options={"approximate": True} if args.approximate else {},
+            options=_options(args),
             isolate=not args.no_isolate,
             jobs=args.jobs or min(4, os.cpu_count() or 1),
             timeout=args.timeout,
@@ -82,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
     for message in result.usage_errors:
         err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     output.render(result, args.targets)
+    if args.repro:
+        from gradsmith.repro import write_scripts
+
+        written = write_scripts(args.repro, result.rows)
+        if args.format == "text":
+            output.console.print(f"{len(written)} repro script(s) written to "
+                                 f"{escape(str(args.repro))}")
     if args.html:
         from gradsmith.cli.html import write_html
 
@@ -91,12 +102,22 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code()
 
 
+def _options(args: argparse.Namespace) -> dict:
+    options: dict = {"approximate": True} if args.approximate else {}
+    if args.repro:
+        options["_repro_full"] = True  # every tensor's values, however large
+    return options
+
+
 def _validate(args: argparse.Namespace) -> None:
     if not args.timeout > 0:
         raise GradsmithError(f"check: --timeout must be a positive number of seconds, got "
                              f"{args.timeout:g}; e.g. --timeout 60")
     if args.jobs is not None and args.jobs < 1:
         raise GradsmithError(f"check: --jobs must be >= 1, got {args.jobs}; e.g. --jobs 2")
+    if args.repro and os.path.exists(args.repro) and not os.path.isdir(args.repro):
+        raise GradsmithError(f"check: --repro {args.repro!r} is a file, expected a directory "
+                             "(created if missing); e.g. --repro repro/")
     if args.html:
         from gradsmith.cli.html import require_matplotlib
 

@@ -18,7 +18,13 @@ from gradsmith.discovery.collect import (
     list_candidates,
     resolve_ref,
 )
-from gradsmith.discovery.synthesize import NoInputs, Synthesized, synthesize
+from gradsmith.discovery.synthesize import (
+    NoInputs,
+    Synthesized,
+    Variant,
+    parameter_names,
+    synthesize,
+)
 from gradsmith.discovery.targets import Source, default_sources, resolve_targets
 
 __all__ = [
@@ -29,8 +35,10 @@ __all__ = [
     "Source",
     "Synthesized",
     "TargetImportError",
+    "Variant",
     "default_sources",
     "list_candidates",
+    "parameter_names",
     "resolve_ref",
     "resolve_targets",
     "synthesize",

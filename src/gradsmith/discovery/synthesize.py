@@ -1,10 +1,18 @@
 """Build example inputs for a candidate that has none registered, by probing its signature.
 
-Parameters with defaults keep them. Hyperparameters recognised by name (``dim``, ``stride``,
-``clip_val``, ...) get a plain Python value; every other parameter gets a float64 tensor that
-requires grad. A few shape layouts (same shape, matmul chain, linear, broadcast bias, conv1d,
-...) are tried in turn; the first whose forward runs wins. Nothing is guessed beyond that: a
-Function whose forward accepts none of them is reported as skipped, with the fix.
+What the forward's signature and body say comes first (:mod:`~gradsmith.discovery.hints`):
+annotations, defaults, ``x.shape[2]``, ``x.view(-1, n)``, ``x @ w``, index tensors, string
+modes, module arguments. Hyperparameters recognised by name (``dim``, ``stride``, ``clip_val``,
+...) get a plain Python value; every other parameter gets a float64 tensor that requires grad. A
+few shape layouts (same shape, matmul chain, linear, broadcast bias, conv1d, ...) are tried in
+turn; the first whose forward runs wins.
+
+One set of inputs hides bugs, so the winning set comes with **variants**, each kept only when
+the forward runs on it: float hyperparameters at a non-default value (a backward that ignores
+``beta`` is right at ``beta=1`` only), optional tensors both absent and present (``bias=None``
+and a bias), and other shapes (sizes changed consistently, and a size-1 broadcast dimension).
+A Function whose forward accepts nothing is reported as skipped, with a decorator that lists
+every argument of its forward.
 """
 
 from __future__ import annotations
@@ -14,11 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gradsmith.discovery.hints import Hint, forward_hints
+
 # Hyperparameters whose natural value is not a tensor, by conventional name.
 _INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
                "kernel_size": 3, "num_bits": 8, "bits": 8, "k": 1, "n": 2, "chunks": 2,
                "repeats": 2, "num_groups": 1, "num_heads": 1, "heads": 1,
-               "ignore_index": -100, "zero_point": 0, "quant_min": -128, "quant_max": 127}
+               "ignore_index": -100, "zero_point": 0, "quant_min": -128, "quant_max": 127,
+               "bitwidth": 8, "nbits": 4}
 _STR_VALUES = {"reduction": "mean"}
 _BOOL_VALUES = {"training": False, "inplace": False, "keepdim": False, "causal": False,
                 "transpose": False, "hard": False, "largest": True, "descending": False}
@@ -27,29 +38,48 @@ _FLOAT_VALUES = {"alpha": 0.5, "eps": 1e-6, "clip_val": 2.0, "threshold": 0.5, "
                  "max": 1.0, "min_val": -1.0, "max_val": 1.0, "lower": -1.0, "upper": 1.0,
                  "negative_slope": 0.1, "momentum": 0.1, "factor": 2.0, "margin": 1.0,
                  "lr": 0.1, "weight_decay": 0.01, "dropout": 0.0, "dropout_p": 0.0,
-                 "step": 0.1, "delta": 0.1, "sigma": 1.0, "smoothing": 0.1}
+                 "step": 0.1, "delta": 0.1, "sigma": 1.0, "smoothing": 0.1, "beta": 1.0,
+                 "gamma": 1.0, "lambda_": 0.5}
+# Names of parameters that are tensors even when their default is None.
+_TENSOR_NAMES = {"bias", "weight", "mask", "attn_mask", "input", "x", "y", "target", "other",
+                 "scale", "zero_point", "residual", "identity", "gate", "key_padding_mask"}
+# Size map for the "other shapes" variant: equal sizes stay equal (matmul layouts stay valid).
+_RESIZE = {1: 1, 2: 3, 3: 2, 4: 5, 5: 6, 6: 7, 8: 6}
 
 # Shape layouts for the tensor parameters, in the order tried; shorter lists repeat their last.
 _LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     ((3, 4),),                               # elementwise, reductions
     ((4, 3), (3, 5), (5, 2)),                # matmul chain
     ((4, 3), (5, 3), (5,)),                  # linear: input, weight (out, in), bias
+    ((3, 4), ()),                            # tensor and a scalar tensor (scale, step)
     ((2, 3, 4, 5), (3,)),                    # per-channel bias
     ((2, 3, 8), (4, 3, 3), (4,)),            # conv1d: input, weight, bias
     ((2, 3, 6, 6), (4, 3, 3, 3), (4,)),      # conv2d: input, weight, bias
     ((2, 4, 3), (2, 3, 5)),                  # batched matmul
     ((2, 3, 4),),
+    ((2, 2, 3, 4),),                         # (batch, heads, length, features)
     ((5,),),
     ((),),
 )
 
 
 @dataclass(frozen=True)
-class Synthesized:
-    """Inputs that made the forward run, and how they were made (for the report)."""
+class Variant:
+    """Another set of inputs for the same forward, and what differs from the first set."""
 
     args: tuple
     description: str
+    change: str
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """Inputs that made the forward run, how they were made, and variants (for the report)."""
+
+    args: tuple
+    description: str
+    variants: tuple[Variant, ...] = ()
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,6 +87,18 @@ class NoInputs:
     """Why no inputs could be synthesised, phrased with the fix."""
 
     reason: str
+
+
+@dataclass
+class _Slot:
+    """How one positional parameter gets its value."""
+
+    name: str
+    kind: str                 # value | tensor | index | module | params | none
+    value: Any = None
+    hint: Hint | None = None
+    optional_tensor: bool = False   # None by default, a tensor in a variant
+    omittable: bool = False         # a tensor that may also be None (checked with `is None`)
 
 
 def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
@@ -67,40 +109,68 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         seed: seed of the random tensors.
 
     Returns:
-        :class:`Synthesized` on success, :class:`NoInputs` with the reason and fix otherwise.
+        :class:`Synthesized` (with its variants) on success, :class:`NoInputs` with the reason
+        and a decorator to add otherwise.
 
     Example:
         >>> import torch
         >>> found = synthesize(lambda x, dim: x.sum(dim))
         >>> found.description
         'x: float64 (3, 4), dim=-1'
+        >>> [v.change for v in found.variants]
+        ['other shapes: x (2, 5)', 'size-1 dimension: x (1, 4)']
     """
-    import torch
 
-    call, params = _signature(fn)
+    call, params, target = _signature(fn)
     if params is None:
-        return NoInputs(_fix(fn, "its forward signature cannot be inspected"))
+        return NoInputs(_fix(fn, "its forward signature cannot be inspected", [], {}))
+    hints = forward_hints(target, [p.name for p in params])
+    slots = _plan(params, hints)
     last_error = "no layout tried"
-    for layout in _LAYOUTS:
+    for layout in _layouts(slots):
         # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
         # finite, for forwards defined on a positive domain only (log, sqrt, pow, ...).
         for positive in (False, True):
-            args, parts = _build(params, layout, torch.Generator().manual_seed(seed), positive)
-            try:
-                with torch.enable_grad():
-                    out = call(*args)
-            except Exception as exc:  # the probe failing is expected; try the next layout
-                last_error = f"{type(exc).__name__}: {_first_line(exc)}"
+            built = _build(slots, layout, seed, positive)
+            outcome = _probe(call, built[0])
+            if isinstance(outcome, str):
+                last_error = outcome
                 break
-            if not _has_float_tensor(out):
-                last_error = f"forward returned {type(out).__name__}, not a floating-point tensor"
-                break
-            if _all_finite(out) or positive:
+            if outcome or positive:
                 # Fresh copies: the probe may have modified its inputs, the check must see it.
-                args, parts = _build(params, layout, torch.Generator().manual_seed(seed),
-                                     positive)
-                return Synthesized(tuple(args), ", ".join(parts))
-    return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})"))
+                args, parts = _build(slots, layout, seed, positive)
+                variants = tuple(_variants(call, slots, layout, seed, positive, args))
+                return Synthesized(tuple(args), ", ".join(parts), variants, seed)
+    return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})",
+                         slots, hints))
+
+
+def parameter_names(fn: Any) -> list[str]:
+    """Names of the positional parameters of ``fn``'s forward (``ctx`` excluded).
+
+    Example:
+        >>> parameter_names(lambda x, dim=-1: x)
+        ['x', 'dim']
+    """
+    _, params, _ = _signature(fn)
+    return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _probe(call: Callable[..., Any], args: list) -> bool | str:
+    """True: forward ran with finite outputs; False: ran, not finite; str: why it failed."""
+    import warnings
+
+    import torch
+
+    try:
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the check reports the user's warnings, not probes
+            out = call(*args)
+    except Exception as exc:  # the probe failing is expected; try the next layout
+        return f"{type(exc).__name__}: {_first_line(exc)}"
+    if not _has_float_tensor(out):
+        return f"forward returned {type(out).__name__}, not a floating-point tensor"
+    return _all_finite(out)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -116,7 +186,7 @@ def _all_finite(out: Any) -> bool:
                if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
-def _signature(fn: Any) -> tuple[Callable[..., Any], list[inspect.Parameter] | None]:
+def _signature(fn: Any) -> tuple[Callable[..., Any], list[inspect.Parameter] | None, Any]:
     from gradsmith.discovery.collect import is_function_class
 
     if is_function_class(fn):
@@ -126,10 +196,10 @@ def _signature(fn: Any) -> tuple[Callable[..., Any], list[inspect.Parameter] | N
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
-        return call, None
+        return call, None, target
     if is_function_class(fn) and not _is_modern(fn) and params:
         params = params[1:]  # ctx
-    return call, params
+    return call, params, target
 
 
 def _is_modern(cls: type) -> bool:
@@ -138,46 +208,240 @@ def _is_modern(cls: type) -> bool:
     return cls.setup_context is not Function.setup_context
 
 
-def _build(params: list[inspect.Parameter], layout, generator,
-           positive: bool = False) -> tuple[list, list[str]]:
-    import torch
-
-    args: list = []
-    parts: list[str] = []
-    n_tensors = 0
-    for p in params:
-        if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
-            continue
-        if p.kind is p.VAR_POSITIONAL:
-            count = 1
-        elif p.default is not p.empty:
-            args.append(p.default)
-            parts.append(f"{p.name}={p.default!r}")
-            continue
-        else:
-            value = _hyperparameter(p.name)
-            if value is not None:
-                args.append(value)
-                parts.append(f"{p.name}={value!r}")
-                continue
-            count = 1
-        for _ in range(count):
-            shape = layout[min(n_tensors, len(layout) - 1)]
-            n_tensors += 1
-            if positive:
-                value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
-            else:
-                value = torch.randn(shape, dtype=torch.float64, generator=generator)
-            args.append(value.requires_grad_())
-            parts.append(f"{p.name}: float64 {tuple(shape)}{' in [0.5, 1.5)' if positive else ''}")
-    return args, parts
-
-
-def _hyperparameter(name: str) -> Any:
+def _table_value(name: str) -> Any:
     for table in (_INT_VALUES, _BOOL_VALUES, _FLOAT_VALUES, _STR_VALUES):
         if name in table:
             return table[name]
     return None
+
+
+def _plan(params: list[inspect.Parameter], hints: dict[str, Hint]) -> list[_Slot]:
+    """Decide, per positional parameter, what kind of value it gets."""
+    slots: list[_Slot] = []
+    for p in params:
+        if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        hint = hints.get(p.name, Hint())
+        if p.kind is p.VAR_POSITIONAL:
+            modules = any(s.kind == "module" for s in slots)
+            slots.append(_Slot(p.name, "params" if modules else "tensor", hint=hint))
+            continue
+        kind = hint.kind
+        if p.default is not p.empty:
+            if p.default is None and (kind in ("tensor", "index") or (
+                    kind is None and p.name in _TENSOR_NAMES)):
+                slots.append(_Slot(p.name, "none", hint=hint, optional_tensor=True))
+            else:
+                slots.append(_Slot(p.name, "value", p.default, hint))
+            continue
+        if kind == "module":
+            slots.append(_Slot(p.name, "module", hint=hint))
+        elif kind == "index":
+            slots.append(_Slot(p.name, "index", hint=hint))
+        elif kind == "str":
+            value = hint.literals[0] if hint.literals else _STR_VALUES.get(p.name)
+            slots.append(_Slot(p.name, "value", value, hint))
+        elif kind in ("int", "float", "bool"):
+            value = _table_value(p.name)
+            if value is None or type(value).__name__ != kind:
+                value = {"int": 2, "float": 0.5, "bool": False}[kind]
+            slots.append(_Slot(p.name, "value", value, hint))
+        elif kind == "tensor" and p.name in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
+            # alpha.item(), min_val.type_as(x): a scalar tensor holding the usual value
+            slots.append(_Slot(p.name, "scalar", _table_value(p.name), hint))
+        elif kind is None and _table_value(p.name) is not None:
+            slots.append(_Slot(p.name, "value", _table_value(p.name), hint))
+        else:
+            slots.append(_Slot(p.name, "tensor", hint=hint,
+                               omittable=hint.optional and kind != "index"))
+    return slots
+
+
+def _n_tensors(slots: list[_Slot]) -> int:
+    return sum(s.kind == "tensor" for s in slots)
+
+
+def _layouts(slots: list[_Slot]):
+    """Layouts in the order tried: each adjusted to the hints first, then as it is."""
+    seen = set()
+    for layout in _LAYOUTS:
+        for candidate in (_adjusted(slots, layout), layout):
+            if candidate not in seen:
+                seen.add(candidate)
+                yield candidate
+
+
+def _adjusted(slots: list[_Slot], layout) -> tuple[tuple[int, ...], ...]:
+    shapes = []
+    tensors = [s for s in slots if s.kind in ("tensor", "none")]
+    for i, slot in enumerate(tensors):
+        shape = list(layout[min(i, len(layout) - 1)])
+        hint = slot.hint or Hint()
+        while len(shape) < hint.rank_min:
+            shape.insert(0, 2)
+        if hint.last_dim is not None and shape:
+            shape[-1] = hint.last_dim
+        shapes.append(tuple(shape))
+    return tuple(shapes) or layout
+
+
+def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
+           overrides: dict[str, Any] | None = None) -> tuple[list, list[str]]:
+    """The argument list for one layout; ``overrides`` maps a name to a value or a shape."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    overrides = overrides or {}
+    args: list = []
+    parts: list[str] = []
+    n_tensors = 0
+    first_shape: tuple[int, ...] = tuple(layout[0]) if layout else (3, 4)
+    modules: list = []
+
+    def tensor(shape) -> Any:
+        if positive:
+            value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
+        else:
+            value = torch.randn(shape, dtype=torch.float64, generator=generator)
+        return value.requires_grad_()
+
+    for slot in slots:
+        over = overrides.get(slot.name, _MISSING)
+        if slot.kind in ("tensor", "none"):
+            shape = layout[min(n_tensors, len(layout) - 1)]
+            n_tensors += 1
+            if slot.kind == "none" and over is _MISSING or over is None:
+                args.append(None)
+                parts.append(f"{slot.name}=None")
+                continue
+            shape = over if isinstance(over, tuple) else shape
+            args.append(tensor(shape))
+            parts.append(f"{slot.name}: float64 {tuple(shape)}"
+                         f"{' in [0.5, 1.5)' if positive else ''}")
+        elif slot.kind == "index":
+            shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
+            high = max(1, min(first_shape) if first_shape else 3)
+            args.append(torch.randint(0, high, shape, generator=generator))
+            parts.append(f"{slot.name}: int64 {tuple(shape)} in [0, {high})")
+        elif slot.kind == "scalar":
+            value = slot.value if over is _MISSING else over
+            dtype = torch.float64 if isinstance(value, float) else torch.int64
+            t = torch.tensor(value, dtype=dtype)
+            args.append(t.requires_grad_() if dtype == torch.float64 else t)
+            parts.append(f"{slot.name}: tensor({value!r})")
+        elif slot.kind == "module":
+            module = synthetic_module(len(modules))
+            modules.append(module)
+            args.append(module)
+            parts.append(f"{slot.name}: {module!r}")
+        elif slot.kind == "params":
+            params = [p for m in modules for p in m.parameters()]
+            args.extend(params)
+            parts.append(f"*{slot.name}: the {len(params)} parameters of the modules")
+        else:
+            value = slot.value if over is _MISSING else over
+            args.append(value)
+            parts.append(f"{slot.name}={value!r}")
+    return args, parts
+
+
+_MISSING = object()
+
+
+def synthetic_module(index: int = 0) -> Any:
+    """A shape-agnostic module with one parameter: ``tanh(y) * weight`` (for ``Fm(x)``)."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self, weight: float) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.tensor(weight, dtype=torch.float64))
+
+        def forward(self, y, *args, **kwargs):
+            return torch.tanh(y) * self.weight
+
+        def __repr__(self) -> str:
+            return f"Module(tanh(y) * {self.weight.item():g})"
+
+    return Scaled(0.75 + 0.5 * index)
+
+
+def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, primary: list):
+    """Other input sets the forward accepts: hyperparameters, optional tensors, shapes."""
+    candidates: list[tuple[str, dict[str, Any], Any]] = []
+    floats = {s.name: s.value for s in slots if s.kind == "value"
+              and isinstance(s.value, float) and not isinstance(s.value, bool)}
+    if floats:
+        changed = {k: (v * 1.5 if v else 0.5) for k, v in floats.items()}
+        candidates.append((", ".join(f"{k}={v!r}" for k, v in changed.items()), changed, layout))
+    optional = [s for s in slots if s.optional_tensor]
+    for slot in optional:
+        for shape in _optional_shapes(call, primary, layout):
+            candidates.append((f"{slot.name} given: float64 {shape}", {slot.name: shape}, layout))
+    for slot in (s for s in slots if s.omittable):
+        candidates.append((f"{slot.name}=None", {slot.name: None}, layout))
+    tensors = [i for i, s in enumerate(s for s in slots if s.kind in ("tensor", "none"))]
+    if tensors:
+        resized = tuple(tuple(_RESIZE.get(d, d + 1) for d in shape) for shape in layout)
+        names = [s.name for s in slots if s.kind == "tensor"]
+        if resized != layout:
+            candidates.append((f"other shapes: {_shapes_text(names, resized)}", {}, resized))
+        broadcast = _broadcast(layout, len(names))
+        if broadcast is not None:
+            candidates.append((f"size-1 dimension: {_shapes_text(names, broadcast)}", {},
+                               broadcast))
+    seen_optional: set[str] = set()
+    for change, overrides, lay in candidates:
+        opt = next((k for k, v in overrides.items() if isinstance(v, tuple)), None)
+        if opt is not None and opt in seen_optional:
+            continue
+        args, _ = _build(slots, lay, seed, positive, overrides)
+        if isinstance(_probe(call, args), str):
+            continue
+        if opt is not None:
+            seen_optional.add(opt)
+        args, parts = _build(slots, lay, seed, positive, overrides)
+        yield Variant(tuple(args), ", ".join(parts), change)
+
+
+def _optional_shapes(call, primary: list, layout) -> list[tuple[int, ...]]:
+    """Shapes to try for an optional tensor: the output's last dim, the first input's shape."""
+    import torch
+
+    shapes: list[tuple[int, ...]] = []
+    import warnings
+
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = call(*primary)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if isinstance(first, torch.Tensor) and first.dim() >= 1:
+            shapes.append((first.shape[-1],))
+    except Exception:  # noqa: BLE001 - the primary ran once; a second failure adds nothing
+        pass
+    if layout and tuple(layout[0]) not in shapes:
+        shapes.append(tuple(layout[0]))
+    shapes.append(())
+    return shapes
+
+
+def _broadcast(layout, n: int) -> tuple[tuple[int, ...], ...] | None:
+    """A layout with a size-1 leading dimension: on the second of two same-shaped tensors
+    (broadcast against the first), else on the only tensor."""
+    shapes = [tuple(layout[min(i, len(layout) - 1)]) for i in range(max(n, 1))]
+    for i in range(1, len(shapes)):
+        if shapes[i] == shapes[0] and len(shapes[i]) >= 1 and shapes[i][0] != 1:
+            shapes[i] = (1, *shapes[i][1:])
+            return tuple(shapes)
+    if n == 1 and len(shapes[0]) >= 2 and shapes[0][0] != 1:
+        return ((1, *shapes[0][1:]),)
+    return None
+
+
+def _shapes_text(names: list[str], layout) -> str:
+    return ", ".join(f"{n} {tuple(layout[min(i, len(layout) - 1)])}"
+                     for i, n in enumerate(names))
 
 
 def _has_float_tensor(out: Any) -> bool:
@@ -187,9 +451,43 @@ def _has_float_tensor(out: Any) -> bool:
     return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in items)
 
 
-def _fix(fn: Any, why: str) -> str:
+def _fix(fn: Any, why: str, slots: list[_Slot], hints: dict[str, Hint]) -> str:
     name = getattr(fn, "__name__", type(fn).__name__)
     where = f"class {name}" if isinstance(fn, type) else f"def {name}"
     return (f"no registered example and no inputs could be synthesised: {why}. Fix: register "
-            f"inputs, e.g. `@gradsmith.example(lambda: (torch.randn(4, 3, dtype=torch.float64,"
-            f" requires_grad=True),))` above `{where}`")
+            f"inputs for every argument of forward, e.g. `{example_line(slots)}` above "
+            f"`{where}`")
+
+
+def example_line(slots: list[_Slot]) -> str:
+    """A ``@gradsmith.example`` line with one entry per forward argument, in order."""
+    if not slots:
+        return ("@gradsmith.example(lambda: (torch.randn(4, 3, dtype=torch.float64, "
+                "requires_grad=True),))")
+    entries, names = [], []
+    n_tensors = 0
+    for slot in slots:
+        names.append(("*" if slot.kind == "params" else "") + slot.name)
+        if slot.kind in ("tensor", "none"):
+            shape = list(_LAYOUTS[0][0])
+            hint = slot.hint or Hint()
+            while len(shape) < hint.rank_min:
+                shape.insert(0, 2)
+            if hint.last_dim is not None:
+                shape[-1] = hint.last_dim
+            n_tensors += 1
+            entries.append("None" if slot.kind == "none" else
+                           f"torch.randn({', '.join(map(str, shape))}, dtype=torch.float64, "
+                           "requires_grad=True)")
+        elif slot.kind == "index":
+            entries.append("torch.randint(0, 3, (3,))")
+        elif slot.kind == "scalar":
+            entries.append(f"torch.tensor({slot.value!r})")
+        elif slot.kind == "module":
+            entries.append("torch.nn.Linear(4, 4, dtype=torch.float64)")
+        elif slot.kind == "params":
+            entries.append("*module_parameters")
+        else:
+            entries.append(repr(slot.value) if slot.value is not None else "...")
+    body = ", ".join(entries) + ("," if len(entries) == 1 else "")
+    return f"@gradsmith.example(lambda: ({body}))  # ({', '.join(names)})"

@@ -19,9 +19,11 @@ from gradsmith.discovery import (
     Source,
     TargetImportError,
     list_candidates,
+    parameter_names,
     resolve_ref,
     synthesize,
 )
+from gradsmith.repro.capture import MAX_INLINE, capture_args
 
 # Heatmaps of bigger Jacobians are unreadable anyway; crop so results stay small to ship.
 _MAX_JACOBIAN_SIDE = 400
@@ -71,8 +73,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         obj = resolve_ref(candidate.ref)
     except TargetImportError as exc:
         return row(candidate, label, "fail", error="import", reason=f"import failed: {exc}")
+    options = dict(options)
+    inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
     try:
-        args, surrogate, merged, inputs = _inputs(obj, example_index, options)
+        args, surrogate, merged, inputs, variants = _inputs(obj, example_index, options)
     except _Skip as skip:
         return row(candidate, label, "skip", reason=str(skip))
     except Exception as exc:
@@ -80,14 +84,23 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
                    reason=f"building the example inputs raised {_describe(exc)}")
     from gradsmith.checker import check
 
+    sets = [(inputs, args)] + [(v.change, v.args) for v in variants]
     try:
         report = check(obj, *args, surrogate=surrogate, name=label, **merged)
+        for index, variant in enumerate(variants, start=1):
+            _merge(report, index, variant.change,
+                   check(obj, *variant.args, surrogate=surrogate, name=label,
+                         **{**merged, "checks": _variant_checks(merged)}))
     except Exception as exc:  # bad registered options, or a verifier bug: one failed row
         return row(candidate, label, "fail", error="exception",
                    reason=f"gradsmith.check raised {_describe(exc)}",
                    elapsed=time.perf_counter() - started)
+    seed = int(merged.get("seed", 0))
+    repro = None if report.passed else _repro_record(candidate, obj, seed, sets, inline_limit)
+    if variants:
+        inputs += "; also: " + "; ".join(v.change for v in variants)
     result = row(candidate, label, "pass" if report.passed else "fail", inputs=inputs,
-                 elapsed=time.perf_counter() - started, report=report)
+                 elapsed=time.perf_counter() - started, report=report, repro=repro)
     if html and not report.passed:
         result["_jacobians"] = _jacobians(report)
     return result
@@ -104,9 +117,46 @@ def _inputs(obj: Any, example_index: int | None, options: dict):
         found = synthesize(obj)
         if isinstance(found, NoInputs):
             raise _Skip(found.reason)
-        return found.args, None, dict(options), f"synthesised: {found.description}"
+        return (found.args, None, dict(options), f"synthesised: {found.description}",
+                found.variants)
     ex = examples_of(obj)[example_index]
-    return ex.make_args(), ex.surrogate, {**ex.options, **options}, "registered example"
+    return ex.make_args(), ex.surrogate, {**ex.options, **options}, "registered example", ()
+
+
+# Variant input sets re-run the checks that depend on the values and shapes; the rest
+# (hygiene, vmap, randomness...) would only repeat the first set's findings at a higher cost.
+_VARIANT_CHECKS = ("structure", "mutation", "gradients", "surrogate", "second_order")
+
+
+def _variant_checks(options: dict) -> list[str]:
+    chosen = options.get("checks")
+    chosen = [chosen] if isinstance(chosen, str) else chosen
+    return [c for c in _VARIANT_CHECKS if chosen is None or c in chosen] or ["structure"]
+
+
+def _merge(report: Any, index: int, change: str, other: Any) -> None:
+    """Add a variant's new findings to the first report, saying on which inputs they arose."""
+    known = {(f.code, f.input) for f in report.findings}
+    for f in other.findings:
+        if (f.code, f.input) in known or f.code in ("constant-input", "user-warning"):
+            continue
+        f.details["input_set"] = index
+        f.details["inputs"] = change
+        f.message = f"[inputs: {change}] {f.message}"
+        report.findings.append(f)
+    report.elapsed += other.elapsed
+    report.sort()
+
+
+def _repro_record(candidate: Candidate, obj: Any, seed: int, sets: list, inline_limit) -> dict:
+    """Seed, source and exact inputs of every input set, for --repro scripts and JSON."""
+    names = parameter_names(obj)
+    return {"seed": seed,
+            "source": {"kind": candidate.ref.kind, "location": candidate.ref.location,
+                       "attr": candidate.ref.attr},
+            "sets": [{"label": label, "names": names,
+                      "args": capture_args(tuple(args), inline_limit or 10 ** 12)}
+                     for label, args in sets]}
 
 
 def display_name(candidate: Candidate, example_index: int | None) -> str:
@@ -118,15 +168,16 @@ def display_name(candidate: Candidate, example_index: int | None) -> str:
 
 def row(candidate: Candidate | None, name: str, verdict: str, *, error: str | None = None,
         reason: str | None = None, inputs: str | None = None, elapsed: float = 0.0,
-        report: Any = None) -> dict:
+        report: Any = None, repro: dict | None = None) -> dict:
     """Build a result row.
 
     Keys: ``name``, ``target``, ``file`` and ``line`` (where the candidate is defined; ``None``
     when unknown), ``verdict`` (``pass`` | ``fail`` | ``skip``), ``error``
     (``None`` | ``import`` | ``crash`` | ``timeout`` | ``exception``), ``reason``, ``inputs``,
-    ``elapsed`` (seconds), ``checks`` (names run), ``report`` (``Report.to_dict()`` or ``None``)
-    and ``text`` (``str(report)`` or ``None``); ``_text_brief`` is ``text`` without the
-    "skipped" lines (shown unless ``-v``).
+    ``elapsed`` (seconds), ``checks`` (names run), ``report`` (``Report.to_dict()`` or ``None``),
+    ``text`` (``str(report)`` or ``None``) and ``repro`` (failing checked rows: seed, source
+    and exact inputs, see :mod:`gradsmith.repro`; else ``None``); ``_text_brief`` is ``text``
+    without the "skipped" lines (shown unless ``-v``).
 
     Example:
         >>> row(None, "ops.py::Bad", "fail", error="timeout", reason="timed out")["verdict"]
@@ -148,6 +199,7 @@ def row(candidate: Candidate | None, name: str, verdict: str, *, error: str | No
         "text": str(report) if report is not None else None,
         # without the "skipped <check>: <reason>" lines: what is shown unless -v
         "_text_brief": report.format(skipped=False) if report is not None else None,
+        "repro": repro,
     }
 
 

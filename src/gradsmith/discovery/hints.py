@@ -1,0 +1,307 @@
+"""Read what a forward's body and signature tell about its parameters (private).
+
+Synthesis probes a forward with invented inputs; this module makes the first guesses good ones
+by reading the code (never running it): ``x.shape[2]`` needs a tensor of rank 3 or more,
+``x.view(-1, 8)`` a last dimension of 8, ``target`` in ``X.gather(1, target)`` an index tensor,
+``mode == "symmetric"`` a string, ``Fm(x)`` a module, ``alpha.item()`` a tensor even though
+``alpha`` is usually a float, and ``bias: Optional[Tensor] = None`` a tensor that may be absent.
+Every hint is a guess that the probe confirms or discards: a wrong one costs a failed probe.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+# Methods and attributes that only tensors have (a parameter using one is a tensor).
+_TENSOR_ATTRS = {
+    "shape", "size", "dim", "ndim", "ndimension", "view", "view_as", "reshape", "item", "type_as",
+    "unsqueeze", "squeeze", "numel", "dtype", "device", "t", "T", "mT", "contiguous", "expand",
+    "expand_as", "clone", "detach", "new_zeros", "new_ones", "new_empty", "new_tensor",
+    "new_full", "sum", "mean", "abs", "sign", "exp", "log", "sigmoid", "tanh", "clamp",
+    "clamp_", "clamp_min", "clamp_max", "softmax", "log_softmax", "transpose", "permute",
+    "flatten", "masked_fill", "masked_fill_", "mul", "mul_", "div", "div_", "add", "add_",
+    "sub", "sub_", "pow", "sqrt", "round", "floor", "ceil", "norm", "max", "min", "argmax",
+    "gather", "scatter", "index_select", "split", "chunk", "matmul", "mm", "bmm", "float",
+    "double", "half", "to", "requires_grad", "is_floating_point", "data", "zero_", "copy_",
+    "fill_", "narrow", "unbind", "cumsum", "topk", "sort", "relu", "lt", "gt", "le", "ge", "eq",
+    "ne", "where", "is_contiguous", "stride", "storage_offset", "is_cuda", "cpu", "cuda",
+}
+_INDEX_FUNCS = {"gather": 1, "scatter": 1, "scatter_add": 1, "index_select": 1,
+                "take_along_dim": 1, "index_add": 1, "one_hot": 0, "cross_entropy": 1,
+                "nll_loss": 1, "embedding": 0}
+_MATMUL_FUNCS = {"matmul", "mm", "bmm", "linear", "einsum_never"}
+
+
+@dataclass
+class Hint:
+    """What the code says about one parameter (``None`` fields: nothing said)."""
+
+    kind: str | None = None        # tensor | index | int | float | bool | str | module | seq
+    rank_min: int = 0
+    last_dim: int | None = None
+    literals: list[Any] = field(default_factory=list)
+    optional: bool = False         # compared with None / passed to exists()
+    matmul_left_of: str | None = None
+
+
+def forward_hints(fn: Any, names: list[str]) -> dict[str, Hint]:
+    """Hints for each parameter in ``names`` from the annotations and body of ``fn``.
+
+    Args:
+        fn: the forward (a function) whose source to read.
+        names: parameter names to collect hints for.
+
+    Returns:
+        name -> :class:`Hint` (every name present; empty hints where nothing was found).
+
+    Example:
+        >>> def forward(ctx, x, w, mode):
+        ...     if mode == "fast":
+        ...         return x.view(-1, 4) @ w
+        ...     return x.shape[2] * w
+        >>> h = forward_hints(forward, ["x", "w", "mode"])
+        >>> (h["x"].kind, h["x"].rank_min, h["x"].last_dim, h["mode"].literals)
+        ('tensor', 3, 4, ['fast'])
+    """
+    hints = {n: Hint() for n in names}
+    _annotations(fn, hints)
+    tree = _parse(fn)
+    if tree is not None:
+        _Visitor(hints).visit(tree)
+    return hints
+
+
+def _parse(fn: Any) -> ast.AST | None:
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        return ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def _annotations(fn: Any, hints: dict[str, Hint]) -> None:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return
+    for name, hint in hints.items():
+        p = params.get(name)
+        if p is None or p.annotation is p.empty:
+            continue
+        text = p.annotation if isinstance(p.annotation, str) else _type_text(p.annotation)
+        lowered = text.replace("typing.", "").replace("torch.", "")
+        if "Optional" in lowered or "None" in lowered:
+            hint.optional = True
+        for word, kind in (("Tensor", "tensor"), ("Module", "module"), ("Callable", "module"),
+                           ("bool", "bool"), ("int", "int"), ("float", "float"),
+                           ("str", "str")):
+            if word in lowered.replace("Optional", ""):
+                hint.kind = hint.kind or kind
+                break
+
+
+def _type_text(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    origin = typing.get_origin(annotation)
+    if origin is not None:
+        return str(annotation)
+    return str(annotation)
+
+
+def _param_of(node: ast.AST, hints: dict[str, Hint]) -> str | None:
+    """The parameter a node stands for (``x``, ``x.data``, ``x.detach()`` all mean ``x``)."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id if node.id in hints else None
+        if isinstance(node, ast.Attribute) and node.attr in ("data", "T"):
+            node = node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("detach", "clone", "contiguous", "float", "double")):
+            node = node.func.value
+        else:
+            return None
+
+
+def _int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(
+            node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, hints: dict[str, Hint]):
+        self.hints = hints
+
+    def _set(self, name: str | None, kind: str) -> None:
+        if name is not None:
+            hint = self.hints[name]
+            # index beats tensor (it is a kind of tensor); module/seq beat nothing else.
+            if hint.kind in (None, "int", "float") or (kind == "index" and hint.kind == "tensor"):
+                hint.kind = kind
+
+    def _rank(self, name: str | None, rank: int) -> None:
+        if name is not None:
+            self.hints[name].rank_min = max(self.hints[name].rank_min, rank)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        name = _param_of(node.value, self.hints)
+        if name is not None and node.attr in _TENSOR_ATTRS:
+            self._set(name, "tensor")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        value = node.value
+        # x.shape[i]
+        if isinstance(value, ast.Attribute) and value.attr == "shape":
+            i = _int(node.slice)
+            if i is not None:
+                self._rank(_param_of(value.value, self.hints), i + 1 if i >= 0 else -i)
+        name = _param_of(value, self.hints)
+        if name is not None:
+            self._set(name, "tensor")
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if not any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in items):
+                self._rank(name, sum(1 for e in items
+                                     if not (isinstance(e, ast.Constant) and e.value is None)))
+            for e in items:
+                idx = _param_of(e, self.hints)
+                if idx is not None and self.hints[idx].kind is None:
+                    self.hints[idx].kind = "int"
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult):
+            left, right = _param_of(node.left, self.hints), _param_of(node.right, self.hints)
+            self._set(left, "tensor")
+            self._set(right, "tensor")
+            if left and right:
+                self.hints[left].matmul_left_of = right
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        sides = [node.left, *node.comparators]
+        for a in sides:
+            name = _param_of(a, self.hints)
+            if name is None:
+                continue
+            for b in sides:
+                if isinstance(b, ast.Constant):
+                    if b.value is None:
+                        self.hints[name].optional = True
+                    elif isinstance(b.value, str):
+                        self.hints[name].literals.append(b.value)
+                        self._set(name, "str")
+                elif isinstance(b, (ast.Tuple, ast.List, ast.Set)):
+                    for e in b.elts:
+                        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                            self.hints[name].literals.append(e.value)
+                            self._set(name, "str")
+        # x.dim() == 4, len(x.shape) == 4
+        if len(node.comparators) == 1 and isinstance(node.ops[0], (ast.Eq, ast.GtE)):
+            rank = _int(node.comparators[0])
+            name = self._dim_of(node.left)
+            if rank is not None and name is not None:
+                self._rank(name, rank)
+        self.generic_visit(node)
+
+    def _dim_of(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("dim", "ndimension"):
+            return _param_of(node.func.value, self.hints)
+        if isinstance(node, ast.Attribute) and node.attr == "ndim":
+            return _param_of(node.value, self.hints)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "len" and node.args and isinstance(node.args[0], ast.Attribute) \
+                and node.args[0].attr == "shape":
+            return _param_of(node.args[0].value, self.hints)
+        return None
+
+    def visit_For(self, node: ast.For) -> None:
+        name = _param_of(node.iter, self.hints)
+        if name is not None and self.hints[name].kind is None:
+            self.hints[name].kind = "seq"
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        callee = _param_of(func, self.hints)
+        if callee is not None:  # Fm(x)
+            self.hints[callee].kind = "module"
+        if isinstance(func, ast.Attribute):
+            owner = _param_of(func.value, self.hints)
+            if owner is not None and func.attr == "forward":  # Fm.forward(x)
+                self.hints[owner].kind = "module"
+            elif owner is not None and func.attr in ("size", "dim") and node.args:
+                i = _int(node.args[0])
+                if i is not None and func.attr == "size":
+                    self._rank(owner, i + 1 if i >= 0 else -i)
+            if owner is not None and func.attr in ("view", "reshape") and len(node.args) >= 2:
+                last = _int(node.args[-1])
+                if last is not None and last > 0 and _int(node.args[0]) == -1:
+                    self.hints[owner].last_dim = last
+                    self._rank(owner, 1)
+            if func.attr in ("split", "chunk") and node.args:
+                if owner is not None:           # x.split(n)
+                    self._int_arg(node.args[0])
+                elif len(node.args) >= 2:       # torch.chunk(x, n)
+                    self._set(_param_of(node.args[0], self.hints), "tensor")
+                    self._int_arg(node.args[1])
+            if func.attr == "save_for_backward":
+                for a in node.args:
+                    self._set(_param_of(a, self.hints), "tensor")
+            self._index_call(func.attr, node, owner)
+            if func.attr in _MATMUL_FUNCS:
+                self._matmul(node, method_owner=owner)
+        elif isinstance(func, ast.Name):
+            if func.id == "range" and node.args:
+                for a in node.args:
+                    self._int_arg(a)
+            elif func.id in ("exists", "is_none"):
+                for a in node.args:
+                    name = _param_of(a, self.hints)
+                    if name is not None:
+                        self.hints[name].optional = True
+            self._index_call(func.id, node, None)
+            if func.id in _MATMUL_FUNCS:
+                self._matmul(node)
+        self.generic_visit(node)
+
+    def _int_arg(self, node: ast.AST) -> None:
+        name = _param_of(node, self.hints)
+        if name is not None and self.hints[name].kind is None:
+            self.hints[name].kind = "int"
+
+    def _index_call(self, fname: str, node: ast.Call, owner: str | None) -> None:
+        position = _INDEX_FUNCS.get(fname)
+        if position is None:
+            return
+        args = node.args if owner is not None or fname in ("one_hot", "embedding") else \
+            node.args[1:] if fname in ("gather", "scatter", "scatter_add", "index_select",
+                                        "take_along_dim", "index_add") else node.args
+        if fname in ("cross_entropy", "nll_loss"):
+            args = node.args
+        if len(args) > position:
+            target = args[position]
+            # target.unsqueeze(1) and friends still mean the parameter
+            while isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute):
+                target = target.func.value
+            self._set(_param_of(target, self.hints), "index")
+
+    def _matmul(self, node: ast.Call, method_owner: str | None = None) -> None:
+        args = [_param_of(a, self.hints) for a in node.args]
+        if method_owner is not None:
+            args = [method_owner, *args]
+        for a in args[:3]:
+            self._set(a, "tensor")
+        if len(args) >= 2 and args[0] and args[1]:
+            self.hints[args[0]].matmul_left_of = args[1]

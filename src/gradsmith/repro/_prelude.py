@@ -1,0 +1,203 @@
+"""The plain-PyTorch helpers every repro script starts with (text, not imported code).
+
+Kept as source text so each script is standalone: it imports the user's Function and torch,
+nothing else. The helpers mirror what the checker does (float64 working copies, the same
+seeded random state before every call, the same random output directions and step), so the
+numbers a script prints are the numbers in the finding.
+"""
+
+PRELUDE = r'''
+import importlib
+import importlib.util
+import math
+import sys
+import traceback
+
+import torch
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+
+SEED = {seed}
+H = 1e-6                 # central-difference step (float64)
+ATOL, RTOL = 1e-5, 1e-3  # first-order tolerances: |analytic - numerical| <= ATOL + RTOL * scale
+
+
+def load():
+    """The object under test, imported as gradsmith imported it."""
+{loader}
+
+
+FN = load()
+APPLY = FN.apply if isinstance(FN, type) and issubclass(FN, torch.autograd.Function) else FN
+BACKWARD_OF = FN if APPLY is not FN else None
+PARAM_NAMES = {names!r}
+
+
+def make_args():
+    """The exact inputs of the failing check."""
+{make_args}
+
+
+ARGS = make_args()
+_FLAT, SPEC = tree_flatten_with_path(tuple(ARGS))
+LEAVES = [leaf for _, leaf in _FLAT]
+TENSORS = [i for i, v in enumerate(LEAVES) if isinstance(v, torch.Tensor)]
+FLOATS = [i for i in TENSORS if LEAVES[i].is_floating_point()]
+DIFF = [i for i in FLOATS if LEAVES[i].requires_grad] or FLOATS
+
+
+def _label(path):
+    head = path[0].idx if path else 0
+    base = PARAM_NAMES[head] if head < len(PARAM_NAMES) else f"args[{{head}}]"
+    return base + keystr(path[1:])
+
+
+LABELS = [_label(_FLAT[i][0]) for i in DIFF]
+DTYPE = torch.float64    # gradsmith checks on float64 copies
+LAST_ARGS = None
+
+
+def call(values, seed=SEED, others=None):
+    """One forward on fresh copies of every tensor, ``values`` in the differentiable places,
+    from the same random state each time."""
+    global LAST_ARGS
+    leaves = list(LEAVES)
+    for i in TENSORS:
+        t = leaves[i].detach()
+        if others is not None and i in others:
+            leaves[i] = others[i]
+        elif t.is_floating_point() and DTYPE is not None:
+            leaves[i] = t.to(DTYPE, copy=True)
+        else:
+            leaves[i] = t.clone()
+    for i, v in zip(DIFF, values):
+        leaves[i] = v
+    args = tree_unflatten(leaves, SPEC)
+    LAST_ARGS = args
+    state = torch.get_rng_state()
+    torch.default_generator.manual_seed(seed)
+    try:
+        return APPLY(*args)
+    finally:
+        torch.set_rng_state(state)
+
+
+def flat_out(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [v if isinstance(v, torch.Tensor) else None for v in tree_flatten(out)[0]]
+
+
+def base():
+    return [LEAVES[i].detach().to(DTYPE or LEAVES[i].dtype, copy=True) for i in DIFF]
+
+
+try:
+    _first = flat_out(call([x.requires_grad_(True) for x in base()]))
+except Exception:  # gradsmith falls back to the input dtype when float64 fails
+    DTYPE = None
+    _first = flat_out(call([x.requires_grad_(True) for x in base()]))
+OUT_POS = [k for k, o in enumerate(_first)
+           if o is not None and o.is_floating_point() and o.requires_grad]
+OUT_LABELS = ["out" if len(_first) == 1 else f"out[{{k}}]" for k in OUT_POS]
+
+
+def outs(values, seed=SEED, others=None):
+    flat = flat_out(call(values, seed, others))
+    return [flat[k] for k in OUT_POS]
+
+
+def first_order(xs):
+    """The Function as a map from the differentiable inputs to the differentiable outputs."""
+    return outs([x.clone() for x in xs])
+
+
+def random_v(m, count, gen):
+    """gradsmith's random output directions: +-1 scaled by a random factor in [0.5, 1.5]."""
+    vs = []
+    for _ in range(count):
+        sign = torch.randint(0, 2, (m,), generator=gen, dtype=torch.int8).to(torch.float64) * 2 - 1
+        vs.append(sign * (0.5 + torch.rand(m, generator=gen, dtype=torch.float64)))
+    return vs
+
+
+def index_str(flat, shape):
+    if len(shape) == 0:
+        return ""
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size)
+        flat //= size
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def compare(f, xs, labels, t, elements, seed_salt=1):
+    """Analytic vs central-difference ``(J^T v)_j`` at input ``t``'s ``elements`` for the two
+    random ``v`` gradsmith uses; prints each element and returns the mismatching ones."""
+    leaves = [x.clone().requires_grad_(True) for x in xs]
+    ys = f(leaves)
+    shapes = [y.shape for y in ys]
+    m = sum(y.numel() for y in ys)
+    vs = random_v(m, 2, torch.Generator().manual_seed(SEED * 1000 + seed_salt))
+    rows = []
+    for v in vs:
+        pieces, start = [], 0
+        for y, s in zip(ys, shapes):
+            pieces.append(v[start:start + s.numel()].reshape(s).to(y.dtype))
+            start += s.numel()
+        used = [(y, p) for y, p in zip(ys, pieces) if y.requires_grad]
+        grads = torch.autograd.grad([y for y, _ in used], leaves, [p for _, p in used],
+                                    retain_graph=True, allow_unused=True) if used else \
+            [None] * len(leaves)
+        g = grads[t]
+        rows.append(torch.zeros(xs[t].numel(), dtype=torch.float64) if g is None
+                    else g.detach().reshape(-1).to(torch.float64))
+    V = torch.stack(vs)
+    A = torch.stack(rows)
+
+    def value(zs):
+        with torch.no_grad():
+            return torch.cat([y.detach().reshape(-1).to(torch.float64) for y in f(zs)])
+
+    bad = []
+    x = xs[t]
+    for j in elements:
+        d = torch.zeros(x.numel(), dtype=x.dtype)
+        d[j] = H
+        d = d.reshape(x.shape)
+        plus, minus = list(xs), list(xs)
+        plus[t], minus[t] = x + d, x - d
+        fp, fm = value(plus), value(minus)
+        C = V @ (fp - fm) / (2 * H)
+        S = V.abs() @ (fp - fm).abs() / (2 * H)
+        a = A[:, j]
+        tol = ATOL + RTOL * S
+        k = int(((a - C).abs() / tol).nan_to_num(float("inf")).argmax())
+        where = labels[t] + index_str(j, x.shape)
+        wrong = bool(((a - C).abs() > tol).any()) or bool((~torch.isfinite(a)).any())
+        finite = bool(torch.isfinite(C).all())
+        said = REPORTED.get(j)
+        print(f"  {{where}}: analytic {{float(a[k]):.6g}}, numerical {{float(C[k]):.6g}}"
+              f"{{'   <- differs' if wrong and finite else ''}}"
+              f"{{'' if said is None else f'   (gradsmith: {{said[0]:.6g}}, {{said[1]:.6g}})'}}"
+              f"{{'' if finite else '   (numerical not finite: not compared)'}}")
+        if wrong and finite:
+            bad.append((j, float(a[k]), float(C[k])))
+    return bad
+
+
+def run_step(what, fn):
+    """Run ``fn``; on an exception print it with the user's traceback and return it."""
+    try:
+        fn()
+    except Exception as exc:  # the failure being reproduced
+        print(f"{{what}} raised {{type(exc).__name__}}: {{exc}}")
+        traceback.print_exc(limit=-3)
+        return exc
+    print(f"{{what}} ran without an error")
+    return None
+
+
+def verdict(reproduced, text):
+    print(("REPRODUCED: " if reproduced else "NOT REPRODUCED: ") + text)
+    sys.exit(0 if reproduced else 3)
+'''

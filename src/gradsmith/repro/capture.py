@@ -1,0 +1,92 @@
+"""Record the exact inputs of a check as JSON-ready data, so a failing row can be replayed.
+
+Tensors keep their exact values (Python floats round-trip float16/32/64 exactly), dtype, shape
+and ``requires_grad``; plain values keep their ``repr``; gradsmith's synthetic modules keep
+their weight. Anything else (a user's module, an arbitrary object) is recorded as opaque: its
+script says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Above this many elements a tensor's values are left out of the row (the JSON stays small);
+# ``--repro`` still gets them, as a .pt file beside the script.
+MAX_INLINE = 20_000
+
+
+def capture_args(args: tuple, inline_limit: int = MAX_INLINE) -> list[dict]:
+    """Describe each positional argument (see :func:`capture_value`)."""
+    return [capture_value(a, inline_limit) for a in args]
+
+
+def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
+    """A JSON-ready description of one argument.
+
+    Example:
+        >>> import torch
+        >>> capture_value(torch.tensor([1.5, float("nan")]))["values"]
+        [1.5, 'nan']
+        >>> capture_value(1.5)
+        {'type': 'value', 'repr': '1.5'}
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        spec = {"type": "tensor", "dtype": str(t.dtype).replace("torch.", ""),
+                "shape": list(t.shape), "requires_grad": bool(value.requires_grad),
+                "contiguous": bool(t.is_contiguous()), "values": None}
+        if t.numel() <= inline_limit and t.device.type != "meta":
+            spec["values"] = [_number(v) for v in t.reshape(-1).cpu().tolist()]
+        return spec
+    if isinstance(value, torch.nn.Module):
+        weight = getattr(value, "weight", None)
+        if type(value).__name__ == "Scaled" and "gradsmith" in type(value).__module__:
+            return {"type": "module", "weight": float(weight.detach())}
+        return {"type": "opaque", "repr": _short(repr(value))}
+    if isinstance(value, (list, tuple)):
+        return {"type": type(value).__name__,
+                "items": [capture_value(v, inline_limit) for v in value]}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"type": "dict", "items": {k: capture_value(v, inline_limit)
+                                          for k, v in value.items()}}
+    if value is None or isinstance(value, (bool, int, str)):
+        return {"type": "value", "repr": repr(value)}
+    if isinstance(value, float):
+        return {"type": "value", "repr": repr(value) if math.isfinite(value) else
+                f"float({str(value)!r})"}
+    if isinstance(value, torch.dtype):
+        return {"type": "value", "repr": str(value)}
+    return {"type": "opaque", "repr": _short(repr(value))}
+
+
+def tensors_of(args: tuple) -> list:
+    """Every tensor of ``args`` in the order :func:`capture_args` meets them (for .pt files)."""
+    import torch
+
+    found: list = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            found.append(v.detach().cpu())
+        elif isinstance(v, (list, tuple)):
+            for item in v:
+                walk(item)
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item)
+
+    walk(tuple(args))
+    return found
+
+
+def _number(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,178 @@
+"""Render and write the repro scripts of a ``gradsmith check`` run (see the package docstring)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from gradsmith.repro._prelude import PRELUDE
+from gradsmith.repro.bodies import BODIES, family
+
+_MODULE_CLASS = '''
+class Scaled(torch.nn.Module):
+    """The module gradsmith synthesised for a module argument: tanh(y) * weight."""
+
+    def __init__(self, weight):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor(weight, dtype=torch.float64))
+
+    def forward(self, y, *args, **kwargs):
+        return torch.tanh(y) * self.weight
+'''
+
+
+def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
+    """Write one script per error finding of every failing row that carries a repro record.
+
+    Args:
+        directory: where to write (created if missing).
+        rows: rows of a check run (``CheckRun.rows``).
+
+    Returns:
+        The paths written, in row order.
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for r in rows:
+        repro = r.get("repro")
+        if r.get("verdict") != "fail" or not repro or not r.get("report"):
+            continue
+        seen: set[tuple] = set()
+        for finding in r["report"]["findings"]:
+            if finding["severity"] != "error":
+                continue
+            set_index = int(finding.get("details", {}).get("input_set", 0) or 0)
+            key = (finding["code"], finding.get("input"), set_index)
+            if key in seen:
+                continue
+            seen.add(key)
+            name = "__".join(_safe(p) for p in (r["name"], finding["code"], finding.get("input"),
+                                                 f"set{set_index}" if set_index else None) if p)
+            path = out / f"{name}.py"
+            path.write_text(render_script(repro, finding, set_index, r["name"]))
+            written.append(path)
+    return written
+
+
+def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str = "") -> str:
+    """The text of one standalone script that replays ``finding`` on input set ``set_index``."""
+    sets = repro["sets"]
+    chosen = sets[min(set_index, len(sets) - 1)]
+    details = finding.get("details") or {}
+    elements = [e[0] if isinstance(e, list) else e for e in details.get("elements", [])
+                if isinstance(e, (int, list))]
+    nan_elements = elements if finding["code"].startswith("nan-") else []
+    reported = {e[0]: (e[1], e[2]) for e in details.get("elements", [])
+                if isinstance(e, list) and len(e) == 3}
+    body = BODIES[family(finding["code"], finding.get("check", ""))]
+    args_text, needs_module = _make_args(chosen["args"])
+    prelude = PRELUDE.format(seed=int(repro.get("seed", 0)), loader=_loader(repro["source"]),
+                             names=list(chosen.get("names", [])),
+                             make_args=textwrap.indent(args_text, "    "))
+    header = (f'"""Reproduce a gradsmith finding with plain PyTorch (this script never imports '
+              f'gradsmith).\n\n{row_name}: {finding["code"]}'
+              f'{" [" + finding["input"] + "]" if finding.get("input") else ""} on inputs '
+              f'{chosen.get("label", "")!s}\n\ngradsmith reported:\n'
+              f'{textwrap.indent(textwrap.fill(finding["message"], 96), "    ")}\n\n'
+              f'Run `python {{this file}}`: it prints the same numbers and ends with '
+              f'REPRODUCED (exit 0) or NOT REPRODUCED (exit 3).\n"""\n')
+    constants = (f"\nFN_NAME = {row_name!r}\nCODE = {finding['code']!r}\n"
+                 f"INPUT = {finding.get('input')!r}\nELEMENTS = {elements[:64]!r}\n"
+                 f"NAN_ELEMENTS = {nan_elements[:64]!r}\nREPORTED = {reported!r}\n"
+                 f"MESSAGE = {finding['message']!r}\n")
+    module_class = _MODULE_CLASS if needs_module else ""
+    text = header.replace("{this file}", "this_file.py") + prelude.replace(
+        "\nFN = load()", module_class + "\nFN = load()") + constants + body
+    return text
+
+
+def _loader(source: dict) -> str:
+    attr = source["attr"]
+    if source["kind"] == "module":
+        lines = [f"module = importlib.import_module({source['location']!r})"]
+    else:
+        package, root = _package_of(Path(source["location"]))
+        if package:
+            lines = [f"sys.path.insert(0, {str(root)!r})",
+                     f"module = importlib.import_module({package!r})"]
+        else:
+            path = source["location"]
+            lines = [f"sys.path.insert(0, {str(Path(path).parent)!r})",
+                     f"spec = importlib.util.spec_from_file_location('user_module', {path!r})",
+                     "module = importlib.util.module_from_spec(spec)",
+                     "sys.modules['user_module'] = module",
+                     "spec.loader.exec_module(module)"]
+    lines += ["obj = module", f"for part in {attr.split('.')!r}:",
+              "    obj = getattr(obj, part)", "return obj"]
+    return textwrap.indent("\n".join(lines), "    ")
+
+
+def _package_of(path: Path) -> tuple[str, Path]:
+    """Dotted module name and sys.path root of a file inside packages ('' when standalone)."""
+    parts: list[str] = []
+    directory = path.resolve().parent
+    while (directory / "__init__.py").exists() and directory.name.isidentifier():
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    if not parts:
+        return "", directory
+    if path.stem != "__init__":
+        parts.append(path.stem)
+    return ".".join(parts), directory
+
+
+def _make_args(specs: list[dict]) -> tuple[str, bool]:
+    needs_module = False
+    lines = []
+    names = []
+    for i, spec in enumerate(specs):
+        expr, uses_module = _expr(spec)
+        needs_module |= uses_module
+        names.append(f"a{i}")
+        lines.append(f"a{i} = {expr}")
+    tail = ", ".join(names) + ("," if len(names) == 1 else "")
+    return "\n".join(lines + [f"return ({tail})"]), needs_module
+
+
+def _expr(spec: dict) -> tuple[str, bool]:
+    kind = spec["type"]
+    if kind == "tensor":
+        dtype = f"torch.{spec['dtype']}"
+        if spec.get("values") is None:
+            return (f"(_ for _ in ()).throw(SystemExit('the values of this {spec['shape']} "
+                    "tensor were not recorded (too large); pass it yourself'))", False)
+        values = ", ".join(_number(v) for v in spec["values"])
+        wrapped = textwrap.fill(values, 96, subsequent_indent="    ", break_long_words=False,
+                                break_on_hyphens=False)
+        expr = f"torch.tensor([{wrapped}], dtype={dtype}).reshape({tuple(spec['shape'])!r})"
+        if spec.get("requires_grad"):
+            expr += ".requires_grad_(True)"
+        return expr, False
+    if kind == "module":
+        return f"Scaled({spec['weight']!r})", True
+    if kind in ("list", "tuple"):
+        parts = [_expr(s) for s in spec["items"]]
+        inner = ", ".join(p for p, _ in parts)
+        uses = any(u for _, u in parts)
+        if kind == "tuple":
+            return f"({inner}{',' if len(parts) == 1 else ''})", uses
+        return f"[{inner}]", uses
+    if kind == "dict":
+        parts = {k: _expr(s) for k, s in spec["items"].items()}
+        inner = ", ".join(f"{k!r}: {p}" for k, (p, _) in parts.items())
+        return "{" + inner + "}", any(u for _, u in parts.values())
+    if kind == "value":
+        return spec["repr"], False
+    return "None", False  # an opaque object (a user's module...): not recordable
+
+
+def _number(v) -> str:
+    if isinstance(v, str):
+        return f"float({v!r})"
+    return repr(v)
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_")[:80]

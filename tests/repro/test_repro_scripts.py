@@ -1,0 +1,193 @@
+"""``--repro DIR``: every failure becomes a standalone plain-PyTorch script that shows the same
+numbers. Each planted bug below stands for one family of findings; its script is run in a fresh
+interpreter that cannot import gradsmith, and must end with REPRODUCED (and, for gradient
+mismatches, print the finding's own analytic and numerical values)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gradsmith.cli import main as cli_main
+
+BUGS = '''
+import torch
+from torch.autograd import Function
+
+
+class WrongGrad(Function):            # first order
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * x * g
+
+
+class DetachedBackward(Function):     # second order
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.detach().cos()
+
+
+class NanSecondOrder(Function):       # second order, NaN (the torch.where trap)
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        unused = torch.where(x > 100, torch.sqrt(x - 200), torch.zeros_like(x))
+        return g * (2 * x + unused)
+
+
+class MutatesInput(Function):         # mutation
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class ViewsFlat(Function):            # non-contiguous
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return (2 * g.view(-1)).view_as(g) + 0 * ctx.saved_tensors[0]
+
+
+class TooManyGrads(Function):         # structure
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g, g
+
+
+class CrashesInBackward(Function):    # crash
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g @ x.t() @ x @ x
+
+
+class CountsCalls(Function):          # nondeterministic backward
+    calls = [0]
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        CountsCalls.calls[0] += 1
+        return g * 2 * (1 + 1e-3 * (CountsCalls.calls[0] % 2))
+'''
+
+EXPECTED = {
+    "WrongGrad": "gradient-mismatch",
+    "DetachedBackward": "double-backward-mismatch",
+    "NanSecondOrder": "nan-double-backward",
+    "MutatesInput": "input-mutated",
+    "ViewsFlat": "noncontiguous-mismatch",
+    "TooManyGrads": "wrong-grad-count",
+    "CrashesInBackward": "backward-error",
+    "CountsCalls": "nondeterministic-backward",
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repro")
+    source = root / "bugs.py"
+    source.write_text(textwrap.dedent(BUGS))
+    out = root / "scripts"
+    report = root / "report.json"
+    argv = ["check", str(source), "--no-isolate", "--repro", str(out), "--format", "json"]
+    old = sys.stdout
+    with open(report, "w") as handle:
+        sys.stdout = handle
+        try:
+            code = cli_main(argv)
+        finally:
+            sys.stdout = old
+    doc = json.loads(report.read_text())
+    return code, doc, out
+
+
+def _run_script(path):
+    # -I: isolated mode (no user site, no PYTHONPATH); gradsmith is blocked explicitly so an
+    # accidental import fails loudly even where it is installed.
+    blocker = (f"import sys, runpy; sys.modules['gradsmith'] = None; sys.argv = [{str(path)!r}]; "
+               f"runpy.run_path({str(path)!r}, run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_every_failing_row_carries_seed_and_exact_inputs(run):
+    code, doc, _ = run
+    assert code == 1
+    for r in doc["results"]:
+        assert r["verdict"] == "fail", r["name"]
+        assert r["repro"]["seed"] == 0
+        spec = r["repro"]["sets"][0]["args"][0]
+        assert spec["type"] == "tensor" and len(spec["values"]) == 12
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_family_reproduces_with_plain_pytorch(run, name):
+    _, doc, out = run
+    row = next(r for r in doc["results"] if r["name"].endswith("::" + name))
+    codes = {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"}
+    assert EXPECTED[name] in codes, (name, codes)
+    scripts = sorted(out.glob(f"*{name}__{EXPECTED[name]}*.py"))
+    assert scripts, sorted(p.name for p in out.iterdir())
+    text = scripts[0].read_text()
+    assert "import gradsmith" not in text and "from gradsmith" not in text
+    done = _run_script(scripts[0])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "REPRODUCED" in done.stdout
+    finding = next(f for f in row["report"]["findings"] if f["code"] == EXPECTED[name])
+    for element in finding["details"].get("elements", [])[:3]:
+        if isinstance(element, list):
+            _, analytic, numerical = element
+            # the same numbers as the finding, printed by the script itself
+            assert f"analytic {analytic:.6g}, numerical {numerical:.6g}" in done.stdout
+
+
+def test_repro_must_be_a_directory(tmp_path, capsys):
+    target = tmp_path / "file.txt"
+    target.write_text("")
+    assert cli_main(["check", "gradsmith.examples", "--repro", str(target)]) == 2
+    assert "--repro" in capsys.readouterr().err
