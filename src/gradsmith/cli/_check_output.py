@@ -92,7 +92,7 @@ class Output:
         table = Table(title="gradsmith check", title_justify="left")
         table.add_column("Function", overflow="fold")
         table.add_column("Verdict", no_wrap=True)
-        table.add_column("Inputs", overflow="fold", max_width=30)
+        table.add_column("Inputs", overflow="fold", max_width=30 if self.tty else None)
         table.add_column("Time", justify="right", no_wrap=True)
         # piped: one line per row (greppable); on a terminal the list wraps within the cell
         table.add_column("Checks run", overflow="fold", max_width=34 if self.tty else None)
