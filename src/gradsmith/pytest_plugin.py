@@ -1,11 +1,15 @@
 """pytest plugin: ``pytest --gradsmith PATH`` turns every Function found in PATH into a test.
 
 Installed with gradsmith (entry point ``pytest11: gradsmith``) and inert unless ``--gradsmith``
-is given. PATH takes the same targets as ``gradsmith check`` (file, directory, dotted module,
+(or the ``gradsmith_targets`` ini option) is given. PATH takes the same targets as ``gradsmith check`` (file, directory, dotted module,
 ``file.py::Name``) and may be repeated. Each Function or registered function becomes one item
 per registered example (or one item on synthesised inputs); a failing item shows the
 verifier's report, and a Function without usable inputs is skipped with the fix. Items run in
 the pytest process (no isolation), and ``-k`` selects them like any test.
+
+ini options (``[tool.pytest.ini_options]``, validated: an unknown ``gradsmith_*`` key is a
+usage error naming the valid ones): ``gradsmith_targets`` (used when ``--gradsmith`` is not
+given) and ``gradsmith_approximate``; ``-o name=value`` overrides either.
 """
 
 from __future__ import annotations
@@ -15,29 +19,77 @@ import pytest
 from gradsmith._errors import GradsmithUsageError
 
 
+# ini options ([tool.pytest.ini_options] or pytest.ini); `-o name=value` overrides them
+_INI = {
+    "gradsmith_targets": ("args", [], "targets checked as test items when --gradsmith is not "
+                                     "given (files, directories, dotted modules, "
+                                     "file.py::Name; paths relative to the ini file)"),
+    "gradsmith_approximate": ("bool", False, "measure gradient quality instead of judging, "
+                                             "like gradsmith check --approximate"),
+}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gradsmith", "gradsmith: verify custom autograd Functions")
     group.addoption("--gradsmith", action="append", default=[], metavar="PATH",
                     help="check the autograd Functions in PATH (file, directory, dotted module "
-                         "or file.py::Name) as test items; repeatable")
+                         "or file.py::Name) as test items; repeatable; replaces the "
+                         "gradsmith_targets ini option")
+    for name, (kind, default, help_text) in _INI.items():
+        parser.addini(name, help_text, type=kind, default=default)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    targets = config.getoption("gradsmith")
+    targets, approximate = _settings(config)
     if not targets:
         return
     from gradsmith._requires import TorchMissingError, require_torch
 
     try:
-        require_torch("--gradsmith")
+        require_torch("--gradsmith" if config.getoption("gradsmith") else "gradsmith_targets")
     except TorchMissingError as exc:
         raise pytest.UsageError(str(exc)) from None
     from gradsmith.discovery import resolve_targets
 
+    config._gradsmith_options = {"approximate": True} if approximate else {}
     try:
         config._gradsmith_sources = resolve_targets(targets, cwd=config.invocation_params.dir)
     except GradsmithUsageError as exc:
         raise pytest.UsageError(f"--gradsmith: {exc}") from None
+
+
+def _settings(config: pytest.Config) -> tuple[list[str], bool]:
+    """Targets and approximate from the command line and the validated ini options.
+
+    ``--gradsmith`` wins over ``gradsmith_targets``; ini paths are relative to the ini file.
+    """
+    unknown = sorted(k for k in _unknown_ini_keys(config) if k.startswith("gradsmith"))
+    if unknown:
+        raise pytest.UsageError(
+            f"unknown ini option {unknown[0]!r} for the gradsmith plugin; valid options: "
+            f"{', '.join(sorted(_INI))}")
+    try:
+        approximate = bool(config.getini("gradsmith_approximate"))
+    except (ValueError, pytest.UsageError) as exc:  # pytest >= 9 raises UsageError
+        raise pytest.UsageError(
+            f"ini option gradsmith_approximate must be true or false ({exc}); e.g. "
+            "gradsmith_approximate = true") from None
+    targets = config.getoption("gradsmith")
+    if targets:
+        return targets, approximate
+    targets = [t for t in config.getini("gradsmith_targets") if t]
+    if targets and config.inipath is not None:
+        from gradsmith._config import resolve_relative
+
+        targets = resolve_relative(targets, config.inipath.parent, config.invocation_params.dir)
+    return targets, approximate
+
+
+def _unknown_ini_keys(config: pytest.Config) -> set[str]:
+    try:
+        return set(config._get_unknown_ini_keys())  # pytest >= 6; no public equivalent
+    except AttributeError:  # a future pytest without it: pytest's own warning remains
+        return set()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k / -m deselection, so those apply to our items too
@@ -97,7 +149,8 @@ class GradsmithItem(pytest.Item):
     def runtest(self) -> None:
         from gradsmith.isolation.tasks import check_candidate
 
-        result = check_candidate(self.candidate, self.example_index, {})
+        result = check_candidate(self.candidate, self.example_index,
+                                 getattr(self.config, "_gradsmith_options", {}))
         if result["verdict"] == "skip":  # reported at the user's class (reportinfo), not here
             raise pytest.skip.Exception(result["reason"], _use_item_location=True)
         if result["verdict"] == "fail":

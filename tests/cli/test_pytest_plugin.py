@@ -160,3 +160,40 @@ def test_xdist_gives_the_same_items_and_verdicts_as_a_serial_run(pytester, user_
         "NeedsMode": "skipped"}
     assert _outcomes(pytester.path / "parallel.xml") == serial_outcomes
     parallel.stdout.fnmatch_lines(["*2 workers*"])
+
+
+def test_ini_targets_run_without_the_flag_and_the_flag_replaces_them(pytester, user_file):
+    (pytester.path / "sub").mkdir()
+    user_file.rename(pytester.path / "sub" / "my_ops.py")
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ngradsmith_targets = ["sub/my_ops.py"]\n')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    only = pytester.runpytest_inprocess("--gradsmith", "sub/my_ops.py::Cube",
+                                        "-p", "no:cacheprovider")
+    only.assert_outcomes(passed=1)
+
+
+def test_ini_approximate_and_its_command_line_override(pytester, user_file):
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ngradsmith_approximate = true\n')
+    measured = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad",
+                                            "-p", "no:cacheprovider")
+    measured.assert_outcomes(passed=2)  # a 2x gradient is measured, not judged
+    judged = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad",
+                                          "-o", "gradsmith_approximate=false",
+                                          "-p", "no:cacheprovider")
+    judged.assert_outcomes(failed=2)
+
+
+@pytest.mark.parametrize("ini, words", [
+    ("gradsmith_target = ['my_ops.py']",
+     ["unknown ini option 'gradsmith_target'",
+      "valid options: gradsmith_approximate, gradsmith_targets"]),
+    ("gradsmith_approximate = 'maybe'",
+     ["gradsmith_approximate must be true or false", "maybe"]),
+])
+def test_bad_ini_options_are_usage_errors(pytester, user_file, ini, words):
+    pytester.makepyprojecttoml(f"[tool.pytest.ini_options]\n{ini}\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    for w in words:
+        result.stderr.fnmatch_lines([f"*{w}*"])

@@ -10,9 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from gradsmith._config import apply_check_config
 from gradsmith._errors import GradsmithError
-
-_DEFAULT_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,25 +19,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "targets", nargs="*", metavar="TARGET",
         help="file, directory, dotted module, or file.py::Name / module::Name "
-             "(default: the embedded examples and the op catalog)")
+             "(default: targets in [tool.gradsmith.check], else the embedded examples and "
+             "the op catalog)")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text table (default) or a JSON document on stdout")
     parser.add_argument("--html", metavar="FILE",
                         help="write a self-contained HTML report with Jacobian heatmaps of "
                              "gradient mismatches (needs: pip install 'gradsmith[html]')")
-    parser.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="S",
-                        help=f"seconds allowed per Function and example (default "
-                             f"{_DEFAULT_TIMEOUT:g}); a hang becomes a failed row")
+    # Options that [tool.gradsmith.check] may set default to None here: gradsmith._config
+    # fills what the command line left unset (command line > pyproject > built-in default).
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="seconds allowed per Function and example (default 30); a hang "
+                             "becomes a failed row")
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="worker processes (default: number of CPUs, at most 4)")
-    parser.add_argument("--no-isolate", action="store_true",
+    parser.add_argument("--no-isolate", dest="no_isolate", action="store_const", const=True,
+                        default=None,
                         help="run user code in this process: faster start, but a crash or hang "
                              "takes the run down and --timeout is not enforced")
+    parser.add_argument("--isolate", dest="no_isolate", action="store_const", const=False,
+                        help="run user code in worker processes (the default; overrides "
+                             "isolate = false in pyproject)")
     parser.add_argument("-k", dest="pattern", metavar="PATTERN",
                         help="only check names containing PATTERN (globs * ? allowed)")
-    parser.add_argument("--approximate", action="store_true",
+    parser.add_argument("--approximate", action="store_const", const=True, default=None,
                         help="measure gradient quality (relative error, cosine) instead of "
                              "judging: for wrappers of external code")
+    parser.add_argument("--no-approximate", dest="approximate", action="store_const",
+                        const=False, help="judge exactly (overrides approximate = true in "
+                                          "pyproject)")
+    parser.add_argument("--config", metavar="PYPROJECT",
+                        help="pyproject.toml with a [tool.gradsmith.check] table (default: the "
+                             "nearest one at or above the working directory)")
     parser.add_argument("--repro", metavar="DIR",
                         help="write one standalone plain-PyTorch script per failure into DIR "
                              "(exact inputs and seed; prints the same numbers, no gradsmith "
@@ -54,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True, highlight=False)
     try:
+        apply_check_config(args)
         _validate(args)
         sources = _sources(args.targets)
     except GradsmithError as exc:
