@@ -18,7 +18,6 @@ import pytest
 
 from gradsmith._errors import GradsmithUsageError
 
-
 # ini options ([tool.pytest.ini_options] or pytest.ini); `-o name=value` overrides them
 _INI = {
     "gradsmith_targets": ("args", [], "targets checked as test items when --gradsmith is not "
