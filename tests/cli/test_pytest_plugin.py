@@ -177,11 +177,15 @@ def test_ini_approximate_and_its_command_line_override(pytester, user_file):
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ngradsmith_approximate = true\n')
     measured = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad",
                                             "-p", "no:cacheprovider")
-    measured.assert_outcomes(passed=2)  # a 2x gradient is measured, not judged
+    measured.assert_outcomes(failed=2)  # a 2x gradient is poor quality, measured
+    assert "gradient-quality" in measured.stdout.str()
+    assert "gradient-mismatch" not in measured.stdout.str()
     judged = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad",
                                           "-o", "gradsmith_approximate=false",
                                           "-p", "no:cacheprovider")
     judged.assert_outcomes(failed=2)
+    assert "gradient-mismatch" in judged.stdout.str()
+    assert "gradient-quality" not in judged.stdout.str()
 
 
 @pytest.mark.parametrize("ini, words", [
