@@ -38,3 +38,12 @@ def test_cross_module_base_is_resolved_only_with_its_module():
     together = lint(FIXTURES / "crossmod", config=False)
     assert not alone
     assert {f.code for f in together} >= {"GS101", "GS111", "GS112"}
+
+
+def test_messages_are_one_short_line():
+    """flake8/ruff style: the why and the fix live in docs/lint.md and --explain."""
+    findings = [f for unit in UNITS for f in lint(unit, config=False)]
+    assert len(findings) > 50
+    for f in findings:
+        assert "\n" not in f.message and len(f.message) <= 100, (f.code, f.message)
+        assert " Fix: " not in f.message

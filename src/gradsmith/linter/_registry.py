@@ -31,6 +31,8 @@ class Rule:
         good: The corrected example.
         autofix: Whether ``--fix`` can repair it.
         scope: ``"function"``, ``"module"`` or ``"engine"`` (reported by the engine itself).
+        brief: The head of each finding's one-line message (the why and the fix are in
+            docs/lint.md and ``gradsmith lint --explain CODE``).
     """
 
     code: str
@@ -43,11 +45,22 @@ class Rule:
     good: str
     autofix: bool = False
     scope: str = "function"
+    brief: str = ""
 
     def message(self, detail: str = "") -> str:
-        """The finding message: summary (with detail), why, and what to do."""
-        head = f"{self.summary}: {detail}" if detail else self.summary
-        return f"{head}. {self.why} Fix: {self.fix}"
+        """The one-line finding message: brief and detail, at most :data:`MESSAGE_LIMIT` chars.
+
+        Example:
+            >>> Rule("GS999", "x", "error", "s", "w", "f", "b", "g", brief="bad").message("`x`")
+            'bad: `x`'
+        """
+        head = self.brief or self.summary
+        text = " ".join(f"{head}: {detail}".split()) if detail else head
+        return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+
+
+#: Longest finding message (flake8/ruff users expect one short line).
+MESSAGE_LIMIT = 100
 
 
 RULES: dict[str, Rule] = {}

@@ -29,6 +29,7 @@ GS111 = Rule(
     bad=_FN + "y = Fn()(torch.ones(2))  # GS111\n",
     good=_FN + "y = Fn.apply(torch.ones(2))\n",
     autofix=True, scope="module",
+    brief="Function called directly, not via .apply",
 )
 GS112 = Rule(
     "GS112", "apply-keywords", "error",
@@ -43,6 +44,7 @@ GS112 = Rule(
     "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
     "y = Fn.apply(torch.ones(2), 3.0)\n",
     scope="module",
+    brief="keyword arguments passed to .apply",
 )
 GS113 = Rule(
     "GS113", "not-staticmethod", "error",
@@ -55,6 +57,7 @@ GS113 = Rule(
     good=_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
     autofix=True,
+    brief="not a @staticmethod",
 )
 GS114 = Rule(
     "GS114", "forward-ctx-with-setup-context", "error",
@@ -68,6 +71,7 @@ GS114 = Rule(
     good=_H + "    @staticmethod\n    def forward(x):\n        return x * 2\n\n"
     "    @staticmethod\n    def setup_context(ctx, inputs, output):\n        pass\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+    brief="forward takes ctx beside setup_context",
 )
 
 _CTX_USES = ("save_for_backward", "mark_dirty", "mark_non_differentiable", "set_materialize_grads",

@@ -22,6 +22,7 @@ GS108 = Rule(
     + "        return g * ctx.k  # GS108\n",
     good=_H + "    def forward(ctx, x, k):\n        ctx.k = k\n        return x * k\n" + _B
     + "        return g * ctx.k, None\n",
+    brief="wrong number of gradients returned",
 )
 GS209 = Rule(
     "GS209", "backward-return-optional", "warning",
@@ -34,6 +35,7 @@ GS209 = Rule(
     "        return x * scale\n" + _B + "        return g * ctx.scale  # GS209\n",
     good=_H + "    def forward(ctx, x, scale=2.0):\n        ctx.scale = scale\n"
     "        return x * scale\n" + _B + "        return g * ctx.scale, None\n",
+    brief="too few gradients when optional inputs are passed",
 )
 GS109 = Rule(
     "GS109", "backward-missing-return", "error",
@@ -45,6 +47,7 @@ GS109 = Rule(
     "    def backward(ctx, g):  # GS109\n        if g is not None:\n            return g * 2\n",
     good=_H + "    def forward(ctx, x):\n        return x * 2\n" + _B
     + "        if g is not None:\n            return g * 2\n        return None\n",
+    brief="backward can end without a return",
 )
 GS110 = Rule(
     "GS110", "backward-arity", "error",
@@ -56,6 +59,7 @@ GS110 = Rule(
     "    def backward(ctx, g):  # GS110\n        return g * 2\n",
     good=_H + "    def forward(ctx, x):\n        return x * 2, x * 3\n\n    @staticmethod\n"
     "    def backward(ctx, g2, g3):\n        return g2 * 2 + g3 * 3\n",
+    brief="backward's gradient parameters do not match the outputs",
 )
 GS116 = Rule(
     "GS116", "needs-input-grad-index", "error",
@@ -69,6 +73,7 @@ GS116 = Rule(
     good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n"
     + _B + "        x, w = ctx.saved_tensors\n        gx = g @ w.t() if ctx.needs_input_grad[0] else None\n"
     "        gw = x.t() @ g if ctx.needs_input_grad[1] else None\n        return gx, gw\n",
+    brief="needs_input_grad index out of range",
 )
 GS118 = Rule(
     "GS118", "setup-context-signature", "error",
@@ -87,6 +92,7 @@ GS118 = Rule(
     "    def setup_context(ctx, inputs, output):\n        x, w = inputs\n"
     "        ctx.save_for_backward(x)\n" + _B + "        (x,) = ctx.saved_tensors\n"
     "        return None, g * x\n",
+    brief="setup_context does not match forward",
 )
 
 

@@ -22,6 +22,7 @@ GS104 = Rule(
     "        return out\n" + _B + "        return g * ctx.out\n",
     good=_H + "    def forward(ctx, x):\n        out = x.exp()\n        ctx.save_for_backward(out)\n"
     "        return out\n" + _B + "        (out,) = ctx.saved_tensors\n        return g * out\n",
+    brief="output kept on ctx (a reference-cycle leak)",
 )
 GS213 = Rule(
     "GS213", "ctx-attr-input", "warning",
@@ -35,6 +36,7 @@ GS213 = Rule(
     + "        return g @ ctx.w.t(), None\n",
     good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(w)\n        return x @ w\n"
     + _B + "        (w,) = ctx.saved_tensors\n        return g @ w.t(), None\n",
+    brief="input tensor kept on ctx",
 )
 GS205 = Rule(
     "GS205", "ctx-attr-tensor", "warning",
@@ -47,6 +49,7 @@ GS205 = Rule(
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x > 0)\n"
     "        return x.clamp(min=0)\n" + _B + "        (mask,) = ctx.saved_tensors\n"
     "        return g * mask\n",
+    brief="computed tensor kept on ctx",
 )
 GS105 = Rule(
     "GS105", "save-non-tensor", "error",
@@ -58,6 +61,7 @@ GS105 = Rule(
     "        return g.flip(dim).cumsum(dim).flip(dim), None\n",
     good=_H + "    def forward(ctx, x, dim):\n        ctx.dim = dim\n        return x.cumsum(dim)\n"
     + _B + "        d = ctx.dim\n        return g.flip(d).cumsum(d).flip(d), None\n",
+    brief="non-tensor passed to save_for_backward",
 )
 GS106 = Rule(
     "GS106", "save-twice", "warning",
@@ -70,6 +74,7 @@ GS106 = Rule(
     + "        x, b = ctx.saved_tensors\n        return g * b, g * x\n",
     good=_H + "    def forward(ctx, x, b):\n        ctx.save_for_backward(x, b)\n        return x * b\n"
     + _B + "        x, b = ctx.saved_tensors\n        return g * b, g * x\n",
+    brief="save_for_backward called twice on one path",
 )
 GS107 = Rule(
     "GS107", "saved-tensors-in-forward", "error",
@@ -80,6 +85,7 @@ GS107 = Rule(
     "        (y,) = ctx.saved_tensors  # GS107\n        return y * 2\n" + _B + "        return g * 2\n",
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * 2\n"
     + _B + "        return g * 2\n",
+    brief="ctx.saved_tensors read in forward",
 )
 GS119 = Rule(
     "GS119", "saved-tensors-unpack", "error",
@@ -90,6 +96,7 @@ GS119 = Rule(
     + _B + "        (x,) = ctx.saved_tensors  # GS119\n        return g, g * x\n",
     good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x * w\n"
     + _B + "        x, w = ctx.saved_tensors\n        return g * w, g * x\n",
+    brief="saved_tensors unpacked into the wrong count",
 )
 GS304 = Rule(
     "GS304", "saved-never-used", "info",
@@ -99,6 +106,7 @@ GS304 = Rule(
     bad=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)  # GS304\n"
     "        return x * 3\n" + _B + "        return g * 3\n",
     good=_H + "    def forward(ctx, x):\n        return x * 3\n" + _B + "        return g * 3\n",
+    brief="saved tensors never read",
 )
 
 
@@ -175,7 +183,7 @@ def check_ctx_storage(facts: Facts, report) -> None:
                 elif attr_of(node, flow.ctx, "saved_tensors", "saved_variables") and isinstance(
                     node.ctx, ast.Load
                 ):
-                    report("GS107", src, node, f"`{src.segment(node)}` in {method.name}")
+                    report("GS107", src, node, f"`{short(src.segment(node))}` in {method.name}")
 
         facts.walk(method, visit)
         ctx = facts.ctx_of(method)
@@ -238,11 +246,11 @@ def _saved_arg(report, src, flow: Flow, arg) -> None:
         return
     if isinstance(arg, ast.Constant):
         if arg.value is not None:
-            report("GS105", src, arg, f"literal `{src.segment(arg)}`")
+            report("GS105", src, arg, f"literal `{short(src.segment(arg))}`")
         return
     val = flow.eval(arg)
     if val.tensor is False and "saved" not in val.origins:
-        report("GS105", src, arg, f"`{src.segment(arg)}` is not a tensor")
+        report("GS105", src, arg, f"`{short(src.segment(arg))}` is not a tensor")
 
 
 @checker(GS119, GS304)

@@ -11,7 +11,14 @@ from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
-from gradsmith.linter.rules._common import attr_of, last_name, nodes, once_differentiable, own
+from gradsmith.linter.rules._common import (
+    attr_of,
+    last_name,
+    nodes,
+    once_differentiable,
+    own,
+    short,
+)
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -29,6 +36,7 @@ GS201 = Rule(
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * 2\n"
     + _B + "        return g * 2\n",
     autofix=True,
+    brief="`.data` in a Function",
 )
 GS202 = Rule(
     "GS202", "saved-variables", "warning",
@@ -40,6 +48,7 @@ GS202 = Rule(
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n"
     + _B + "        (x,) = ctx.saved_tensors\n        return 2 * x * g\n",
     autofix=True,
+    brief="deprecated ctx.saved_variables",
 )
 GS203 = Rule(
     "GS203", "detach-in-backward", "warning",
@@ -52,6 +61,7 @@ GS203 = Rule(
     + _B + "        (x,) = ctx.saved_tensors\n        return 2 * x.detach() * g  # GS203\n",
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n"
     + _B + "        (x,) = ctx.saved_tensors\n        return 2 * x * g\n",
+    brief="`.detach()` in a differentiable backward",
 )
 GS204 = Rule(
     "GS204", "no-grad-in-backward", "warning",
@@ -66,6 +76,7 @@ GS204 = Rule(
     good=_OD + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n"
     "\n    @staticmethod\n    @once_differentiable\n    def backward(ctx, g):\n"
     "        (x,) = ctx.saved_tensors\n        with torch.no_grad():\n            return 2 * x * g\n",
+    brief="no-grad block in a differentiable backward",
 )
 GS206 = Rule(
     "GS206", "returns-input-view", "info",
@@ -77,6 +88,7 @@ GS206 = Rule(
     + "        return g\n",
     good=_H + "    def forward(ctx, x):\n        return x.reshape(-1).clone()\n" + _B
     + "        return g\n",
+    brief="forward returns an input or a view of it",
 )
 GS207 = Rule(
     "GS207", "numpy-in-backward", "warning",
@@ -88,6 +100,7 @@ GS207 = Rule(
     + "        return torch.from_numpy(g.numpy() * 2)  # GS207\n",
     good=_OD + "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
     "    @once_differentiable\n    def backward(ctx, g):\n        return torch.from_numpy(g.numpy() * 2)\n",
+    brief="`.numpy()` in a differentiable backward",
 )
 GS210 = Rule(
     "GS210", "legacy-constructor", "warning",
@@ -99,6 +112,7 @@ GS210 = Rule(
     bad=_H + "    def forward(ctx, x):\n        out = torch.Tensor(x.shape)  # GS210\n"
     "        out.copy_(x)\n        return out\n" + _B + "        return g\n",
     good=_H + "    def forward(ctx, x):\n        return x.clone()\n" + _B + "        return g\n",
+    brief="legacy tensor constructor",
 )
 GS211 = Rule(
     "GS211", "alloc-without-dtype", "warning",
@@ -110,6 +124,7 @@ GS211 = Rule(
     + "        return torch.zeros(ctx.shape) + g  # GS211\n",
     good=_H + "    def forward(ctx, x):\n        ctx.shape = x.shape\n        return x.sum()\n" + _B
     + "        return g.expand(ctx.shape).clone()\n",
+    brief="allocation without dtype",
 )
 
 
@@ -182,6 +197,7 @@ GS305 = Rule(
     + "        (x,) = ctx.saved_tensors\n        return g * x * 2\n",
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x.square()\n"
     + _B + "        (x,) = ctx.saved_tensors\n        return g * x * 2\n",
+    brief="host round-trip in forward",
 )
 GS212 = Rule(
     "GS212", "missing-backward", "warning",
@@ -194,6 +210,7 @@ GS212 = Rule(
     "    def forward(ctx, x):\n        return x * 2\n",
     good=_H.replace("class Fn", "class Fn") + "    def forward(ctx, x):\n        return x * 2\n"
     + _B + "        return g * 2\n",
+    brief="forward without backward",
 )
 
 
@@ -257,7 +274,7 @@ def check_hygiene(facts: Facts, report) -> None:
             if isinstance(node, ast.Attribute):
                 if node.attr == "data" and not (isinstance(node.value, ast.Name) and node.value.id == ctx):
                     if not isinstance(node.ctx, ast.Store):
-                        report("GS201", src, node, f"`{src.segment(node)}`",
+                        report("GS201", src, node, f"`{short(src.segment(node))}`",
                                _data_fix(src, node, parents, mutated))
                 elif attr_of(node, ctx, "saved_variables"):
                     line, col = src.end(node)
@@ -276,17 +293,17 @@ def check_hygiene(facts: Facts, report) -> None:
                 if method.name == "forward" and name in ("numpy", "tolist", "item") and isinstance(
                     node.func, ast.Attribute
                 ) and not qual and not node.args:
-                    report("GS305", src, node, f"`{src.segment(node)}`")
+                    report("GS305", src, node, f"`{short(src.segment(node))}`")
                 if not in_backward or lax:
                     continue
                 if name in ("detach", "detach_") and isinstance(node.func, ast.Attribute):
-                    report("GS203", src, node, f"`{src.segment(node)}`")
+                    report("GS203", src, node, f"`{short(src.segment(node))}`")
                 elif name == "numpy" and isinstance(node.func, ast.Attribute) and not qual:
-                    report("GS207", src, node, f"`{src.segment(node)}`")
+                    report("GS207", src, node, f"`{short(src.segment(node))}`")
             elif isinstance(node, (ast.With, ast.AsyncWith)) and in_backward and not lax:
                 for item in node.items:
                     if _no_grad(item.context_expr, resolve):
-                        report("GS204", src, item.context_expr, f"`{src.segment(item.context_expr)}`")
+                        report("GS204", src, item.context_expr, f"`{short(src.segment(item.context_expr))}`")
         if in_backward and not lax and any(_no_grad(d, resolve) for d in method.node.decorator_list):
             report("GS204", src, method.node, "decorated with a no-grad context")
 
@@ -322,6 +339,6 @@ def check_returned_alias(facts: Facts, report) -> None:
                     value, ast.Starred
                 ):
                     report("GS206", method.source, value,
-                           f"`{method.source.segment(value)}` aliases input `{sorted(names)[0]}`")
+                           f"`{short(method.source.segment(value))}` aliases input `{sorted(names)[0]}`")
 
         facts.walk(method, visit)

@@ -11,7 +11,7 @@ from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow, Val
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import own
+from gradsmith.linter.rules._common import own, short
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -27,6 +27,7 @@ GS101 = Rule(
     good=_IMPORT + "class Relu(torch.autograd.Function):\n    @staticmethod\n"
     "    def forward(ctx, x):\n        out = x.clone()\n        out[out < 0] = 0\n"
     "        return out\n\n    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+    brief="input modified in place without ctx.mark_dirty",
 )
 GS102 = Rule(
     "GS102", "inplace-grad-output", "error",
@@ -43,6 +44,7 @@ GS102 = Rule(
     "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
     "    def backward(ctx, grad_output):\n        return grad_output * 2\n",
     autofix=True,
+    brief="grad_output modified in place",
 )
 GS103 = Rule(
     "GS103", "inplace-saved", "error",
@@ -58,6 +60,7 @@ GS103 = Rule(
     "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
     "        return g * 2 * x\n",
+    brief="saved tensor modified in place",
 )
 GS115 = Rule(
     "GS115", "mark-dirty-non-input", "error",
@@ -72,6 +75,7 @@ GS115 = Rule(
     good=_IMPORT + "class AddOne(torch.autograd.Function):\n    @staticmethod\n"
     "    def forward(ctx, x):\n        x.add_(1)\n        ctx.mark_dirty(x)\n        return x\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+    brief="mark_dirty on a tensor that is not an input",
 )
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -162,14 +166,14 @@ def check_inplace(facts: Facts, report) -> None:
                         val = flow.eval(arg)
                         if val.tensor and not val.origins and not isinstance(arg, ast.Starred):
                             report("GS115", method.source, arg,
-                                   f"`{method.source.segment(arg)}` is computed in forward")
+                                   f"`{short(method.source.segment(arg))}` is computed in forward")
 
         facts.walk(method, visit)
     for method in own(facts, "backward", "vjp"):
         def visit_b(stmt, flow: Flow, method=method):
             for node, target, what, _proven in mutations(stmt, flow):
                 val = flow.eval(target)
-                label = method.source.segment(target) or "tensor"
+                label = short(method.source.segment(target)) or "tensor"
                 if "grad" in val.origins:
                     fix = ()
                     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) \

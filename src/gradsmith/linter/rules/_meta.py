@@ -11,6 +11,7 @@ define(Rule(
     bad="def f(:\n    pass\n",
     good="def f():\n    pass\n",
     scope="engine",
+    brief="syntax error",
 ))
 define(Rule(
     "GS002", "undecodable-file", "error", "The file cannot be read or decoded",
@@ -19,6 +20,7 @@ define(Rule(
     bad="# the bytes b'x = \"\\xff\"' saved without a coding cookie\n",
     good="x = 'ÿ'  # saved as UTF-8\n",
     scope="engine",
+    brief="cannot read or decode the file",
 ))
 define(Rule(
     "GS003", "internal-error", "warning", "A lint rule crashed on this code",
@@ -28,4 +30,5 @@ define(Rule(
     bad="# (no user code triggers this on purpose)\n",
     good="# (no user code triggers this on purpose)\n",
     scope="engine",
+    brief="internal error in a rule",
 ))

@@ -8,7 +8,7 @@ from gradsmith.linter import _tensors as T
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
-from gradsmith.linter.rules._common import attr_of, last_name, nodes, own
+from gradsmith.linter.rules._common import attr_of, last_name, nodes, own, short
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS301 = Rule(
@@ -24,6 +24,7 @@ GS301 = Rule(
     "    @staticmethod\n    def backward(ctx, g):\n        x, w = ctx.saved_tensors\n"
     "        gx = g @ w.t() if ctx.needs_input_grad[0] else None\n"
     "        gw = x.t() @ g if ctx.needs_input_grad[1] else None\n        return gx, gw\n",
+    brief="gradients computed without needs_input_grad",
 )
 GS302 = Rule(
     "GS302", "reimplements-builtin", "info",
@@ -36,6 +37,7 @@ GS302 = Rule(
     "        ctx.save_for_backward(y)\n        return y\n\n    @staticmethod\n"
     "    def backward(ctx, g):\n        (y,) = ctx.saved_tensors\n        return g * y * (1 - y)\n",
     good="import torch\n\n\ndef sigmoid(x):\n    return torch.sigmoid(x)\n",
+    brief="re-implements a builtin",
 )
 GS303 = Rule(
     "GS303", "host-sync-in-backward", "info",
@@ -49,6 +51,7 @@ GS303 = Rule(
     "        m = x.max().item()  # GS303\n        return g * m\n",
     good=_H + "    def forward(ctx, x):\n        ctx.m = x.max().item()\n        return x * ctx.m\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.m\n",
+    brief="host sync in backward",
 )
 
 #: Single builtin ops -> numeric literals their standard gradient formula may contain.
@@ -83,7 +86,7 @@ def check_backward_cost(facts: Facts, report) -> None:
         for node in nodes(method):
             if isinstance(node, ast.Call) and last_name(node.func) in ("item", "tolist", "cpu") \
                     and isinstance(node.func, ast.Attribute) and not node.args:
-                report("GS303", src, node, f"`{src.segment(node)}`")
+                report("GS303", src, node, f"`{short(src.segment(node))}`")
         if inputs is None or len(inputs[0]) < 2 and not inputs[2]:
             continue
         if any(isinstance(n, ast.Attribute) and n.attr == "needs_input_grad" for n in nodes(method)):
@@ -110,7 +113,7 @@ def check_backward_cost(facts: Facts, report) -> None:
         if len(expensive) >= 2:
             for line in sorted({n.lineno for n in expensive}):
                 node = min((n for n in expensive if n.lineno == line), key=lambda n: n.col_offset)
-                report("GS301", src, node, f"`{src.segment(node)}` runs even when its input "
+                report("GS301", src, node, f"`{short(src.segment(node))}` runs even when its input "
                        "needs no gradient")
 
 

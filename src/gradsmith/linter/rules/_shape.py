@@ -21,6 +21,7 @@ GS120 = Rule(
     "    def backward(ctx, grad_output):\n        return grad_output  # GS120\n",
     good=_H + "    def forward(ctx, x):\n        ctx.shape = x.shape\n        return x.sum()\n\n"
     "    @staticmethod\n    def backward(ctx, grad_output):\n        return grad_output.expand(ctx.shape)\n",
+    brief="scalar gradient for an input reduced to a scalar",
 )
 _REDUCTIONS = {"sum", "mean", "norm", "prod", "amax", "amin", "logsumexp", "nansum", "nanmean"}
 
