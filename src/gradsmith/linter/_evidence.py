@@ -57,13 +57,26 @@ def index_like(name: str) -> bool:
     return any(part in _INDEX_PARTS for part in name.lower().split("_"))
 
 
+#: Annotation names that are certainly not tensors (tensor subclasses are user classes).
+_NOT_TENSOR_TYPES = frozenset(
+    """int float bool str bytes complex None NoneType Optional Union List list Tuple tuple
+    Dict dict Set set Sequence Iterable Callable ProcessGroup dtype device Stream Event
+    Literal typing torch dist distributed cuda""".split()
+)
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _annotation(arg: ast.arg) -> bool | None:
-    text = ast.unparse(arg.annotation)
-    if re.search(r"\b(List|list|Tuple|tuple|Sequence|Iterable|Dict|dict)\b", text):
-        return False
-    if "Tensor" in text or "Parameter" in text:
-        return True
-    return False
+    """True for ``Tensor`` / ``Optional[Tensor]``, False for builtins, process groups and
+    containers, None for unions with other types and for user classes (tensor subclasses)."""
+    words = set(_WORDS.findall(ast.unparse(arg.annotation)))
+    tensorish = {w for w in words if w.endswith("Tensor") or w == "Parameter"}
+    rest = words - tensorish - {"torch", "nn", "Optional", "None", "typing"}
+    if tensorish:
+        if rest & {"List", "list", "Tuple", "tuple", "Sequence", "Iterable", "Dict", "dict"}:
+            return False  # a container of tensors is not a tensor
+        return True if not rest - {"Union"} else None
+    return False if words <= _NOT_TENSOR_TYPES else None
 
 
 def _isinstance_target(node: ast.Call) -> tuple[str, bool] | None:
@@ -79,14 +92,15 @@ def evidence(method: Method, names: list[str], ctx: str | None,
              resolve=None, returned: bool = True) -> dict[str, bool | None]:
     """Is each name a tensor? True/False with evidence from ``method``, None if unknown.
 
-    Strong evidence against (a non-tensor annotation, use as ``group=``, ``.rank()``, being
-    called, an ``isinstance`` test against other types) beats uses as a tensor, which beat
-    weak evidence against (a non-None constant default, ``int(x)``, a hyper-parameter name).
+    Strong evidence against (a builtin or process-group annotation, use as ``group=``,
+    ``.rank()``, being called) beats ambiguity (a union annotation, a user class that may be a
+    tensor subclass, an ``isinstance`` test), which beats uses as a tensor, which beat weak
+    evidence against (a non-None constant default, ``int(x)``, a hyper-parameter name).
     ``returned``: whether being returned by forward counts as evidence (not when asking
     whether a returned value is a tensor).
     """
     found: dict[str, bool | None] = dict.fromkeys(names)
-    strong_false, weak_false = set(), set()
+    strong_false, weak_false, ambiguous = set(), set(), set()
     args = method.node.args
     positional = [*args.posonlyargs, *args.args]
     for arg in [*positional, *args.kwonlyargs]:
@@ -94,6 +108,8 @@ def evidence(method: Method, names: list[str], ctx: str | None,
             verdict = _annotation(arg)
             if verdict is False:
                 strong_false.add(arg.arg)
+            elif verdict is None:
+                ambiguous.add(arg.arg)
             else:
                 found[arg.arg] = True
     defaults = zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
@@ -126,22 +142,25 @@ def evidence(method: Method, names: list[str], ctx: str | None,
             for value in values:
                 mark(value)  # forward outputs are tensors
         elif isinstance(node, ast.Call):
-            _call_evidence(node, found, strong_false, weak_false, ctx, resolve, mark)
+            _call_evidence(node, found, strong_false, weak_false, ambiguous, ctx, resolve, mark)
     for name in names:
         if name in strong_false:
             found[name] = False
+        elif name in ambiguous:
+            found[name] = None
         elif found[name] is None and (name in weak_false or name in HYPERPARAMS):
             found[name] = False
     return found
 
 
-def _call_evidence(node: ast.Call, found, strong_false, weak_false, ctx, resolve, mark) -> None:
+def _call_evidence(node: ast.Call, found, strong_false, weak_false, ambiguous, ctx, resolve,
+                   mark) -> None:
     func = node.func
     if isinstance(func, ast.Name) and func.id in found:
         strong_false.add(func.id)  # called: a function or module
     guard = _isinstance_target(node)
-    if guard is not None and guard[0] in found and not guard[1]:
-        strong_false.add(guard[0])
+    if guard is not None and guard[0] in found:
+        ambiguous.add(guard[0])  # tested against a type: it may be either
     for kw in node.keywords:
         if kw.arg in _NON_TENSOR_KW and isinstance(kw.value, ast.Name) and kw.value.id in found:
             strong_false.add(kw.value.id)

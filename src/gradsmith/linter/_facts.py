@@ -132,7 +132,50 @@ class Facts:
         """A fresh :class:`Flow` positioned at the start of ``method``."""
         flow = Flow(self.ctx_of(method), self.resolver(method))
         flow.env = self.initial_env(method)
+        if method.name in ("backward", "vjp", "jvp"):
+            flow.saved = self.saved_elements
         return flow
+
+    @cached_property
+    def saved_elements(self) -> tuple[Val, ...] | None:
+        """What backward unpacks from ``ctx.saved_tensors`` when forward saves exactly once.
+
+        Each element's origin is ``saved`` for inputs, outputs and anything else, and
+        ``saved:fresh`` for intermediates computed in forward and not returned (modifying
+        those in backward corrupts nothing the caller holds).
+        """
+        calls = []
+        for name in ("forward", "setup_context"):
+            method = self.method(name)
+            if method is None:
+                continue
+            returned = {n.id for r in walk_shallow(method.node) if isinstance(r, ast.Return)
+                        for n in (_elements(r.value) or [r.value]) if isinstance(n, ast.Name)}
+
+            def visit(stmt, flow, method=method, returned=returned):
+                for node in statement_nodes(stmt):
+                    if is_ctx_call(node, flow.ctx, "save_for_backward"):
+                        calls.append([_saved_kind(flow, a, returned) for a in node.args])
+
+            self.walk(method, visit)
+        if len(calls) != 1 or None in calls[0]:
+            return None
+        return tuple(Val(frozenset({kind}), True, single=True) for kind in calls[0])
+
+    @cached_property
+    def none_gradients(self) -> set[str]:
+        """Forward inputs whose gradient is a literal None in every return of backward."""
+        bwd, inputs = self.method("backward"), self.inputs
+        if bwd is None or inputs is None:
+            return set()
+        rets = [_elements(n.value) for n in walk_shallow(bwd.node) if isinstance(n, ast.Return)]
+        if not rets or any(r is None for r in rets):
+            return set()
+        return {
+            name for i, name in enumerate(inputs[0])
+            if all(i < len(r) and isinstance(r[i], ast.Constant) and r[i].value is None
+                   for r in rets)
+        }
 
     def walk(self, method: Method, visit) -> Flow:
         """Run the data flow over ``method``'s body, calling ``visit(stmt, flow)``."""
@@ -177,6 +220,32 @@ class Facts:
                 ctx = self.ctx_of(method)
                 calls += [n for n in walk_shallow(method.node) if is_ctx_call(n, ctx, "save_for_backward")]
         return calls
+
+
+def _elements(expr: ast.expr | None) -> list[ast.expr] | None:
+    """Items of a returned tuple display, also ``(None, None) + (g,)``; None if unknown."""
+    if isinstance(expr, ast.Tuple):
+        return None if any(isinstance(e, ast.Starred) for e in expr.elts) else list(expr.elts)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        left, right = _elements(expr.left), _elements(expr.right)
+        if left is not None and right is not None:
+            return left + right
+        if left is not None:  # (None, None) + Fn.apply(...): the known leading items
+            return left
+    return None
+
+
+def _saved_kind(flow: Flow, arg: ast.expr, returned: set[str]) -> str | None:
+    if isinstance(arg, ast.Starred):
+        return None
+    val = flow.eval(arg)
+    if any(o.startswith("input:") or o == "output" for o in val.origins):
+        return "saved"
+    if isinstance(arg, ast.Name) and arg.id in returned:
+        return "saved"
+    if isinstance(arg, ast.Constant):
+        return "saved:fresh"
+    return "saved:fresh" if not val.origins else "saved"
 
 
 def statement_nodes(stmt: ast.stmt):

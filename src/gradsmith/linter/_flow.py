@@ -77,6 +77,8 @@ class Flow:
     ctx: str | None
     torchish: Callable[[list[str]], str | None]
     env: dict[str, Val] = field(default_factory=dict)
+    #: What ``ctx.saved_tensors`` unpacks to, position by position, when forward saves once.
+    saved: tuple[Val, ...] | None = None
 
     depth: int = 0
 
@@ -120,7 +122,7 @@ class Flow:
     def _eval_Attribute(self, node: ast.Attribute) -> Val:
         if isinstance(node.value, ast.Name) and node.value.id == self.ctx:
             if node.attr in ("saved_tensors", "saved_variables"):
-                return Val(frozenset({"saved"}), tensor=False)
+                return Val(frozenset({"saved"}), tensor=False, elements=self.saved)
             return UNKNOWN
         base = self.eval(node.value)
         if node.attr in T.VIEW_ATTRS:

@@ -7,6 +7,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _hygiene,
     _inplace,
     _meta,
+    _needs_grad,
     _perf,
     _shape,
 )

@@ -10,8 +10,9 @@ from gradsmith.linter import _tensors as T
 from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow, Val
+from gradsmith.linter._helpers import COLLECTIVES, HelperEdits, Helpers
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import own, short
+from gradsmith.linter.rules._common import nodes, own, short
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -78,6 +79,10 @@ GS115 = Rule(
     brief="mark_dirty on a tensor that is not an input",
 )
 
+#: Modules of the in-place collectives (``_functional_collectives`` ones return new tensors).
+_C10D = frozenset({"torch.distributed", "torch.distributed.distributed_c10d"})
+#: Where ``out=`` is an output buffer (for other kernels it may name an input).
+_OUT_MODULES = frozenset(T.TENSOR_MODULES | {"torch.linalg"})
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
         ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
         ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
@@ -92,8 +97,12 @@ def _root(expr: ast.expr) -> ast.expr:
     return expr
 
 
-def mutations(stmt: ast.stmt, flow: Flow) -> Iterator[tuple[ast.AST, ast.expr, str, bool]]:
-    """In-place writes done by ``stmt``: (node, mutated expr, description, proves-tensor)."""
+def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
+              ) -> Iterator[tuple[ast.AST, ast.expr, str, bool]]:
+    """In-place writes done by ``stmt``: (node, mutated expr, description, proves-tensor).
+
+    ``helpers`` maps a call to the arguments a same-module helper edits in place.
+    """
     for node in statement_nodes(stmt):
         if not isinstance(node, ast.Call):
             continue
@@ -105,8 +114,17 @@ def mutations(stmt: ast.stmt, flow: Flow) -> Iterator[tuple[ast.AST, ast.expr, s
                 yield node, func.value, f"`.{func.attr}()`", True
             elif node.args:
                 yield node, node.args[0], f"`{'.'.join(parts)}()`", True
+        elif qual and qual.rpartition(".")[0] in _C10D and parts[-1] in COLLECTIVES:
+            tensor = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg in ("tensor", "output", "output_tensor")),
+                None)
+            if tensor is not None and not isinstance(tensor, ast.Starred):
+                yield node, tensor, f"`{parts[-1]}()` (in place)", True
+        elif helpers is not None and qual is None:
+            for arg, what, proven in helpers(node):
+                yield node, arg, what, proven
         for kw in node.keywords:
-            if kw.arg == "out":
+            if kw.arg == "out" and qual is not None and qual.rpartition(".")[0] in _OUT_MODULES:
                 yield node, kw.value, "`out=`", True
             elif kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
                 if node.args:
@@ -143,12 +161,16 @@ def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...
 @checker(GS101, GS102, GS103, GS115)
 def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
+    buffers = facts.none_gradients  # state updated in place, never differentiated
+    helpers = Helpers(facts.fc.source, facts.fc.node, facts.resolver(facts.method("forward")
+                      or facts.method("backward")), mutations).edits if (
+        facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
         def visit(stmt, flow: Flow, method=method):
-            for node, target, what, proven in mutations(stmt, flow):
+            for node, target, what, proven in mutations(stmt, flow, helpers):
                 val: Val = flow.eval(target)
                 names = sorted(o[6:] for o in val.origins if o.startswith("input:")
-                               and not _STATS.match(o[6:]))
+                               and not _STATS.match(o[6:]) and o[6:] not in buffers)
                 if not names or dirty_unknown:
                     continue
                 if not (proven or val.tensor):
@@ -170,8 +192,11 @@ def check_inplace(facts: Facts, report) -> None:
 
         facts.walk(method, visit)
     for method in own(facts, "backward", "vjp"):
-        def visit_b(stmt, flow: Flow, method=method):
-            for node, target, what, _proven in mutations(stmt, flow):
+        opt_in = any(isinstance(n, ast.Name) and n.id == "inplace" or isinstance(
+            n, ast.Attribute) and n.attr == "inplace" for n in nodes(method))
+
+        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in):
+            for node, target, what, _proven in mutations(stmt, flow, helpers):
                 val = flow.eval(target)
                 label = short(method.source.segment(target)) or "tensor"
                 if "grad" in val.origins:
@@ -181,7 +206,7 @@ def check_inplace(facts: Facts, report) -> None:
                         fix = _augassign_fix(facts, method, stmt)
                     report("GS102", method.source, node,
                            f"{what} on `{label}`", fix)
-                elif "saved" in val.origins:
+                elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
                     report("GS103", method.source, node,
                            f"{what} on `{label}`")
 

@@ -1,31 +1,15 @@
-"""GS301-GS303: work a Function does for nothing."""
+"""GS302, GS303: work a Function does for nothing (GS301 is in _needs_grad)."""
 
 from __future__ import annotations
 
 import ast
 
-from gradsmith.linter import _tensors as T
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import attr_of, last_name, nodes, own, short
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
-GS301 = Rule(
-    "GS301", "needs-input-grad", "info",
-    "backward computes several expensive gradients without checking ctx.needs_input_grad",
-    "Gradients of inputs that do not require grad (frozen weights, data) are computed and "
-    "thrown away.",
-    "guard each with `if ctx.needs_input_grad[i]:` and return None otherwise.",
-    bad=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        x, w = ctx.saved_tensors\n"
-    "        return g @ w.t(), x.t() @ g  # GS301\n",
-    good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x, w)\n        return x @ w\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        x, w = ctx.saved_tensors\n"
-    "        gx = g @ w.t() if ctx.needs_input_grad[0] else None\n"
-    "        gw = x.t() @ g if ctx.needs_input_grad[1] else None\n        return gx, gw\n",
-    brief="gradients computed without needs_input_grad",
-)
 GS302 = Rule(
     "GS302", "reimplements-builtin", "info",
     "The Function re-implements a single differentiable builtin with its standard gradient",
@@ -78,43 +62,14 @@ def _is_guard(test: ast.expr, guards: set[str]) -> bool:
     )
 
 
-@checker(GS301, GS303)
-def check_backward_cost(facts: Facts, report) -> None:
-    inputs = facts.inputs
+@checker(GS303)
+def check_host_sync(facts: Facts, report) -> None:
     for method in own(facts, "backward"):
         src = method.source
         for node in nodes(method):
             if isinstance(node, ast.Call) and last_name(node.func) in ("item", "tolist", "cpu") \
                     and isinstance(node.func, ast.Attribute) and not node.args:
                 report("GS303", src, node, f"`{short(src.segment(node))}`")
-        if inputs is None or len(inputs[0]) < 2 and not inputs[2]:
-            continue
-        if any(isinstance(n, ast.Attribute) and n.attr == "needs_input_grad" for n in nodes(method)):
-            continue
-        if any(isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == facts.ctx_of(method)
-                                               for a in n.args) for n in nodes(method)):
-            continue  # a helper receives ctx and may check needs_input_grad itself
-        several = any(
-            isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and sum(
-                not (isinstance(e, ast.Constant) and e.value is None) for e in n.value.elts
-            ) >= 2
-            for n in nodes(method)
-        )
-        if not several:
-            continue  # at most one gradient is computed: nothing to skip
-        resolve = facts.resolver(method)
-        expensive = [
-            n for n in nodes(method)
-            if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
-            or (isinstance(n, ast.Call) and last_name(n.func) in T.EXPENSIVE)
-            or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)  # a user helper
-                and n.func.id not in _BUILTINS and resolve([n.func.id]) is None)
-        ]
-        if len(expensive) >= 2:
-            for line in sorted({n.lineno for n in expensive}):
-                node = min((n for n in expensive if n.lineno == line), key=lambda n: n.col_offset)
-                report("GS301", src, node, f"`{short(src.segment(node))}` runs even when its input "
-                       "needs no gradient")
 
 
 def _single_op(expr: ast.expr, inputs: set[str], resolve, operands=None) -> str | None:

@@ -1,0 +1,107 @@
+"""In-place edits done by helpers: functions of the same module and methods of the class.
+
+``backward`` often calls ``_reduce(grad_output)`` where ``_reduce`` does
+``dist.all_reduce(x)`` (or ``x.mul_(...)``). Each helper gets a summary, once: which of its
+parameters it modifies in place (following helpers it calls, a few levels deep). A call
+passing a tensor in such a position is then an in-place edit of that tensor.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from gradsmith.linter._flow import Flow, Val
+from gradsmith.linter._source import SourceFile
+from gradsmith.linter._walk import run
+
+_MAX_DEPTH = 3
+#: torch.distributed collectives that write into their first tensor argument.
+COLLECTIVES = frozenset(
+    """all_reduce broadcast reduce all_gather_into_tensor reduce_scatter_tensor
+    all_to_all_single all_reduce_coalesced recv irecv _all_gather_base _reduce_scatter_base""".split()
+)
+
+
+class Helpers:
+    """Summaries of the helpers visible from one Function class.
+
+    Args:
+        source: The module the Function is defined in.
+        cls: The Function's class (its own methods are helpers too).
+        resolve: Qualifier of dotted names to torch names (see ``Facts.resolver``).
+        mutations: ``mutations(stmt, flow, helpers)`` from the in-place rules.
+    """
+
+    def __init__(self, source: SourceFile, cls: ast.ClassDef, resolve, mutations) -> None:
+        self.functions = {s.name: s for s in source.tree.body
+                          if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.methods = {s.name: s for s in cls.body
+                        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.cls_name = cls.name
+        self.resolve = resolve
+        self.mutations = mutations
+        self._summary: dict[int, dict[int, bool]] = {}
+        self._busy: set[int] = set()
+
+    def target(self, call: ast.Call) -> tuple[ast.FunctionDef, int] | None:
+        """The helper ``call`` runs and how many leading parameters are bound (self/cls)."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return self.functions[func.id], 0
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id in ("self", "cls", self.cls_name) and func.attr in self.methods:
+            node = self.methods[func.attr]
+            if func.attr in ("forward", "backward", "setup_context", "jvp", "vjp"):
+                return None
+            decorators = {getattr(d, "id", None) for d in node.decorator_list}
+            bound = 0 if "staticmethod" in decorators else 1
+            return node, bound
+        return None
+
+    def edits(self, call: ast.Call, depth: int = 0) -> list[tuple[ast.expr, str, bool]]:
+        """(argument, description, proven tensor) for each argument ``call`` edits in place."""
+        found = self.target(call)
+        if found is None or depth > _MAX_DEPTH:
+            return []
+        node, bound = found
+        summary = self.summary(node, depth)
+        out = []
+        for index, proven in summary.items():
+            pos = index - bound
+            if 0 <= pos < len(call.args) and not isinstance(call.args[pos], ast.Starred):
+                out.append((call.args[pos], f"`{node.name}()` (in place)", proven))
+        return out
+
+    def summary(self, node: ast.FunctionDef, depth: int = 0) -> dict[int, bool]:
+        """Parameter index -> whether it is proven a tensor, for parameters edited in place."""
+        key = id(node)
+        if key in self._summary:
+            return self._summary[key]
+        if key in self._busy:
+            return {}
+        self._busy.add(key)
+        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        flow = Flow(None, self.resolve)
+        flow.env = {p: Val(frozenset({f"input:{p}"}), None) for p in params}
+        result: dict[int, bool] = {}
+
+        def nested(call: ast.Call):
+            return self.edits(call, depth + 1)
+
+        def visit(stmt, flow: Flow) -> None:
+            for _node, target, _what, proven in self.mutations(stmt, flow, nested):
+                val = flow.eval(target)
+                for origin in val.origins:
+                    if origin.startswith("input:") and origin[6:] in params:
+                        index = params.index(origin[6:])
+                        result[index] = result.get(index, False) or proven or bool(val.tensor)
+
+        run(flow, node.body, visit)
+        self._busy.discard(key)
+        self._summary[key] = result
+        return result
+
+
+HelperEdits = Callable[[ast.Call], list[tuple[ast.expr, str, bool]]]
+__all__ = ["COLLECTIVES", "HelperEdits", "Helpers"]
