@@ -8,11 +8,13 @@ from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import attr_of, last_name, nodes, own, short
+from gradsmith.linter.rules._composite import composite_op
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS302 = Rule(
     "GS302", "reimplements-builtin", "info",
-    "The Function re-implements a single differentiable builtin with its standard gradient",
+    "The Function re-implements a differentiable builtin (one call, or its formula written "
+    "out, such as GELU's tanh form, softplus or logsumexp) with its standard gradient",
     "PyTorch's own op is faster, supports double backward, vmap, compile and mixed "
     "precision, and is already correct.",
     "call the builtin (e.g. `torch.sigmoid(x)`) and let autograd differentiate it.",
@@ -213,6 +215,7 @@ def check_builtin(facts: Facts, report) -> None:
     operands: set[str] = set()
     op = _body_op(fwd, set(facts.inputs[0]), facts.ctx_of(fwd), facts.resolver(fwd), operands)
     if op is None:
+        _check_composite(facts, fwd, bwd, report)
         return
     allowed = _BUILTIN.get(op) or next(a for a, s in _BINOPS.values() if s == op)
     if any(is_ctx_call(n, facts.ctx_of(bwd), "mark_non_differentiable") for n in nodes(bwd)):
@@ -232,3 +235,17 @@ def check_builtin(facts: Facts, report) -> None:
             return  # deliberately blocks the gradient of an operand
     if _literals_ok(bwd, allowed | {0.0, 1.0}):
         report("GS302", facts.fc.source, facts.fc.node, f"forward is just `{op}`")
+
+
+def _check_composite(facts: Facts, fwd, bwd, report) -> None:
+    """A builtin written out as its formula (GELU's tanh form, softplus, logsumexp...)."""
+    name = composite_op(fwd, set(facts.inputs[0]), facts.ctx_of(fwd))
+    if name is None:
+        return
+    ctx = facts.ctx_of(bwd)
+    for node in nodes(bwd):
+        if isinstance(node, ast.Call) and last_name(node.func) in _CUSTOM:
+            return  # a deliberately different gradient (clipped, straight-through...)
+        if is_ctx_call(node, ctx, "mark_non_differentiable"):
+            return
+    report("GS302", facts.fc.source, facts.fc.node, f"forward writes out `{name}`")
