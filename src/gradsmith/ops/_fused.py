@@ -14,6 +14,7 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops import _fused_native as _native
 from gradsmith.ops._bitmask import pack_mask, unpack_mask
 from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._validate import check_broadcastable, check_floating
@@ -134,6 +135,8 @@ class _FusedAddReLUFn(torch.autograd.Function):
 
     @staticmethod
     def forward(x, y):
+        if x.shape == y.shape and _native.usable(x, y):
+            return _native.add_relu(x, y)
         return torch.relu(x + y)
 
     @staticmethod
@@ -142,12 +145,20 @@ class _FusedAddReLUFn(torch.autograd.Function):
         ctx.shapes = (x.shape, y.shape)
         ctx.dtypes = (x.dtype, y.dtype)
         ctx.out_shape = output.shape
-        ctx.save_for_backward(pack_mask(output > 0))
+        if _native.usable(output):
+            ctx.save_for_backward(_native.pack_positive(output))
+        else:
+            # ~(y <= 0), not y > 0: a NaN passes its gradient, as in torch.relu's backward
+            ctx.save_for_backward(pack_mask(~(output <= 0)))
 
     @staticmethod
     def backward(ctx, grad):
         (packed,) = ctx.saved_tensors
-        g = grad * unpack_mask(packed, ctx.out_shape)
+        if grad.shape == ctx.out_shape and not (torch.is_grad_enabled() and grad.requires_grad) \
+                and _native.usable(grad):
+            g = _native.relu_mask_backward(grad, packed, ctx.out_shape)
+        else:  # differentiable (double backward), broadcast, vmap, compile, other dtypes
+            g = torch.where(unpack_mask(packed, ctx.out_shape), grad, 0)
         out = []
         for i, (shape, dtype) in enumerate(zip(ctx.shapes, ctx.dtypes)):
             gi = None
