@@ -258,7 +258,7 @@ def _qkv():  # q (2, 4, 3), k/v (2, 5, .): L + S - 1 = 8
     ([0.0] * 8, r"rel_bias must be a torch.Tensor, got list"),
     (torch.zeros(8, dtype=torch.int64), r"rel_bias must be a floating-point tensor, got dtype "
                                         r"torch.int64"),
-    (torch.zeros(8, device="meta"), r"rel_bias must be on cpu like q, got meta; move it"),
+    (torch.zeros(8, device="meta"), r"rel_bias is on the meta device \(a shape without data\)"),
     (torch.zeros(9), r"rel_bias must have last dim L \+ S - 1 = 4 \+ 5 - 1 = 8 .* got shape "
                      r"\(9,\)"),
     (torch.zeros(5, 4), r"rel_bias must have last dim L \+ S - 1 = 4 \+ 5 - 1 = 8"),

@@ -171,7 +171,7 @@ _T = torch.ones(3)
     (lambda: fake_quantize_lsq(_T, 0.1, bits=17), r"bits must be an int in \[2, 16\], got 17"),
     (lambda: fake_quantize_lsq(_T, 0.1, bits=8.0), "bits must be an int, got float"),
     (lambda: fake_quantize_lsq(_T, 0.0), "scale must be > 0, got 0.0"),
-    (lambda: fake_quantize_lsq(_T, torch.tensor(-0.5)), "scale must be > 0, got -0.5"),
+    (lambda: fake_quantize_lsq(_T, torch.tensor(-0.5)), "scale must be a finite value > 0, got -0.5"),
     (lambda: fake_quantize_lsq(_T, torch.ones(2)), r"scale must hold one value .* got shape \(2,\)"),
     (lambda: fake_quantize_lsq(_T, torch.tensor(1)), "scale must be a floating-point tensor"),
     (lambda: fake_quantize_lsq(_T, 0.1, signed="yes"), "signed must be True or False"),

@@ -16,7 +16,7 @@ from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath, reduce_to, scalar_or_tensor
-from gradsmith.ops._validate import check_floating, check_number
+from gradsmith.ops._validate import check_devices, check_fits, check_floating, check_number
 
 
 class _SwishFn(torch.autograd.Function):
@@ -85,6 +85,9 @@ def swish(x: torch.Tensor, beta: float | torch.Tensor = 1.0) -> torch.Tensor:
     """
     check_floating("swish", "x", x)
     beta = scalar_or_tensor("swish", "beta", beta, x)
+    check_devices("swish", ("x", x), ("beta", beta))
+    if not isinstance(beta, torch.Tensor):
+        check_fits("swish", "beta", beta, x.dtype)
     return _SwishFn.apply(x, beta)
 
 
@@ -165,7 +168,9 @@ def scaled_sigmoid(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         tensor([1.0000, 1.7616])
     """
     check_floating("scaled_sigmoid", "x", x)
+    check_devices("scaled_sigmoid", ("x", x))
     scale = check_number("scaled_sigmoid", "scale", scale)
+    check_fits("scaled_sigmoid", "scale", scale, x.dtype)
     if scale == 0.0:
         raise GradsmithError(
             "scaled_sigmoid: scale must be non-zero, got 0.0 (the output would be identically "

@@ -207,11 +207,11 @@ def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropou
     """
     args.check_qkv(q, k, v)
     full = (*q.shape[:-2], q.shape[-2], k.shape[-2])
-    mask = args.check_mask(mask, full)
+    mask = args.check_mask(mask, full, q)
     bias = args.check_bias(bias, full, q.device)
     rel_bias = args.check_rel_bias(rel_bias, full, q.device)
     is_causal, scale, dropout_p, generator, offset = args.check_options(
-        is_causal, scale, dropout_p, generator, dropout_batch_offset, q.shape[-1])
+        is_causal, scale, dropout_p, generator, dropout_batch_offset, q.shape[-1], q.dtype)
     q, k, v = _autocast(q, k, v)
     seed = _draw_seed(generator, q.device) if dropout_p > 0 else None
     fused = rel_bias is None and use_fused(q, k, v, mask, bias, dropout_p)

@@ -12,6 +12,8 @@ import torch
 from gradsmith._errors import GradsmithError
 from gradsmith.ops._validate import (
     check_bool,
+    check_devices,
+    check_fits,
     check_floating,
     check_generator,
     check_int,
@@ -34,6 +36,7 @@ def check_qkv(q, k, v) -> None:
         if t.shape[-2] == 0:
             raise GradsmithError(f"{_FN}: {name} must have a non-empty length dim, got shape "
                                  f"{tuple(t.shape)}; skip the call for an empty sequence")
+    check_devices(_FN, ("q", q), ("k", k), ("v", v))
     if q.shape[-1] == 0:
         raise GradsmithError(f"{_FN}: q and k must have a non-empty feature dim (the default "
                              f"scale is 1/sqrt(d)), got q {tuple(q.shape)}; give each head at "
@@ -70,11 +73,12 @@ def _check_broadcast_to(name: str, t: torch.Tensor, full: tuple[int, ...]) -> No
             f"{tuple(t.shape)}; give it shape (L, S), (heads, L, S) or add size-1 dims")
 
 
-def check_mask(mask, full: tuple[int, ...]):
+def check_mask(mask, full: tuple[int, ...], q: torch.Tensor):
     """Boolean mask (True = keep), broadcastable to the scores without growing them."""
     if mask is None:
         return None
     check_tensor(_FN, "mask", mask)
+    check_devices(_FN, ("q", q), ("mask", mask))
     if mask.dtype != torch.bool:
         raise GradsmithError(
             f"{_FN}: mask must be a bool tensor (True = attend), got dtype {mask.dtype}; for an "
@@ -85,9 +89,8 @@ def check_mask(mask, full: tuple[int, ...]):
 
 def _check_floating_on(name: str, t, device: torch.device) -> None:
     check_floating(_FN, name, t)
-    if t.device != device:
-        raise GradsmithError(f"{_FN}: {name} must be on {device} like q, got {t.device}; move "
-                             f"it with {name}.to(q.device)")
+    if t.device.type == "meta" or t.device != device:
+        check_devices(_FN, ("q", torch.empty(0, device=device)), (name, t))
 
 
 def check_bias(bias, full: tuple[int, ...], device: torch.device):
@@ -123,10 +126,12 @@ def check_rel_bias(rel, full: tuple[int, ...], device: torch.device):
     return rel
 
 
-def check_options(is_causal, scale, dropout_p, generator, batch_offset, d: int):
+def check_options(is_causal, scale, dropout_p, generator, batch_offset, d: int,
+                  dtype: torch.dtype = torch.float64):
     """Return ``(is_causal, scale, dropout_p, generator, batch_offset)`` normalised."""
     check_bool(_FN, "is_causal", is_causal)
     scale = d ** -0.5 if scale is None else check_positive(_FN, "scale", scale)
+    check_fits(_FN, "scale", scale, dtype)
     dropout_p = check_number(_FN, "dropout_p", dropout_p)
     if not 0.0 <= dropout_p < 1.0:
         raise GradsmithError(

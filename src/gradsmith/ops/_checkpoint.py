@@ -23,7 +23,7 @@ from torch.utils.checkpoint import get_device_states, set_device_states
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
-from gradsmith.ops._validate import check_bool, check_int, check_tensor
+from gradsmith.ops._validate import check_bool, check_devices, check_int, check_tensor
 
 _FN = "checkpoint_sequential"
 
@@ -123,6 +123,18 @@ def _layers(layers) -> list:
     return items
 
 
+def _check_layer_devices(items, x: torch.Tensor) -> None:
+    """x on a real device, and every parameter and buffer of the layers on x's device."""
+    named = [("x", x)]
+    for i, layer in enumerate(items):
+        if isinstance(layer, torch.nn.Module):
+            named += [(f"layer {i} ({type(layer).__name__}) {kind} {name!r}", t)
+                      for kind, tensors in (("parameter", layer.named_parameters()),
+                                            ("buffer", layer.named_buffers()))
+                      for name, t in tensors]
+    check_devices(_FN, *named)
+
+
 @example(lambda: ([nn.Linear(3, 4).double(), nn.Tanh(), nn.Linear(4, 2).double()],
                   torch.randn(5, 3, dtype=torch.float64, requires_grad=True), 2), name="mlp")
 def checkpoint_sequential(layers, x, segments=1, preserve_rng_state=True):
@@ -156,6 +168,7 @@ def checkpoint_sequential(layers, x, segments=1, preserve_rng_state=True):
     """
     items = _layers(layers)
     check_tensor(_FN, "x", x)
+    _check_layer_devices(items, x)
     segments = check_int(_FN, "segments", segments, min_value=1, max_value=len(items),
                          hint="at most one segment per layer")
     check_bool(_FN, "preserve_rng_state", preserve_rng_state)

@@ -13,7 +13,13 @@ import torch
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._common import example_input as _x64
-from gradsmith.ops._validate import check_floating, check_number, check_positive
+from gradsmith.ops._validate import (
+    check_devices,
+    check_fits,
+    check_floating,
+    check_number,
+    check_positive,
+)
 
 
 def _sign_surrogate(x: torch.Tensor, clip: float | None = None) -> torch.Tensor:
@@ -73,8 +79,10 @@ def sign_ste(x: torch.Tensor, clip: float | None = None) -> torch.Tensor:
         Neurons for Conditional Computation", 2013. arXiv:1308.3432.
     """
     check_floating("sign_ste", "x", x)
+    check_devices("sign_ste", ("x", x))
     if clip is not None:
         clip = check_positive("sign_ste", "clip", clip)
+        check_fits("sign_ste", "clip", clip, x.dtype)
     return _SignSTEFn.apply(x, clip)
 
 
@@ -118,6 +126,7 @@ def round_ste(x: torch.Tensor) -> torch.Tensor:
         Bengio, Leonard & Courville, 2013. arXiv:1308.3432.
     """
     check_floating("round_ste", "x", x)
+    check_devices("round_ste", ("x", x))
     return _RoundSTEFn.apply(x)
 
 
@@ -168,7 +177,9 @@ def grad_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
         tensor([0.5000, 0.5000, 0.5000])
     """
     check_floating("grad_scale", "x", x)
+    check_devices("grad_scale", ("x", x))
     alpha = check_number("grad_scale", "alpha", alpha)
+    check_fits("grad_scale", "alpha", alpha, x.dtype)
     return _GradScaleFn.apply(x, alpha)
 
 
@@ -207,7 +218,9 @@ def grad_reverse(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         arXiv:1409.7495.
     """
     check_floating("grad_reverse", "x", x)
+    check_devices("grad_reverse", ("x", x))
     alpha = check_number("grad_reverse", "alpha", alpha)
+    check_fits("grad_reverse", "alpha", alpha, x.dtype)
     if alpha < 0:
         raise GradsmithError(
             f"grad_reverse: alpha must be >= 0, got {alpha}; the layer already negates the "

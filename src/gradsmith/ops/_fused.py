@@ -17,7 +17,7 @@ from gradsmith._example import example
 from gradsmith.ops import _fused_native as _native
 from gradsmith.ops._bitmask import pack_mask, unpack_mask
 from gradsmith.ops._common import example_input as _x64
-from gradsmith.ops._validate import check_broadcastable, check_floating
+from gradsmith.ops._validate import check_broadcastable, check_devices, check_floating
 
 
 class _FusedLinearReLUFn(torch.autograd.Function):
@@ -57,6 +57,9 @@ def _check_linear_args(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     fn = "fused_linear_relu"
     check_floating(fn, "x", x)
     check_floating(fn, "weight", weight)
+    if bias is not None:
+        check_floating(fn, "bias", bias)
+    check_devices(fn, ("x", x), ("weight", weight), ("bias", bias))
     if weight.dim() != 2:
         raise GradsmithError(
             f"{fn}: weight must be 2-d (out_features, in_features), got shape "
@@ -194,6 +197,7 @@ def fused_add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """
     check_floating("fused_add_relu", "x", x)
     check_floating("fused_add_relu", "y", y)
+    check_devices("fused_add_relu", ("x", x), ("y", y))
     check_broadcastable("fused_add_relu", "x", x, "y", y)
     return _FusedAddReLUFn.apply(x, y)
 

@@ -9,7 +9,9 @@ from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._validate import (
     check_bool,
+    check_devices,
     check_dim,
+    check_fits,
     check_floating,
     check_generator,
     check_positive,
@@ -134,10 +136,17 @@ def gumbel_softmax(logits: torch.Tensor, tau: float = 1.0, hard: bool = False, d
             "gumbel_softmax: logits must have at least 1 dimension (the categories), got a "
             "0-d tensor; pass e.g. logits.unsqueeze(0)"
         )
+    check_devices("gumbel_softmax", ("logits", logits))
     tau = check_positive("gumbel_softmax", "tau", tau)
+    check_fits("gumbel_softmax", "tau", tau, logits.dtype)
     hard = check_bool("gumbel_softmax", "hard", hard)
     dim = check_dim("gumbel_softmax", "dim", dim, logits.dim())
     generator = check_generator("gumbel_softmax", "generator", generator)
+    if generator is not None and generator.device.type != logits.device.type:
+        raise GradsmithError(
+            f"gumbel_softmax: generator is on {generator.device} but logits is on "
+            f"{logits.device}; create it on the logits' device: "
+            f"torch.Generator(device=logits.device)")
     gumbels = gumbel_noise(logits.detach(), generator)
     return _GumbelSoftmaxFn.apply(logits, gumbels, tau, hard, dim)
 

@@ -15,7 +15,13 @@ from torch import nn
 from gradsmith._example import example
 from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath, reduce_to, scalar_or_tensor
-from gradsmith.ops._validate import check_floating, check_nonnegative, check_positive
+from gradsmith.ops._validate import (
+    check_devices,
+    check_fits,
+    check_floating,
+    check_nonnegative,
+    check_positive,
+)
 
 
 class _ClippedReLUFn(torch.autograd.Function):
@@ -59,7 +65,9 @@ def clipped_relu(x: torch.Tensor, clip_val: float = 6.0) -> torch.Tensor:
         tensor([0., 2., 5., 6.])
     """
     check_floating("clipped_relu", "x", x)
+    check_devices("clipped_relu", ("x", x))
     clip_val = check_positive("clipped_relu", "clip_val", clip_val)
+    check_fits("clipped_relu", "clip_val", clip_val, x.dtype)
     return _ClippedReLUFn.apply(x, clip_val)
 
 
@@ -148,8 +156,10 @@ def soft_threshold(x: torch.Tensor, threshold: float | torch.Tensor) -> torch.Te
     """
     check_floating("soft_threshold", "x", x)
     threshold = scalar_or_tensor("soft_threshold", "threshold", threshold, x)
+    check_devices("soft_threshold", ("x", x), ("threshold", threshold))
     if not isinstance(threshold, torch.Tensor):
         threshold = check_nonnegative("soft_threshold", "threshold", threshold)
+        check_fits("soft_threshold", "threshold", threshold, x.dtype)
     return _SoftThresholdFn.apply(x, threshold)
 
 
@@ -236,7 +246,10 @@ def soft_round(x: torch.Tensor, alpha: float = 5.0) -> torch.Tensor:
         arXiv:2006.09952.
     """
     check_floating("soft_round", "x", x)
+    check_devices("soft_round", ("x", x))
     alpha = check_positive("soft_round", "alpha", alpha)
+    check_fits("soft_round", "alpha", alpha, x.dtype)
+    check_fits("soft_round", "alpha / 2", alpha / 2, x.dtype)
     return _SoftRoundFn.apply(x, alpha)
 
 

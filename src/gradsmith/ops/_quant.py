@@ -24,7 +24,14 @@ from torch.autograd.function import once_differentiable
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
-from gradsmith.ops._validate import check_bool, check_floating, check_int, check_positive
+from gradsmith.ops._validate import (
+    check_bool,
+    check_devices,
+    check_fits,
+    check_floating,
+    check_int,
+    check_positive,
+)
 
 _BITS_HINT = "8 bits is the usual choice for weights and activations"
 
@@ -123,19 +130,25 @@ def _is_concrete(value: torch.Tensor) -> bool:
 
 
 def _check_scalar_param(fn: str, name: str, value, x: torch.Tensor) -> torch.Tensor:
+    check_devices(fn, ("x", x))
     if not isinstance(value, torch.Tensor):
-        value = torch.tensor(check_positive(fn, name, value), dtype=x.dtype, device=x.device)
+        value = check_fits(fn, name, check_positive(fn, name, value), x.dtype)
+        value = torch.tensor(value, dtype=x.dtype, device=x.device)
     check_floating(fn, name, value)
+    check_devices(fn, ("x", x), (name, value))
     if value.numel() != 1:
         raise GradsmithError(
             f"{fn}: {name} must hold one value (per-tensor quantization), got shape "
             f"{tuple(value.shape)}; use one {type(value).__name__} per tensor"
         )
-    if _is_concrete(value) and not bool((value.detach() > 0).all()):
-        raise GradsmithError(
-            f"{fn}: {name} must be > 0, got {value.detach().reshape(()).item()}; initialise it "
-            f"with lsq_init_scale(x) (LSQ) or a positive clip value such as 10.0 (PACT)"
-        )
+    if _is_concrete(value):
+        number = float(value.detach().reshape(()).item())
+        if not number > 0 or not math.isfinite(number):
+            raise GradsmithError(
+                f"{fn}: {name} must be a finite value > 0, got {number}; initialise it with "
+                f"lsq_init_scale(x) (LSQ) or a positive clip value such as 10.0 (PACT)"
+            )
+        check_fits(fn, name, number, x.dtype)
     return value
 
 
@@ -223,6 +236,7 @@ def lsq_init_scale(x: torch.Tensor, bits: int = 8, signed: bool = True) -> torch
     """
     fn = "lsq_init_scale"
     check_floating(fn, "x", x)
+    check_devices(fn, ("x", x))
     _, qp = quant_range(check_int(fn, "bits", bits, min_value=2, max_value=16,
                      hint=_BITS_HINT),
                         check_bool(fn, "signed", signed))

@@ -14,7 +14,7 @@ from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._common import example_input as _x64
 from gradsmith.ops._common import opmath
-from gradsmith.ops._validate import check_bool, check_dim, check_floating
+from gradsmith.ops._validate import check_bool, check_devices, check_dim, check_floating
 
 
 class _LogSumExpFn(torch.autograd.Function):
@@ -77,6 +77,7 @@ def logsumexp(x: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) 
         tensor([100.6931])
     """
     check_floating("logsumexp", "x", x)
+    check_devices("logsumexp", ("x", x))
     dims = _normalise_dims(x, dim)
     keepdim = check_bool("logsumexp", "keepdim", keepdim)
     return _LogSumExpFn.apply(x, dims, keepdim)

@@ -27,7 +27,13 @@ from gradsmith.ops._isotonic import (
     isotonic_l2,
     native_lib,
 )
-from gradsmith.ops._validate import check_choice, check_floating, check_positive
+from gradsmith.ops._validate import (
+    check_choice,
+    check_devices,
+    check_fits,
+    check_floating,
+    check_positive,
+)
 
 __all__ = ["soft_rank", "soft_sort", "SoftRank", "SoftSort"]
 
@@ -170,13 +176,18 @@ class _SoftSortFn(torch.autograd.Function):
 
 def _validate(fn: str, x, regularization, regularization_strength) -> float:
     check_floating(fn, "x", x)
+    check_devices(fn, ("x", x))
     if x.dim() == 0:
         raise GradsmithError(
             f"{fn}: x must have at least 1 dimension (it works over the last one), got a 0-d "
             f"tensor; pass x.reshape(1, -1) or a batch of vectors"
         )
     check_choice(fn, "regularization", regularization, _REGULARIZATIONS)
-    return check_positive(fn, "regularization_strength", regularization_strength)
+    strength = check_positive(fn, "regularization_strength", regularization_strength)
+    # x / strength and the weights n / strength must stay finite and nonzero in x's dtype
+    check_fits(fn, "regularization_strength", strength, x.dtype)
+    check_fits(fn, "1 / regularization_strength", 1.0 / strength, x.dtype)
+    return strength
 
 
 def _widen(x: torch.Tensor) -> torch.Tensor:

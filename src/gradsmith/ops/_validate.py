@@ -19,6 +19,8 @@ from gradsmith._errors import GradsmithError
 
 __all__ = [
     "check_tensor",
+    "check_devices",
+    "check_fits",
     "check_floating",
     "check_same_shape",
     "check_broadcastable",
@@ -60,10 +62,79 @@ def check_floating(fn: str, name: str, value: Any) -> torch.Tensor:
         gradsmith._errors.GradsmithError: gelu: x must be a floating-point tensor, got dtype torch.int64; convert it with x.float() (or .double())
     """
     check_tensor(fn, name, value)
+    if value.is_complex():
+        raise GradsmithError(
+            f"{fn}: {name} must be a real floating-point tensor, got dtype {value.dtype}; "
+            f"complex inputs are not supported: pass {name}.real and {name}.imag separately "
+            f"(or {name}.abs())"
+        )
     if not value.is_floating_point():
         raise GradsmithError(
             f"{fn}: {name} must be a floating-point tensor, got dtype {value.dtype}; "
             f"convert it with {name}.float() (or .double())"
+        )
+    return value
+
+
+def check_devices(fn: str, *named: tuple[str, Any]) -> torch.device | None:
+    """Require real data on one device: no ``meta`` tensor, and every tensor on the same device.
+
+    Args:
+        fn: the public function's name.
+        *named: ``(name, value)`` pairs; values that are not tensors (``None``, numbers) are
+            skipped.
+
+    Returns:
+        The common device (``None`` when no tensor was given).
+
+    Example:
+        >>> check_devices("fused_add_relu", ("x", torch.ones(2)), ("y", torch.ones(2, device="meta")))
+        Traceback (most recent call last):
+        ...
+        gradsmith._errors.GradsmithError: fused_add_relu: y is on the meta device (a shape without data), got shape (2,); the op computes values, so give it real data on cpu or cuda (a meta-initialised model: module.to_empty(device='cpu'), then initialise its weights)
+    """
+    device, first = None, None
+    for name, value in named:
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.device.type == "meta":
+            raise GradsmithError(
+                f"{fn}: {name} is on the meta device (a shape without data), got shape "
+                f"{tuple(value.shape)}; the op computes values, so give it real data on cpu or "
+                f"cuda (a meta-initialised model: module.to_empty(device='cpu'), then "
+                f"initialise its weights)"
+            )
+        if device is None:
+            device, first = value.device, name
+        elif value.device != device:
+            raise GradsmithError(
+                f"{fn}: {first} is on {device} but {name} is on {value.device}; every tensor "
+                f"must be on one device: move it with {name}.to({first}.device)"
+            )
+    return device
+
+
+def check_fits(fn: str, name: str, value: float, dtype: torch.dtype) -> float:
+    """Require a number whose magnitude ``dtype`` holds as a normal value (or exactly 0).
+
+    A hyperparameter beyond the dtype's largest finite value becomes ``inf`` inside the op, and
+    one below its smallest normal value underflows to 0 (often a division by zero): both turn
+    the output into ``inf``/``nan``.
+
+    Example:
+        >>> check_fits("clipped_relu", "clip_val", 1e308, torch.float32)
+        Traceback (most recent call last):
+        ...
+        gradsmith._errors.GradsmithError: clipped_relu: clip_val = 1e+308 does not fit the input's dtype torch.float32 (normal magnitudes 1.18e-38 to 3.4e+38); choose a value in that range, or compute in float64
+    """
+    if not dtype.is_floating_point:
+        return value
+    info = torch.finfo(dtype)
+    if value != 0 and not info.tiny <= abs(value) <= info.max:
+        raise GradsmithError(
+            f"{fn}: {name} = {value:g} does not fit the input's dtype {dtype} (normal "
+            f"magnitudes {info.tiny:.3g} to {info.max:.3g}); choose a value in that range, or "
+            f"compute in float64"
         )
     return value
 
