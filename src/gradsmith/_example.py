@@ -23,8 +23,9 @@ class Example:
         make_args: zero-argument callable returning the positional args as the user would pass
             them (fresh tensors on every call, so a check can never see a mutated leftover).
         surrogate: differentiable function with the same signature whose autograd gradient the
-            backward must match (straight-through estimators and other intentional gradients).
-        options: extra keyword options for :func:`gradsmith.check` (tolerances, ``approximate``).
+            backward must match (straight-through estimators).
+        options: extra keyword options for :func:`gradsmith.check` (tolerances, ``approximate``,
+            ``intended``).
         name: label shown in reports; defaults to the index of the example.
         reference: what ``gradsmith bench`` times and measures this Function against: a
             callable with the same signature (typically the plain-PyTorch code the Function
@@ -37,8 +38,14 @@ class Example:
     name: str | None = None
     reference: Callable[..., Any] | None = None
 
+    @property
+    def intended(self) -> Callable[..., Any] | None:
+        """The declared intended backward (``intended=``), kept with the check options."""
+        return self.options.get("intended")
 
-def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str | None = None,
+
+def example(*args: Any, surrogate: Callable[..., Any] | None = None,
+            intended: Callable[..., Any] | None = None, name: str | None = None,
             reference: Callable[..., Any] | None = None, **options: Any) -> Callable[[Any], Any]:
     """Register example inputs on a ``torch.autograd.Function`` subclass or a function.
 
@@ -48,7 +55,14 @@ def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str |
 
     Args:
         *args: a factory ``() -> tuple`` or the literal positional arguments.
-        surrogate: differentiable reference whose gradient the backward must reproduce.
+        surrogate: for an estimator (straight-through round/sign/clamp): a differentiable
+            function of the forward's arguments whose autograd gradient the backward must
+            reproduce, e.g. ``lambda x: x`` for a straight-through round.
+        intended: for an intended modification that is the gradient of no function
+            (clipping, sparsification, noise, scaling, reversal): a function of the forward's
+            arguments followed by the incoming gradients, returning what backward must return
+            (one value per forward argument), e.g. ``lambda x, alpha, grad: (-alpha * grad,
+            None)`` for gradient reversal.
         name: label for reports.
         reference: the code this Function replaces, with the same signature, for
             ``gradsmith bench`` (default: the autograd of the Function's own forward).
@@ -58,7 +72,7 @@ def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str |
         A decorator that returns the object unchanged, with the example attached.
 
     Raises:
-        GradsmithError: if no arguments are given.
+        GradsmithError: if no arguments are given, or both ``surrogate`` and ``intended``.
 
     Example:
         >>> import gradsmith
@@ -84,6 +98,13 @@ def example(*args: Any, surrogate: Callable[..., Any] | None = None, name: str |
             f"example: reference must be a callable with the Function's signature, got "
             f"{type(reference).__name__}; e.g. reference=lambda x: torch.relu(x)"
         )
+    if surrogate is not None and intended is not None:
+        raise GradsmithError(
+            "example: got both surrogate= and intended=; declare one: surrogate= for an "
+            "estimator (backward is that function's gradient), intended= for a modification "
+            "that is the gradient of no function")
+    if intended is not None:
+        options["intended"] = intended  # travels with the check options, like approximate=
     ex = Example(make_args=make_args, surrogate=surrogate, options=dict(options), name=name,
                  reference=reference)
 

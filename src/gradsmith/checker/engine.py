@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
-from gradsmith.checker import approximate
+from gradsmith.checker import approximate, declared
 from gradsmith.checker.inputs import resolve_target
 from gradsmith.checker.report import Finding, Report
 from gradsmith.checker.session import (
@@ -46,7 +46,8 @@ _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "
             "exact_max", "name"}
 
 
-def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
+def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
+          **options: Any) -> Report:
     """Verify a custom autograd Function (or any differentiable callable) on example inputs.
 
     Args:
@@ -56,6 +57,9 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
         surrogate: for intentional custom gradients (straight-through estimators): a
             differentiable function with the same signature whose autograd gradient the
             backward must reproduce.
+        intended: for intended modifications that are the gradient of no forward (clipping,
+            sparsification, noise, scaling, reversal): ``intended(*args, *grad_outputs)``
+            returns what backward must return (one value per forward argument).
             With no ``args``, the examples registered with :func:`gradsmith.example` are
             used (all of them, findings merged into one report).
         **options: ``atol``/``rtol`` (first-order tolerances, default 1e-5/1e-3),
@@ -85,7 +89,8 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
         True
     """
     if not args:
-        return _check_registered(fn, surrogate, options)
+        return _check_registered(fn, surrogate, {**options, "intended": intended}
+                                 if intended is not None else options)
     start = time.perf_counter()
     opts, selected, name = _parse_options(options)
     target = resolve_target(fn, name)
@@ -96,7 +101,8 @@ def check(fn: Any, *args: Any, surrogate: Any = None, **options: Any) -> Report:
             f"{[type(a).__name__ for a in args]}); pass example inputs such as "
             f"`gradsmith.check({target.name}, torch.randn(4, 3, dtype=torch.float64))`")
     report = Report(name=target.name)
-    session = Session(subject, opts, report, surrogate)
+    declared.validate(target.name, surrogate, intended, opts)
+    session = Session(subject, opts, report, surrogate, intended)
     session.settings.atol, session.settings.rtol = opts.atol, opts.rtol
     session.settings.user_tolerance = opts.user_tolerance
     # Warnings from user code must not abort the check (e.g. under `-W error`); they are

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from gradsmith.checker import numerics, probe
+from gradsmith.checker import estimators, numerics, probe
 from gradsmith.checker.problem import Problem, index_str
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, backward_error
@@ -30,6 +30,7 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     s = session.settings
     vs = numerics.random_v(problem, s.n_v, gen)
     grads = analytic(problem, vs, check, session.function_cls)
+    session.cache[f"vjp:{check}"] = (vs, grads)
     total = sum(x.numel() for x in problem.xs)
     results = []
     for t, x in enumerate(problem.xs):
@@ -41,16 +42,18 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
 
 
 def run(session: Session) -> list[Finding]:
-    if session.surrogate is not None:
-        raise Skip("a surrogate was declared: backward is compared with its gradient instead")
+    if session.surrogate is not None or session.intended is not None:
+        raise Skip("a surrogate= or intended= gradient was declared: backward is compared "
+                   "with it instead")
     if session.options.approximate:
         raise Skip("approximate=True: gradient quality is measured and judged against the "
                    "approximate-mode thresholds instead")
     problem = session.problem
     results = compare(session, problem, NAME)
-    findings = []
+    findings, replaced = estimators.detect(session, problem, results)
     for res in results:
-        findings += findings_for(session, problem, res, NAME, kind="gradient")
+        if res.t not in replaced:
+            findings += findings_for(session, problem, res, NAME, kind="gradient")
     return findings
 
 

@@ -78,6 +78,7 @@ class Arguments:
         self.constant_pos = [i for i in floating if i not in self.diff_pos]
         self.constant_labels = [self.labels[i] for i in self.constant_pos]
         self.n_args = len(args)
+        self.values = tuple(args)  # as the user passed them (read only)
 
     @property
     def originals(self) -> list[torch.Tensor]:

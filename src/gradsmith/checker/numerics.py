@@ -54,6 +54,9 @@ class InputResult:
     nan_analytic: list[int] = field(default_factory=list)
     nan_numerical: list[int] = field(default_factory=list)
     probe: dict = field(default_factory=dict)
+    # Exact mode: (analytic, numerical, tolerance) of every element, projected on the first
+    # v; what estimator detection reads (numerical exactly 0, or a constant ratio).
+    projection: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     @property
     def failed(self) -> bool:
@@ -106,6 +109,7 @@ def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
     analytic_ok = torch.isfinite(A).all(0)
     res.nan_numerical = torch.nonzero(~numeric_ok).reshape(-1).tolist()
     res.nan_analytic = torch.nonzero(numeric_ok & ~analytic_ok).reshape(-1).tolist()
+    res.projection = (A[0], C[0], s.atol + s.rtol * S[0])
     bad = ((A - C).abs() > s.atol + s.rtol * S).any(0) & numeric_ok & analytic_ok
     suspects = torch.nonzero(bad).reshape(-1).tolist()
     for j in suspects[:MAX_CONFIRM]:

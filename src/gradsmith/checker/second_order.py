@@ -13,7 +13,7 @@ import inspect
 
 import torch
 
-from gradsmith.checker import gradients
+from gradsmith.checker import declared, gradients
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -73,6 +73,14 @@ def run(session: Session) -> list[Finding]:
         problem.linearize()
     except Exception as exc:  # noqa: BLE001
         return [_crash(exc, session.function_cls)]
+    kind = declared.declared_kind(session)
+    if kind is not None:
+        problem = _AgainstDeclared(problem, session)
+        try:
+            problem.value()
+        except declared.DeclarationError as err:
+            raise Skip(f"the declared {kind} cannot be evaluated ({err}): second order is "
+                       f"judged against the {kind}, not the real forward") from None
     try:
         results = gradients.compare(session, problem, NAME)
     except Exception as exc:  # noqa: BLE001 - double backward crashing is a finding
@@ -81,12 +89,44 @@ def run(session: Session) -> list[Finding]:
     for res in results:
         findings += gradients.findings_for(session, problem, res, NAME, kind="double-backward")
     hint = _hint(session.function_cls)
+    against = {"surrogate": "the surrogate's second derivative (finite differences of its "
+                            "gradient)",
+               "intended": "finite differences of the declared intended gradient"}.get(
+        kind, "finite differences")
     for f in findings:
         if f.code == "double-backward-mismatch":
             f.message = f.message.replace("double-backward of", "the derivative of backward's "
-                                          "result with respect to")
-            f.hint = hint
+                                          "result with respect to").replace(
+                "finite differences", against, 1)
+            f.hint = hint if kind is None else (
+                f"make backward's own derivative agree with the declared {kind} (compute "
+                "backward from saved inputs with differentiable torch ops), or decorate "
+                "backward with @once_differentiable")
     return findings
+
+
+class _AgainstDeclared(Problem):
+    """The Function's double backward (analytic) against finite differences of the declared
+    gradient (surrogate= or intended=), not of the real forward: an estimator's forward is
+    flat, its backward is defined by the declaration, and so is that backward's derivative."""
+
+    def __init__(self, analytic: Problem, session: Session):
+        k = len(session.subject.labels)
+        ref = declared.reference(session)
+
+        def f(inputs: list[torch.Tensor], fresh: set[int]) -> list[torch.Tensor]:
+            return ref(list(inputs[:k]), list(inputs[k:]))
+
+        super().__init__(f, analytic.xs, analytic.labels, analytic._out_labels)
+        self._analytic = analytic
+
+    def linearize(self):
+        graph = self._analytic.linearize()
+        self.out_shapes = self._analytic.out_shapes
+        return graph
+
+    def vjp(self, v: torch.Tensor) -> list[torch.Tensor]:
+        return self._analytic.vjp(v)
 
 
 # What in a backward's source cuts its graph, and how to say so.

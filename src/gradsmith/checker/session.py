@@ -45,6 +45,7 @@ class Session:
     options: Options
     report: Report
     surrogate: Any = None
+    intended: Any = None
     settings: Settings = field(default_factory=Settings)
     cache: dict[str, Any] = field(default_factory=dict)
 

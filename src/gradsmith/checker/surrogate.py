@@ -1,72 +1,77 @@
-"""Point 9: an intentional custom gradient (straight-through estimator, clipped or scaled
-gradient) is verified against the autograd gradient of a declared surrogate ``g``."""
+"""Point 9: an intentional gradient is verified against its declaration: the autograd gradient
+of a ``surrogate=`` (straight-through estimators) or the gradients an ``intended=`` function
+returns (clipping, sparsification, noise, scaling, reversal). See
+:mod:`gradsmith.checker.declared`."""
 
 from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import gradients
-from gradsmith.checker.problem import Problem, index_str
+from gradsmith.checker import declared
+from gradsmith.checker.problem import index_str
 from gradsmith.checker.report import Finding
-from gradsmith.checker.session import Session, Skip
+from gradsmith.checker.session import Session, Skip, backward_error
 
 NAME = "surrogate"
 
 
 def run(session: Session) -> list[Finding]:
-    if session.surrogate is None:
-        raise Skip("no surrogate declared")
+    kind = declared.declared_kind(session)
+    if kind is None:
+        raise Skip("no surrogate= or intended= declared")
     subject = session.subject
-    surrogate = session.surrogate
-
-    def f(xs: list[torch.Tensor], fresh: set[int]) -> list[torch.Tensor]:
-        args = subject.build([x if i in fresh else x.clone() for i, x in enumerate(xs)])
-        state = torch.get_rng_state()
-        torch.default_generator.manual_seed(subject.seed)
-        try:
-            out = surrogate(*args)
-        finally:
-            torch.set_rng_state(state)
-        return subject.select(out) if not isinstance(out, torch.Tensor) else [out]
-
-    ref = Problem(f, subject.base(), subject.labels, subject.out_labels)
     mine = session.problem
-    try:
-        ref.linearize()
-    except Exception as exc:  # noqa: BLE001
-        return [Finding("surrogate-error", "error",
-                        f"the surrogate raised {type(exc).__name__}: {exc}",
-                        "give a differentiable function with the Function's signature", NAME)]
     mine.linearize()
-    if [s for s in ref.out_shapes] != list(mine.out_shapes):
-        return [Finding(
-            "surrogate-error", "error",
-            f"surrogate outputs have shapes {[tuple(s) for s in ref.out_shapes]}, the "
-            f"Function's differentiable outputs {[tuple(s) for s in mine.out_shapes]}",
-            "the surrogate must return outputs shaped like the Function's", NAME)]
     gen = session.generator(17)
-    findings = []
     s = session.settings
+    ref = declared.reference(session)
+    findings: list[Finding] = []
     for _ in range(2):
         v = torch.randn(mine.m, generator=gen, dtype=torch.float64).to(mine.xs[0].dtype)
-        got = gradients.analytic(mine, [v], NAME)[0]
-        want = ref.vjp(v)
+        try:
+            got = declared.function_vjp(session, mine, v)
+        except Exception as exc:  # noqa: BLE001 - user code
+            return [backward_error(exc, NAME, session.function_cls).finding]
+        try:
+            want = ref(mine.xs, mine.split(v))
+        except declared.DeclarationError as err:
+            return [_error(kind, str(err))]
         for t, (a, b) in enumerate(zip(got, want)):
             bad = ((a - b).abs() > s.atol + s.rtol * b.abs()) | (a.isnan() != b.isnan())
             if bad.any():
-                x = mine.xs[t]
-                idx = torch.nonzero(bad.reshape(-1)).reshape(-1)
-                j = int(idx[0])
-                label = subject.labels[t]
-                findings.append(Finding(
-                    "surrogate-mismatch", "error",
-                    f"backward for {label} differs from the surrogate's gradient at "
-                    f"{len(idx)} of {x.numel()} elements; first {label}{index_str(j, x.shape)}"
-                    f": backward {float(a.reshape(-1)[j]):.6g}, surrogate "
-                    f"{float(b.reshape(-1)[j]):.6g}",
-                    "make backward implement the surrogate's derivative (e.g. the clipped "
-                    "identity of a straight-through estimator), or fix the surrogate", NAME,
-                    label, {"elements": idx[:20].tolist()}))
+                findings.append(_mismatch(kind, subject.labels[t], mine.xs[t], a, b, bad))
         if findings:
             break
     return findings
+
+
+def _error(kind: str, text: str) -> Finding:
+    if kind == "surrogate":
+        return Finding("surrogate-error", "error", text,
+                       "give a differentiable function with the Function's signature, "
+                       "returning outputs shaped like the Function's", NAME)
+    return Finding("intended-error", "error", text,
+                   "give a function of (*forward arguments, *grad_outputs) returning one "
+                   "gradient per forward argument, like backward (None where there is none)",
+                   NAME)
+
+
+def _mismatch(kind: str, label: str, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+              bad: torch.Tensor) -> Finding:
+    idx = torch.nonzero(bad.reshape(-1)).reshape(-1)
+    j = int(idx[0])
+    what = "the surrogate's gradient" if kind == "surrogate" else "the intended gradient"
+    msg = (f"backward for {label} differs from {what} at {len(idx)} of {x.numel()} elements; "
+           f"first {label}{index_str(j, x.shape)}: backward {float(a.reshape(-1)[j]):.6g}, "
+           f"{kind} {float(b.reshape(-1)[j]):.6g}")
+    if kind == "surrogate":
+        return Finding(
+            "surrogate-mismatch", "error", msg,
+            "make backward implement the surrogate's derivative (e.g. the clipped identity "
+            "of a straight-through estimator), or fix the surrogate", NAME, label,
+            {"elements": idx[:20].tolist()})
+    return Finding(
+        "intended-mismatch", "error", msg,
+        "make backward return what the declared intended= function returns for the same "
+        "arguments and grad_outputs (same random state for noise), or fix the declaration",
+        NAME, label, {"elements": idx[:20].tolist()})

@@ -15,7 +15,7 @@ Modules by theme:
 - :mod:`~gradsmith.examples.activations`: exp, sigmoid and tanh saving their output, clipped
   ReLU, learnable-beta swish, soft threshold, fused add+ReLU and linear+ReLU saving a mask.
 - :mod:`~gradsmith.examples.gradient_control`: square with double backward, stop-gradient,
-  gradient scale/reversal, straight-through sign estimators (with their surrogates),
+  gradient scale/reversal, straight-through sign estimators (declared with surrogate= or intended=),
   Gumbel-softmax sampling.
 - :mod:`~gradsmith.examples.patterns`: branches with ``torch.where``, smooth round, scaled
   sigmoid, and external (non-PyTorch) code with an approximate, once-differentiable gradient.

@@ -2,9 +2,13 @@
 
 A Function whose backward is deliberately not the derivative of its forward (stop-gradient,
 gradient scaling and reversal, straight-through estimators) would fail a plain gradient
-check. Each one here declares its intent as a *surrogate*: a differentiable function with the
-same forward value whose autograd gradient the backward must reproduce. The check then
-verifies the backward against the surrogate, so a wrong estimator is still caught.
+check (as ``undeclared-estimator``). Each one here declares its intent: an *estimator* with
+``surrogate=``, a differentiable function whose autograd gradient the backward must
+reproduce (straight-through sign: the identity or ``hardtanh``); an *intended modification*
+that is the gradient of no function with ``intended=``, what backward must return for given
+arguments and incoming gradient (stop-gradient: zeros; scaling and reversal: ``alpha *
+grad``). The check then verifies the backward against the declaration, so a wrong estimator
+is still caught.
 """
 
 from __future__ import annotations
@@ -49,16 +53,13 @@ class Square(Function):
         return 2 * x * grad
 
 
-def _stop_gradient_surrogate(x):
-    return x.detach() + 0 * x
-
-
-@example(lambda: (randn(3, 4),), surrogate=_stop_gradient_surrogate)
+@example(lambda: (randn(3, 4),), intended=lambda x, grad: torch.zeros_like(grad))
 class StopGradient(Function):
     """Identity forward, zero gradient backward (``tf.stop_gradient``; ``x.detach()`` with a
     node in the graph).
 
-    Surrogate: ``x.detach() + 0 * x``, whose gradient is zero.
+    Declared with ``intended=``: the gradient of no function, what backward must return is
+    ``zeros_like(grad)``.
 
     Example:
         >>> x = torch.ones(2, requires_grad=True)
@@ -82,17 +83,18 @@ class StopGradient(Function):
         return torch.zeros_like(grad)
 
 
-def _scale_surrogate(x, alpha):
-    return alpha * x + (1 - alpha) * x.detach()
+def _scaled(x, alpha, grad):
+    return alpha * grad, None
 
 
-@example(lambda: (randn(3, 4), 0.25), surrogate=_scale_surrogate, name="scale 0.25")
-@example(lambda: (randn(3, 4), -1.0), surrogate=_scale_surrogate, name="reversal")
+@example(lambda: (randn(3, 4), 0.25), intended=_scaled, name="scale 0.25")
+@example(lambda: (randn(3, 4), -1.0), intended=_scaled, name="reversal")
 class GradientScale(Function):
     """Identity forward; backward multiplies the gradient by ``alpha`` (``alpha = -1`` is the
     gradient reversal layer of domain-adversarial training).
 
-    Surrogate: ``alpha * x + (1 - alpha) * x.detach()``: value ``x``, gradient ``alpha``.
+    Declared with ``intended=``: an intended modification, the gradient of no function;
+    backward must return ``(alpha * grad, None)``.
 
     References:
         Ganin, Lempitsky. Unsupervised Domain Adaptation by Backpropagation. ICML 2015.

@@ -44,8 +44,9 @@ def all_cases() -> list[Case]:
         bugs_structure,
         bugs_state,
         correct,
+        estimators,
         seeds,
     )
 
     return [*bugs_gradients.CASES, *bugs_structure.CASES, *bugs_state.CASES, *bugs_more.CASES,
-            *correct.CASES, *seeds.CASES]
+            *correct.CASES, *seeds.CASES, *estimators.CASES]

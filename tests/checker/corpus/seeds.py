@@ -299,8 +299,10 @@ CASES = [
          ("jvp-error", "jvp-mismatch")),
     Case("seed-hard-gumbel", SeedHardGumbel, lambda: (_r(2, 4), 0.5), False,
          ("surrogate-mismatch",), surrogate=soft_gumbel),
+    # Forgets the mask: the signature of a straight-through clamp, reported as an estimator
+    # that must be declared (the hint also says how to fix it if it is not intended).
     Case("seed-clipped-relu-no-mask", SeedClippedReLUNoMask, lambda: (_r(6) * 2, 1.5), False,
-         ("gradient-mismatch",)),
+         ("undeclared-estimator", "gradient-mismatch")),
     Case("seed-clipped-relu", SeedClippedReLU,
          lambda: (torch.tensor([-1.0, 0.0, 2.0, 5.0, 6.0, 8.0], dtype=torch.float64), 6.0), True),
     Case("seed-soft-threshold", SeedSoftThreshold, lambda: (_r(7) * 2, 0.5), True),

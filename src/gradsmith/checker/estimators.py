@@ -1,0 +1,183 @@
+"""Undeclared estimators: a backward that is deliberately not the forward's gradient.
+
+Straight-through estimators, gradient reversal and gradient scaling are everywhere in real
+code (quantization, binary networks, domain adaptation) and are never the gradient of their
+forward. Without a declaration they fail the gradients check like any bug; what a user needs
+to hear is *what it looks like* and *how to declare it*. The signatures, read from the
+per-element comparison the gradients check already made:
+
+- **straight-through**: finite differences are exactly 0 (the forward is piecewise constant:
+  round, sign, floor, quantize) wherever backward disagrees, and backward is not 0 there.
+  Flat at every element: a straight-through estimator; flat at some (a clamp, a saturation)
+  with backward passing the gradient through: a straight-through clamp, or a forgotten mask.
+- **scaled**: an identity forward (``x.view_as(x)``, ``x.clone()``) whose backward is c x the
+  true gradient with one constant c != 1 for every element: c = -1 gradient reversal, c < 0
+  reversal with a coefficient, c > 0 gradient scaling. (A constant factor on any other
+  forward's gradient is far more often a wrong formula, 2 e^x for e^x: a gradient-mismatch.)
+
+The finding keeps the Function failing (undeclared, it is unverified) under its own code,
+names the pattern, and gives the declaration line for this Function (see
+:mod:`gradsmith.checker.suggest`), verified against its backward whenever possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gradsmith.checker import numerics, suggest
+from gradsmith.checker.numerics import InputResult
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+
+NAME = "gradients"
+SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
+KINDS = ("straight-through", "straight-through-saturating", "scaled", "no-gradient")
+
+
+@dataclass
+class Signature:
+    """What one input's comparison looks like."""
+
+    t: int
+    label: str
+    kind: str
+    flat: int = 0
+    total: int = 0
+    scale: float = 1.0
+    identity_forward: bool = False
+
+
+def detect(session: Session, problem: Problem, results: list[InputResult]
+           ) -> tuple[list[Finding], set[int]]:
+    """Estimator findings, and the inputs whose gradient-mismatch findings they replace."""
+    cached = session.cache.get("vjp:gradients")
+    if cached is None:
+        return [], set()
+    vs, grads = cached
+    sigs: dict[int, Signature] = {}
+    for res in results:
+        if not res.failed or res.nan_analytic:
+            continue
+        a, n, tol, v = _elements(session, problem, res, vs[0], grads[0][res.t])
+        sig = _classify(res, a, n, tol, v)
+        if sig is not None:
+            sigs[res.t] = sig
+    if not any(sig.kind != "no-gradient" for sig in sigs.values()):
+        return [], set()
+    declaration = suggest.declaration(session, problem, sigs, vs[0], grads[0])
+    others = [res.label for res in results if res.failed and res.t not in sigs]
+    return [_finding(sigs, declaration, others)], set(sigs)
+
+
+def _elements(session, problem, res, v, g):
+    """(analytic, numerical, tolerance, v-projection) per examined element, kinks left out."""
+    x = problem.xs[res.t]
+    kinks = {e.index for e in res.kinks}
+    if res.projection is not None:
+        a, n, tol = res.projection
+        idx = torch.tensor([j for j in range(x.numel()) if j not in kinks], dtype=torch.long)
+    else:
+        gen = torch.Generator().manual_seed(x.numel())
+        sample = torch.randperm(x.numel(), generator=gen)[:SAMPLE].tolist()
+        picks = list(dict.fromkeys([e.index for e in res.mismatches] + sample))
+        idx = torch.tensor([j for j in picks if j not in kinks], dtype=torch.long)
+        V = v.to(torch.float64)
+        cols, scales = [], []
+        for j in idx.tolist():
+            fp, fm = numerics.pair(problem, res.t, j, session.settings.h)
+            cols.append(float(V @ (fp - fm)) / (2 * session.settings.h))
+            scales.append(float(V.abs() @ (fp - fm).abs()) / (2 * session.settings.h))
+        a = torch.zeros(x.numel(), dtype=torch.float64)
+        n, tol = a.clone(), a.clone()
+        a[idx] = g.reshape(-1)[idx].to(torch.float64)
+        n[idx] = torch.tensor(cols, dtype=torch.float64)
+        tol[idx] = session.settings.atol + session.settings.rtol * torch.tensor(
+            scales, dtype=torch.float64)
+    a, n, tol = (t.to(torch.float64)[idx] for t in (a, n, tol))
+    # The projection of v on this input when forward is the identity in it (same numel).
+    pv = v.reshape(-1).to(torch.float64)[idx] if v.numel() == x.numel() else None
+    keep = torch.isfinite(a) & torch.isfinite(n)
+    return a[keep], n[keep], tol[keep], None if pv is None else pv[keep]
+
+
+def _classify(res, a, n, tol, pv) -> Signature | None:
+    if a.numel() == 0:
+        return None
+    wrong = (a - n).abs() > tol
+    if not bool(wrong.any()):
+        return None
+    big = float(a.abs().max())
+    flat = n.abs() <= 1e-12 + 1e-9 * big
+    label, total = res.label, a.numel()
+    if bool((a.abs() <= tol).all()):
+        return Signature(res.t, label, "no-gradient", total=total)
+    if bool((flat | ~wrong).all()) and bool((a[wrong & flat] != 0).all()):
+        kind = "straight-through" if bool(flat.all()) else "straight-through-saturating"
+        return Signature(res.t, label, kind, int(flat.sum()), total)
+    nn = float((n * n).sum())
+    # A ratio needs several elements to be a pattern: one number always has one.
+    if int((n.abs() > tol).sum()) >= 2:
+        c = float((a * n).sum()) / nn
+        fits = bool(((a - c * n).abs() <= tol + 1e-9 * (c * n).abs()).all())
+        # Only with an identity forward (x.view_as(x), x.clone()): a constant factor on any
+        # other forward's gradient is far more often a wrong formula (2 e^x for e^x).
+        identity = pv is not None and bool(((n - pv).abs() <= tol).all())
+        if fits and identity and abs(c - 1) > 1e-3 and abs(c) > 1e-6:
+            return Signature(res.t, label, "scaled", total=total, scale=c,
+                             identity_forward=True)
+    return None
+
+
+def describe(sig: Signature) -> str:
+    """One input's pattern, in words."""
+    if sig.kind == "straight-through":
+        return (f"{sig.label}: forward is piecewise constant (finite differences are exactly 0 "
+                f"at all {sig.total} elements examined) while backward passes a gradient: a "
+                "straight-through estimator (round, sign, floor, quantization)")
+    if sig.kind == "straight-through-saturating":
+        return (f"{sig.label}: forward is flat at {sig.flat} of {sig.total} elements (a clamp or "
+                "saturation) where backward still passes a gradient: a straight-through "
+                "clamp, or a forgotten mask")
+    if sig.kind == "no-gradient":
+        return (f"{sig.label}: backward returns no gradient although forward depends on it "
+                "(held constant by the estimator)")
+    c = sig.scale
+    if abs(c + 1) <= 1e-6:
+        what = "gradient reversal"
+    elif c < 0:
+        what = f"gradient reversal with coefficient {-c:.6g}"
+    else:
+        what = f"gradient scaling by {c:.6g}"
+    return f"{sig.label}: backward is exactly {c:.6g} x the true gradient: {what}"
+
+
+def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
+             others: list[str]) -> Finding:
+    estimators = [s for s in sigs.values() if s.kind != "no-gradient"]
+    main = estimators[0]
+    patterns = "; ".join(describe(s) for s in sigs.values())
+    message = (f"backward is not the gradient of forward, and looks like an estimator: "
+               f"{patterns}. An intentional estimator must be declared, so that its backward "
+               "is verified against what it is meant to compute; undeclared, it is unverified")
+    if others:
+        message += (f". The gradient of {', '.join(others)} disagrees too (reported "
+                    "separately); if it belongs to the estimator (as a learned quantization "
+                    "scale's does), the declaration covers it")
+    if declaration.verified:
+        how = f"declare it: `{declaration.line}` (checked: this backward matches it)"
+    else:
+        how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
+    if main.kind == "scaled":
+        otherwise = "remove the factor from backward"
+    else:
+        otherwise = ("backward must be 0 where forward is flat: multiply grad_output by the "
+                     "mask of the region where forward changes, or re-derive backward")
+    return Finding(
+        "undeclared-estimator", "error", message,
+        f"if it is intended, {how}; if not, {otherwise}", NAME, main.label,
+        {"estimator": {s.label: s.kind for s in sigs.values()},
+         "scale": {s.label: s.scale for s in sigs.values() if s.kind == "scaled"},
+         "declaration": declaration.line, "verified": declaration.verified})

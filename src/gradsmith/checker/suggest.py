@@ -1,0 +1,255 @@
+"""The ``@gradsmith.example(..., surrogate=...)`` (or ``intended=...``) line that declares an
+estimator, written for the Function at hand: its real forward signature, the inputs the check
+used, and a declaration that fits what was detected, verified against the Function's own
+backward before it is suggested.
+
+Candidates, per differentiated input (named by its forward parameter):
+
+- straight-through: ``x`` (identity backward), ``x.clamp(-1, 1)``, ``x.clamp(0, 1)``,
+  ``x.clamp(lo, hi)`` from the forward's numeric arguments, ``torch.tanh(x)``,
+  ``torch.sigmoid(x)``; an input whose backward is 0 is left out; the surrogate is their sum.
+- scaled (reversal, scaling) with an identity forward: ``intended=lambda x, alpha, grad:
+  (-alpha * grad, None)``, the factor named after a forward argument when one matches it;
+  with another forward in the setup_context style, ``surrogate=lambda ...: c * Fn.forward(...)``.
+
+When no candidate reproduces the backward, the line is a template to complete.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradsmith.checker import declared
+from gradsmith.checker.inputs import _parameter_names, overrides
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.session import Session
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A suggested declaration: the decorator line, and whether it reproduces backward."""
+
+    line: str
+    verified: bool
+    note: str = ""
+
+
+def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
+                grads: list[torch.Tensor]) -> Declaration:
+    """The declaration line for the detected estimator signatures ``sigs`` (input -> sig)."""
+    names = _names(session)
+    factory = f"lambda: {render_args(session.subject.args.values)}"
+    params = ", ".join(names)
+    found = _surrogate(session, names, sigs, v, grads)
+    if found is not None:
+        return Declaration(f"@gradsmith.example({factory}, surrogate=lambda {params}: {found})",
+                           True)
+    found = _scaled(session, names, sigs, v, grads)
+    if found is not None:
+        return Declaration(f"@gradsmith.example({factory}, {found})", True)
+    if any(s.kind == "scaled" for s in sigs.values()):
+        grad = _grad_name(names)
+        return Declaration(
+            f"@gradsmith.example({factory}, intended=lambda {params}, {grad}: ...)", False,
+            "return what backward must return, one value per forward argument")
+    return Declaration(
+        f"@gradsmith.example({factory}, surrogate=lambda {params}: ...)", False,
+        "the forward written with each piecewise-constant op q(t) as `t + (q(t) - t).detach()`, "
+        "so that its autograd gradient is the intended one")
+
+
+def _names(session: Session) -> list[str]:
+    args = session.subject.args
+    raw = _parameter_names(session.subject.target, args.n_args)[:args.n_args]
+    out = []
+    for i, name in enumerate(raw):
+        ok = name.isidentifier() and not keyword.iskeyword(name) and name not in out
+        out.append(name if ok else f"arg{i}")
+    return out
+
+
+def _grad_name(names: list[str]) -> str:
+    return next(n for n in ("grad", "grad_output", "g_out") if n not in names)
+
+
+def _numbers(session: Session, names: list[str]) -> list[tuple[str, float]]:
+    """Numeric forward arguments (Python numbers, constant 0-dim tensors), by name."""
+    args = session.subject.args
+    diff_top = {args.top_index[p] for p in args.diff_pos}
+    found = []
+    for i, value in enumerate(args.values):
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)):
+            found.append((names[i], float(value)))
+        elif (isinstance(value, torch.Tensor) and value.dim() == 0 and i not in diff_top
+              and value.is_floating_point()):
+            found.append((names[i], float(value)))
+    return found
+
+
+def _terms(name: str, numbers: list[tuple[str, float]]) -> list[str]:
+    terms = [name, f"{name}.clamp(-1, 1)", f"{name}.clamp(0, 1)"]
+    for p, value in numbers:
+        if value > 0:
+            terms += [f"{name}.clamp(-{p}, {p})", f"{name}.clamp(0, {p})"]
+    for i, (p, lo) in enumerate(numbers):
+        for q, hi in numbers[i + 1:]:
+            if lo < hi:
+                terms.append(f"{name}.clamp({p}, {q})")
+    return terms + [f"torch.tanh({name})", f"torch.sigmoid({name})"]
+
+
+def _compile(source: str, session: Session) -> Any:
+    namespace = {"torch": torch}
+    cls = session.function_cls
+    if cls is not None:
+        namespace[cls.__name__] = cls
+    try:
+        return eval(source, namespace)  # noqa: S307 - a lambda gradsmith wrote itself
+    except SyntaxError:
+        return None
+
+
+def _matches(got: torch.Tensor, want: torch.Tensor, session: Session) -> bool:
+    s = session.settings
+    return got.shape == want.shape and bool(
+        ((got - want).abs() <= s.atol + s.rtol * want.abs()).all())
+
+
+def _try(session: Session, kind: str, fn: Any, v: torch.Tensor, problem_xs, split
+         ) -> list[torch.Tensor] | None:
+    if fn is None:
+        return None
+    saved = session.surrogate, session.intended
+    session.surrogate, session.intended = (fn, None) if kind == "surrogate" else (None, fn)
+    try:
+        return declared.reference(session)(problem_xs, split)
+    except declared.DeclarationError:
+        return None
+    finally:
+        session.surrogate, session.intended = saved
+
+
+def _surrogate(session, names, sigs, v, grads) -> str | None:
+    """A sum of per-input terms whose autograd gradient is backward's, or None."""
+    problem = session.problem
+    split = problem.split(v)
+    if len(split) != 1:
+        return None
+    subject = session.subject
+    numbers = _numbers(session, names)
+    params = ", ".join(names)
+    chosen = []
+    for t, label in enumerate(subject.labels):
+        sig = sigs.get(t)
+        if sig is not None and sig.kind == "scaled":
+            return None
+        if bool((grads[t] == 0).all()):
+            continue  # backward gives no gradient: the surrogate leaves the input out
+        top = subject.args.top_index[subject.args.diff_pos[t]]
+        if label != names[top]:
+            return None  # a tensor nested in a list or dict: no plain name to write
+        for term in _terms(names[top], numbers):
+            got = _try(session, "surrogate", _compile(f"lambda {params}: {term}", session), v,
+                       problem.xs, split)
+            if got is not None and _matches(grads[t], got[t], session):
+                chosen.append(term)
+                break
+        else:
+            return None
+    if not chosen:
+        return None
+    body = " + ".join(chosen)
+    got = _try(session, "surrogate", _compile(f"lambda {params}: {body}", session), v,
+               problem.xs, split)
+    if got is None or not all(_matches(g, w, session) for g, w in zip(grads, got)):
+        return None
+    return body
+
+
+def _factor(c: float, numbers: list[tuple[str, float]]) -> str:
+    for p, value in numbers:
+        if value != 0 and abs(c + value) <= 1e-9 * abs(value):
+            return f"-{p}"
+        if value != 0 and abs(c - value) <= 1e-9 * abs(value):
+            return p
+    if abs(c + 1) <= 1e-9:
+        return "-1"
+    return f"{c:.6g}"
+
+
+def _scaled(session, names, sigs, v, grads) -> str | None:
+    """``intended=lambda x, alpha, grad: (-alpha * grad, None)`` for an identity forward, or
+    ``surrogate=lambda x, s: c * Fn.forward(x, s)`` for a setup_context-style forward; None
+    when neither reproduces backward."""
+    scaled = [s for s in sigs.values() if s.kind == "scaled"]
+    if len(scaled) != 1:
+        return None
+    sig = scaled[0]
+    problem = session.problem
+    split = problem.split(v)
+    subject = session.subject
+    factor = _factor(sig.scale, _numbers(session, names))
+    params = ", ".join(names)
+    top = subject.args.top_index[subject.args.diff_pos[sig.t]]
+    others = [t for t in range(len(grads)) if t != sig.t and not bool((grads[t] == 0).all())]
+    if sig.identity_forward and len(split) == 1 and not others and (
+            subject.labels[sig.t] == names[top]):
+        grad = _grad_name(names)
+        value = f"-{grad}" if factor == "-1" else f"{factor} * {grad}"
+        result = value if len(names) == 1 else "(" + ", ".join(
+            value if i == top else "None" for i in range(len(names))) + ")"
+        kind, source = "intended", f"lambda {params}, {grad}: {result}"
+    elif session.function_cls is not None and overrides(session.function_cls, "setup_context"):
+        call = f"{session.function_cls.__name__}.forward({params})"
+        kind, source = "surrogate", f"lambda {params}: {factor} * {call}"
+    else:
+        return None
+    got = _try(session, kind, _compile(source, session), v, problem.xs, split)
+    if got is not None and all(_matches(g, w, session) for g, w in zip(grads, got)):
+        return f"{kind}={source}"
+    return None
+
+
+def render_args(args: tuple) -> str:
+    """Python source for an argument tuple: tensors as ``torch.randn(shape)`` with their dtype
+    (0-dim floating tensors by value), other values by ``repr``; ``...`` where no literal
+    exists (modules, objects)."""
+    any_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in _flat(args))
+    mixed = any_grad and any(isinstance(a, torch.Tensor) and a.is_floating_point()
+                             and not a.requires_grad for a in _flat(args))
+    items = [_render(a, mixed) for a in args]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _flat(args) -> list:
+    out = []
+    for a in args:
+        out += _flat(a) if isinstance(a, (list, tuple)) else (
+            _flat(list(a.values())) if isinstance(a, dict) else [a])
+    return out
+
+
+def _render(a: Any, mark_grad: bool) -> str:
+    if isinstance(a, torch.Tensor):
+        dtype = "" if a.dtype == torch.float32 else f", dtype={a.dtype}"
+        if a.dim() == 0 or (not a.is_floating_point() and a.numel() <= 8):
+            text = f"torch.tensor({a.detach().tolist()!r}{dtype})"
+        elif a.is_floating_point():
+            text = f"torch.randn({', '.join(map(str, a.shape))}{dtype})"
+        else:
+            text = f"torch.zeros({tuple(a.shape)}{dtype})"
+        return text + (".requires_grad_()" if mark_grad and a.requires_grad else "")
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(_render(x, mark_grad) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+    if isinstance(a, dict):
+        return "{" + ", ".join(f"{k!r}: {_render(v, mark_grad)}" for k, v in a.items()) + "}"
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return repr(a)
+    return "..."
