@@ -93,3 +93,16 @@ def test_json_import_failure_has_no_file(write, snippets, gradsmith_cli):
     _, out, _ = gradsmith_cli(path, "--no-isolate", "--format", "json")
     (r,) = json.loads(out)["results"]
     assert r["error"] == "import" and r["file"] is None and r["line"] is None
+
+
+def test_terminal_wrapping_keeps_indices_whole_with_a_hanging_indent():
+    from gradsmith.cli._check_output import wrap_line
+
+    tokens = [f"w[{i}, {j}]" for i in range(4) for j in range(5)]
+    line = "  ERROR gradient-mismatch [w]: wrong at " + ", ".join(tokens) + " (20 of 20 elements)"
+    for width in range(30, 130, 7):
+        wrapped = wrap_line(line, width).splitlines()
+        assert all(len(x) <= width for x in wrapped), width
+        assert wrapped[0].startswith("  ERROR") and all(x.startswith(" " * 6) for x in wrapped[1:])
+        assert re.findall(r"w\[\d+, \d+\]", "\n".join(wrapped)) == tokens  # none split
+        assert " ".join(x.strip() for x in wrapped) == line.strip()  # nothing lost or added

@@ -18,7 +18,9 @@ import).
 from __future__ import annotations
 
 import json
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
@@ -117,9 +119,9 @@ class Output:
                 warnings = [f for f in r["report"]["findings"] if f["severity"] == "warning"]
                 self.console.print(f"[yellow]warnings[/yellow] {escape(r['name'])}:")
                 for f in warnings:
-                    self.console.print(f"  {escape(f['code'])}: {escape(f['message'])}")
+                    self._text(f"  {f['code']}: {f['message']}")
                     if f.get("hint"):
-                        self.console.print(f"    fix: {escape(f['hint'])}")
+                        self._text(f"    fix: {f['hint']}")
 
     def _section(self, r: dict, colour: str, word: str) -> None:
         title = f"[{colour}]{word}[/{colour}] {escape(r['name'])}"
@@ -134,11 +136,44 @@ class Output:
             self.console.print(f"seed: {r['repro']['seed']}; exact input values: --format json "
                                "(results[].repro), or --repro DIR for plain-PyTorch scripts")
         if r["reason"]:
-            self.console.print(escape(r["reason"]))
+            self._text(r["reason"])
         # "skipped <check>: <reason>" lines only with -v: they repeat for every Function
         text = r["text"] if self.verbose else r.get("_text_brief", r["text"])
         if text:
+            self._text(text)
+
+    def _text(self, text: str) -> None:
+        """Print plain report text: piped as it is; on a terminal wrapped to its width."""
+        if not self.tty:
             self.console.print(escape(text))
+            return
+        width = max(40, self.console.width)
+        self.console.print(escape("\n".join(wrap_line(line, width)
+                                             for line in text.splitlines())), soft_wrap=True)
+
+
+# An index or a short bracketed list (`x[2, 2]`, `[weight]`): never split across lines.
+_BRACKETED = re.compile(r"\[[^\[\]\n]{0,30}\]")
+
+
+def wrap_line(line: str, width: int) -> str:
+    """Wrap one line of report text for a terminal of ``width`` columns.
+
+    Continuation lines are indented 4 more than the line itself (a hanging indent, so each
+    finding reads as one block), breaks fall only between words, and a bracketed index such
+    as ``x[2, 2]`` is kept whole.
+
+    Example:
+        >>> print(wrap_line("  ERROR at x[0, 1], x[2, 2] and 3 more", 24))
+          ERROR at x[0, 1],
+              x[2, 2] and 3 more
+    """
+    indent = len(line) - len(line.lstrip(" "))
+    glued = _BRACKETED.sub(lambda m: m.group(0).replace(" ", "\x00"), line.strip(" "))
+    lines = textwrap.wrap(glued, width, initial_indent=" " * indent,
+                          subsequent_indent=" " * (indent + 4), break_long_words=False,
+                          break_on_hyphens=False) or [""]
+    return "\n".join(lines).replace("\x00", " ")
 
 
 def inputs_cell(inputs: str | None) -> str:
