@@ -522,3 +522,24 @@ def test_module_bad_input_rank():
 
     with pytest.raises(GradsmithError, match=r"query must be a 3-d tensor \(B, L, E\)"):
         Attention(8, 2, batch_first=True)(torch.randn(6, 8))
+
+
+@pytest.mark.parametrize("bias_shape", [(4, 16, 24), (2, 4, 16, 24), (16, 24), (1, 16, 24),
+                                        (4, 1, 24)])
+def test_dense_bias_gradient_matches_sdpa_for_every_reduction_path(bias_shape):
+    # (..., L, S) of the scores' trailing shape: reduced in place into one buffer per block;
+    # broadcast shapes (size-1 dims): reduced per tile and assembled
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(2, 4, 16, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(2, 4, 24, 8, generator=g, dtype=torch.float64, requires_grad=True)
+            for _ in range(2))
+    bias = torch.randn(bias_shape, generator=g, dtype=torch.float64, requires_grad=True)
+    from gradsmith.ops._attention import _AttentionFn
+
+    out = _AttentionFn.apply(q, k, v, None, bias, None, None, False, 8 ** -0.5, 0.0, 0, 8,
+                             False)[0]  # key blocks of 8: three blocks
+    got = torch.autograd.grad(out.sum(), (q, k, v, bias))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    expected = torch.autograd.grad(ref.sum(), (q, k, v, bias))
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)

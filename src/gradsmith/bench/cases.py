@@ -124,7 +124,7 @@ def _attention_cases(G) -> list[BenchCase]:
 
     def qkv(quick: bool, bias: bool = False):
         L = 64 if quick else 1024
-        q, k, v = (_randn(2, 4, L, 64, seed=i) for i in range(3))
+        q, k, v = (_randn(4, 4, L, 64, seed=i) for i in range(3))
         return (q, k, v, _randn(4, L, L, seed=3)) if bias else (q, k, v)
 
     def qkv_rel(quick: bool):
@@ -139,15 +139,15 @@ def _attention_cases(G) -> list[BenchCase]:
     sdpa = F.scaled_dot_product_attention
     return [
         BenchCase("attention", G.attention, sdpa, "F.scaled_dot_product_attention", qkv,
-                  ("2x4x1024x64", "2x4x64x64")),
+                  ("4x4x1024x64", "4x4x64x64")),
         BenchCase("attention-bias", lambda q, k, v, b: G.attention(q, k, v, bias=b),
                   lambda q, k, v, b: sdpa(q, k, v, attn_mask=b),
                   "SDPA (float mask, math path)", lambda quick: qkv(quick, bias=True),
-                  ("2x4x1024x64 + bias 4x1024x1024", "2x4x64x64 + bias")),
+                  ("4x4x1024x64 + bias 4x1024x1024", "4x4x64x64 + bias")),
         BenchCase("attention-rel-bias", lambda q, k, v, r, _: G.attention(q, k, v, rel_bias=r),
                   lambda q, k, v, _, b: sdpa(q, k, v, attn_mask=b),
                   "SDPA (dense float mask, math path)", qkv_rel,
-                  ("2x4x1024x64 + rel_bias 4x2047", "2x4x64x64 + rel_bias")),
+                  ("4x4x1024x64 + rel_bias 4x2047", "4x4x64x64 + rel_bias")),
     ]
 
 

@@ -233,6 +233,12 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, rel, causal, scale, 
         q_src, k_src, do_src, v_src = qs, k, dout, v
     dq = torch.zeros(q.shape, dtype=acc_dtype, device=q.device)
     dk_blocks, dv_blocks, dbias_parts = [], [], []
+    # The common dense bias (..., L, S) of the scores' own trailing shape: each block's gradient
+    # is reduced straight into its columns of one buffer (no per-block tiles, no final cat).
+    dbias_full = None
+    if need_dbias and scratch.enabled and bias.dtype == acc_dtype and not causal and (
+            bias.shape == (*q.shape[q.dim() - bias.dim():-2], L, S)):
+        dbias_full = torch.empty(bias.shape, dtype=acc_dtype, device=q.device)
     for r0, j0, j1 in _blocks(L, S, causal, block):
         tile = _tile_shape(q, r0, j1 - j0)
         s = _scores(q_src, k_src, mask, bias, table, causal, r0, j0, j1, acc_dtype, inplace,
@@ -259,14 +265,23 @@ def attention_backward(q, k, v, out, lse, dout, mask, bias, rel, causal, scale, 
         else:
             dq = dq + (F.pad(dq_rows, (0, 0, r0, 0)) if r0 else dq_rows).to(acc_dtype)
         dk_blocks.append(torch.matmul(qs[..., r0:, :].transpose(-2, -1), ds_c).transpose(-2, -1))
-        if need_dbias:
+        if dbias_full is not None:
+            lead = tuple(range(ds.dim() - bias.dim()))
+            if lead:
+                torch.sum(ds, dim=lead, out=dbias_full[..., j0:j1])
+            else:
+                dbias_full[..., j0:j1].copy_(ds)
+        elif need_dbias:
             dbias_parts.append((j0, j1, _reduce_to_bias(ds, bias.shape, r0)))
         if need_drel:
             dtable = add_tile_grad(dtable, ds, rel.shape, S, L, r0, j0, inplace)
     dk = _fill_blocks(dk_blocks, k, S)
     dv = _fill_blocks(dv_blocks, v, S)
     dq = (dq * scale).to(q.dtype)
-    dbias = _assemble_dbias(dbias_parts, bias, S) if need_dbias else None
+    if dbias_full is not None:
+        dbias = dbias_full
+    else:
+        dbias = _assemble_dbias(dbias_parts, bias, S) if need_dbias else None
     drel = rel_grad(dtable, rel.shape[-1], inplace).to(rel.dtype) if need_drel else None
     return dq, dk.to(k.dtype), dv.to(v.dtype), dbias, drel
 
