@@ -179,3 +179,69 @@ def test_skip_decorator_lists_every_argument_of_the_forward():
     made = eval(body.replace("...", "None"), {"torch": torch})()  # noqa: S307 - our own text
     assert len(made) == 6
     assert made[5] == 0.5 and isinstance(made[0], torch.Tensor)
+
+
+class _GenericLoss(Function):
+    @staticmethod
+    def forward(ctx, X, target, scale):
+        picked = torch.zeros_like(X).scatter_add_(1, target.unsqueeze(1), torch.ones_like(X))
+        return (X * picked).sum(1) * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, None, None
+
+
+class SubclassLoss(_GenericLoss):
+    """entmax-style: the subclass forward only forwards to the parent's."""
+
+    @classmethod
+    def forward(cls, ctx, X, target, k=None):
+        return super().forward(ctx, X, target, 2.0)
+
+
+class Float32Only(Function):
+    """A forward that crashes in float64 (a float32 buffer filled with float64's max)."""
+
+    @staticmethod
+    def forward(ctx, q, mask, causal):
+        fill = torch.full(q.shape, -torch.finfo(q.dtype).max)
+        out = torch.maximum(q, fill)
+        if exists(mask):
+            out = out.masked_fill(~mask, 0.0)
+        return out * (2 if causal else 1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None, None
+
+
+def exists(value):
+    return value is not None
+
+
+def test_hints_follow_super_forward_to_the_parent_body():
+    found = synthesize(SubclassLoss)
+    assert isinstance(found, Synthesized), found
+    assert found.args[1].dtype == torch.int64
+
+
+def test_float32_is_tried_when_every_float64_layout_crashes_and_masks_start_absent():
+    found = synthesize(Float32Only)
+    assert isinstance(found, Synthesized), found
+    assert found.args[0].dtype == torch.float32 and found.args[1] is None
+    assert "q: float32" in found.description
+
+
+def test_an_inverse_function_argument_is_never_invented():
+    class Invertible(Function):
+        @staticmethod
+        def forward(ctx, fn, fn_inverse, x):
+            return fn(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return None, None, g
+
+    found = synthesize(Invertible)
+    assert isinstance(found, NoInputs) and "'fn_inverse' must be the inverse" in found.reason

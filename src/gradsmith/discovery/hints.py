@@ -31,9 +31,15 @@ _TENSOR_ATTRS = {
     "fill_", "narrow", "unbind", "cumsum", "topk", "sort", "relu", "lt", "gt", "le", "ge", "eq",
     "ne", "where", "is_contiguous", "stride", "storage_offset", "is_cuda", "cpu", "cuda",
 }
-_INDEX_FUNCS = {"gather": 1, "scatter": 1, "scatter_add": 1, "index_select": 1,
-                "take_along_dim": 1, "index_add": 1, "one_hot": 0, "cross_entropy": 1,
-                "nll_loss": 1, "embedding": 0}
+# Where the index tensor sits: as a method (x.gather(dim, index)) and as a function of the
+# torch namespace (torch.gather(x, dim, index), F.one_hot(index)).
+_INDEX_METHODS = {name: 1 for name in (
+    "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select",
+    "take_along_dim", "index_add", "index_add_", "index_copy", "index_copy_", "index_fill",
+    "index_fill_", "scatter_reduce", "scatter_reduce_")}
+_INDEX_FUNCTIONS = {**{name: 2 for name in _INDEX_METHODS}, "one_hot": 0, "cross_entropy": 1,
+                    "nll_loss": 1, "embedding": 0, "take_along_dim": 1}
+_NAMESPACES = {"torch", "F", "functional", "nn"}
 _MATMUL_FUNCS = {"matmul", "mm", "bmm", "linear", "einsum_never"}
 
 
@@ -49,7 +55,8 @@ class Hint:
     matmul_left_of: str | None = None
 
 
-def forward_hints(fn: Any, names: list[str]) -> dict[str, Hint]:
+def forward_hints(fn: Any, names: list[str], owner: type | None = None,
+                  depth: int = 0) -> dict[str, Hint]:
     """Hints for each parameter in ``names`` from the annotations and body of ``fn``.
 
     Args:
@@ -72,9 +79,45 @@ def forward_hints(fn: Any, names: list[str]) -> dict[str, Hint]:
     _annotations(fn, hints)
     tree = _parse(fn)
     if tree is not None:
-        _Visitor(hints).visit(tree)
+        visitor = _Visitor(hints)
+        visitor.visit(tree)
+        if owner is not None and depth < 3:
+            for call in visitor.super_calls:
+                _from_parent(call, owner, hints, depth)
     return hints
 
+
+def _from_parent(call: ast.Call, owner: type, hints: dict[str, Hint], depth: int) -> None:
+    """``super().forward(ctx, X, target, ...)``: the parent's body tells about our arguments."""
+    parent = next((klass for klass in owner.__mro__[1:] if "forward" in vars(klass)), None)
+    if parent is None:
+        return
+    forward = parent.forward
+    try:
+        params = [p.name for p in inspect.signature(forward).parameters.values()]
+    except (TypeError, ValueError):
+        return
+    if params and params[0] in ("cls", "self"):
+        params = params[1:]
+    passed: dict[str, str] = {}
+    for i, arg in enumerate(call.args):
+        name = arg.id if isinstance(arg, ast.Name) else None
+        if name in hints and i < len(params):
+            passed[params[i]] = name
+    for kw in call.keywords:
+        if isinstance(kw.value, ast.Name) and kw.value.id in hints and kw.arg:
+            passed[kw.arg] = kw.value.id
+    if not passed:
+        return
+    inner = forward_hints(forward, list(passed), parent, depth + 1)
+    for theirs, ours in passed.items():
+        got, mine = inner[theirs], hints[ours]
+        if mine.kind is None or (got.kind == "index" and mine.kind == "tensor"):
+            mine.kind = got.kind or mine.kind
+        mine.rank_min = max(mine.rank_min, got.rank_min)
+        mine.last_dim = mine.last_dim or got.last_dim
+        mine.literals += got.literals
+        mine.optional = mine.optional or got.optional
 
 def _parse(fn: Any) -> ast.AST | None:
     try:
@@ -141,6 +184,7 @@ def _int(node: ast.AST) -> int | None:
 class _Visitor(ast.NodeVisitor):
     def __init__(self, hints: dict[str, Hint]):
         self.hints = hints
+        self.super_calls: list[ast.Call] = []
 
     def _set(self, name: str | None, kind: str) -> None:
         if name is not None:
@@ -259,7 +303,11 @@ class _Visitor(ast.NodeVisitor):
             if func.attr == "save_for_backward":
                 for a in node.args:
                     self._set(_param_of(a, self.hints), "tensor")
-            self._index_call(func.attr, node, owner)
+            if func.attr == "forward" and isinstance(func.value, ast.Call) and isinstance(
+                    func.value.func, ast.Name) and func.value.func.id == "super":
+                self.super_calls.append(node)
+            namespace = isinstance(func.value, ast.Name) and func.value.id in _NAMESPACES
+            self._index_call(func.attr, node, function=namespace)
             if func.attr in _MATMUL_FUNCS:
                 self._matmul(node, method_owner=owner)
         elif isinstance(func, ast.Name):
@@ -271,7 +319,7 @@ class _Visitor(ast.NodeVisitor):
                     name = _param_of(a, self.hints)
                     if name is not None:
                         self.hints[name].optional = True
-            self._index_call(func.id, node, None)
+            self._index_call(func.id, node, function=True)
             if func.id in _MATMUL_FUNCS:
                 self._matmul(node)
         self.generic_visit(node)
@@ -281,17 +329,12 @@ class _Visitor(ast.NodeVisitor):
         if name is not None and self.hints[name].kind is None:
             self.hints[name].kind = "int"
 
-    def _index_call(self, fname: str, node: ast.Call, owner: str | None) -> None:
-        position = _INDEX_FUNCS.get(fname)
+    def _index_call(self, fname: str, node: ast.Call, function: bool) -> None:
+        position = (_INDEX_FUNCTIONS if function else _INDEX_METHODS).get(fname)
         if position is None:
             return
-        args = node.args if owner is not None or fname in ("one_hot", "embedding") else \
-            node.args[1:] if fname in ("gather", "scatter", "scatter_add", "index_select",
-                                        "take_along_dim", "index_add") else node.args
-        if fname in ("cross_entropy", "nll_loss"):
-            args = node.args
-        if len(args) > position:
-            target = args[position]
+        if len(node.args) > position:
+            target = node.args[position]
             # target.unsqueeze(1) and friends still mean the parameter
             while isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute):
                 target = target.func.value

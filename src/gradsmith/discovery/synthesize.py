@@ -43,6 +43,9 @@ _FLOAT_VALUES = {"alpha": 0.5, "eps": 1e-6, "clip_val": 2.0, "threshold": 0.5, "
 # Names of parameters that are tensors even when their default is None.
 _TENSOR_NAMES = {"bias", "weight", "mask", "attn_mask", "input", "x", "y", "target", "other",
                  "scale", "zero_point", "residual", "identity", "gate", "key_padding_mask"}
+# Names of parameters that are modules or functions applied to tensors.
+_CALLABLE_NAMES = {"fn", "func", "function", "module", "Fm", "Gm", "block",
+                   "layer", "run_function"}
 # Size map for the "other shapes" variant: equal sizes stay equal (matmul layouts stay valid).
 _RESIZE = {1: 1, 2: 3, 3: 2, 4: 5, 5: 6, 6: 7, 8: 6}
 
@@ -124,25 +127,45 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     call, params, target = _signature(fn)
     if params is None:
         return NoInputs(_fix(fn, "its forward signature cannot be inspected", [], {}))
-    hints = forward_hints(target, [p.name for p in params])
-    slots = _plan(params, hints)
+    hints = forward_hints(target, [p.name for p in params],
+                          owner=fn if isinstance(fn, type) else None)
+    last_error = "no layout tried"
+    plans = [_plan(params, hints, none_first=True), _plan(params, hints, none_first=False)]
+    paired = [p.name for p in params if "inverse" in p.name.lower()]
+    if paired:  # an inverse must match its function: inventing one gives false failures
+        return NoInputs(_fix(fn, f"{paired[0]!r} must be the inverse of another argument, "
+                             "which cannot be synthesised", plans[-1], hints))
+    # Tensors the body checks for None (`if exists(mask)`) are tried absent first, then present.
+    # float32 last: some forwards crash in float64 (the check then says so, in float32).
+    for dtype in ("float64", "float32"):
+        for slots in plans[:1] if plans[0] == plans[1] else plans:
+            found = _first_working(call, slots, seed, dtype)
+            if isinstance(found, Synthesized):
+                return found
+            last_error = found if dtype == "float64" else last_error
+    return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})",
+                         plans[-1], hints))
+
+
+def _first_working(call, slots: list[_Slot], seed: int,
+                   dtype: str = "float64") -> Synthesized | str:
+    """Inputs from the first layout on which forward runs, or the last error."""
     last_error = "no layout tried"
     for layout in _layouts(slots):
         # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
         # finite, for forwards defined on a positive domain only (log, sqrt, pow, ...).
         for positive in (False, True):
-            built = _build(slots, layout, seed, positive)
+            built = _build(slots, layout, seed, positive, dtype=dtype)
             outcome = _probe(call, built[0])
             if isinstance(outcome, str):
                 last_error = outcome
                 break
             if outcome or positive:
                 # Fresh copies: the probe may have modified its inputs, the check must see it.
-                args, parts = _build(slots, layout, seed, positive)
-                variants = tuple(_variants(call, slots, layout, seed, positive, args))
+                args, parts = _build(slots, layout, seed, positive, dtype=dtype)
+                variants = tuple(_variants(call, slots, layout, seed, positive, args, dtype))
                 return Synthesized(tuple(args), ", ".join(parts), variants, seed)
-    return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})",
-                         slots, hints))
+    return last_error
 
 
 def parameter_names(fn: Any) -> list[str]:
@@ -212,11 +235,17 @@ def _table_value(name: str) -> Any:
     for table in (_INT_VALUES, _BOOL_VALUES, _FLOAT_VALUES, _STR_VALUES):
         if name in table:
             return table[name]
+    if name.startswith(("num_", "n_")) or name.endswith(("_size", "_len", "_steps")):
+        return 2
+    if name.startswith(("use_", "is_", "has_", "keep_", "preserve_", "return_", "with_")):
+        return False
     return None
 
 
-def _plan(params: list[inspect.Parameter], hints: dict[str, Hint]) -> list[_Slot]:
-    """Decide, per positional parameter, what kind of value it gets."""
+def _plan(params: list[inspect.Parameter], hints: dict[str, Hint],
+          none_first: bool = False) -> list[_Slot]:
+    """Decide, per positional parameter, what kind of value it gets (``none_first``: a tensor
+    the body checks for None starts as None, a tensor in a variant)."""
     slots: list[_Slot] = []
     for p in params:
         if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
@@ -234,7 +263,9 @@ def _plan(params: list[inspect.Parameter], hints: dict[str, Hint]) -> list[_Slot
             else:
                 slots.append(_Slot(p.name, "value", p.default, hint))
             continue
-        if kind == "module":
+        if none_first and hint.optional and kind in (None, "tensor"):
+            slots.append(_Slot(p.name, "none", hint=hint, optional_tensor=True))
+        elif kind == "module" or (kind is None and p.name in _CALLABLE_NAMES):
             slots.append(_Slot(p.name, "module", hint=hint))
         elif kind == "index":
             slots.append(_Slot(p.name, "index", hint=hint))
@@ -286,10 +317,12 @@ def _adjusted(slots: list[_Slot], layout) -> tuple[tuple[int, ...], ...]:
 
 
 def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
-           overrides: dict[str, Any] | None = None) -> tuple[list, list[str]]:
+           overrides: dict[str, Any] | None = None,
+           dtype: str = "float64") -> tuple[list, list[str]]:
     """The argument list for one layout; ``overrides`` maps a name to a value or a shape."""
     import torch
 
+    float_dtype = getattr(torch, dtype)
     generator = torch.Generator().manual_seed(seed)
     overrides = overrides or {}
     args: list = []
@@ -303,7 +336,7 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
             value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
         else:
             value = torch.randn(shape, dtype=torch.float64, generator=generator)
-        return value.requires_grad_()
+        return value.to(float_dtype).requires_grad_()
 
     for slot in slots:
         over = overrides.get(slot.name, _MISSING)
@@ -316,7 +349,7 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
                 continue
             shape = over if isinstance(over, tuple) else shape
             args.append(tensor(shape))
-            parts.append(f"{slot.name}: float64 {tuple(shape)}"
+            parts.append(f"{slot.name}: {dtype} {tuple(shape)}"
                          f"{' in [0.5, 1.5)' if positive else ''}")
         elif slot.kind == "index":
             shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
@@ -366,7 +399,8 @@ def synthetic_module(index: int = 0) -> Any:
     return Scaled(0.75 + 0.5 * index)
 
 
-def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, primary: list):
+def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, primary: list,
+              dtype: str = "float64"):
     """Other input sets the forward accepts: hyperparameters, optional tensors, shapes."""
     candidates: list[tuple[str, dict[str, Any], Any]] = []
     floats = {s.name: s.value for s in slots if s.kind == "value"
@@ -395,12 +429,12 @@ def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, prima
         opt = next((k for k, v in overrides.items() if isinstance(v, tuple)), None)
         if opt is not None and opt in seen_optional:
             continue
-        args, _ = _build(slots, lay, seed, positive, overrides)
+        args, _ = _build(slots, lay, seed, positive, overrides, dtype)
         if isinstance(_probe(call, args), str):
             continue
         if opt is not None:
             seen_optional.add(opt)
-        args, parts = _build(slots, lay, seed, positive, overrides)
+        args, parts = _build(slots, lay, seed, positive, overrides, dtype)
         yield Variant(tuple(args), ", ".join(parts), change)
 
 
