@@ -323,7 +323,7 @@ def score(zero: dict, examples: dict) -> tuple[list[dict], dict]:
     for project, path, name, judgement, note in ENTRIES:
         row = zero.get((project, path, name))
         verdict = row["verdict"] if row else "missing"
-        ex_row = examples.get(name) or examples.get("Cosine" + name if "cosine" in path else "")
+        ex_row = examples.get("CosineSim" + name if "cosine" in path else name)
         ex_verdict = ex_row["verdict"] if ex_row else None
         ok = {"correct": verdict == "pass", "defect": verdict == "fail",
               "estimator": verdict == "fail", "opaque": verdict == "skip"}[judgement]

@@ -107,6 +107,27 @@ class Mul(Function):
         if y.shape[0] == 1:
             gy = gy.sum(0, keepdim=True)
         return g * y, gy
+
+
+class ReleasesInputChunk(Function):
+    """memcnn-style: frees a chunk of the input with set_(); with a batch of 1 the chunk is a
+    view of the input, so the input's version counter moves."""
+
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            first, second = torch.chunk(x.detach(), 2, dim=1)
+            first, second = first.contiguous(), second.contiguous()
+            y = torch.cat([first * 2, second], dim=1)
+            first.set_()
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        a, b = g.chunk(2, dim=1)
+        return torch.cat([2 * a, b], dim=1)
 '''
 
 
@@ -123,6 +144,7 @@ def rows(tmp_path_factory):
     ("LinearBadBias", "Linear", "bias given"),
     ("HardCodedShape", None, "other shapes"),
     ("SqueezesGrad", "Mul", "size-1 dimension"),
+    ("ReleasesInputChunk", None, "size-1 dimension"),   # memcnn: set_() on a view of x
 ])
 def test_a_bug_hidden_by_the_first_inputs_is_found_on_a_variant(rows, bad, good, change):
     row = rows[bad]
@@ -172,3 +194,13 @@ def test_matmul_shapes_stay_consistent_in_the_resized_variant():
     a, b = resized.args
     assert a.shape[1] == b.shape[0] and (a.shape, b.shape) != (found.args[0].shape,
                                                                found.args[1].shape)
+
+
+def test_size1_variant_keeps_attention_keys_and_values_alike():
+    def attention(q, k, v):
+        return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+    found = synthesize(attention)
+    variant = next(v for v in found.variants if v.change.startswith("size-1"))
+    q, k, v = variant.args
+    assert k.shape == v.shape and k.shape[0] == 1 and q.shape == found.args[0].shape

@@ -112,6 +112,27 @@ class CountsCalls(Function):          # nondeterministic backward
     def backward(ctx, g):
         CountsCalls.calls[0] += 1
         return g * 2 * (1 + 1e-3 * (CountsCalls.calls[0] % 2))
+
+
+class ReleasesInputChunk(Function):
+    """memcnn-style: frees a chunk of the input with set_(); with a batch of 1 the chunk is a
+    view of the input, so the input's version counter moves."""
+
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            first, second = torch.chunk(x.detach(), 2, dim=1)
+            first, second = first.contiguous(), second.contiguous()
+            y = torch.cat([first * 2, second], dim=1)
+            first.set_()
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        a, b = g.chunk(2, dim=1)
+        return torch.cat([2 * a, b], dim=1)
 '''
 
 EXPECTED = {
@@ -123,6 +144,7 @@ EXPECTED = {
     "TooManyGrads": "wrong-grad-count",
     "CrashesInBackward": "backward-error",
     "CountsCalls": "nondeterministic-backward",
+    "ReleasesInputChunk": "input-mutated",   # only the version counter moves (set_ on a view)
 }
 
 

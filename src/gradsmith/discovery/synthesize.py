@@ -265,7 +265,8 @@ def _plan(params: list[inspect.Parameter], hints: dict[str, Hint],
             continue
         if none_first and hint.optional and kind in (None, "tensor"):
             slots.append(_Slot(p.name, "none", hint=hint, optional_tensor=True))
-        elif kind == "module" or (kind is None and p.name in _CALLABLE_NAMES):
+        elif kind == "module" or (kind is None and (p.name in _CALLABLE_NAMES or p.name.endswith(
+                ("_fn", "_func", "_function", "_module")))):
             slots.append(_Slot(p.name, "module", hint=hint))
         elif kind == "index":
             slots.append(_Slot(p.name, "index", hint=hint))
@@ -461,13 +462,15 @@ def _optional_shapes(call, primary: list, layout) -> list[tuple[int, ...]]:
 
 
 def _broadcast(layout, n: int) -> tuple[tuple[int, ...], ...] | None:
-    """A layout with a size-1 leading dimension: on the second of two same-shaped tensors
-    (broadcast against the first), else on the only tensor."""
+    """A layout with a size-1 leading dimension: on every later tensor shaped like the first
+    (broadcast against it; attention's k and v stay alike), else on the only tensor."""
     shapes = [tuple(layout[min(i, len(layout) - 1)]) for i in range(max(n, 1))]
-    for i in range(1, len(shapes)):
-        if shapes[i] == shapes[0] and len(shapes[i]) >= 1 and shapes[i][0] != 1:
-            shapes[i] = (1, *shapes[i][1:])
-            return tuple(shapes)
+    later = [i for i in range(1, len(shapes))
+             if shapes[i] == shapes[0] and len(shapes[i]) >= 1 and shapes[i][0] != 1]
+    for i in later:
+        shapes[i] = (1, *shapes[i][1:])
+    if later:
+        return tuple(shapes)
     if n == 1 and len(shapes[0]) >= 2 and shapes[0][0] != 1:
         return ((1, *shapes[0][1:]),)
     return None

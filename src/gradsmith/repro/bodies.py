@@ -77,13 +77,16 @@ verdict(bool(bad), f"{len(bad)} element(s) where double backward disagrees with 
         "differences of backward (or is NaN)")
 ''',
     "second_order_crash": r'''
-xs = [x.requires_grad_(True) for x in base()]
-ys = first_order(xs)
-grads = torch.autograd.grad(ys, xs, [torch.ones_like(y) for y in ys], create_graph=True,
-                            allow_unused=True)
-used = [g for g in grads if g is not None and g.requires_grad]
-exc = run_step("double backward", lambda: torch.autograd.grad(
-    used, xs, [torch.ones_like(g) for g in used], allow_unused=True))
+def backward_twice():
+    xs = [x.requires_grad_(True) for x in base()]
+    ys = first_order(xs)
+    grads = torch.autograd.grad(ys, xs, [torch.ones_like(y) for y in ys], create_graph=True,
+                                allow_unused=True)
+    used = [g for g in grads if g is not None and g.requires_grad]
+    torch.autograd.grad(used, xs, [torch.ones_like(g) for g in used], allow_unused=True)
+
+
+exc = run_step("backward with create_graph=True, then double backward", backward_twice)
 verdict(exc is not None, "differentiating backward raises")
 ''',
     "forward_crash": r'''
@@ -133,6 +136,7 @@ verdict(bool(problems), "; ".join(problems) or "backward's gradients match its i
     "mutation": r'''
 xs = [x.requires_grad_(True) for x in base()]
 clones = [x.clone() for x in xs]
+versions = [x._version for x in clones]
 saved = []
 
 
@@ -155,10 +159,12 @@ torch.autograd.grad([y for y in ys if y.requires_grad], xs,
                     [g for y, g in zip(ys, gs) if y.requires_grad], allow_unused=True)
 found = []
 if CODE == "input-mutated":
-    for x0, x1 in zip(base(), clones):
+    for x0, x1, v0 in zip(base(), clones, versions):
         diff = float((x1.detach() - x0).abs().max()) if x0.numel() else 0.0
-        print(f"  input changed by forward: max |after - before| = {diff:.6g}")
-        found += [diff] if diff > 0 else []
+        print(f"  input changed by forward: max |after - before| = {diff:.6g}; version "
+              f"counter {v0} -> {x1._version} (it moves on every in-place operation, "
+              "set_() included)")
+        found += [diff] if diff > 0 or x1._version != v0 else []
 elif CODE == "grad-output-mutated":
     for g0, g1 in zip(gs_before, gs):
         diff = float((g1 - g0).abs().max()) if g0.numel() else 0.0
