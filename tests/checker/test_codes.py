@@ -13,7 +13,7 @@ LITERAL = re.compile(r'"([a-z0-9]+(?:-[a-z0-9]+)+)",\s*"(error|warning|info)"')
 
 
 def _used_codes() -> set[str]:
-    text = "\n".join(p.read_text() for p in SOURCE.glob("*.py") if p.name != "codes.py")
+    text = "\n".join(p.read_text() for p in SOURCE.rglob("*.py") if p.name != "codes.py")
     used = {m.group(1) for m in LITERAL.finditer(text)}
     used |= set(re.findall(r'Finding\(\s*"([a-z0-9-]+)"', text))
     hyphenated = r'"([a-z0-9]+(?:-[a-z0-9]+)+)"'

@@ -14,6 +14,9 @@ import torch
 
 from gradsmith._errors import GradsmithError
 from gradsmith.checker import approximate, declared
+from gradsmith.checker.deploy import DEPLOY_MODULES
+from gradsmith.checker.deploy import matrix as compat_matrix
+from gradsmith.checker.deploy.fallback import first_forward
 from gradsmith.checker.inputs import resolve_target
 from gradsmith.checker.report import Finding, Report
 from gradsmith.checker.session import (
@@ -21,7 +24,6 @@ from gradsmith.checker.session import (
     Session,
     Skip,
     UserCodeError,
-    forward_error,
 )
 from gradsmith.checker.subject import Subject
 
@@ -38,12 +40,13 @@ CHECK_MODULES = {
     "robustness": "gradsmith.checker.robustness",
     "randomness": "gradsmith.checker.randomness",
     "hygiene": "gradsmith.checker.hygiene",
+    **DEPLOY_MODULES,  # compile, export, autocast, ...: after every eager check
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
          "backward-error"}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
-            "exact_max", "name"}
+            "exact_max", "name", "compat", "gaps", "compile_backend"}
 
 
 def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
@@ -65,7 +68,9 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
         **options: ``atol``/``rtol`` (first-order tolerances, default 1e-5/1e-3),
             ``approximate`` (measure gradient quality instead of judging), ``seed``,
             ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
-            size for element-by-element differences, default 1000), ``name``.
+            size for element-by-element differences, default 1000), ``name``, ``compat``
+            (False: skip the deployment checks and the compatibility matrix), ``gaps``
+            (matrix column -> why it is a known gap), ``compile_backend`` (``"aot_eager"``).
 
     Returns:
         A :class:`Report`; ``report.passed`` is False when any finding is an error.
@@ -112,6 +117,9 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
         warnings.simplefilter("always")
         if _prepare(session):
             _run_checks(session, selected)
+    if any(name in DEPLOY_MODULES for name in selected):
+        compat_matrix.apply_gaps(report, opts.extra.get("gaps", {}))
+        report.compat = compat_matrix.build(report)
     report.findings += _warning_findings(caught) + _constant_findings(subject)
     report.sort()
     report.elapsed = time.perf_counter() - start
@@ -164,6 +172,8 @@ def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Repor
         merged.jacobians.update({f"{label}:{k}": v for k, v in report.jacobians.items()})
         if report.saved_bytes is not None:
             merged.saved_bytes = max(merged.saved_bytes or 0, report.saved_bytes)
+        for column, cell in report.compat.items():
+            merged.compat[column] = compat_matrix.merge([merged.compat.get(column, cell), cell])
     merged.skipped = {k: v for k, v in merged.skipped.items() if k not in merged.checks}
     merged.sort()
     return merged
@@ -218,7 +228,15 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
     if not isinstance(exact_max, int) or exact_max < 0:
         raise GradsmithError(f"check: exact_max must be an int >= 0, got {exact_max!r}")
     opts.exact_max = exact_max
+    opts.extra["gaps"] = compat_matrix.validate_gaps(options.get("gaps"))
+    backend = options.get("compile_backend", "aot_eager")
+    if backend not in ("aot_eager", "inductor", "eager"):
+        raise GradsmithError(f"check: compile_backend must be 'aot_eager', 'inductor' or "
+                             f"'eager', got {backend!r}")
+    opts.extra["compile_backend"] = backend
     selected = list(CHECK_NAMES)
+    if not options.get("compat", True):
+        selected = [c for c in selected if c not in DEPLOY_MODULES]
     if options.get("checks") is not None:
         wanted = [options["checks"]] if isinstance(options["checks"], str) else list(
             options["checks"])
@@ -233,20 +251,9 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
 def _prepare(session: Session) -> bool:
     """Run forward once in float64 (falling back to the user's dtype) and find the outputs."""
     subject, report = session.subject, session.report
-    try:
-        out = subject.call([x.clone() for x in subject.fresh_leaves()])
-    except Exception as exc:  # noqa: BLE001
-        subject.dtype = None
-        try:
-            out = subject.call([x.clone() for x in subject.fresh_leaves()])
-        except Exception as exc2:  # noqa: BLE001
-            report.findings.append(forward_error(exc2, "setup", subject.target.function_cls).finding)
-            return False
-        report.findings.append(Finding(
-            "float64-unsupported", "info",
-            f"forward fails in float64 ({type(exc).__name__}: {exc}); checked in the input "
-            "dtype with step and tolerances scaled to its precision",
-            "let forward follow its input dtype to get the most sensitive check", "setup"))
+    out = first_forward(session)
+    if out is None:
+        return False
     subject.discover_outputs(out)
     if not subject.out_pos:
         report.findings.append(Finding(
@@ -268,7 +275,7 @@ def _prepare(session: Session) -> bool:
     low = [o.dtype for o in outs if o.dtype != torch.float64]
     if subject.dtype is None or low:
         dtype = max((o.dtype for o in outs), key=lambda d: torch.finfo(d).eps)
-        _low_precision(session, dtype, announce=subject.dtype is not None)
+        _low_precision(session, dtype, announce=subject.dtype == torch.float64)
     return True
 
 

@@ -93,6 +93,14 @@ class Arguments:
         """Detached copies of the differentiable tensors, in ``dtype`` (None: user's dtype)."""
         return [t.detach().to(dtype or t.dtype, copy=True) for t in self.originals]
 
+    def recast(self, dtype: torch.dtype) -> None:
+        """From now on, work from copies of the user's floating tensors in ``dtype`` (for a
+        Function that crashes in the dtype it was given); the user's tensors are untouched."""
+        for i in self.tensor_pos:
+            t = self._leaves[i]
+            if t.is_floating_point():
+                self._leaves[i] = t.detach().to(dtype).requires_grad_(t.requires_grad)
+
     def build(self, diff_values: list[torch.Tensor], dtype: torch.dtype | None,
               others: dict[int, torch.Tensor] | None = None) -> tuple:
         """The argument tuple with ``diff_values`` in place and fresh copies of other tensors.

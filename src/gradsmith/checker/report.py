@@ -67,6 +67,9 @@ class Report:
         saved_bytes: bytes of tensors saved for backward (None when not measurable).
         jacobians: label -> (analytic, numerical) 2-D float64 Jacobian blocks for gradient
             mismatches (cropped around the worst element when large).
+        compat: the compatibility matrix, column (``eager``, ``compile``, ``export``,
+            ``autocast``, ``float32``, ``checkpoint``, ``torch.func``) -> ``{"status",
+            "codes", "note"}``; empty when the deployment checks did not run.
 
     Example:
         >>> r = Report(name="f")
@@ -81,6 +84,7 @@ class Report:
     elapsed: float = 0.0
     saved_bytes: int | None = None
     jacobians: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    compat: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -105,6 +109,7 @@ class Report:
             "skipped": dict(self.skipped),
             "saved_bytes": self.saved_bytes,
             "findings": [f.to_dict() for f in self.findings],
+            "compat": _jsonable(self.compat),
             "jacobians": {k: {"analytic": a.tolist(), "numerical": n.tolist()}
                           for k, (a, n) in self.jacobians.items()},
         }
@@ -133,6 +138,9 @@ class Report:
         lines += [f"  skipped {', '.join(names)}: {why}" for why, names in by_reason.items()]
         if self.saved_bytes is not None:
             lines.append(f"  saved for backward: {self.saved_bytes} bytes")
+        if self.compat:
+            lines.append("  compat: " + " | ".join(f"{c} {cell['status']}"
+                                                   for c, cell in self.compat.items()))
         return "\n".join(lines)
 
     def sort(self) -> None:

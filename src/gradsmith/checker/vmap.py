@@ -1,10 +1,17 @@
 """Point 3b: ``torch.func.vmap`` over a Function (``vmap`` staticmethod or
-``generate_vmap_rule = True``) against a Python loop, for forward and per-sample gradients."""
+``generate_vmap_rule = True``) against a Python loop, for forward and per-sample gradients.
+
+vmap refuses random operations by default (``randomness="error"``). A forward that draws
+random numbers is checked with ``randomness="same"``, which is what a loop that replays one
+random state computes, and ``randomness="different"`` (independent samples, what dropout in a
+per-sample-gradient computation wants) must also run; an info finding says so.
+"""
 
 from __future__ import annotations
 
 import torch
 
+from gradsmith.checker.deploy._common import is_random
 from gradsmith.checker.inputs import overrides
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
@@ -20,12 +27,14 @@ def run(session: Session) -> list[Finding]:
         raise Skip("the Function defines neither vmap nor generate_vmap_rule")
     subject = session.subject
     base = subject.base()
+    random = is_random(session)
+    randomness = "same" if random else "error"
     gen = session.generator(29)
     batches = [torch.stack([x + 0.05 * torch.randn(x.shape, generator=gen, dtype=torch.float64)
                             .to(x.dtype) for _ in range(BATCH)]) for x in base]
     try:
-        got = torch.func.vmap(lambda *xs: tuple(subject.select(subject.call(list(xs)))))(
-            *batches)
+        got = torch.func.vmap(lambda *xs: tuple(subject.select(subject.call(list(xs)))),
+                              randomness=randomness)(*batches)
     except Exception as exc:  # noqa: BLE001
         return [_error(exc, "forward")]
     want = [torch.stack(o) for o in zip(*[subject.select(subject.call([b[i] for b in batches]))
@@ -38,8 +47,8 @@ def run(session: Session) -> list[Finding]:
         return sum((o * v).sum() for o, v in zip(outs, vs))
 
     try:
-        got_g = torch.func.vmap(torch.func.grad(loss, argnums=tuple(range(len(base)))))(
-            *batches)
+        got_g = torch.func.vmap(torch.func.grad(loss, argnums=tuple(range(len(base)))),
+                                randomness=randomness)(*batches)
     except Exception as exc:  # noqa: BLE001
         return findings + [_error(exc, "per-sample gradient")]
     want_g = []
@@ -49,7 +58,26 @@ def run(session: Session) -> list[Finding]:
     want_g = [torch.stack([g if g is not None else torch.zeros_like(b[0]) for g in gs])
               for gs, b in zip(zip(*want_g), batches)]
     findings += _compare(subject, got_g, want_g, "per-sample gradient", subject.labels)
+    if random:
+        findings.append(_randomness(subject, batches))
     return findings
+
+
+def _randomness(subject, batches) -> Finding:
+    try:
+        torch.func.vmap(lambda *xs: tuple(subject.select(subject.call(list(xs)))),
+                        randomness="different")(*batches)
+        different = "randomness='different' (independent samples) runs too"
+    except Exception as exc:  # noqa: BLE001
+        different = (f"randomness='different' raised {type(exc).__name__}: "
+                     f"{str(exc).splitlines()[0] if str(exc) else ''}")
+    return Finding(
+        "vmap-randomness", "info",
+        "forward draws random numbers, which vmap refuses by default (randomness='error'): "
+        "checked with randomness='same' against a loop that replays one random state; "
+        f"{different}",
+        "call torch.func.vmap(fn, randomness='different') for independent samples per batch "
+        "element, or 'same' for one shared draw", NAME)
 
 
 def _compare(subject, got, want, what, labels=None) -> list[Finding]:

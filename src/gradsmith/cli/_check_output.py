@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gradsmith import __version__
+from gradsmith.cli._compat_output import render_compat
 
 _VERDICT_STYLE = {"pass": "[green]PASS[/green]", "fail": "[bold red]FAIL[/bold red]",
                   "skip": "[yellow]SKIP[/yellow]"}
@@ -82,6 +83,7 @@ class Output:
             return
         self._table(result)
         self._details(result)
+        render_compat(self.console, result, self.verbose)
         counts = result.counts()
         summary = (f"{counts['passed']} passed, {counts['failed']} failed, "
                    f"{counts['skipped']} skipped in {result.elapsed:.1f} s")

@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "import)")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="also print the full report of passing Functions")
+    parser.add_argument("--no-compat", action="store_true",
+                        help="skip the deployment checks (compile, export, autocast, float32, "
+                             "checkpoint, torch.func) and the compatibility matrix")
+    parser.add_argument("--compile-backend", choices=("aot_eager", "inductor", "eager"),
+                        default=None,
+                        help="torch.compile backend of the compile check (default aot_eager; "
+                             "inductor generates code: seconds per Function)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,9 +123,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> dict:
+    """Options for gradsmith.check that override every example's own."""
     options: dict = {"approximate": True} if args.approximate else {}
     if args.repro:
         options["_repro_full"] = True  # every tensor's values, however large
+    if args.no_compat:
+        options["compat"] = False
+    if args.compile_backend:
+        options["compile_backend"] = args.compile_backend
     return options
 
 

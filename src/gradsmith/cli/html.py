@@ -20,6 +20,7 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
 .pass{color:#080}.fail{color:#c00;font-weight:bold}.skip{color:#a60}
+.ok{color:#080}.warn{color:#a60}.gap{color:#08a}.na{color:#888}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;white-space:pre-wrap}
 img{max-width:100%}
 """
@@ -58,11 +59,36 @@ def render_html(result: Any) -> str:
                      f"{r['verdict'].upper()}</td><td>{r['elapsed']:.2f}s</td>"
                      f"<td>{_e(', '.join(r['checks']))}</td></tr>")
     parts.append("</table>")
+    parts.append(compat_html(result))
     for r in result.rows:
         if r["verdict"] == "fail":
             parts.append(_failure(r))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def compat_html(result: Any) -> str:
+    """The compatibility matrix as a table; each cell's title (hover) gives its note."""
+    from gradsmith.checker.deploy.matrix import COLUMNS
+
+    rows = [r for r in result.rows if r.get("report") and r["report"].get("compat")]
+    if not rows:
+        return ""
+    out = ["<h2>Compatibility</h2><table><tr><th>Function</th>"
+           + "".join(f"<th>{_e(c)}</th>" for c in COLUMNS) + "</tr>"]
+    for r in rows:
+        compat = r["report"]["compat"]
+        cells = []
+        for column in COLUMNS:
+            cell = compat.get(column, {"status": "not run", "note": "", "codes": []})
+            status = cell["status"]
+            klass = {"n/a": "na", "not run": "na"}.get(status, status)
+            title = "; ".join(x for x in (", ".join(cell.get("codes", [])), cell.get("note"))
+                              if x)
+            cells.append(f"<td class='{klass}' title='{_e(title)}'>{_e(status)}</td>")
+        out.append(f"<tr><td>{_e(r['name'])}</td>{''.join(cells)}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
 
 
 def _failure(r: dict) -> str:

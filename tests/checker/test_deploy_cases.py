@@ -1,0 +1,240 @@
+"""The deployment checks on Functions broken for one deployment reason, and on correct ones.
+
+Each broken Function's failure is first reproduced with plain PyTorch (no gradsmith), so the
+test proves the case really breaks on the pinned torch; then gradsmith must report it in the
+right matrix column, and only there. Correct Functions must get no warning or error and an
+all-green matrix (``n/a`` only where torch itself cannot). One ``gradsmith.check`` per
+Function, shared by all tests (``reports``), keeps compilation to one per Function.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import deploy_cases as D
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from gradsmith.checker import check
+
+# Every deployment column is checked for every case: the listed ones must be flagged, every
+# other one must be ok (or n/a where the note says torch itself cannot).
+BROKEN = {
+    "BrokenLoggingForward": {"compile": {"compile-graph-break"}},
+    "BrokenItemBranch": {"compile": {"compile-graph-break"}, "export": {"export-error"},
+                         "torch.func": {"vmap-error"}},
+    "BrokenCompilePath": {"compile": {"compile-mismatch"}},
+    "BrokenExportedSTE": {"export": {"export-drops-backward"}},
+    "BrokenNumpyForward": {"export": {"export-error"}, "torch.func": {"vmap-error"}},
+    "BrokenAutocastMatmul": {"autocast": {"autocast-error"}},
+    "BrokenNaiveVariance": {"float32": {"precision-loss"}},
+    "BrokenFloat32Internals": {"float32": {"float64-crash"}},
+    "InplaceExp": {"compile": {"compile-mismatch"}, "checkpoint": {"checkpoint-error"},
+                   "torch.func": {"func-needs-setup-context"}},
+    "BrokenOldStyleTanh": {"torch.func": {"func-needs-setup-context"}},
+    "broken_no_fake_sin": {"compile": {"custom-op-no-fake"}, "export": {"custom-op-no-fake"}},
+    "broken_fake_rowsum": {"compile": {"custom-op-fake-mismatch"},
+                           "export": {"custom-op-fake-mismatch"}},
+}
+OK = ["OkAutocastMatmul", "OkAutocastCast", "OkVariance", "OkDropout", "OkSwish", "ok_sin"]
+# torch's own limits and things that do not apply: allowed n/a cells of correct Functions.
+ALLOWED_NA = {("OkDropout", "float32"), ("OkSwish", "compile"), ("ok_sin", "torch.func"),
+              ("broken_no_fake_sin", "torch.func"), ("broken_fake_rowsum", "torch.func")}
+DEPLOY_COLUMNS = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func")
+
+
+@pytest.fixture(scope="module")
+def reports():
+    found = {}
+    for name in [*BROKEN, *OK]:
+        found[name] = check(getattr(D, name))
+    return found
+
+
+@pytest.mark.parametrize("name", list(BROKEN))
+def test_broken_function_is_flagged_in_its_column_only(reports, name):
+    report = reports[name]
+    expected = BROKEN[name]
+    assert report.compat["eager"]["status"] == "ok", report
+    for column in DEPLOY_COLUMNS:
+        cell = report.compat[column]
+        if column in expected:
+            assert cell["status"] in ("warn", "fail"), (column, report)
+            assert expected[column] <= set(cell["codes"]), (column, cell)
+        else:
+            want = "n/a" if (name, column) in ALLOWED_NA else "ok"
+            assert cell["status"] == want, (column, cell, str(report))
+
+
+@pytest.mark.parametrize("name", OK)
+def test_correct_compatible_function_is_not_flagged(reports, name):
+    report = reports[name]
+    loud = [f for f in report.findings if f.severity in ("error", "warning")]
+    assert loud == [], str(report)
+    for column, cell in report.compat.items():
+        want = "n/a" if (name, column) in ALLOWED_NA else "ok"
+        assert cell["status"] == want, (column, cell)
+
+
+# --- the plain-PyTorch reproductions: each case really breaks on this torch -----------------
+
+def _x(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def _compile(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="aot_eager", fullgraph=True)
+
+
+def test_torch_export_trains_an_ste_with_zero_gradient():
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return D.BrokenExportedSTE.apply(x)
+
+    x = _x(4, 5).clamp(-0.9, 0.9).requires_grad_()
+    program = torch.export.export(Model(), (x,))
+    (grad,) = torch.autograd.grad(program.module()(x).sum(), x)
+    (eager,) = torch.autograd.grad(D.BrokenExportedSTE.apply(x).sum(), x)
+    assert float(grad.abs().max()) == 0.0
+    assert float(eager.abs().min()) == 1.0  # |x| <= 1 everywhere: the clipped STE passes 1
+
+
+def test_autocast_backward_without_custom_bwd_mixes_dtypes():
+    x, w = _x(4, 3).float().requires_grad_(), _x(3, 5).float().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = D.BrokenAutocastMatmul.apply(x, w)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        out.sum().backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = D.OkAutocastMatmul.apply(x, w)
+    out.sum().backward()
+    assert x.grad.dtype == torch.float32
+
+
+def test_naive_variance_loses_its_digits_in_float32_only():
+    x = D._offset()[0]
+    exact = torch.var(x, unbiased=False)
+    for dtype, bad in ((torch.float64, False), (torch.float32, True)):
+        got = D.BrokenNaiveVariance.apply(x.to(dtype)).double()
+        good = D.OkVariance.apply(x.to(dtype)).double()
+        rel = float((got - exact).abs() / exact)
+        assert (rel > 0.02) is bad, (dtype, rel)
+        assert float((good - exact).abs() / exact) < 1e-5
+
+
+def test_old_style_function_is_refused_by_torch_func():
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda x: D.BrokenOldStyleTanh.apply(x).sum())(_x(3))
+
+
+def test_float32_internals_crash_in_float64():
+    with pytest.raises(RuntimeError, match="same dtype"):
+        D.BrokenFloat32Internals.apply(_x(2, 6))
+    assert D.BrokenFloat32Internals.apply(_x(2, 6).float()).dtype == torch.float32
+
+
+def test_compile_graph_breaks_on_logging_and_item():
+    for cls in (D.BrokenLoggingForward, D.BrokenItemBranch):
+        with pytest.raises(Exception, match="Logger|item|data-dependent"):
+            _compile(cls.apply)(_x(3, 4).requires_grad_())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_compile_differentiates_an_inplace_function_as_identity():
+    x = _x(3, 4).requires_grad_()
+    (eager,) = torch.autograd.grad(D.InplaceExp.apply(x.clone()).sum(), x)
+    (compiled,) = torch.autograd.grad(_compile(D.InplaceExp.apply)(x.clone()).sum(), x)
+    torch.testing.assert_close(eager, x.detach().exp())
+    torch.testing.assert_close(compiled, torch.ones_like(compiled))
+
+
+def test_checkpoint_refuses_an_inplace_function_and_replays_dropout():
+    x = _x(3, 4).requires_grad_()
+    with pytest.raises(RuntimeError, match="inplace"):
+        checkpoint(D.InplaceExp.apply, x.clone(), use_reentrant=False).sum().backward()
+
+    def grad(preserve):
+        torch.manual_seed(0)
+        out = checkpoint(lambda t: D.OkDropout.apply(t)[0], x, use_reentrant=False,
+                         preserve_rng_state=preserve)
+        return torch.autograd.grad(out.sum(), x)[0]
+
+    torch.manual_seed(0)
+    (plain,) = torch.autograd.grad(D.OkDropout.apply(x)[0].sum(), x)
+    torch.testing.assert_close(grad(True), plain)
+    assert not torch.equal(grad(False), plain)
+
+
+def test_custom_op_without_fake_kernel_cannot_compile():
+    with pytest.raises(Exception, match="fake"):
+        _compile(D.broken_no_fake_sin)(_x(3, 4))
+    result = torch.library.opcheck(D.broken_fake_rowsum, (_x(3, 4),), raise_exception=False)
+    assert "Shapes" in str(result["test_faketensor"])
+
+
+def test_vmap_refuses_random_forward_by_default():
+    with pytest.raises(RuntimeError, match="randomness"):
+        torch.func.vmap(D.OkDropout.apply)(_x(2, 3))
+
+
+# --- what the findings say --------------------------------------------------------------------
+
+def test_graph_break_names_the_line_and_the_reason(reports):
+    (f,) = [f for f in reports["BrokenLoggingForward"].findings
+            if f.code == "compile-graph-break"]
+    assert f.details["where"]["file"].endswith("deploy_cases.py")
+    assert "_log.debug" in f.details["where"]["source"]
+    assert "logging" in f.details["reason"].lower()
+
+
+def test_autocast_hint_verifies_the_custom_amp_fix(reports):
+    (f,) = [f for f in reports["BrokenAutocastMatmul"].findings if f.code == "autocast-error"]
+    assert f.details["stage"] == "backward"
+    assert f.details["custom_amp_fixes"] is True
+    assert "setup_context with @torch.amp.custom_fwd" in f.hint
+
+
+def test_old_style_hint_carries_the_rewrite(reports):
+    (f,) = [f for f in reports["BrokenOldStyleTanh"].findings
+            if f.code == "func-needs-setup-context"]
+    rewrite = f.details["rewrite"]
+    assert "def forward(x):" in rewrite
+    assert "def setup_context(ctx, inputs, output):" in rewrite
+    assert "ctx.save_for_backward(y)" in rewrite
+    # y is computed in forward; the rewrite binds it from the output instead of losing it.
+    assert "y = output" in rewrite
+
+
+def test_torch_limits_are_info_not_failures(reports):
+    codes = reports["ok_sin"].codes("info")
+    assert "func-unsupported-by-torch" in codes
+    assert reports["ok_sin"].passed
+    assert "compile-unsupported-by-torch" in reports["OkSwish"].codes("info")
+
+
+def test_random_function_is_checked_under_vmap_with_randomness(reports):
+    report = reports["OkDropout"]
+    assert "vmap" in report.checks
+    assert {"vmap-randomness", "checkpoint-needs-rng-state"} <= report.codes("info")
+
+
+def test_export_drop_says_zero_gradients_and_what_to_do(reports):
+    (f,) = [f for f in reports["BrokenExportedSTE"].findings
+            if f.code == "export-drops-backward"]
+    assert f.details["zero"] is True
+    assert "custom_op" in f.hint and "register_autograd" in f.hint
+
+
+def test_dynamo_state_does_not_leak_between_functions():
+    # Every Function's apply shares one code object: without a reset the ninth compiled
+    # Function would hit the recompile limit and run eagerly, hiding its compile mismatch.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ["OkVariance", "BrokenNaiveVariance", "OkAutocastMatmul",
+                     "BrokenAutocastMatmul", "BrokenOldStyleTanh", "OkDropout",
+                     "BrokenExportedSTE", "BrokenLoggingForward", "OkSwish"]:
+            check(getattr(D, name), checks=["compile"])
+    report = check(D.BrokenCompilePath, checks=["compile"])
+    assert "compile-mismatch" in report.codes("error")
