@@ -257,7 +257,7 @@ class FusedLinearReLU(Function):
     @staticmethod
     def backward(ctx, grad):
         input, weight, mask = ctx.saved_tensors
-        h = grad * mask
+        h = grad.to(weight.dtype) * mask  # bfloat16 under autocast: see examples.linear.Linear
         grad_input = h @ weight if ctx.needs_input_grad[0] else None
         grad_weight = h.mT @ input if ctx.needs_input_grad[1] else None
         grad_bias = h.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None

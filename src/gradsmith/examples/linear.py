@@ -45,6 +45,9 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad):
         input, weight = ctx.saved_tensors
+        # Under autocast forward returns bfloat16 while the saved tensors stay float32, and
+        # backward runs outside autocast: match their dtype (a no-op otherwise).
+        grad = grad.to(weight.dtype)
         grad_input = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             grad_input = grad @ weight
@@ -79,6 +82,7 @@ class BatchedMatmul(Function):  # noqa: GS302
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
+        grad = grad.to(b.dtype)  # bfloat16 under autocast, like Linear
         grad_a = grad @ b.mT if ctx.needs_input_grad[0] else None
         grad_b = a.mT @ grad if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
@@ -202,6 +206,7 @@ class Conv1d(Function):
     @staticmethod
     def backward(ctx, grad):
         input, weight = ctx.saved_tensors
+        grad = grad.to(weight.dtype)  # bfloat16 under autocast, like Linear
         grad_input = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             grad_input = torch.nn.grad.conv1d_input(input.shape, weight, grad,
