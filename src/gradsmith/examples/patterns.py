@@ -134,8 +134,9 @@ def _external_gradient(values: list[float], upstream: list[float], eps: float = 
 
 
 @example(lambda: (randn(4, 5),), approximate=True,
-         gaps={"export": "calls NumPy: torch.export cannot trace it",
-               "torch.func": "calls NumPy on the tensors: torch.func transforms cannot"})
+         gaps={"compile": "calls external code: Dynamo graph-breaks around it",
+               "export": "calls external code: torch.export cannot trace it",
+               "torch.func": "calls external code on the tensors: torch.func cannot"})
 class ExternalTanh(Function):
     """``y = tanh(x)`` computed by external (non-PyTorch) code, with the library's approximate
     gradient (central differences, relative error about ``eps^2 = 1e-6``).
