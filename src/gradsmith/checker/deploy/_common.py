@@ -48,7 +48,8 @@ def leaves(session: Session, dtype: torch.dtype | None) -> list[torch.Tensor]:
 
 def evaluate(session: Session, call: Callable[..., Any] | None = None,
              dtype: torch.dtype | None = None, *, xs: list[torch.Tensor] | None = None,
-             backward: Callable[[Callable[[], Any]], Any] | None = None) -> Evaluation:
+             backward: Callable[[Callable[[], Any]], Any] | None = None,
+             backward_salt: int = 7) -> Evaluation:
     """Run ``call(*args)`` (default: the target) and its backward with the session's cotangents.
 
     Args:
@@ -58,6 +59,7 @@ def evaluate(session: Session, call: Callable[..., Any] | None = None,
             the working dtype).
         xs: the leaves to differentiate (default: :func:`leaves`).
         backward: wraps the backward call (e.g. to run it under autocast); gets a thunk.
+        backward_salt: offset of the random state backward starts from.
 
     Returns:
         Detached outputs and gradients (gradients in the inputs' dtype).
@@ -73,7 +75,9 @@ def evaluate(session: Session, call: Callable[..., Any] | None = None,
     vs = cotangents(session, outs)
 
     def grad() -> tuple:
-        return torch.autograd.grad(outs, xs, vs, allow_unused=True, materialize_grads=True)
+        # Seeded too: a backward that draws noise (intended gradient noise) draws the same.
+        return seeded(subject.seed + backward_salt, torch.autograd.grad, outs, xs, vs,
+                      allow_unused=True, materialize_grads=True)
 
     grads = list(backward(grad) if backward is not None else grad())
     return Evaluation([o.detach() for o in outs], [g.detach() for g in grads])
@@ -241,6 +245,21 @@ def importable(cls: type | None) -> Iterator[None]:
 
 
 def is_random(session: Session) -> bool:
+    """True when forward or backward draws random numbers (two random states, different
+    outputs or gradients)."""
+    return forward_is_random(session) or backward_is_random(session)
+
+
+def backward_is_random(session: Session) -> bool:
+    """True when backward draws random numbers (gradient noise): two backward states differ."""
+    if "deploy_random_backward" not in session.cache:
+        other = evaluate(session, backward_salt=8)
+        session.cache["deploy_random_backward"] = not all(
+            torch.equal(a, b) for a, b in zip(reference(session).grads, other.grads))
+    return session.cache["deploy_random_backward"]
+
+
+def forward_is_random(session: Session) -> bool:
     """True when the forward draws random numbers (two random states, different outputs)."""
     if "deploy_random" not in session.cache:
         subject = session.subject

@@ -44,8 +44,8 @@ def run(session: Session) -> list[Finding]:
                    f"{_name(session.subject.dtype or session.subject.args.originals[0].dtype)} "
                    "directly (see the setup findings)")
     if is_random(session):
-        raise Skip("forward draws random numbers, and float32 and float64 draw different ones "
-                   "from the same seed: no common reference")
+        raise Skip("the Function draws random numbers, and float32 and float64 draw different "
+                   "ones from the same seed: no common reference")
     findings = []
     for dtype in dtypes(session):
         findings += _one(session, dtype)
