@@ -93,7 +93,7 @@ class Drop(Function):
         return g * keep
 """)
     _, out, _ = gradsmith_cli(path, "--no-isolate", "-v", "-k", "Drop")
-    assert "ops.py::Drop: float32 n/a: forward draws random numbers" in out
+    assert "ops.py::Drop: float32 n/a: the Function draws random numbers" in out
 
 
 def test_html_report_has_the_matrix_with_notes(write, gradsmith_cli, tmp_path):
