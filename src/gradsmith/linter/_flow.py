@@ -35,6 +35,8 @@ class Val:
 
 
 _MAX_DEPTH = 150
+#: Modules whose functions share names with tensor methods (``math.sqrt``, ``np.exp``).
+_NUMERIC_MODULES = frozenset({"math", "np", "numpy", "random", "operator", "cmath"})
 UNKNOWN = Val()
 TENSOR = Val(tensor=True, single=True)
 NOT_TENSOR = Val(tensor=False)
@@ -183,6 +185,8 @@ class Flow:
         if qual:
             return self._torch_call(qual, node)
         if isinstance(func, ast.Attribute):
+            if parts and parts[0] in _NUMERIC_MODULES and parts[0] not in self.env:
+                return SCALAR if parts[0] == "math" else UNKNOWN  # math.sqrt, np.prod
             recv = self.eval(func.value)
             name = func.attr
             if name in T.TUPLE_RESULT:
@@ -231,9 +235,9 @@ class Flow:
                     self.bind(elt.value, Val(val.origins, False))
                 elif val.elements is not None and not starred and len(val.elements) == len(elts):
                     self.bind(elt, val.elements[i])
-                elif val.origins:
-                    tensor = True if "saved" in val.origins or val.tensor is not False else None
-                    self.bind(elt, Val(val.origins, tensor))
+                elif val.origins:  # items of saved_tensors or of *grads are tensors
+                    sure = "saved" in val.origins or "grad" in val.origins
+                    self.bind(elt, Val(val.origins, True if sure else None))
                 else:
                     self.bind(elt, UNKNOWN)
 

@@ -8,7 +8,7 @@ from gradsmith.linter._evidence import evidence, integer_tensor
 from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._flow import Flow, Val, walk_shallow
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own, short
+from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own, short, terminates
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -139,24 +139,44 @@ def _bound_once(method) -> set[str]:
 
 def _max_calls(body: list[ast.stmt], is_call) -> tuple[int, list[ast.AST]]:
     """Most save calls on one path through ``body``, and the calls along that path."""
+    best, _ = _paths(body, is_call)
+    return best
+
+
+def _paths(body: list[ast.stmt], is_call):
+    """(best path that ends here or returns, best path that continues after ``body``).
+
+    A branch that returns or raises ends its path: its calls are not added to the
+    statements after the ``if`` (``if a: save(x); return`` then ``save(y)`` is one call).
+    """
+    ended: tuple[int, list] = (0, [])
     total, along = 0, []
     for stmt in body:
         if isinstance(stmt, ast.If):
-            a, b = _max_calls(stmt.body, is_call), _max_calls(stmt.orelse, is_call)
-            best = a if a[0] >= b[0] else b
+            results = [_paths(stmt.body, is_call), _paths(stmt.orelse, is_call)]
+            for done, _go in results:
+                if done[0] and total + done[0] > ended[0]:
+                    ended = (total + done[0], along + done[1])
+            going = [go for (_d, go), block in zip(results, (stmt.body, stmt.orelse))
+                     if not terminates(block)]
+            step = max(going, key=lambda g: g[0]) if going else (0, [])
+            if not going:
+                return max(ended, (total, along), key=lambda g: g[0]), None
         elif isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)):
             n, calls = _max_calls(stmt.body, is_call)
-            best = (2 * n, calls * 2) if n else (0, [])
+            step = (2 * n, calls * 2) if n else (0, [])
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            best = _max_calls(stmt.body, is_call)
+            step = _max_calls(stmt.body, is_call)
         elif isinstance(stmt, ast.Try):
-            best = _max_calls(stmt.body + stmt.orelse + stmt.finalbody, is_call)
+            step = _max_calls(stmt.body + stmt.orelse + stmt.finalbody, is_call)
         else:
             calls = [n for n in statement_nodes(stmt) if is_call(n)]
-            best = (len(calls), calls)
-        total += best[0]
-        along += best[1]
-    return total, along
+            step = (len(calls), calls)
+        total += step[0]
+        along = along + step[1]
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            return max(ended, (total, along), key=lambda g: g[0]), None
+    return max(ended, (total, along), key=lambda g: g[0]), (total, along)
 
 
 @checker(GS104, GS213, GS205, GS105, GS106, GS107)
@@ -275,7 +295,9 @@ def check_saved_reads(facts: Facts, report) -> None:
         )
         others = [facts.fc.methods.get(m) for m in ("jvp", "vjp") if m != backward.name]
         if not helpers and all(m is None or not _reads_saved(m) for m in others) \
-                and max(len(c.args) for c in saves) > 0 and own_pair and "backward" in facts.fc.own:
+                and any(not (isinstance(a, ast.Constant) and a.value is None)
+                        for c in saves for a in c.args) \
+                and own_pair and "backward" in facts.fc.own:
             report("GS304", _src_of(facts, saves[0]), saves[0])
         return
     if not exact or not own_pair:

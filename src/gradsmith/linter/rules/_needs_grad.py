@@ -110,7 +110,7 @@ def check_needs_input_grad(facts: Facts, report) -> None:
         if found is not None:
             node, slot = found
             report("GS301", method.source, method.node,
-                   f"`{short(method.source.segment(node), 28)}` feeds only the gradient of `{slot}`")
+                   f"`{slot}`'s gradient alone needs `{short(method.source.segment(node), 24)}`")
 
 
 def _exclusive_work(facts: Facts, method) -> tuple[ast.AST, str] | None:
@@ -135,7 +135,7 @@ def _exclusive_work(facts: Facts, method) -> tuple[ast.AST, str] | None:
         ]
         if len(slots) < 2:
             continue  # at most one gradient: backward only runs when it is needed
-        for i, own_deps in slots:
+        for i, own_deps in sorted(slots, key=lambda s: s[0] == 0):  # weights first
             others = set().union(*(d for j, d in slots if j != i))
             exclusive = own_deps - others
             name = params[i] if i < len(params) else f"input {i}"
