@@ -288,7 +288,8 @@ def check_hygiene(facts: Facts, report) -> None:
                     report("GS210", src, node, f"`{'.'.join(parts)}(...)`")
                 if qual and name in T.ALLOC_NO_DTYPE and not any(
                     k.arg in ("dtype", None, "out") for k in node.keywords
-                ) and qual.rpartition(".")[0] == "torch" and method.name in ("forward", "backward"):
+                ) and qual.rpartition(".")[0] == "torch" and method.name in ("forward", "backward") \
+                        and not _placeholder(node):
                     report("GS211", src, node, f"`{'.'.join(parts)}(...)`")
                 if method.name == "forward" and name in ("numpy", "tolist", "item") and isinstance(
                     node.func, ast.Attribute
@@ -306,6 +307,15 @@ def check_hygiene(facts: Facts, report) -> None:
                         report("GS204", src, item.context_expr, f"`{short(src.segment(item.context_expr))}`")
         if in_backward and not lax and any(_no_grad(d, resolve) for d in method.node.decorator_list):
             report("GS204", src, method.node, "decorated with a no-grad context")
+
+
+def _placeholder(call: ast.Call) -> bool:
+    """``torch.empty(())`` / ``torch.empty(0)``: a stand-in with no values (for a None)."""
+    if len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    return (isinstance(arg, (ast.Tuple, ast.List)) and not arg.elts) or (
+        isinstance(arg, ast.Constant) and arg.value == 0)
 
 
 def _no_grad(expr: ast.expr, resolve) -> bool:
