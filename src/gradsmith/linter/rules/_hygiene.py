@@ -289,7 +289,9 @@ def check_hygiene(facts: Facts, report) -> None:
                 if qual and name in T.ALLOC_NO_DTYPE and not any(
                     k.arg in ("dtype", None, "out") for k in node.keywords
                 ) and qual.rpartition(".")[0] == "torch" and method.name in ("forward", "backward") \
-                        and not _placeholder(node):
+                        and not _placeholder(node) and not (
+                            isinstance(parents.get(id(node)), ast.Attribute)
+                            and parents[id(node)].attr in _CASTS):
                     report("GS211", src, node, f"`{'.'.join(parts)}(...)`")
                 if method.name == "forward" and name in ("numpy", "tolist", "item") and isinstance(
                     node.func, ast.Attribute
@@ -314,8 +316,15 @@ def _placeholder(call: ast.Call) -> bool:
     if len(call.args) != 1:
         return False
     arg = call.args[0]
-    return (isinstance(arg, (ast.Tuple, ast.List)) and not arg.elts) or (
-        isinstance(arg, ast.Constant) and arg.value == 0)
+    if isinstance(arg, (ast.Tuple, ast.List)):
+        return not arg.elts or (len(arg.elts) == 1 and isinstance(arg.elts[0], ast.Constant)
+                                and arg.elts[0].value == 0)
+    return isinstance(arg, ast.Constant) and arg.value == 0
+
+
+#: Conversions chained onto an allocation that fix its dtype: `torch.zeros(n).type(x.dtype)`.
+_CASTS = frozenset({"type", "to", "type_as", "float", "double", "half", "bfloat16", "long",
+                    "int", "bool", "short", "byte", "char"})
 
 
 def _no_grad(expr: ast.expr, resolve) -> bool:
