@@ -34,7 +34,7 @@ _NON_TENSOR_METHODS = frozenset(
 #: Name parts of integer index / boolean mask tensors (no graph, nothing to leak).
 _INDEX_PARTS = frozenset(
     """cu seqlens seqlen indices index idx ids inds offsets offset lengths lens positions
-    mask masks indptr ptr counts splits perm""".split()
+    mask masks indptr ptr counts cnt splits perm""".split()
 )
 #: torch callables whose first argument is not (necessarily) a tensor.
 _NOT_TENSOR_FIRST = frozenset(

@@ -40,14 +40,45 @@ Exit status: 0 when there is no error-level finding, 1 otherwise, 2 on usage err
   parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
   on the command line are always parsed.
 
-Exemption: in-place updates of forward inputs named `running_*`, `moving_*` or
-`num_batches_tracked` (BatchNorm-style statistics buffers that never require grad) are not
-reported by GS101.
+Messages are one line (at most 100 characters); `gradsmith lint --explain GS101` prints the
+why, the fix and the examples below. `--fix --diff` (or `--diff`) previews the fixes as a
+unified diff and never writes.
 
-Severities: **error** = wrong gradients, crashes or silent corruption (no false errors is the
-design goal: where the analysis is unsure the rule stays silent or reports a warning);
-**warning** = fragile or wrong in some uses (double backward, other dtypes, deprecated);
-**info** = wasted work.
+What the analysis takes into account, so that an error is always worth stopping for:
+
+- `@classmethod` Functions: PyTorch binds `cls`, ctx is the next parameter.
+- Which values are tensors: annotations (`ProcessGroup`, `int`, unions and user classes
+  are not proof), non-None constant defaults, `isinstance` tests, use as `group=`,
+  `.rank()`, being called, and use in tensor operations. Rules that would report an
+  error for a tensor need positive evidence.
+- Integer index tensors and masks (`cu_seqlens`, `*_indices`, `idx`, `mask`, `*_cnt`, or
+  used as an index) carry no graph: keeping them on ctx is not reported.
+- One root cause, one finding: a method that is not a `@staticmethod` (GS113) or a
+  `forward(ctx, ...)` beside `setup_context` (GS114) suppresses the count findings it
+  shifts (GS108, GS110, GS116, GS118, GS119, GS209).
+- When every output is passed to `ctx.mark_non_differentiable`, backward never runs:
+  findings about backward and about what forward keeps for it are dropped.
+- In-place edits are followed into helper functions of the same module and methods of the
+  class (`_reduce(grad_output)`), and in-place `torch.distributed` collectives
+  (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
+  `_functional_collectives` do not.
+- `out=` is an output buffer only for torch's own functions (for a custom kernel it may
+  name an input). Saved intermediates (neither input nor output) edited in backward, and
+  a backward with an explicit `inplace` mode, are not GS103. A backward that only raises
+  is not counted.
+
+Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
+`num_batches_tracked`, or whose gradient backward always returns as `None` (state such as
+statistics buffers and codebooks, never differentiated), are not reported by GS101.
+
+Severities: **error** = a wrong gradient, a crash or a leak, and nothing else (no false
+errors is the design goal: where the analysis is unsure the rule stays silent or reports a
+warning); **warning** = fragile or wrong in some uses (double backward, other dtypes,
+deprecated, skipped version checks); **info** = wasted work.
+
+Real-code evaluation: `benchmarks/lint_realcode.py` lints 14 public projects (pinned
+commits) and looks up a judgement for every error-level finding and a sample of the others
+(`benchmarks/results/lint_realcode.md`).
 """
 
 DEVIATIONS = """## Error-level findings in the installed torch package (reviewed)
