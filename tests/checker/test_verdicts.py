@@ -166,3 +166,18 @@ def test_approximate_thresholds_are_configurable():
 def test_bad_approximate_thresholds_name_the_option(kwargs, match):
     with pytest.raises(gradsmith.GradsmithError, match=match):
         gradsmith.check(SinOff21, _r(3), **kwargs)
+
+
+@pytest.mark.parametrize("case", [c for c in __import__("corpus").all_cases()
+                                  if c.name.startswith(("two-outputs", "split-"))],
+                         ids=lambda c: c.name)
+def test_unused_outputs_agree_with_gradcheck_check_undefined_grad(case):
+    # Reference: gradcheck builds each output's Jacobian from a backward with only that
+    # output, so the others are undefined, and check_undefined_grad=True adds all-undefined.
+    args = [a.requires_grad_() for a in case.make_args()]
+    try:
+        reference = torch.autograd.gradcheck(case.fn.apply, args, check_undefined_grad=True)
+    except (RuntimeError, TypeError):  # GradcheckError is a RuntimeError
+        reference = False
+    report = gradsmith.check(case.fn, *case.make_args())
+    assert report.passed == reference == case.passes, str(report)

@@ -18,6 +18,8 @@ CODES: dict[str, tuple[str, str]] = {
     "non-tensor-grad": ("error", "structure"),
     "grad-shape-mismatch": ("error", "structure"),
     "broadcast-grad": ("warning", "structure"),
+    "undefined-grad-error": ("error", "structure"),
+    "undefined-grad-mismatch": ("error", "structure"),
     "grad-dtype-mismatch": ("error", "structure"),
     "grad-device-mismatch": ("error", "structure"),
     "input-mutated": ("error", "mutation"),

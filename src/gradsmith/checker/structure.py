@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from gradsmith.checker import undefined_grads
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, UserCodeError, backward_error, forward_error
@@ -72,6 +73,8 @@ def run(session: Session) -> list[Finding]:
         seen = {(f.code, f.input) for f in findings}
         findings += [f for f in _inspect(session, user_dtype=False)
                      if (f.code, f.input) not in seen]
+    if not any(f.is_error for f in findings):
+        findings += undefined_grads.findings(session)
     return findings
 
 

@@ -45,8 +45,10 @@ def all_cases() -> list[Case]:
         bugs_state,
         correct,
         estimators,
+        multi_output,
         seeds,
     )
 
     return [*bugs_gradients.CASES, *bugs_structure.CASES, *bugs_state.CASES, *bugs_more.CASES,
-            *correct.CASES, *seeds.CASES, *estimators.CASES]
+            *correct.CASES, *seeds.CASES, *estimators.CASES,
+            *multi_output.CASES]
