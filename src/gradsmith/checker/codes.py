@@ -30,6 +30,7 @@ CODES: dict[str, tuple[str, str]] = {
     "nan-gradient": ("error", "gradients"),
     "kink": ("info", "gradients"),
     "undeclared-estimator": ("error", "gradients"),
+    "missing-param-grad": ("error", "gradients"),
     "nan-numerical": ("info", "gradients"),
     "surrogate-mismatch": ("error", "surrogate"),
     "surrogate-error": ("error", "surrogate"),

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
+from gradsmith.checker.arguments import as_real, from_real
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.subject import seeded
 
@@ -85,7 +86,7 @@ def _surrogate_vjp(session, surrogate, xs, vs, seed) -> list[torch.Tensor]:
             out = seeded(seed, surrogate, *args)
         except Exception as exc:  # noqa: BLE001 - user code
             raise DeclarationError(f"the surrogate raised {type(exc).__name__}: {exc}") from None
-        outs = [out] if isinstance(out, torch.Tensor) else subject.select(out)
+        outs = [as_real(out)] if isinstance(out, torch.Tensor) else subject.select(out)
         shapes = [tuple(o.shape) for o in outs]
         want = [tuple(v.shape) for v in vs]
         if shapes != want:
@@ -116,12 +117,17 @@ def _intended(session, xs, vs, seed) -> list[torch.Tensor]:
             "argument(s): return one per forward argument, like backward (None where there "
             "is no gradient)")
     grads = []
-    top = subject.args.top_index
-    for k, (pos, x) in enumerate(zip(subject.args.diff_pos, xs)):
-        g = result[top[pos]]
+    for k, x in enumerate(xs):
+        pos = subject.args.position(k)
+        if pos is None:
+            raise DeclarationError(
+                f"intended= cannot give the gradient of {subject.labels[k]} (nested in an "
+                "argument, or a module parameter): declare a surrogate= instead")
+        g = result[pos]
         if g is None:
             grads.append(torch.zeros_like(x))
             continue
+        g = as_real(g) if isinstance(g, torch.Tensor) else g
         if not isinstance(g, torch.Tensor):
             raise DeclarationError(f"intended returned a {type(g).__name__} for "
                                    f"{subject.labels[k]}; expected a tensor or None")
@@ -147,7 +153,7 @@ def _grad_outputs(session, vs) -> list[torch.Tensor | None]:
             None if o is None else torch.zeros_like(o) for o in flatten_outputs(out)]
     flat = list(session.cache["flat_outputs"])
     for pos, v in zip(subject.out_pos, vs):
-        flat[pos] = v
+        flat[pos] = from_real(v) if flat[pos].is_complex() else v
     return flat
 
 

@@ -100,9 +100,10 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     opts, selected, name = _parse_options(options)
     target = resolve_target(fn, name)
     subject = Subject(target, args, opts.seed)
-    if not subject.args.diff_pos:
+    if not subject.args.inputs:
         raise GradsmithError(
-            f"check: no floating-point tensor among the arguments of {target.name} (got "
+            f"check: no floating-point or complex tensor (nor module parameter requiring "
+            f"grad) among the arguments of {target.name} (got "
             f"{[type(a).__name__ for a in args]}); pass example inputs such as "
             f"`gradsmith.check({target.name}, torch.randn(4, 3, dtype=torch.float64))`")
     report = Report(name=target.name)

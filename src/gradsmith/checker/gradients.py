@@ -7,7 +7,7 @@ import math
 import torch
 
 from gradsmith.checker import estimators, numerics, probe
-from gradsmith.checker.problem import Problem, index_str
+from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, backward_error
 
@@ -51,10 +51,40 @@ def run(session: Session) -> list[Finding]:
     problem = session.problem
     results = compare(session, problem, NAME)
     findings, replaced = estimators.detect(session, problem, results)
+    missing, covered = _params_without_gradient(session, results)
+    findings += missing
+    replaced |= covered
     for res in results:
         if res.t not in replaced:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
     return findings
+
+
+def _params_without_gradient(session: Session, results: list[numerics.InputResult]
+                             ) -> tuple[list[Finding], set[int]]:
+    """Parameters of a module argument that backward leaves without any gradient (the
+    checkpointing pattern with torch.autograd.grad on the inputs only): one finding per module."""
+    args = session.subject.args
+    _, grads = session.cache["vjp:gradients"]
+    by_module: dict[str, list[int]] = {}
+    for res in results:
+        d = args.inputs[res.t]
+        if d.param is not None and res.failed and not any(bool(g[res.t].any()) for g in grads):
+            by_module.setdefault(args.labels[d.leaf], []).append(res.t)
+    findings = []
+    for module, ts in by_module.items():
+        names = [args.inputs[t].label for t in ts]
+        findings.append(Finding(
+            "missing-param-grad", "error",
+            f"the parameters of the module passed as {module} ({', '.join(names)}) get no "
+            "gradient, although the output depends on them (finite differences are not 0): "
+            "backward can only return gradients for apply's own arguments, so it must "
+            "accumulate them, and it does not",
+            "in backward, recompute the module's outputs under torch.enable_grad() and call "
+            "torch.autograd.backward(outputs, grad_outputs), which accumulates into the "
+            "parameters (torch.autograd.grad(outputs, inputs) gives the inputs' gradients only)",
+            NAME, names[0], {"module": module, "parameters": names}))
+    return findings, {t for ts in by_module.values() for t in ts}
 
 
 def findings_for(session: Session, problem: Problem, res: numerics.InputResult, check: str,
@@ -65,7 +95,7 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
     out: list[Finding] = []
     code = "gradient-mismatch" if kind == "gradient" else "double-backward-mismatch"
     if res.nan_analytic:
-        where = ", ".join(label + index_str(j, x.shape) for j in res.nan_analytic[:5])
+        where = ", ".join(problem.element(res.t, j) for j in res.nan_analytic[:5])
         out.append(Finding(
             "nan-gradient" if kind == "gradient" else "nan-double-backward", "error",
             f"{kind} for {label} is NaN/inf at {where} ({len(res.nan_analytic)} elements) "
@@ -75,7 +105,7 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
             label, {"elements": res.nan_analytic[:20]}))
     if res.mismatches:
         worst = max(res.mismatches, key=lambda e: abs(e.analytic - e.numerical))
-        where = ", ".join(label + index_str(e.index, x.shape) for e in res.mismatches[:5])
+        where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])
         more = "" if len(res.mismatches) <= 5 else f" and {len(res.mismatches) - 5} more"
         if res.mode == "probe":
             scope = (f"{'widespread; ' if res.probe.get('widespread') else ''}elements "
@@ -84,7 +114,7 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
             scope = f"{len(res.mismatches)} of {x.numel()} elements"
         msg = (f"{kind} of {label} disagrees with finite differences at {where}{more} "
                f"({scope}); worst "
-               f"{label}{index_str(worst.index, x.shape)}: analytic {worst.analytic:.6g}, "
+               f"{problem.element(res.t, worst.index)}: analytic {worst.analytic:.6g}, "
                f"numerical {worst.numerical:.6g} (projected on a random grad_output)")
         if res.probe.get("failed"):
             msg += f"; random-direction probe ratio analytic/numerical {res.probe['ratio']:.6g}"
@@ -92,7 +122,10 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
             _block(session, problem, res.t, worst.index, label)
             msg += _entry_hint(session, label)
         block = session.cache.get(f"block:{label}") if kind == "gradient" else None
-        out.append(Finding(code, "error", msg, _hint(kind), check, label, {
+        hint = _hint(kind)
+        if kind == "gradient" and (problem.complex_inputs or problem.complex_outputs):
+            hint += _COMPLEX_HINT
+        out.append(Finding(code, "error", msg, hint, check, label, {
             "mode": res.mode,
             "elements": [[e.index, e.analytic, e.numerical] for e in res.mismatches[:20]],
             "probe": res.probe,
@@ -110,7 +143,7 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
             f"{res.probe['tol']:.2g} from the measured finite-difference noise)",
             _hint(kind), check, label, {"mode": res.mode, "probe": res.probe}))
     if res.kinks and not res.mismatches:
-        where = ", ".join(label + index_str(e.index, x.shape) for e in res.kinks[:5])
+        where = ", ".join(problem.element(res.t, e.index) for e in res.kinks[:5])
         e = res.kinks[0]
         out.append(Finding(
             "kink", "info",
@@ -127,6 +160,13 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
             "choose example inputs inside the function's domain", check, label,
             {"elements": res.nan_numerical[:20]}))
     return out
+
+
+_COMPLEX_HINT = (
+    "; with complex tensors PyTorch's gradient is the conjugate Wirtinger derivative, as "
+    "gradcheck checks it: for a holomorphic f, grad_z = grad_output * conj(f'(z)) (y = a * z: "
+    "grad_z = g * a.conj(), grad_a = g * z.conj()); a missing .conj() is the usual cause, "
+    "and a linear map's backward is its adjoint (fft: ifft(g, norm='forward'))")
 
 
 def _hint(kind: str) -> str:
@@ -153,8 +193,8 @@ def _entry_hint(session: Session, label: str) -> str:
     row = info.get("rows", [0])[i] if info else i
     col = info.get("cols", [0])[j] if info else j
     problem = session.problem
-    x = problem.xs[[*problem.labels].index(label)]
-    return (f"; Jacobian entry d {problem.out_label(row)} / d {label}{index_str(col, x.shape)}"
+    t = [*problem.labels].index(label)
+    return (f"; Jacobian entry d {problem.out_label(row)} / d {problem.element(t, col)}"
             f": analytic {float(a[i, j]):.6g}, numerical {float(n[i, j]):.6g}")
 
 

@@ -90,7 +90,7 @@ def _unneeded(session: Session) -> list[Finding]:
     differentiated input switched off in turn. A computed gradient is a warning; another
     input's gradient changing is an error (typically a wrong ``ctx.needs_input_grad`` index)."""
     args = session.subject.args
-    k = len(args.diff_pos)
+    k = len(args.inputs)
     frozen = [(args.labels[i], args.top_index[i]) for i in args.constant_pos
               if _only_top_level(args, args.top_index[i])]
     if k < 2 and not frozen:
@@ -105,12 +105,13 @@ def _unneeded(session: Session) -> list[Finding]:
     if k < 2:
         return findings
     labels = args.diff_labels
-    positions = [args.top_index[p] if _only_top_level(args, args.top_index[p]) else None
-                 for p in args.diff_pos]
+    positions = [args.position(t) for t in range(k)]
     for i in range(k):
         needs = [j != i for j in range(k)]
         try:
             _, raw, grad_outputs = structure.raw_backward(session, user_dtype=True, needs=needs)
+        except Skip:
+            continue  # nothing else reaches the Function's node (e.g. only module parameters)
         except Exception as exc:  # noqa: BLE001
             findings.append(_needs_mismatch(labels[i], None, f"backward raised {exc!r}"))
             continue

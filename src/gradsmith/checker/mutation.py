@@ -64,7 +64,7 @@ def run(session: Session) -> list[Finding]:
     tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
     labels = [subject.args.labels[i] for i in subject.args.tensor_pos]
     before = Snapshot(tensors)
-    diff_ids = {id(v) for v in values}
+    diff_ids = {id(tensors[subject.args.tensor_pos.index(p)]) for p in subject.args.diff_pos}
     saved: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def pack(t: torch.Tensor) -> torch.Tensor:

@@ -26,13 +26,21 @@ class Problem:
     """
 
     def __init__(self, f: Callable[[list[torch.Tensor], set[int]], list[torch.Tensor]],
-                 xs: list[torch.Tensor], labels: list[str], out_labels: list[str] | None = None):
+                 xs: list[torch.Tensor], labels: list[str], out_labels: list[str] | None = None,
+                 accumulate: set[int] | frozenset[int] = frozenset(),
+                 complex_inputs: set[int] | frozenset[int] = frozenset(),
+                 complex_outputs: set[int] | frozenset[int] = frozenset()):
         self.f = f
         self.xs = [x.detach() for x in xs]
         self.labels = labels
         self._out_labels = out_labels
         self._graph: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self.out_shapes: list[torch.Size] = []
+        # Inputs whose gradient a backward may accumulate into .grad instead of returning it
+        # (parameters of module arguments: the checkpointing pattern's torch.autograd.backward).
+        self.accumulate = set(accumulate)
+        # Complex tensors are handled as real views (..., 2): element names say .real/.imag.
+        self.complex_inputs, self.complex_outputs = set(complex_inputs), set(complex_outputs)
 
     # -- evaluation ----------------------------------------------------------------------------
     def value(self, xs: list[torch.Tensor] | None = None,
@@ -79,9 +87,15 @@ class Problem:
         used = [(o, p) for o, p in zip(outs, pieces) if o.requires_grad]
         if not used:
             return [torch.zeros_like(x) for x in self.xs]
+        for t in self.accumulate:
+            leaves[t].grad = None
         grads = torch.autograd.grad([o for o, _ in used], leaves, [p for _, p in used],
                                     retain_graph=True, allow_unused=True)
-        return [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(grads, self.xs)]
+        out = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(grads, self.xs)]
+        for t in self.accumulate:
+            if leaves[t].grad is not None:
+                out[t] = out[t] + leaves[t].grad
+        return out
 
     def out_label(self, i: int) -> str:
         """Label of flat output element ``i`` (e.g. ``out[1][2, 0]``)."""
@@ -90,13 +104,21 @@ class Problem:
             if i < shape.numel():
                 name = self._out_labels[k] if self._out_labels else (
                     "out" if len(self.out_shapes) == 1 else f"out[{k}]")
-                return name + index_str(i, shape)
+                return name + index_str(i, shape, k in self.complex_outputs)
             i -= shape.numel()
         return f"out[{i}]"
 
+    def element(self, t: int, j: int) -> str:
+        """Name of flat element ``j`` of input ``t`` (e.g. ``x[1, 2]``, ``z[3].imag``)."""
+        return self.labels[t] + index_str(j, self.xs[t].shape, t in self.complex_inputs)
 
-def index_str(flat: int, shape: torch.Size) -> str:
-    """``[i, j]`` multi-index of a flat position (empty for a scalar)."""
+
+def index_str(flat: int, shape: torch.Size, real_view: bool = False) -> str:
+    """``[i, j]`` multi-index of a flat position (empty for a scalar); for the real view of a
+    complex tensor, the complex element's index and ``.real`` / ``.imag``."""
+    if real_view:
+        part = ".imag" if flat % 2 else ".real"
+        return index_str(flat // 2, shape[:-1]) + part
     if len(shape) == 0:
         return ""
     idx = []

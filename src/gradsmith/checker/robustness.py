@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from gradsmith.checker.arguments import is_float_like, working
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 from gradsmith.checker.subject import seeded
@@ -121,8 +122,8 @@ def _other_floats(subject):
     args = subject.args
     diff = set(args.diff_pos)
     leaves = args._leaves
-    return [(i, leaves[i].detach().to(subject.dtype or leaves[i].dtype))
-            for i in args.tensor_pos if i not in diff and leaves[i].is_floating_point()
+    return [(i, working(leaves[i], subject.dtype))
+            for i in args.tensor_pos if i not in diff and is_float_like(leaves[i])
             and leaves[i].dim() > 0]
 
 

@@ -46,12 +46,15 @@ def backward_problem(session: Session) -> Problem:
 
     labels = [*subject.labels, *(f"grad_{o}" for o in subject.out_labels)]
     out_labels = [f"grad_{label}" for label in subject.labels]
-    return Problem(f, [*xs, *vs], labels, out_labels)
+    complex_in = subject.complex_inputs | {k + len(xs) for k in subject.complex_outputs}
+    return Problem(f, [*xs, *vs], labels, out_labels, complex_inputs=complex_in,
+                   complex_outputs=subject.complex_inputs)
 
 
 # First-order findings that make second order an echo: double backward differentiates the same
 # (wrong) backward, and through a saved output it runs that backward again.
 FIRST_ORDER = ("gradient-mismatch", "nan-gradient", "surrogate-mismatch", "surrogate-error",
+               "missing-param-grad",
                "undeclared-estimator", "intended-mismatch", "intended-error", "gradient-quality")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from gradsmith.checker import undefined_grads
+from gradsmith.checker.arguments import is_float_like
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, UserCodeError, backward_error, forward_error
@@ -54,8 +55,11 @@ def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
 def _grad_for(o: Any, gen: torch.Generator) -> Any:
     if not isinstance(o, torch.Tensor):
         return None
-    if not o.is_floating_point() or not o.requires_grad:
-        return torch.zeros_like(o) if o.is_floating_point() else None
+    if not is_float_like(o) or not o.requires_grad:
+        return torch.zeros_like(o) if is_float_like(o) else None
+    if o.is_complex():
+        real = torch.randn((*o.shape, 2), generator=gen, dtype=torch.float64)
+        return torch.view_as_complex(real).to(o.dtype)
     return torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype)
 
 
@@ -69,7 +73,7 @@ def run(session: Session) -> list[Finding]:
     # float32-only kernel fed float32 by its user is not wrong for returning float32.
     runs_in_float64 = session.settings.eps == torch.finfo(torch.float64).eps
     if (session.subject.dtype is not None and runs_in_float64
-            and any(t.dtype != torch.float64 for t in originals)):
+            and any(t.dtype not in (torch.float64, torch.complex128) for t in originals)):
         seen = {(f.code, f.input) for f in findings}
         findings += [f for f in _inspect(session, user_dtype=False)
                      if (f.code, f.input) not in seen]

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker.inputs import Arguments, Target, flatten_outputs
+from gradsmith.checker.arguments import Arguments, as_real, is_float_like
+from gradsmith.checker.inputs import Target, _parameter_names, flatten_outputs
 from gradsmith.checker.problem import Problem
 
 
@@ -26,11 +27,12 @@ class Subject:
 
     def __init__(self, target: Target, args: tuple, seed: int):
         self.target = target
-        self.args = Arguments(args, target)
+        self.args = Arguments(args, _parameter_names(target, len(args)))
         self.seed = seed
         self.dtype: torch.dtype | None = torch.float64
         self.out_pos: list[int] = []
         self.out_labels: list[str] = []
+        self.complex_outputs: set[int] = set()
 
     @property
     def labels(self) -> list[str]:
@@ -56,17 +58,18 @@ class Subject:
 
 
     def select(self, out: Any) -> list[torch.Tensor]:
-        """The differentiable outputs of a raw output, in a fixed order."""
+        """The differentiable outputs of a raw output, in a fixed order (complex ones as
+        their real views)."""
         flat = flatten_outputs(out)
-        return [flat[i] for i in self.out_pos]
+        return [as_real(flat[i]) for i in self.out_pos]
 
     def discover_outputs(self, out: Any) -> None:
         """Remember which outputs carry gradients (floating, attached to the graph)."""
         flat = flatten_outputs(out)
-        self.out_pos = [i for i, o in enumerate(flat) if o is not None
-                        and o.is_floating_point() and o.requires_grad]
+        self.out_pos = [i for i, o in enumerate(flat) if is_float_like(o) and o.requires_grad]
         many = len(flat) > 1
         self.out_labels = [f"out[{i}]" if many else "out" for i in self.out_pos]
+        self.complex_outputs = {k for k, i in enumerate(self.out_pos) if flat[i].is_complex()}
 
     def fresh_leaves(self) -> list[torch.Tensor]:
         return [x.requires_grad_(True) for x in self.base()]
@@ -80,7 +83,13 @@ class Subject:
             return self.select(self.call([x if i in fresh else x.clone()
                                           for i, x in enumerate(xs)]))
 
-        return Problem(f, self.base(), self.labels, self.out_labels)
+        return Problem(f, self.base(), self.labels, self.out_labels,
+                       accumulate=self.args.params, complex_inputs=self.complex_inputs,
+                       complex_outputs=self.complex_outputs)
+
+    @property
+    def complex_inputs(self) -> set[int]:
+        return {t for t, d in enumerate(self.args.inputs) if d.is_complex}
 
 
 def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -80,6 +80,7 @@ def _numbers(session: Session, names: list[str]) -> list[tuple[str, float]]:
     """Numeric forward arguments (Python numbers, constant 0-dim tensors), by name."""
     args = session.subject.args
     diff_top = {args.top_index[p] for p in args.diff_pos}
+    diff_top |= {args.top_index[i] for i in args.module_pos}
     found = []
     for i, value in enumerate(args.values):
         if isinstance(value, bool):
@@ -145,15 +146,15 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
     numbers = _numbers(session, names)
     params = ", ".join(names)
     chosen = []
-    for t, label in enumerate(subject.labels):
+    for t in range(len(subject.labels)):
         sig = sigs.get(t)
         if sig is not None and sig.kind == "scaled":
             return None
         if bool((grads[t] == 0).all()):
             continue  # backward gives no gradient: the surrogate leaves the input out
-        top = subject.args.top_index[subject.args.diff_pos[t]]
-        if label != names[top]:
-            return None  # a tensor nested in a list or dict: no plain name to write
+        top = subject.args.position(t)
+        if top is None or subject.args.inputs[t].is_complex:
+            return None  # nested, a parameter, complex: no plain term to write
         for term in _terms(names[top], numbers):
             got = _try(session, "surrogate", _compile(f"lambda {params}: {term}", session), v,
                        problem.xs, split)
@@ -196,10 +197,9 @@ def _scaled(session, names, sigs, v, grads) -> str | None:
     subject = session.subject
     factor = _factor(sig.scale, _numbers(session, names))
     params = ", ".join(names)
-    top = subject.args.top_index[subject.args.diff_pos[sig.t]]
+    top = subject.args.position(sig.t)
     others = [t for t in range(len(grads)) if t != sig.t and not bool((grads[t] == 0).all())]
-    if sig.identity_forward and len(split) == 1 and not others and (
-            subject.labels[sig.t] == names[top]):
+    if sig.identity_forward and len(split) == 1 and not others and top is not None:
         grad = _grad_name(names)
         value = f"-{grad}" if factor == "-1" else f"{factor} * {grad}"
         result = value if len(names) == 1 else "(" + ", ".join(

@@ -39,7 +39,8 @@ def run(session: Session) -> list[Finding]:
         for t, (a, b) in enumerate(zip(got, want)):
             bad = ((a - b).abs() > s.atol + s.rtol * b.abs()) | (a.isnan() != b.isnan())
             if bad.any():
-                findings.append(_mismatch(kind, subject.labels[t], mine.xs[t], a, b, bad))
+                findings.append(_mismatch(kind, subject.labels[t], mine.xs[t], a, b, bad,
+                                          t in mine.complex_inputs))
         if findings:
             break
     return findings
@@ -57,12 +58,13 @@ def _error(kind: str, text: str) -> Finding:
 
 
 def _mismatch(kind: str, label: str, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
-              bad: torch.Tensor) -> Finding:
+              bad: torch.Tensor, real_view: bool = False) -> Finding:
     idx = torch.nonzero(bad.reshape(-1)).reshape(-1)
     j = int(idx[0])
     what = "the surrogate's gradient" if kind == "surrogate" else "the intended gradient"
     msg = (f"backward for {label} differs from {what} at {len(idx)} of {x.numel()} elements; "
-           f"first {label}{index_str(j, x.shape)}: backward {float(a.reshape(-1)[j]):.6g}, "
+           f"first {label}{index_str(j, x.shape, real_view)}: backward "
+           f"{float(a.reshape(-1)[j]):.6g}, "
            f"{kind} {float(b.reshape(-1)[j]):.6g}")
     if kind == "surrogate":
         return Finding(

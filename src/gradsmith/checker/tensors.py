@@ -30,10 +30,15 @@ def close(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: flo
         return bool((t == 0).all())
     if a.shape != b.shape:
         return False
-    return bool(torch.allclose(a.to(torch.float64), b.to(torch.float64), rtol=rtol, atol=atol,
-                               equal_nan=True))
+    a, b = _wide(a, b), _wide(b, a)
+    return bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    d = (a.to(torch.float64) - b.to(torch.float64)).abs()
+    d = (_wide(a, b) - _wide(b, a)).abs()
     return float(d.max()) if d.numel() else 0.0
+
+
+def _wide(t: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """float64, or complex128 when either is complex (never dropping an imaginary part)."""
+    return t.to(torch.complex128 if t.is_complex() or other.is_complex() else torch.float64)

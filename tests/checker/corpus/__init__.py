@@ -43,12 +43,14 @@ def all_cases() -> list[Case]:
         bugs_more,
         bugs_structure,
         bugs_state,
+        complex_fns,
         correct,
         estimators,
+        module_args,
         multi_output,
         seeds,
     )
 
     return [*bugs_gradients.CASES, *bugs_structure.CASES, *bugs_state.CASES, *bugs_more.CASES,
             *correct.CASES, *seeds.CASES, *estimators.CASES,
-            *multi_output.CASES]
+            *multi_output.CASES, *complex_fns.CASES, *module_args.CASES]
