@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.ops import _pav_native
+from gradsmith.ops import _pav_cuda, _pav_native
 from gradsmith.ops._pav import KLStats, L2Stats, solve
 
 __all__ = ["isotonic_l2", "isotonic_kl", "block_sum", "block_mean", "block_softmax",
@@ -54,6 +54,9 @@ def _solve_l2(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if lib is not None:
         sol, block = _pav_native.solve_l2(lib, y)
         return sol.to(y.dtype), block
+    kernel = _pav_cuda.load(y.device, "l2", y.dtype) if y.is_cuda else None
+    if kernel is not None:  # on the GPU, asynchronously: no host round trip
+        return _pav_cuda.solve_l2(kernel, y)
     rows, n = y.shape
     bounds = solve(L2Stats(y), rows, n, y.device)
     block, size = _blocks(bounds)
@@ -70,6 +73,9 @@ def _solve_kl(y: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     if lib is not None:
         sol, block = _pav_native.solve_kl(lib, y, w)
         return sol.to(y.dtype), block
+    kernel = _pav_cuda.load(y.device, "kl", y.dtype) if y.is_cuda else None
+    if kernel is not None:
+        return _pav_cuda.solve_kl(kernel, y, w)
     rows, n = y.shape
     bounds = solve(KLStats(y, w), rows, n, y.device)
     block, size = _blocks(bounds)
