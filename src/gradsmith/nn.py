@@ -22,5 +22,13 @@ from gradsmith.ops._quant import FakeQuantizeLSQ  # noqa: F401
 # isort: on
 # fmt: on
 
+# --- deployment: TorchScript refuses clearly, dynamic quantization covers FusedLinearReLU ---
+from gradsmith.ops._deploy import quantize_dynamic, refuse_torchscript  # noqa: E402, F401
+
+for _module in [v for v in list(globals().values())
+                if isinstance(v, type) and v.__module__.startswith("gradsmith.ops.")]:
+    refuse_torchscript(_module)
+del refuse_torchscript
+
 # Every public name imported above, whichever part of the catalog added it.
 __all__ = [n for n in dir() if not n.startswith("_")]

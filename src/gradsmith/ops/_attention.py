@@ -30,6 +30,7 @@ from gradsmith.ops._attention_kernels import (
     attention_backward,
     attention_forward,
 )
+from gradsmith.ops._deploy import NO_GRAPH_EXPORT_GAP
 from gradsmith.ops._validate import check_bool, check_int
 
 
@@ -126,13 +127,15 @@ def _example_rel_bias():
 # (a Generator argument would advance between evaluations).
 
 
-@example(lambda: (_small(2, 6, 4), _small(2, 6, 4), _small(2, 6, 4)), name="plain")
+@example(lambda: (_small(2, 6, 4), _small(2, 6, 4), _small(2, 6, 4)), name="plain",
+         gaps=NO_GRAPH_EXPORT_GAP)
 @example(lambda: (_small(2, 2, 5, 4), _small(2, 2, 7, 4), _small(2, 2, 7, 4), None, None, True),
          name="fused kernel: 4-d, causal, L != S")
-@example(lambda: (*_example_bias_mask(), True), name="mask+bias+causal, L != S")
-@example(_example_rel_bias, name="rel_bias+mask+causal, L != S")
+@example(lambda: (*_example_bias_mask(), True), name="mask+bias+causal, L != S",
+         gaps=NO_GRAPH_EXPORT_GAP)
+@example(_example_rel_bias, name="rel_bias+mask+causal, L != S", gaps=NO_GRAPH_EXPORT_GAP)
 @example(lambda: (_small(2, 5, 3), _small(2, 6, 3), _small(2, 6, 2), None, None, False, 0.7, 0.3),
-         name="dropout")
+         name="dropout", gaps=NO_GRAPH_EXPORT_GAP)
 def attention(q, k, v, mask=None, bias=None, is_causal=False, scale=None, dropout_p=0.0,
               generator=None, rel_bias=None, *, dropout_batch_offset=0):
     """Scaled dot-product attention that saves O(L) statistics instead of the L x S matrix.

@@ -23,6 +23,7 @@ from torch.utils.checkpoint import get_device_states, set_device_states
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._deploy import CHECKPOINT_COMPILE_GAP
 from gradsmith.ops._validate import check_bool, check_devices, check_int, check_tensor
 
 _FN = "checkpoint_sequential"
@@ -136,7 +137,8 @@ def _check_layer_devices(items, x: torch.Tensor) -> None:
 
 
 @example(lambda: ([nn.Linear(3, 4).double(), nn.Tanh(), nn.Linear(4, 2).double()],
-                  torch.randn(5, 3, dtype=torch.float64, requires_grad=True), 2), name="mlp")
+                  torch.randn(5, 3, dtype=torch.float64, requires_grad=True), 2), name="mlp",
+         gaps=CHECKPOINT_COMPILE_GAP)
 def checkpoint_sequential(layers, x, segments=1, preserve_rng_state=True):
     """Run ``layers`` in order on ``x``, keeping only each segment's input for backward.
 

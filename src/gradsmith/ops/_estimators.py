@@ -13,6 +13,7 @@ import torch
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
 from gradsmith.ops._common import example_input as _x64
+from gradsmith.ops._deploy import ESTIMATOR_EXPORT_GAP
 from gradsmith.ops._validate import (
     check_devices,
     check_fits,
@@ -48,8 +49,10 @@ class _SignSTEFn(torch.autograd.Function):
         return grad * inside, None
 
 
-@example(lambda: (_x64(4, 5),), surrogate=_sign_surrogate, name="sign_ste")
-@example(lambda: (_x64(4, 5, scale=2.0), 1.0), surrogate=_sign_surrogate, name="sign_ste-clip")
+@example(lambda: (_x64(4, 5),), surrogate=_sign_surrogate, name="sign_ste",
+         gaps=ESTIMATOR_EXPORT_GAP)
+@example(lambda: (_x64(4, 5, scale=2.0), 1.0), surrogate=_sign_surrogate,
+         name="sign_ste-clip", gaps=ESTIMATOR_EXPORT_GAP)
 def sign_ste(x: torch.Tensor, clip: float | None = None) -> torch.Tensor:
     """``sign(x)`` forward, straight-through (identity) gradient backward.
 
@@ -102,7 +105,8 @@ class _RoundSTEFn(torch.autograd.Function):
         return grad
 
 
-@example(lambda: (_x64(4, 5, scale=3.0),), surrogate=lambda x: x, name="round_ste")
+@example(lambda: (_x64(4, 5, scale=3.0),), surrogate=lambda x: x, name="round_ste",
+         gaps=ESTIMATOR_EXPORT_GAP)
 def round_ste(x: torch.Tensor) -> torch.Tensor:
     """``round(x)`` forward (half to even, as ``torch.round``), identity gradient backward.
 
@@ -152,7 +156,8 @@ def _scale_surrogate(x: torch.Tensor, alpha: float) -> torch.Tensor:
     return alpha * x + (1.0 - alpha) * x.detach()
 
 
-@example(lambda: (_x64(4, 5), 0.25), surrogate=_scale_surrogate, name="grad_scale")
+@example(lambda: (_x64(4, 5), 0.25), surrogate=_scale_surrogate, name="grad_scale",
+         gaps=ESTIMATOR_EXPORT_GAP)
 def grad_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
     """Identity forward; gradient multiplied by ``alpha`` backward.
 
@@ -187,7 +192,8 @@ def _reverse_surrogate(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
     return _scale_surrogate(x, -alpha)
 
 
-@example(lambda: (_x64(4, 5), 0.7), surrogate=_reverse_surrogate, name="grad_reverse")
+@example(lambda: (_x64(4, 5), 0.7), surrogate=_reverse_surrogate,
+         name="grad_reverse", gaps=ESTIMATOR_EXPORT_GAP)
 def grad_reverse(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
     """Gradient reversal layer: identity forward, ``-alpha * grad`` backward.
 

@@ -158,7 +158,8 @@ class _FusedAddReLUFn(torch.autograd.Function):
     def backward(ctx, grad):
         (packed,) = ctx.saved_tensors
         if grad.shape == ctx.out_shape and not (torch.is_grad_enabled() and grad.requires_grad) \
-                and _native.usable(grad):
+                and _native.usable(grad) \
+                and not torch._C._functorch.is_functorch_wrapped_tensor(packed):  # torch.func
             g = _native.relu_mask_backward(grad, packed, ctx.out_shape)
         else:  # differentiable (double backward), broadcast, vmap, compile, other dtypes
             g = torch.where(unpack_mask(packed, ctx.out_shape), grad, 0)

@@ -7,6 +7,7 @@ from torch import nn
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._deploy import ESTIMATOR_EXPORT_GAP
 from gradsmith.ops._validate import (
     check_bool,
     check_devices,
@@ -87,7 +88,7 @@ def _logits64() -> torch.Tensor:
 
 
 @example(lambda: (_logits64(), 0.5, True, -1, None), surrogate=_soft_surrogate,
-         name="gumbel_softmax-hard")
+         name="gumbel_softmax-hard", gaps=ESTIMATOR_EXPORT_GAP)
 @example(lambda: (_logits64(), 0.7, False, 0, None), surrogate=_soft_surrogate,
          name="gumbel_softmax-soft")
 def gumbel_softmax(logits: torch.Tensor, tau: float = 1.0, hard: bool = False, dim: int = -1,

@@ -13,6 +13,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from gradsmith._example import example
+from gradsmith.ops._deploy import ESTIMATOR_EXPORT_GAP
 from gradsmith.ops._quant import (
     _BITS_HINT,
     _CHECKS,
@@ -40,7 +41,8 @@ def _pact_fn_surrogate(x, alpha, levels):
     return y + ((y * levels / alpha).round() * alpha / levels - y).detach()
 
 
-@example(_pact_fn_example, surrogate=_pact_fn_surrogate, name="pact-4bit")
+@example(_pact_fn_example, surrogate=_pact_fn_surrogate, name="pact-4bit",
+         gaps=ESTIMATOR_EXPORT_GAP)
 class _PACTFn(torch.autograd.Function):
     @staticmethod
     def forward(x, alpha, levels):
@@ -88,7 +90,8 @@ def pact_surrogate(x: torch.Tensor, alpha: torch.Tensor, bits: int = 8) -> torch
     return y + ((y * levels / alpha).round() * alpha / levels - y).detach()
 
 
-@example(lambda: _pact_example(), surrogate=pact_surrogate, name="pact-4bit", checks=_CHECKS)
+@example(lambda: _pact_example(), surrogate=pact_surrogate, name="pact-4bit", checks=_CHECKS,
+         gaps=ESTIMATOR_EXPORT_GAP)
 def pact(x: torch.Tensor, alpha, bits: int = 8) -> torch.Tensor:
     """PACT activation: clip to ``[0, alpha]`` with a learned ``alpha``, then quantize (Choi 2018).
 

@@ -24,6 +24,7 @@ from torch.autograd.function import once_differentiable
 
 from gradsmith._errors import GradsmithError
 from gradsmith._example import example
+from gradsmith.ops._deploy import DEPLOY_CHECKS, ESTIMATOR_EXPORT_GAP
 from gradsmith.ops._validate import (
     check_bool,
     check_devices,
@@ -78,7 +79,8 @@ def _lsq_fn_surrogate(x, scale, qn, qp, grad_scale):
     return (c + (c.round() - c).detach()) * s
 
 
-@example(_lsq_fn_example, surrogate=_lsq_fn_surrogate, name="lsq-4bit")
+@example(_lsq_fn_example, surrogate=_lsq_fn_surrogate, name="lsq-4bit",
+         gaps=ESTIMATOR_EXPORT_GAP)
 class _LSQFn(torch.autograd.Function):
     @staticmethod
     def forward(x, scale, qn, qp, grad_scale):
@@ -177,10 +179,11 @@ def _default_grad_scale(x: torch.Tensor, qp: int) -> float:
 
 # A plain function hides once_differentiable from the checker: skip its second-order check.
 _CHECKS = ("structure", "mutation", "gradients", "forward_ad", "vmap", "robustness",
-           "randomness", "hygiene")
+           "randomness", "hygiene", *DEPLOY_CHECKS)
 
 
-@example(lambda: _lsq_example(), surrogate=lsq_surrogate, name="lsq-4bit", checks=_CHECKS)
+@example(lambda: _lsq_example(), surrogate=lsq_surrogate, name="lsq-4bit", checks=_CHECKS,
+         gaps=ESTIMATOR_EXPORT_GAP)
 def fake_quantize_lsq(x: torch.Tensor, scale, bits: int = 8, signed: bool = True,
                       grad_scale: float | None = None) -> torch.Tensor:
     """Fake-quantize ``x`` with a learned step size (LSQ, Esser et al. 2019).

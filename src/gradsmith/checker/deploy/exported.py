@@ -75,7 +75,9 @@ def run(session: Session) -> list[Finding]:
         raise Skip(f"the custom op's fake kernel cannot trace it ({explained[0]})")
     subject = session.subject
     want = reference(session)
-    example = subject.args.build([x.detach().clone() for x in subject.base()], subject.dtype)
+    # Inputs that require grad, as in training: a forward may branch on requires_grad.
+    example = subject.args.build([x.detach().clone().requires_grad_(True)
+                                  for x in subject.base()], subject.dtype)
     try:
         call = exported_call(session, example)
     except Exception as exc:  # noqa: BLE001
