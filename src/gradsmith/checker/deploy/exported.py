@@ -49,7 +49,9 @@ class _Call(torch.nn.Module):
     def forward(self, *tensors: torch.Tensor) -> Any:
         flat = list(self.flat)
         for i, t in zip(self.tensor_pos, tensors):
-            flat[i] = t
+            # A clone, as the eager checks pass: inputs are non-leaves an in-place
+            # (mark_dirty) Function may modify, not leaves that require grad.
+            flat[i] = t.clone()
         return self.call(*tree_unflatten(flat, self.spec))
 
 
