@@ -23,8 +23,9 @@ _INI = {
     "gradsmith_targets": ("args", [], "targets checked as test items when --gradsmith is not "
                                      "given (files, directories, dotted modules, "
                                      "file.py::Name; paths relative to the ini file)"),
-    "gradsmith_approximate": ("bool", False, "measure gradient quality instead of judging, "
-                                             "like gradsmith check --approximate"),
+    "gradsmith_approximate": ("bool", False, "judge gradient quality (relative error, "
+                                             "cosine) instead of exactness, like gradsmith "
+                                             "check --approximate"),
 }
 
 

@@ -45,13 +45,17 @@ UNDECLARED = [
      "surrogate=lambda x, scale, bits: x"),
     (estimators.GradReverse, lambda: (_r(5), 0.5), "scaled",
      "intended=lambda x, alpha, grad: (-alpha * grad, None)"),
+    (estimators.GradReverseTensorAlpha, lambda: (_r(5), torch.tensor(0.3, dtype=torch.float64)),
+     "scaled", "intended=lambda x, alpha, grad: (-alpha * grad, None)"),
+    (estimators.GradReverseTensorAlpha, lambda: (_r(5), _r(5, seed=3).abs()),
+     "scaled", "intended=lambda x, alpha, grad: (-alpha * grad, None)"),
     (estimators.GradScale, lambda: (_r(2, 3), 3.0), "scaled",
      "intended=lambda x, scale, grad: (scale * grad, None)"),
 ]
 
 
 @pytest.mark.parametrize("fn, args, kind, declaration", UNDECLARED,
-                         ids=[u[0].__name__ for u in UNDECLARED])
+                         ids=[f"{u[0].__name__}-{i}" for i, u in enumerate(UNDECLARED)])
 def test_undeclared_estimator_is_named_and_guided_to_a_verified_declaration(
         fn, args, kind, declaration):
     v = _r(*args()[0].shape, seed=9)
@@ -64,7 +68,11 @@ def test_undeclared_estimator_is_named_and_guided_to_a_verified_declaration(
         assert wrong.any() and (numerical[wrong] == 0).all()
     else:
         ratio = analytic / numerical
-        torch.testing.assert_close(ratio, torch.full_like(ratio, float(ratio.flatten()[0])))
+        factor = args()[1]
+        if isinstance(factor, torch.Tensor) and factor.dim() > 0:  # element by element
+            torch.testing.assert_close(ratio, -factor)
+        else:
+            torch.testing.assert_close(ratio, torch.full_like(ratio, float(ratio.flatten()[0])))
     report = gradsmith.check(fn, *args())
     assert not report.passed and report.codes("error") == {"undeclared-estimator"}, str(report)
     (f,) = report.errors

@@ -66,7 +66,8 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             With no ``args``, the examples registered with :func:`gradsmith.example` are
             used (all of them, findings merged into one report).
         **options: ``atol``/``rtol`` (first-order tolerances, default 1e-5/1e-3),
-            ``approximate`` (measure gradient quality instead of judging), ``seed``,
+            ``approximate`` (judge gradient quality against ``max_relative_error`` and
+            ``min_cosine`` instead of exact agreement), ``seed``,
             ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
             size for element-by-element differences, default 1000), ``name``, ``compat``
             (False: skip the deployment checks and the compatibility matrix), ``gaps``

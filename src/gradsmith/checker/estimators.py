@@ -48,6 +48,7 @@ class Signature:
     total: int = 0
     scale: float = 1.0
     identity_forward: bool = False
+    factor: str | None = None  # the factor as Python source when it is a forward argument
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -61,8 +62,10 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     for res in results:
         if not res.failed or res.nan_analytic:
             continue
-        a, n, tol, v = _elements(session, problem, res, vs[0], grads[0][res.t])
+        a, n, tol, v, idx = _elements(session, problem, res, vs[0], grads[0][res.t])
         sig = _classify(res, a, n, tol, v)
+        if sig is None:
+            sig = _scaled_by_argument(session, res, a, n, tol, v, idx)
         if sig is not None:
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
@@ -100,7 +103,7 @@ def _elements(session, problem, res, v, g):
     # The projection of v on this input when forward is the identity in it (same numel).
     pv = v.reshape(-1).to(torch.float64)[idx] if v.numel() == x.numel() else None
     keep = torch.isfinite(a) & torch.isfinite(n)
-    return a[keep], n[keep], tol[keep], None if pv is None else pv[keep]
+    return a[keep], n[keep], tol[keep], None if pv is None else pv[keep], idx[keep]
 
 
 def _classify(res, a, n, tol, pv) -> Signature | None:
@@ -131,6 +134,30 @@ def _classify(res, a, n, tol, pv) -> Signature | None:
     return None
 
 
+def _scaled_by_argument(session, res, a, n, tol, pv, idx) -> Signature | None:
+    """An identity forward whose backward multiplies by another tensor argument, element by
+    element (``-alpha_ * grad`` with ``alpha_`` a tensor): reversal or scaling by it."""
+    if pv is None or not bool(((n - pv).abs() <= tol).all()) or int((n.abs() > tol).sum()) < 2:
+        return None
+    args = session.subject.args
+    x = session.problem.xs[res.t]
+    names = suggest.names(session)
+    for i, value in enumerate(args.values):
+        if (not isinstance(value, torch.Tensor) or not value.is_floating_point()
+                or value.dim() == 0 or i == args.position(res.t)):
+            continue
+        try:
+            factor = value.detach().to(torch.float64).expand(x.shape).reshape(-1)[idx]
+        except RuntimeError:
+            continue
+        for sign, prefix in ((-1.0, "-"), (1.0, "")):
+            if bool(((a - sign * factor * n).abs() <= tol + 1e-9 * (factor * n).abs()).all()):
+                return Signature(res.t, res.label, "scaled", total=a.numel(),
+                                 scale=sign * float(factor.mean()), identity_forward=True,
+                                 factor=f"{prefix}{names[i]}")
+    return None
+
+
 def describe(sig: Signature) -> str:
     """One input's pattern, in words."""
     if sig.kind == "straight-through":
@@ -145,6 +172,10 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: backward returns no gradient although forward depends on it "
                 "(held constant by the estimator)")
     c = sig.scale
+    if sig.factor is not None:
+        what = ("gradient reversal" if sig.factor.startswith("-") else "gradient scaling")
+        return (f"{sig.label}: backward is exactly {sig.factor} (a forward argument, element "
+                f"by element) x the true gradient: {what} by {sig.factor.lstrip('-')}")
     if abs(c + 1) <= 1e-6:
         what = "gradient reversal"
     elif c < 0:

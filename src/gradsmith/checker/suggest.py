@@ -62,6 +62,11 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
         "so that its autograd gradient is the intended one")
 
 
+def names(session: Session) -> list[str]:
+    """The forward's parameter names, made valid and unique (``arg3`` where they are not)."""
+    return _names(session)
+
+
 def _names(session: Session) -> list[str]:
     args = session.subject.args
     raw = _parameter_names(session.subject.target, args.n_args)[:args.n_args]
@@ -77,17 +82,15 @@ def _grad_name(names: list[str]) -> str:
 
 
 def _numbers(session: Session, names: list[str]) -> list[tuple[str, float]]:
-    """Numeric forward arguments (Python numbers, constant 0-dim tensors), by name."""
+    """Numeric forward arguments (Python numbers, 0-dim floating tensors), by name."""
     args = session.subject.args
-    diff_top = {args.top_index[p] for p in args.diff_pos}
-    diff_top |= {args.top_index[i] for i in args.module_pos}
     found = []
     for i, value in enumerate(args.values):
         if isinstance(value, bool):
             continue
         if isinstance(value, (int, float)):
             found.append((names[i], float(value)))
-        elif (isinstance(value, torch.Tensor) and value.dim() == 0 and i not in diff_top
+        elif (isinstance(value, torch.Tensor) and value.dim() == 0
               and value.is_floating_point()):
             found.append((names[i], float(value)))
     return found
@@ -195,7 +198,7 @@ def _scaled(session, names, sigs, v, grads) -> str | None:
     problem = session.problem
     split = problem.split(v)
     subject = session.subject
-    factor = _factor(sig.scale, _numbers(session, names))
+    factor = sig.factor or _factor(sig.scale, _numbers(session, names))
     params = ", ".join(names)
     top = subject.args.position(sig.t)
     others = [t for t in range(len(grads)) if t != sig.t and not bool((grads[t] == 0).all())]

@@ -43,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", dest="pattern", metavar="PATTERN",
                         help="only check names containing PATTERN (globs * ? allowed)")
     parser.add_argument("--approximate", action="store_const", const=True, default=None,
-                        help="measure gradient quality (relative error, cosine) instead of "
-                             "judging: for wrappers of external code")
+                        help="judge gradient quality (relative error <= 1e-2, cosine >= "
+                             "0.99) instead of exact agreement: for wrappers of external code")
     parser.add_argument("--no-approximate", dest="approximate", action="store_const",
                         const=False, help="judge exactly (overrides approximate = true in "
                                           "pyproject)")

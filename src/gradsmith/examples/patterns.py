@@ -8,7 +8,7 @@
   ``scale = 0``); recompute it from the saved input instead.
 - Gradients from outside PyTorch (NumPy, a C library, finite differences) are not
   differentiable: mark the backward ``@once_differentiable``, and check with
-  ``approximate=True``, which measures their quality instead of judging them exact.
+  ``approximate=True``, which judges their quality (relative error, cosine) instead of exactness.
 """
 
 from __future__ import annotations

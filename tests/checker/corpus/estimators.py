@@ -72,6 +72,20 @@ class GradReverse(Function):
         return -ctx.alpha * g, None
 
 
+class GradReverseTensorAlpha(Function):
+    """Reversal with alpha passed as a tensor (saved for backward), as some packages do."""
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(alpha)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (alpha,) = ctx.saved_tensors
+        return -alpha * g, None
+
+
 class GradReverseForgetsAlpha(Function):
     @staticmethod
     def forward(ctx, x, alpha):
@@ -187,6 +201,9 @@ CASES = [
     Case("fake-quant-ste-undeclared", FakeQuantSTE, lambda: (_r(6), 0.1, 8), False,
          ("undeclared-estimator",)),
     Case("grad-reverse-undeclared", GradReverse, lambda: (_r(5), 0.5), False,
+         ("undeclared-estimator",)),
+    Case("grad-reverse-tensor-alpha-undeclared", GradReverseTensorAlpha,
+         lambda: (_r(5), torch.tensor(0.3, dtype=torch.float64)), False,
          ("undeclared-estimator",)),
     Case("grad-scale-undeclared", GradScale, lambda: (_r(2, 3), 3.0), False,
          ("undeclared-estimator",)),
