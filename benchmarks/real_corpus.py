@@ -114,8 +114,9 @@ ENTRIES = [
      "autograd sees); parameters of the module arguments are inputs too"),
     ("silvandeleemput+memcnn", "memcnn/models/additive.py", "AdditiveBlockInverseFunction",
      "defect", "same set_() on views of the input with a batch of 1"),
-    ("silvandeleemput+memcnn", "memcnn/models/affine.py", "AffineBlockFunction", "correct",
-     "affine coupling gradients right (needs an Fm returning (log-scale, shift))"),
+    ("silvandeleemput+memcnn", "memcnn/models/affine.py", "AffineBlockFunction", "defect",
+     "affine coupling gradients right, but the same set_() on views of the input with a batch "
+     "of 1 (its Fm must return (log-scale, shift), so synthesis cannot exercise it)"),
     ("silvandeleemput+memcnn", "memcnn/models/revop.py", "InvertibleCheckpointFunction",
      "opaque", "takes a function and its inverse: inputs cannot be invented"),
     ("KwangHoonAn+PACT", "module.py", "ActFn", "estimator",

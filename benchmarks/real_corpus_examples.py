@@ -57,8 +57,11 @@ def _load_file(project: str, relative: str, name: str):
     return module
 
 
-def _register(cls, make, surrogate=None, reference=None, name=None):
-    gradsmith.example(make, surrogate=surrogate)(cls)
+def _register(cls, make, surrogate=None, reference=None, name=None, intended=None):
+    if intended is not None:
+        gradsmith.example(make, intended=intended)(cls)
+    else:
+        gradsmith.example(make, surrogate=surrogate)(cls)
     REFERENCES[name or cls.__qualname__] = (cls, make, reference or surrogate)
     globals()[name or cls.__qualname__] = cls  # a top-level name: gradsmith check lists it
     return cls
@@ -155,6 +158,18 @@ _register(memcnn_add.AdditiveBlockFunction, lambda: _coupling_args(),
 _register(memcnn_add.AdditiveBlockInverseFunction, lambda: _coupling_args(),
           reference=_additive_inverse_reference)
 
+
+def _affine_reference(x, fm, gm, *weights):
+    x1, x2 = x.chunk(2, dim=1)
+    s1, t1 = fm(x2)
+    y1 = x1 * s1 + t1
+    s2, t2 = gm(y1)
+    return torch.cat([y1, x2 * s2 + t2], dim=1)
+
+
+_register(memcnn_aff.AffineBlockFunction, lambda: _coupling_args(affine=True),
+          reference=_affine_reference)
+
 # -- PACT ------------------------------------------------------------------------------------------
 pact = _load("KwangHoonAn+PACT", "", "module")
 _register(pact.ActFn, lambda: (_offgrid(4, 5, step=0.05) + 0.3, torch.tensor(1.0, dtype=D)
@@ -207,6 +222,24 @@ struct_sample = _load("harvardnlp+pytorch-struct", "", "torch_struct.semirings.s
 struct_sparse = _load("harvardnlp+pytorch-struct", "", "torch_struct.semirings.sparse_max")
 _register(struct_sparse._SimplexProject, lambda: (_x(3, 5), -1),
           reference=None)
+
+
+def _sampled(logits, count):
+    """The sampling semiring's draw, as read from its backward: one-hot multinomial samples."""
+    n = logits.shape[-1]
+    draws = torch.multinomial(logits.softmax(-1).view(-1, n), count, True)
+    if count == 1:
+        return F.one_hot(draws, n).view(*logits.shape).type_as(logits)
+    return F.one_hot(draws.transpose(0, 1), n).view(count, *logits.shape).type_as(logits)
+
+
+# intended modifications: backward returns a sample, the gradient of no function
+_register(struct_sample._SampledLogSumExp, lambda: (_x(3, 5), -1),
+          intended=lambda x, dim, g: (g.unsqueeze(-1) * _sampled(x.detach(), 1), None))
+_register(struct_sparse._SparseMaxGrad,
+          lambda: (struct_sparse.project_simplex(_x(3, 5).detach(), -1).requires_grad_(),
+                   torch.tensor(-1)),
+          intended=lambda w, dim, g: (struct_sparse.sparsemax_grad(g, w, -1), None))
 
 # -- torchdiffeq ----------------------------------------------------------------------------------
 tde_misc = _load("rtqichen+torchdiffeq", "", "torchdiffeq._impl.misc")
