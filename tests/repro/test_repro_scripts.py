@@ -167,10 +167,11 @@ def run(tmp_path_factory):
     return code, doc, out
 
 
-def _run_script(path):
-    # -I: isolated mode (no user site, no PYTHONPATH); gradsmith is blocked explicitly so an
-    # accidental import fails loudly even where it is installed.
-    blocker = (f"import sys, runpy; sys.modules['gradsmith'] = None; sys.argv = [{str(path)!r}]; "
+def _run_script(path, block=True):
+    # gradsmith is blocked explicitly so an accidental import fails loudly even where it is
+    # installed (not when the user's own module imports it to register examples).
+    stop = "sys.modules['gradsmith'] = None; " if block else ""
+    blocker = (f"import sys, runpy; {stop}sys.argv = [{str(path)!r}]; "
                f"runpy.run_path({str(path)!r}, run_name='__main__')")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
@@ -213,3 +214,34 @@ def test_repro_must_be_a_directory(tmp_path, capsys):
     target.write_text("")
     assert cli_main(["check", "gradsmith.examples", "--repro", str(target)]) == 2
     assert "--repro" in capsys.readouterr().err
+
+
+def test_large_inputs_travel_in_a_side_file(tmp_path):
+    source = tmp_path / "big.py"
+    source.write_text(textwrap.dedent('''
+        import torch
+        import gradsmith
+        from torch.autograd import Function
+
+
+        @gradsmith.example(lambda: (torch.linspace(-2, 2, 5000, dtype=torch.float64)
+                                    .requires_grad_(),))
+        class Cube(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * 3 * x * x * (1 + (x > 1.9).double())   # wrong near the end
+        '''))
+    out = tmp_path / "scripts"
+    assert cli_main(["check", str(source), "--no-isolate", "--repro", str(out)]) == 1
+    script = next(out.glob("*Cube__gradient-mismatch*.py"))
+    text = script.read_text()
+    assert script.with_suffix(".pt").exists() and len(text) < 40_000
+    assert "import gradsmith" not in text  # (the user's module imports it for its example)
+    done = _run_script(script, block=False)
+    assert done.returncode == 0 and "REPRODUCED" in done.stdout, done.stdout + done.stderr

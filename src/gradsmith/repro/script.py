@@ -51,13 +51,19 @@ def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
             name = "__".join(_safe(p) for p in (r["name"], finding["code"], finding.get("input"),
                                                  f"set{set_index}" if set_index else None) if p)
             path = out / f"{name}.py"
-            path.write_text(render_script(repro, finding, set_index, r["name"]))
+            path.write_text(render_script(repro, finding, set_index, r["name"],
+                                          side_file=path.with_suffix(".pt")))
             written.append(path)
     return written
 
 
-def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str = "") -> str:
-    """The text of one standalone script that replays ``finding`` on input set ``set_index``."""
+def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str = "",
+                  side_file: Path | None = None) -> str:
+    """The text of one standalone script that replays ``finding`` on input set ``set_index``.
+
+    Tensors larger than :data:`INLINE_IN_SCRIPT` elements are saved with ``torch.save`` to
+    ``side_file`` (when given) and loaded by the script, instead of written as literals.
+    """
     sets = repro["sets"]
     chosen = sets[min(set_index, len(sets) - 1)]
     details = finding.get("details") or {}
@@ -67,7 +73,15 @@ def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str 
     reported = {e[0]: (e[1], e[2]) for e in details.get("elements", [])
                 if isinstance(e, list) and len(e) == 3}
     body = BODIES[family(finding["code"], finding.get("check", ""))]
-    args_text, needs_module = _make_args(chosen["args"])
+    side: list = []
+    args_text, needs_module = _make_args(chosen["args"], side if side_file else None)
+    if side:
+        import torch
+
+        torch.save([torch.tensor(values, dtype=getattr(torch, dtype)).reshape(shape)
+                    for values, dtype, shape in side], side_file)
+        args_text = (f"side = torch.load({str(side_file)!r})  # the larger tensors, exact\n"
+                     + args_text)
     prelude = PRELUDE.format(seed=int(repro.get("seed", 0)), loader=_loader(repro["source"]),
                              names=list(chosen.get("names", [])),
                              make_args=textwrap.indent(args_text, "    "))
@@ -123,12 +137,15 @@ def _package_of(path: Path) -> tuple[str, Path]:
     return ".".join(parts), directory
 
 
-def _make_args(specs: list[dict]) -> tuple[str, bool]:
+INLINE_IN_SCRIPT = 4096
+
+
+def _make_args(specs: list[dict], side: list | None = None) -> tuple[str, bool]:
     needs_module = False
     lines = []
     names = []
     for i, spec in enumerate(specs):
-        expr, uses_module = _expr(spec)
+        expr, uses_module = _expr(spec, side)
         needs_module |= uses_module
         names.append(f"a{i}")
         lines.append(f"a{i} = {expr}")
@@ -136,13 +153,18 @@ def _make_args(specs: list[dict]) -> tuple[str, bool]:
     return "\n".join(lines + [f"return ({tail})"]), needs_module
 
 
-def _expr(spec: dict) -> tuple[str, bool]:
+def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
     kind = spec["type"]
     if kind == "tensor":
         dtype = f"torch.{spec['dtype']}"
         if spec.get("values") is None:
             return (f"(_ for _ in ()).throw(SystemExit('the values of this {spec['shape']} "
                     "tensor were not recorded (too large); pass it yourself'))", False)
+        if side is not None and len(spec["values"]) > INLINE_IN_SCRIPT:
+            side.append(([float(v) if isinstance(v, str) else v for v in spec["values"]],
+                         spec["dtype"], tuple(spec["shape"])))
+            grad = ".requires_grad_(True)" if spec.get("requires_grad") else ""
+            return f"side[{len(side) - 1}].clone(){grad}", False
         values = ", ".join(_number(v) for v in spec["values"])
         wrapped = textwrap.fill(values, 96, subsequent_indent="    ", break_long_words=False,
                                 break_on_hyphens=False)
@@ -153,14 +175,14 @@ def _expr(spec: dict) -> tuple[str, bool]:
     if kind == "module":
         return f"Scaled({spec['weight']!r})", True
     if kind in ("list", "tuple"):
-        parts = [_expr(s) for s in spec["items"]]
+        parts = [_expr(s, side) for s in spec["items"]]
         inner = ", ".join(p for p, _ in parts)
         uses = any(u for _, u in parts)
         if kind == "tuple":
             return f"({inner}{',' if len(parts) == 1 else ''})", uses
         return f"[{inner}]", uses
     if kind == "dict":
-        parts = {k: _expr(s) for k, s in spec["items"].items()}
+        parts = {k: _expr(s, side) for k, s in spec["items"].items()}
         inner = ", ".join(f"{k!r}: {p}" for k, (p, _) in parts.items())
         return "{" + inner + "}", any(u for _, u in parts.values())
     if kind == "value":
