@@ -229,6 +229,22 @@ def with_examples(env: dict, repro: Path) -> tuple[dict, float]:
 _PAIR = re.compile(r"analytic (\S+), numerical (\S+)\s+<- differs\s+\(gradsmith: (\S+), (\S+)\)")
 
 
+def rows_reproduced(scripts: list[dict], rows: list[dict], run: str) -> dict:
+    """Failing rows (of one run) with at least one script that says REPRODUCED."""
+    failing = [r for r in rows if r and r["verdict"] == "fail" and r.get("repro")]
+    ok = 0
+    missing = []
+    for r in failing:
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", r["name"]).strip("_")[:80]
+        mine = [s for s in scripts if s["script"].startswith(run) and
+                Path(s["script"]).name.startswith(stem + "__")]
+        if any(s["reproduced"] for s in mine):
+            ok += 1
+        else:
+            missing.append(r["name"].rsplit("/", 1)[-1])
+    return {"failing_rows": len(failing), "reproduced": ok, "not_reproduced": missing}
+
+
 def run_scripts(folder: Path, env: dict) -> list[dict]:
     """Run each repro script; REPRODUCED, and the printed numbers equal to the finding's."""
     out = []
@@ -312,11 +328,12 @@ def _codes(row: dict | None, severity: str = "error") -> list[str]:
 
 
 def _guided(row: dict | None) -> bool:
-    """The row tells the user to declare a surrogate (estimator detection)."""
+    """The row tells the user to declare the gradient (surrogate= or intended=)."""
     if not row or not row.get("report"):
         return False
-    return any("surrogate=" in (f.get("message", "") + f.get("hint", ""))
-               for f in row["report"]["findings"] if f["severity"] == "error")
+    return any(("surrogate=" in text or "intended=" in text)
+               for text in (f.get("message", "") + f.get("hint", "")
+                            for f in row["report"]["findings"] if f["severity"] == "error"))
 
 
 def score(zero: dict, examples: dict) -> tuple[list[dict], dict]:
@@ -403,6 +420,8 @@ def main() -> None:
     table, counts = score(zero, examples)
     reproduced = sum(s["reproduced"] for s in scripts)
     compared = [s for s in scripts if s["numbers_compared"]]
+    per_row = {"zero": rows_reproduced(scripts, list(zero.values()), "zero"),
+               "examples": rows_reproduced(scripts, list(examples.values()), "examples")}
     data = {
         "environment": environment(), "load_start": load_start,
         "load_end": round(os.getloadavg()[0], 2),
@@ -411,7 +430,12 @@ def main() -> None:
         "counts": counts, "table": table, "wall_zero": sum(walls.values()),
         "wall_per_file": walls, "wall_examples": round(wall_examples, 2),
         "independent": independent(env), "repro_scripts": scripts,
-        "repro_summary": f"{reproduced} of {len(scripts)} say REPRODUCED; "
+        "repro_rows": per_row,
+        "repro_summary": f"failing rows reproduced by a script: zero-config "
+                         f"{per_row['zero']['reproduced']} of {per_row['zero']['failing_rows']}, "
+                         f"with examples {per_row['examples']['reproduced']} of "
+                         f"{per_row['examples']['failing_rows']}; scripts: {reproduced} of "
+                         f"{len(scripts)} say REPRODUCED; "
                          f"{sum(s['numbers_equal'] for s in compared)} of {len(compared)} "
                          "with gradient numbers print exactly the finding's numbers",
     }

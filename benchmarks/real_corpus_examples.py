@@ -213,8 +213,14 @@ def _cos_attention_reference(q, k, v, mask, scale, causal, *rest):
 _register(mea.FlashAttentionFunction,
           lambda: (_x(1, 2, 6, 4), _x(1, 2, 6, 4), _x(1, 2, 6, 4), None, False, 2, 3),
           reference=_attention_reference, name="FlashAttentionFunction")
+def _unit(*shape):
+    """Cosine-sim attention's contract: q and k are l2-normalised (|q.k| <= 1 bounds the
+    logits, which forward uses instead of a running row max)."""
+    return F.normalize(_x(*shape).detach(), dim=-1).requires_grad_()
+
+
 _register(mea_cos.FlashAttentionFunction,
-          lambda: (_x(1, 2, 6, 4), _x(1, 2, 6, 4), _x(1, 2, 6, 4), None, 2.0, False, 2, 3),
+          lambda: (_unit(1, 2, 6, 4), _unit(1, 2, 6, 4), _x(1, 2, 6, 4), None, 2.0, False, 2, 3),
           reference=_cos_attention_reference, name="CosineSimFlashAttentionFunction")
 
 # -- pytorch-struct -------------------------------------------------------------------------------

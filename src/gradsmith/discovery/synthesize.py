@@ -232,6 +232,7 @@ def _is_modern(cls: type) -> bool:
 
 
 def _table_value(name: str) -> Any:
+    name = name.rstrip("_") or name  # alpha_ is alpha
     for table in (_INT_VALUES, _BOOL_VALUES, _FLOAT_VALUES, _STR_VALUES):
         if name in table:
             return table[name]
@@ -278,7 +279,7 @@ def _plan(params: list[inspect.Parameter], hints: dict[str, Hint],
             if value is None or type(value).__name__ != kind:
                 value = {"int": 2, "float": 0.5, "bool": False}[kind]
             slots.append(_Slot(p.name, "value", value, hint))
-        elif kind == "tensor" and p.name in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
+        elif kind == "tensor" and p.name.rstrip("_") in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
             # alpha.item(), min_val.type_as(x): a scalar tensor holding the usual value
             slots.append(_Slot(p.name, "scalar", _table_value(p.name), hint))
         elif kind is None and _table_value(p.name) is not None:

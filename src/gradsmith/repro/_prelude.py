@@ -91,11 +91,15 @@ def base():
     return [LEAVES[i].detach().to(DTYPE or LEAVES[i].dtype, copy=True) for i in DIFF]
 
 
+FORWARD_ERROR = None
 try:
     _first = flat_out(call([x.requires_grad_(True) for x in base()]))
 except Exception:  # gradsmith falls back to the input dtype when float64 fails
     DTYPE = None
-    _first = flat_out(call([x.requires_grad_(True) for x in base()]))
+    try:
+        _first = flat_out(call([x.requires_grad_(True) for x in base()]))
+    except Exception as exc:  # forward fails in every dtype: the body shows it
+        FORWARD_ERROR, DTYPE, _first = exc, torch.float64, []
 OUT_POS = [k for k, o in enumerate(_first)
            if o is not None and o.is_floating_point() and o.requires_grad]
 OUT_LABELS = ["out" if len(_first) == 1 else f"out[{{k}}]" for k in OUT_POS]

@@ -45,7 +45,7 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
         weight = getattr(value, "weight", None)
         if type(value).__name__ == "Scaled" and "gradsmith" in type(value).__module__:
             return {"type": "module", "weight": float(weight.detach())}
-        return {"type": "opaque", "repr": _short(repr(value))}
+        return _pickled(value)
     if isinstance(value, (list, tuple)):
         return {"type": type(value).__name__,
                 "items": [capture_value(v, inline_limit) for v in value]}
@@ -60,6 +60,23 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
     if isinstance(value, torch.dtype):
         return {"type": "value", "repr": str(value)}
     return {"type": "opaque", "repr": _short(repr(value))}
+
+
+def _pickled(module: Any) -> dict:
+    """A user's module as ``torch.save`` bytes (base64): the script loads it back with its
+    class imported from the module that defines it (the user's file, or torch.nn)."""
+    import base64
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    try:
+        torch.save(module, buffer)
+    except Exception:  # noqa: BLE001 - unpicklable (lambdas, closures): say so in the script
+        return {"type": "opaque", "repr": _short(repr(module))}
+    return {"type": "pickled", "module": type(module).__module__, "repr": _short(repr(module)),
+            "data": base64.b64encode(buffer.getvalue()).decode("ascii")}
 
 
 def tensors_of(args: tuple) -> list:

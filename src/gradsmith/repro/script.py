@@ -22,6 +22,20 @@ class Scaled(torch.nn.Module):
 '''
 
 
+_UNPICKLE = '''
+
+def _unpickle(module_name, data):
+    """A module argument as torch.save wrote it; its class is looked up in the module that
+    defined it, which may be the user's file (imported above under another name)."""
+    import base64
+    import io
+
+    if module_name not in sys.modules and module_name.startswith("gradsmith_target_"):
+        sys.modules[module_name] = sys.modules.get("user_module")
+    return torch.load(io.BytesIO(base64.b64decode(data)), weights_only=False)
+'''
+
+
 def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
     """Write one script per error finding of every failing row that carries a repro record.
 
@@ -96,7 +110,7 @@ def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str 
                  f"INPUT = {finding.get('input')!r}\nELEMENTS = {elements[:64]!r}\n"
                  f"NAN_ELEMENTS = {nan_elements[:64]!r}\nREPORTED = {reported!r}\n"
                  f"MESSAGE = {finding['message']!r}\n")
-    module_class = _MODULE_CLASS if needs_module else ""
+    module_class = (_MODULE_CLASS if needs_module else "") + _UNPICKLE
     text = header.replace("{this file}", "this_file.py") + prelude.replace(
         "\nFN = load()", module_class + "\nFN = load()") + constants + body
     return text
@@ -187,6 +201,9 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
         return "{" + inner + "}", any(u for _, u in parts.values())
     if kind == "value":
         return spec["repr"], False
+    if kind == "pickled":  # a module, saved with torch.save; its class comes from its module
+        return (f"_unpickle({spec['module']!r}, {spec['data']!r})  # {spec['repr'][:60]}",
+                False)
     return "None", False  # an opaque object (a user's module...): not recordable
 
 
