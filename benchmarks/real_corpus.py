@@ -235,7 +235,8 @@ def rows_reproduced(scripts: list[dict], rows: list[dict], run: str) -> dict:
     ok = 0
     missing = []
     for r in failing:
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", r["name"]).strip("_")[:80]
+        short = r["name"].rsplit("/", 1)[-1]
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", short).strip("_")[:80]
         mine = [s for s in scripts if s["script"].startswith(run) and
                 Path(s["script"]).name.startswith(stem + "__")]
         if any(s["reproduced"] for s in mine):

@@ -62,7 +62,8 @@ def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
             if key in seen:
                 continue
             seen.add(key)
-            name = "__".join(_safe(p) for p in (r["name"], finding["code"], finding.get("input"),
+            short = r["name"].rsplit("/", 1)[-1]  # file.py::Fn[example], without the folders
+            name = "__".join(_safe(p) for p in (short, finding["code"], finding.get("input"),
                                                  f"set{set_index}" if set_index else None) if p)
             path = out / f"{name}.py"
             path.write_text(render_script(repro, finding, set_index, r["name"],
