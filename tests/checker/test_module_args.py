@@ -1,5 +1,6 @@
 """Parameters of nn.Module arguments are inputs too (the checkpointing pattern)."""
 
+import pytest
 import torch
 from corpus import module_args
 
@@ -63,3 +64,26 @@ def test_float32_module_is_checked_in_float64_copies():
     report = gradsmith.check(module_args.CheckpointInputsOnly, module, x)
     assert "missing-param-grad" in report.codes("error")
     assert next(module.parameters()).dtype == torch.float32
+
+
+def test_parameters_also_passed_as_arguments_are_one_input():
+    layer = torch.nn.Linear(3, 2).double()
+    x = module_args._r(4, 3).requires_grad_()
+    args = (x, layer, *layer.parameters())
+    assert torch.autograd.gradcheck(module_args.WeightsPassedAlong.apply, args)  # reference
+    report = gradsmith.check(module_args.WeightsPassedAlong, *args)
+    assert report.passed, str(report)
+    # Perturbing args[2] perturbs the module's weight itself: no separate `layer.weight` input.
+    assert not any(f.input and f.input.startswith("layer.") for f in report.findings)
+
+
+def test_a_backward_crashing_on_a_frozen_parameter_is_reported():
+    layer = module_args.frozen_bias_linear()
+    x = module_args._r(4, 3).requires_grad_()
+    with pytest.raises(RuntimeError, match="does not require grad"):  # plain PyTorch too
+        module_args.WeightsPassedAlongFrozenCrash.apply(x, layer, *layer.parameters()).sum(
+            ).backward()
+    report = gradsmith.check(module_args.WeightsPassedAlongFrozenCrash, x, layer,
+                             *layer.parameters())
+    assert not report.passed
+    assert "does not require grad" in " ".join(f.message for f in report.errors)

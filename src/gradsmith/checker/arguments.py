@@ -97,10 +97,17 @@ class Arguments:
         self._templates: dict[Any, dict[int, torch.nn.Module]] = {}
         self.module_pos = [i for i, v in enumerate(self._leaves)
                            if isinstance(v, torch.nn.Module)]
+        # A parameter also passed as a tensor argument (apply(x, Fm, *Fm.parameters())) is one
+        # input: the module gets that argument's value in every call.
+        self._ties: dict[tuple[int, str], int] = {}
+        by_id = {id(self._leaves[i]): i for i in self.tensor_pos}
         for i in self.module_pos:
-            self.inputs += [DiffInput(f"{self.labels[i]}.{name}", i, name, p.is_complex())
-                            for name, p in self._leaves[i].named_parameters()
-                            if p.requires_grad and is_float_like(p)]
+            for name, p in self._leaves[i].named_parameters():
+                if id(p) in by_id:
+                    self._ties[(i, name)] = by_id[id(p)]
+                elif p.requires_grad and is_float_like(p):
+                    self.inputs.append(DiffInput(f"{self.labels[i]}.{name}", i, name,
+                                                 p.is_complex()))
 
     @property
     def originals(self) -> list[torch.Tensor]:
@@ -166,6 +173,8 @@ class Arguments:
                 leaves[d.leaf] = value
             else:
                 swaps[d.leaf][d.param] = value
+        for (i, name), leaf in self._ties.items():
+            swaps[i][name] = leaves[leaf]
         for i in self.module_pos:
             leaves[i] = self._module_for_call(i, dtype, swaps[i])
         return tree_unflatten(leaves, self._spec)

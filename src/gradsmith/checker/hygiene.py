@@ -113,7 +113,7 @@ def _unneeded(session: Session) -> list[Finding]:
         except Skip:
             continue  # nothing else reaches the Function's node (e.g. only module parameters)
         except Exception as exc:  # noqa: BLE001
-            findings.append(_needs_mismatch(labels[i], None, f"backward raised {exc!r}"))
+            findings.append(_crashes_when_frozen(labels[i], exc))
             continue
         pos = positions[i]
         if pos is not None and pos < len(raw) and raw[pos] is not None and not _free(
@@ -140,6 +140,19 @@ def _unneeded_finding(label: str, pos: int, frozen: bool) -> Finding:
         " is False, the work is wasted and autograd discards the result",
         f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return None "
         "otherwise", NAME, label, {"frozen": frozen})
+
+
+def _crashes_when_frozen(off: str, exc: BaseException) -> Finding:
+    finding = getattr(exc, "finding", None)
+    text = finding.message if finding is not None else f"{type(exc).__name__}: {exc}"
+    return Finding(
+        "needs-input-grad-mismatch", "error",
+        f"when {off} does not require grad (a frozen weight, a constant), {text}: training "
+        "with that input frozen crashes",
+        "make backward work with frozen inputs: compute only the gradients "
+        "ctx.needs_input_grad asks for, and give torch.autograd.grad only tensors that "
+        "require grad (or allow_unused=True and None for the rest)", NAME, off,
+        {"exception": type(getattr(exc, "exc", None) or exc).__name__})
 
 
 def _needs_mismatch(off: str, victim: str | None, what: str) -> Finding:
