@@ -109,10 +109,21 @@ def test_syntax_error_in_walked_directory_becomes_import_problem(write, snippets
         list_candidates(broken)
 
 
-def test_unknown_name_lists_the_candidates(write, snippets):
-    path = write("ops.py", snippets.good, snippets.bad)
+def test_unknown_name_lists_the_candidates_before_importing(write, snippets):
+    path = write("ops.py", snippets.good, snippets.bad, "raise SystemExit('imported')\n")
+    with pytest.raises(GradsmithUsageError, match=r"no object named 'Cubes'; did you mean "
+                                                  r"'Cube'\? candidates there: Cube, BadMatmul"):
+        resolve_targets([f"{path}::Cubes"])
+
+
+def test_unknown_name_in_a_module_that_binds_names_at_run_time_is_found_on_import(write,
+                                                                                   snippets):
+    # globals() can bind any name: only importing the module can tell, so the listing does.
+    path = write("ops.py", snippets.good, "globals()['Made'] = Cube\n")
+    (made,) = resolve_targets([f"{path}::Made"])
+    assert [c.ref.attr for c in list_candidates(made).candidates] == ["Made"]
     (source,) = resolve_targets([f"{path}::Swish"])
-    with pytest.raises(GradsmithUsageError, match=r"no object named 'Swish'.*Cube, BadMatmul"):
+    with pytest.raises(GradsmithUsageError, match=r"no object named 'Swish'.*Cube"):
         list_candidates(source)
 
 
@@ -230,7 +241,14 @@ def test_synthesis_covers_conv2d_and_string_hyperparameters():
     assert loss.args[2] == "mean"
 
 
-def test_module_name_that_is_a_file_without_py_suggests_the_file(write, snippets, tmp_path):
+def test_dotted_modules_are_found_from_the_working_directory_like_python_m(write, snippets,
+                                                                           tmp_path):
     write("myops.py", snippets.good)
-    with pytest.raises(GradsmithUsageError, match=r"did you mean the file `myops.py`\?"):
-        resolve_targets(["myops"], cwd=tmp_path)
+    write("pkg/__init__.py", "raise SystemExit('the package must not be imported here')\n")
+    write("pkg/ops.py", snippets.good)
+    sources = resolve_targets(["myops", "pkg.ops::Cube"], cwd=tmp_path)
+    assert [(s.kind, s.location, s.names) for s in sources] == [
+        ("module", "myops", None), ("module", "pkg.ops", ("Cube",))]
+    with pytest.raises(GradsmithUsageError, match=r"no file, directory or module named "
+                                                  r"'pkg.opz'"):
+        resolve_targets(["pkg.opz"], cwd=tmp_path)

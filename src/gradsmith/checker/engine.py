@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
-from gradsmith.checker import approximate, declared
+from gradsmith.checker import approximate, declared, progress
 from gradsmith.checker.deploy import DEPLOY_MODULES
 from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
@@ -299,6 +299,7 @@ def _low_precision(session: Session, dtype: torch.dtype, announce: bool) -> None
 def _run_checks(session: Session, selected: Iterable[str]) -> None:
     report = session.report
     for name in selected:
+        progress.notify(name, report)
         if any(f.code in FATAL for f in report.findings):
             report.skipped[name] = "skipped after a structural or crashing failure (see errors)"
             continue
@@ -319,3 +320,4 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
         report.checks.append(name)
         known = {(f.code, f.input) for f in report.findings}
         report.findings += [f for f in found if (f.code, f.input) not in known]
+    progress.notify(None, report)

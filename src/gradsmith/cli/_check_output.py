@@ -21,6 +21,7 @@ import json
 import re
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -55,20 +56,43 @@ class Output:
                                width=None if self.tty else _PIPE_WIDTH)
         self._progress = None
         self._task = None
+        self._started = time.monotonic()
+        self._said_slow = False
+
+    def status(self, text: str) -> None:
+        """Say what is going on: a live line on a terminal (text format); elsewhere one line on
+        stderr if no check has finished after 10 s, so a slow start is not silent."""
+        if self.fmt == "text" and self.console.is_terminal:
+            self._live().update(self._task, description=escape(text))
+        elif not self._said_slow and time.monotonic() - self._started >= 10:
+            self._said_slow = True
+            print(f"gradsmith check: still working: {text}", file=sys.stderr, flush=True)
 
     def progress(self, done: int, total: int, row: dict) -> None:
-        """Advance the progress bar; created on first use, only for text on a terminal."""
+        """Advance the progress bar (text format on a terminal only)."""
+        self._said_slow = True  # results are coming: no "still working" line any more
         if self.fmt != "text" or not self.console.is_terminal:
             return
-        if self._progress is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        self._live().update(self._task, total=total, completed=done,
+                            description=escape(row["name"]))
 
-            self._progress = Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(),
+    def _live(self):
+        if self._progress is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+            )
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("gradsmith check"),
+                                      BarColumn(), MofNCompleteColumn(),
                                       TextColumn("{task.description}"), console=self.console,
                                       transient=True)
             self._progress.start()
-            self._task = self._progress.add_task("", total=total)
-        self._progress.update(self._task, completed=done, description=escape(row["name"]))
+            self._task = self._progress.add_task("", total=None)
+        return self._progress
 
     def close(self) -> None:
         """Remove the progress bar before anything else is printed."""

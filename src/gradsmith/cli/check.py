@@ -8,10 +8,12 @@ syntax or import error in a target, bad option).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from gradsmith._config import apply_check_config
 from gradsmith._errors import GradsmithError
+from gradsmith.isolation.pool import STARTUP_TIMEOUT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds allowed per Function and example (default 30); a hang "
                              "becomes a failed row")
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                        help="worker processes (default: number of CPUs, at most 4)")
+                        help="Functions checked at once (default: number of CPUs, at most 4; "
+                             "capped at what the CPUs and memory can hold)")
+    parser.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT, metavar="S",
+                        help=f"seconds the worker may take to start (import torch; default "
+                             f"{STARTUP_TIMEOUT:g}); raise it on a heavily loaded machine")
     parser.add_argument("--no-isolate", dest="no_isolate", action="store_const", const=True,
                         default=None,
                         help="run user code in this process: faster start, but a crash or hang "
@@ -83,16 +89,19 @@ def run(args: argparse.Namespace) -> int:
     from gradsmith.isolation.session import run_check
 
     output = Output(args.format, verbose=args.verbose)
+    jobs = _jobs(args.jobs, err) if not args.no_isolate else 1
     try:
         result = run_check(
             sources,
             options=_options(args),
             isolate=not args.no_isolate,
-            jobs=args.jobs or min(4, os.cpu_count() or 1),
+            jobs=jobs,
             timeout=args.timeout,
+            startup_timeout=args.startup_timeout,
             html=bool(args.html),
             pattern=args.pattern,
             progress=output.progress,
+            status=output.status,
         )
     except GradsmithError as exc:  # the worker pool could not start at all
         output.close()
@@ -134,10 +143,26 @@ def _options(args: argparse.Namespace) -> dict:
     return options
 
 
+def _jobs(asked: int | None, err) -> int:
+    """``--jobs``, or the default, capped at what the machine can run at once."""
+    from gradsmith.isolation.pool import capacity
+
+    cap, why = capacity()
+    if asked is None:
+        return min(4, cap)
+    if asked > cap:
+        err.print(f"note: --jobs {asked} capped at {cap}: this machine can run {cap} checks "
+                  f"at once ({why})", soft_wrap=True)
+        return cap
+    return asked
+
+
 def _validate(args: argparse.Namespace) -> None:
-    if not args.timeout > 0:
-        raise GradsmithError(f"check: --timeout must be a positive number of seconds, got "
-                             f"{args.timeout:g}; e.g. --timeout 60")
+    for option, value in (("--timeout", args.timeout), ("--startup-timeout",
+                                                         args.startup_timeout)):
+        if not (value > 0 and math.isfinite(value)):
+            raise GradsmithError(f"check: {option} must be a positive number of seconds, got "
+                                 f"{value:g}; e.g. {option} 60")
     if args.jobs is not None and args.jobs < 1:
         raise GradsmithError(f"check: --jobs must be >= 1, got {args.jobs}; e.g. --jobs 2")
     if args.repro and os.path.exists(args.repro) and not os.path.isdir(args.repro):

@@ -10,13 +10,15 @@ the code happens later, in :mod:`gradsmith.discovery.collect`, possibly in a wor
 from __future__ import annotations
 
 import ast
-import importlib.util
+import difflib
+import errno
 import os
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 from gradsmith._errors import GradsmithUsageError
+from gradsmith.discovery.static import locate_module, module_names
 
 # Directories that hold tooling or third-party code, never the user's Functions.
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", "env"}
@@ -98,6 +100,9 @@ def _resolve_one(target: str, base: Path) -> list[Source]:
         )
     names = (name,) if sep else None
     path = Path(where) if Path(where).is_absolute() else base / where
+    broken = _broken_link(path)
+    if broken:
+        raise GradsmithUsageError(f"check: target {target!r}: {broken}")
     if path.exists():
         return _from_path(target, path, names, base)
     if where.endswith(".py") or os.sep in where or "/" in where:
@@ -116,6 +121,10 @@ def _from_path(target: str, path: Path, names: tuple[str, ...] | None, base: Pat
                 f"a file, e.g. `{path / 'ops.py'}::{names[0]}`"
             )
         files = _python_files(path)
+        for file in files:
+            broken = _broken_link(file)
+            if broken:
+                raise GradsmithUsageError(f"check: target {target!r}: {broken}")
         if not files:
             raise GradsmithUsageError(
                 f"check: target {target!r}: directory {path} contains no .py files; pass a "
@@ -132,10 +141,41 @@ def _from_path(target: str, path: Path, names: tuple[str, ...] | None, base: Pat
 
 def _file_source(path: Path, names: tuple[str, ...] | None, base: Path, strict: bool) -> Source:
     path = path.resolve()
-    problem = _syntax_problem(path)
+    tree, problem = _parse(path)
     if problem and strict:
         raise GradsmithUsageError(f"check: cannot check {path}: {problem}; fix the file first")
-    return Source("file", str(path), _label(path, base), names=names, problem=problem)
+    label = _label(path, base)
+    if tree is not None and names:
+        _check_names(tree, names, label)
+    return Source("file", str(path), label, names=names, problem=problem)
+
+
+def _check_names(tree: ast.Module, names: tuple[str, ...], label: str) -> None:
+    """``::Name`` must be bound at the module's top level, when the syntax tree can tell."""
+    info = module_names(tree)
+    for name in names:
+        if not info.complete or name.split(".")[0] in info.names:
+            continue
+        close = difflib.get_close_matches(name, sorted(info.names), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        listed = (f"candidates there: {', '.join(info.candidates)}" if info.candidates else
+                  "it defines no torch.autograd.Function subclass and no function with a "
+                  "registered example")
+        raise GradsmithUsageError(f"check: {label} has no object named {name!r}; {hint}{listed}")
+
+
+def _broken_link(path: Path) -> str | None:
+    """Why ``path`` (or a symbolic link on the way to it) cannot be followed, if it cannot."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return (f"{path} is a symbolic link loop (it points, directly or not, at itself); "
+                    "remove the link or point it at a real file")
+        if os.path.lexists(path):
+            return (f"{path} is a symbolic link to {os.readlink(path)!r}, which does not "
+                    "exist; remove the link or point it at a real file")
+    return None
 
 
 def _from_module(target: str, dotted: str, names: tuple[str, ...] | None, base: Path) -> Source:
@@ -144,21 +184,22 @@ def _from_module(target: str, dotted: str, names: tuple[str, ...] | None, base: 
             f"check: target {target!r} is neither an existing path nor a dotted module name; "
             "pass e.g. `ops.py`, `src/`, `mypackage.ops` or `ops.py::Swish`"
         )
-    try:
-        spec = importlib.util.find_spec(dotted)
-    except Exception as exc:  # a parent package failed to import: user code, so usage error
-        raise GradsmithUsageError(
-            f"check: target {target!r}: importing the parent package of {dotted!r} failed with "
-            f"{type(exc).__name__}: {exc}; fix that import error first"
-        ) from None
-    if spec is None:
+    # Found without importing: a package's __init__ is user code, run only in a worker.
+    found = locate_module(dotted, base)
+    if found.found is False:
         as_file = base / (dotted.replace(".", "/") + ".py")
         hint = (f"did you mean the file `{_label(as_file, base)}`?" if as_file.exists() else
                 "check the spelling, install the package, or run from the directory that "
                 "contains it")
+        missing = f" (no module {found.missing!r})" if found.missing != dotted else ""
         raise GradsmithUsageError(
-            f"check: target {target!r}: no file, directory or module named {dotted!r}; {hint}"
+            f"check: target {target!r}: no file, directory or module named {dotted!r}"
+            f"{missing}; {hint}"
         )
+    if names and found.origin and found.origin.endswith(".py"):
+        tree, _ = _parse(Path(found.origin))
+        if tree is not None:
+            _check_names(tree, names, dotted)
     return Source("module", dotted, dotted, names=names)
 
 
@@ -171,15 +212,15 @@ def _python_files(root: Path) -> list[Path]:
     return found
 
 
-def _syntax_problem(path: Path) -> str | None:
+def _parse(path: Path) -> tuple[ast.Module | None, str | None]:
+    """The file's syntax tree, or the reason it has none."""
     try:
         with tokenize.open(path) as handle:
-            ast.parse(handle.read(), filename=str(path))
+            return ast.parse(handle.read(), filename=str(path)), None
     except SyntaxError as exc:
-        return f"syntax error at line {exc.lineno}: {exc.msg}"
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot read it ({exc})"
-    return None
+        return None, f"syntax error at line {exc.lineno}: {exc.msg}"
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"cannot read it ({exc})"
 
 
 def _label(path: Path, base: Path) -> str:

@@ -1,9 +1,10 @@
-"""A pool of persistent worker processes with a time limit per task (private).
+"""Run tasks isolated, with a time limit each: the ``gradsmith check`` side of the worker (private).
 
-Each worker (``python -m gradsmith.isolation.worker``) imports torch once and then runs many tasks, so
-isolation costs one interpreter start per worker, not per Function. A task whose worker dies
-(segfault, ``os.abort``, ``sys.exit`` in user code) or exceeds the time limit becomes a
-``crash`` or ``timeout`` :class:`Outcome`; the worker is replaced and the other tasks go on.
+:class:`WorkerPool` starts one worker server (``python -m gradsmith.isolation.worker``), which
+imports torch once and runs each task in a fresh fork of itself, up to ``jobs`` at a time (see
+:mod:`gradsmith.isolation.worker` for why). A task whose process dies (segfault,
+``os.abort``, ``os._exit`` in user code) or runs past the time limit becomes a ``crash`` or
+``timeout`` :class:`Outcome` that keeps the progress the task streamed; the other tasks go on.
 
 Plain ``subprocess`` pipes are used rather than ``multiprocessing``/``concurrent.futures``:
 those cannot kill one hung task without breaking the whole pool, and ``spawn`` re-imports the
@@ -13,55 +14,134 @@ parent's ``__main__``.
 from __future__ import annotations
 
 import os
+import pickle
 import selectors
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gradsmith._errors import GradsmithError
-from gradsmith.isolation.worker import receive, send
+from gradsmith.isolation.protocol import FrameReader, send
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
 STARTUP_TIMEOUT = 120.0
+# Memory one concurrent task is allowed to need when --jobs is capped.
+MEMORY_PER_JOB = 1 << 30
+# The server enforces each time limit; past this much more, it is declared hung.
+_WATCHDOG_GRACE = 30.0
 _TAIL_LINES = 12
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """Result of task ``index``: ``kind`` is ``ok`` (``value`` is the task's result),
-    ``crash`` or ``timeout`` (``value`` is a message with the worker's last output)."""
+    """Result of task ``index``.
+
+    Attributes:
+        index: position of the task in the list given to :meth:`WorkerPool.run`.
+        kind: ``ok`` (``value`` is the task's result), ``crash`` or ``timeout`` (``value`` is
+            a message with the task's last output).
+        value: see ``kind``.
+        elapsed: seconds from the task's start to its end.
+        progress: the last progress snapshot the task streamed (``None`` if none), see
+            :func:`gradsmith.isolation.tasks.snapshot`.
+    """
 
     index: int
     kind: str
     value: Any
     elapsed: float = 0.0
+    progress: dict | None = None
+
+
+def capacity() -> tuple[int, str]:
+    """How many tasks this machine can run at once, and why: one per CPU this process may use,
+    and no more than the available memory allows at :data:`MEMORY_PER_JOB` each.
+
+    Returns:
+        ``(jobs, "2 CPUs, 18.3 GB of memory available")``.
+    """
+    cpus = _cpus()
+    memory = _available_memory()
+    jobs = cpus
+    if memory is not None:
+        jobs = max(1, min(jobs, memory // MEMORY_PER_JOB))
+    gb = f", {memory / 1e9:.1f} GB of memory available" if memory is not None else ""
+    return jobs, f"{cpus} CPU{'s' if cpus != 1 else ''}{gb}"
+
+
+def _cpus() -> int:
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:  # a container's CPU quota (cgroup v2): "max 100000" or "200000 100000"
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            count = min(count, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as handle:
+            info = dict(line.split(":", 1) for line in handle)
+        available = int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+    try:  # a container's memory limit (cgroup v2)
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return max(0, available)
 
 
 class WorkerPool:
-    """Run tasks in ``jobs`` persistent workers, each task limited to ``timeout`` seconds.
+    """Run tasks in forks of one worker server, ``jobs`` at a time, ``timeout`` seconds each.
 
-    Use as a context manager (workers are stopped on exit) and iterate
-    ``pool.run([("list", source), ...])``; tasks are those of :func:`gradsmith.isolation.tasks.run_task`.
+    Use as a context manager (the server and everything below it are stopped on exit) and
+    iterate ``pool.run([("list", source), ...])``; tasks are those of
+    :func:`gradsmith.isolation.tasks.run_task`.
+
+    Args:
+        jobs: tasks run at once (callers cap it with :func:`capacity`).
+        timeout: seconds allowed per task, from its fork to its result.
+        startup_timeout: seconds the server may take to import torch and warm up.
+        on_wait: called as ``on_wait(seconds)`` about once a second while the server starts.
+        threads: torch threads per task (default: the CPUs shared out among ``jobs``).
     """
 
-    def __init__(self, jobs: int = 1, timeout: float = 60.0, threads: int | None = None) -> None:
+    def __init__(self, jobs: int = 1, timeout: float = 60.0,
+                 startup_timeout: float = STARTUP_TIMEOUT,
+                 on_wait: Callable[[float], None] | None = None,
+                 threads: int | None = None) -> None:
         if jobs < 1:
             raise GradsmithError(f"WorkerPool: jobs must be >= 1, got {jobs}")
         self.jobs = jobs
         self.timeout = timeout
-        self._workers: list[_Worker] = []
+        self.startup_timeout = startup_timeout
+        self.on_wait = on_wait
+        # torch threads per task: the CPUs shared out, unless the caller fixes it (bench)
+        threads = threads or max(1, _cpus() // jobs)
+        search = [p for p in sys.path if p]
+        cwd = os.getcwd()  # dotted targets are found from here, as `python -m` does
+        self._init = {"sys_path": search if cwd in search else [cwd, *search],
+                      "jobs": jobs, "threads": threads}
+        self._proc: subprocess.Popen | None = None
+        self._reader = FrameReader()
         self._selector = selectors.DefaultSelector()
-        self._failed_starts = 0
-        # torch threads per worker: the CPUs shared out, unless the caller fixes it (bench)
-        threads = threads or max(1, (os.cpu_count() or 1) // jobs)
-        self._init = {"sys_path": [p for p in sys.path if p], "threads": threads}
+        self._ready = False
+        self._log = ""
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -70,174 +150,168 @@ class WorkerPool:
         self.close(graceful=exc_type is None)  # on Ctrl-C or an error, do not wait
 
     def start(self) -> None:
-        """Start all ``jobs`` workers now, so their torch imports overlap the first tasks."""
-        self._fill(self.jobs)
-
-    def run(self, tasks: list[tuple]) -> Iterator[Outcome]:
-        """Yield one :class:`Outcome` per task, in completion order."""
-        pending = deque(enumerate(tasks))
-        busy = 0
-        while pending or busy:
-            self._fill(len(pending) + busy)
-            for worker in list(self._workers):
-                if worker.state == "idle" and pending:
-                    busy += 1
-                    try:
-                        worker.assign(*pending.popleft(), self.timeout)
-                    except OSError:  # died between tasks (e.g. a thread user code left behind)
-                        busy -= 1
-                        yield self._died(worker)
-            deadline = min((w.deadline for w in self._workers), default=time.monotonic())
-            wait = min(1.0, max(0.0, deadline - time.monotonic()))
-            for key, _ in self._selector.select(timeout=wait):
-                outcome = self._read(key.data)
-                if outcome is not None:
-                    busy -= 1
-                    yield outcome
-            now = time.monotonic()
-            for worker in [w for w in self._workers if w.deadline <= now]:
-                outcome = self._expire(worker)
-                if outcome is not None:
-                    busy -= 1
-                    yield outcome
-
-    def close(self, graceful: bool = True) -> None:
-        """Stop all workers (closing stdin lets them exit; stragglers are killed)."""
-        for worker in list(self._workers):
-            self._remove(worker, graceful=graceful)
-
-    def _fill(self, wanted: int) -> None:
-        while len(self._workers) < min(self.jobs, wanted):
-            worker = _Worker(self._init)
-            self._selector.register(worker.proc.stdout, selectors.EVENT_READ, worker)
-            self._workers.append(worker)
-
-    def _read(self, worker: _Worker) -> Outcome | None:
-        try:
-            message = receive(worker.proc.stdout)
-        except (EOFError, OSError):
-            return self._died(worker)
-        if worker.state == "starting":
-            worker.state, worker.deadline = "idle", float("inf")
-            self._failed_starts = 0
-            return None
-        index, elapsed = worker.index, worker.elapsed()
-        worker.state, worker.index, worker.deadline = "idle", None, float("inf")
-        return Outcome(index, "ok", message, elapsed)
-
-    def _died(self, worker: _Worker) -> Outcome | None:
-        index, state, elapsed = worker.index, worker.state, worker.elapsed()
-        code = worker.proc.wait()
-        tail = worker.tail()
-        self._remove(worker)
-        if state == "starting":
-            self._startup_failed(f"exited with {_describe_exit(code)}", tail)
-            return None
-        return Outcome(index, "crash", f"the worker process died ({_describe_exit(code)}) while "
-                                       f"running this target{_format_tail(tail)}", elapsed)
-
-    def _expire(self, worker: _Worker) -> Outcome | None:
-        index, state, elapsed = worker.index, worker.state, worker.elapsed()
-        tail = worker.tail()
-        self._remove(worker)
-        if state == "starting":
-            self._startup_failed(f"did not start within {STARTUP_TIMEOUT:.0f} s", tail)
-            return None
-        return Outcome(index, "timeout", f"timed out after {self.timeout:g} s (the worker was "
-                                         f"killed; raise --timeout if it is just slow)"
-                                         f"{_format_tail(tail)}", elapsed)
-
-    def _startup_failed(self, why: str, tail: str) -> None:
-        self._failed_starts += 1
-        if self._failed_starts >= 2:
-            raise GradsmithError(f"check: the isolated worker process {why}{_format_tail(tail)}; "
-                                 "fix the environment, or run with --no-isolate")
-
-    def _remove(self, worker: _Worker, graceful: bool = False) -> None:
-        self._selector.unregister(worker.proc.stdout)
-        self._workers.remove(worker)
-        worker.stop(graceful)
-
-
-class _Worker:
-    def __init__(self, init: dict) -> None:
-        fd, self.log_path = tempfile.mkstemp(prefix="gradsmith-worker-", suffix=".log")
-        os.close(fd)
+        """Start the server now, so its torch import overlaps whatever the caller does next."""
+        if self._proc is not None:
+            return
+        fd, self._log = tempfile.mkstemp(prefix="gradsmith-server-", suffix=".log")
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
                                                           env.get("PYTHONPATH")]))
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gradsmith.isolation.worker"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=log, env=env, start_new_session=True)
-        send(self.proc.stdin, init)
-        self.state = "starting"
-        self.deadline = time.monotonic() + STARTUP_TIMEOUT
-        self.index: int | None = None
-        self.log_offset = 0
-        self.started = 0.0
-
-    def assign(self, index: int, task: tuple, timeout: float) -> None:
-        self.log_offset = os.path.getsize(self.log_path)
-        self.index, self.state = index, "busy"
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout
-        send(self.proc.stdin, task)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started if self.state == "busy" else 0.0
-
-    def tail(self) -> str:
         try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self.log_offset)
-                text = log.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        lines = [ln for ln in text.splitlines() if not ln.startswith("--- gradsmith task")]
-        fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
-        if fatal:  # faulthandler: the innermost (user) frames come first; gradsmith's own
-            # frames (the worker calling the check) say nothing about the user's bug.
-            block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
-                     and "<frozen runpy>" not in ln]
-            if "" in block[2:]:  # the traceback ends at the first blank line after it
-                block = block[:block.index("", 2)]
-            return "\n".join(block[:_TAIL_LINES])
-        return "\n".join(lines[-_TAIL_LINES:])
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "gradsmith.isolation.worker", str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env,
+                start_new_session=True)  # Ctrl-C reaches gradsmith check, which stops it
+        finally:
+            os.close(fd)
+        self._ready = False
+        self._reader = FrameReader()
+        self._selector.register(self._proc.stdout, selectors.EVENT_READ)
+        send(self._proc.stdin, self._init)
 
-    def stop(self, graceful: bool) -> None:
-        if graceful and self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        try:  # the whole process group: user code may have started children of its own
-            os.killpg(self.proc.pid, signal.SIGKILL)
+    def run(self, tasks: list[tuple],
+            on_progress: Callable[[int, dict], None] | None = None) -> Iterator[Outcome]:
+        """Yield one :class:`Outcome` per task, in completion order.
+
+        Args:
+            tasks: tasks for :func:`gradsmith.isolation.tasks.run_task`.
+            on_progress: called as ``on_progress(index, snapshot)`` when a task reports
+                progress (a check of it finished).
+
+        Raises:
+            GradsmithError: the server could not start (within the start-up limit).
+        """
+        if not tasks:
+            return
+        self.start()
+        for index, task in enumerate(tasks):
+            send(self._proc.stdin, ("task", index, task, self.timeout))
+        pending = set(range(len(tasks)))
+        started: dict[int, float] = {}
+        progress: dict[int, dict] = {}
+        waiting_since = time.monotonic()
+        while pending:
+            message = self._next(waiting_since, started)
+            if message is None:  # the server died or hung: the tasks still out crash
+                why = self._server_gone()
+                for index in sorted(pending):
+                    yield Outcome(index, "crash", why, 0.0, progress.get(index))
+                return
+            kind, index = message[0], message[1] if len(message) > 1 else None
+            if kind == "ready":
+                self._ready = True
+            elif kind == "started":
+                started[index] = time.monotonic()
+            elif kind == "progress":
+                progress[index] = pickle.loads(message[2])
+                if on_progress is not None:
+                    on_progress(index, progress[index])
+            elif kind == "result":
+                pending.discard(index)
+                started.pop(index, None)
+                yield Outcome(index, "ok", pickle.loads(message[2]), message[3],
+                              progress.get(index))
+            elif kind == "ended":
+                pending.discard(index)
+                started.pop(index, None)
+                yield Outcome(index, message[2], self._describe(message[2], message[3]),
+                              message[4], progress.get(index))
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop the server; it kills every process below it (closing stdin asks it to)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            self._selector.unregister(proc.stdout)
+        except (KeyError, ValueError):
+            pass
+        try:
+            proc.stdin.close()
         except OSError:
             pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for sig, wait in ((None, 5.0 if graceful else 1.0), (signal.SIGTERM, 5.0),
+                          (signal.SIGKILL, None)):
+            if sig is not None:
+                try:
+                    proc.send_signal(sig)
+                except OSError:
+                    pass
             try:
-                stream.close()
-            except OSError:
-                pass
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        proc.stdout.close()
         try:
-            os.unlink(self.log_path)
+            os.unlink(self._log)
         except OSError:
             pass
 
+    def _next(self, waiting_since: float, started: dict[int, float]) -> tuple | None:
+        """The server's next message; None when it died or stopped answering."""
+        while True:
+            for payload in self._reader.feed(b""):
+                return pickle.loads(payload)
+            now = time.monotonic()
+            if not self._ready:
+                if now - waiting_since > self.startup_timeout:
+                    self._startup_failed(f"did not start within {self.startup_timeout:g} s "
+                                         "(raise --startup-timeout on a loaded machine)")
+                if self.on_wait is not None:
+                    self.on_wait(now - waiting_since)
+            elif started and now > min(started.values()) + self.timeout + _WATCHDOG_GRACE:
+                return None
+            if self._selector.select(timeout=1.0):
+                data = os.read(self._proc.stdout.fileno(), 1 << 16)
+                if not data:
+                    if not self._ready:
+                        self._startup_failed(f"exited with {self._exit_text()}")
+                    return None
+                for payload in self._reader.feed(data):
+                    return pickle.loads(payload)
 
-def _describe_exit(code: int) -> str:
-    if code < 0:
+    def _startup_failed(self, why: str) -> None:
+        tail = _read_tail(self._log)
+        self.close(graceful=False)
+        raise GradsmithError(f"check: the isolated worker process {why}{_format_tail(tail)}; "
+                             "fix the environment, or run with --no-isolate")
+
+    def _server_gone(self) -> str:
+        tail = _read_tail(self._log)
+        how = self._exit_text()
+        self.close(graceful=False)
+        return (f"the gradsmith worker server stopped answering ({how}) while this ran; "
+                f"this is a gradsmith bug, or the machine killed it (out of memory?)"
+                f"{_format_tail(tail)}")
+
+    def _exit_text(self) -> str:
         try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
+            code = self._proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            return "it hung"
+        if code < 0:
+            try:
+                return f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"signal {-code}"
+        return f"exit code {code}"
+
+    def _describe(self, kind: str, info: dict) -> str:
+        tail = _format_tail(info.get("tail", ""))
+        if kind == "timeout":
+            return (f"timed out after {self.timeout:g} s (the task and every process it "
+                    f"started were killed; raise --timeout if it is just slow){tail}")
+        return f"the worker process died ({info.get('exit')}){tail}"
+
+
+def _read_tail(path: str) -> str:
+    try:
+        text = Path(path).read_bytes()[-65536:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-_TAIL_LINES:])
 
 
 def _format_tail(tail: str) -> str:

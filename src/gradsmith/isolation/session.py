@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from gradsmith.discovery import Candidate, Source
-from gradsmith.isolation.tasks import display_name, row, run_task
+from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
+from gradsmith.isolation.tasks import display_name, partial_report, row, run_task
 
 
 @dataclass
@@ -49,31 +50,34 @@ class CheckRun:
 
 
 def run_check(sources: list[Source], *, options: dict | None = None, isolate: bool = True,
-              jobs: int = 1, timeout: float = 60.0, html: bool = False,
-              pattern: str | None = None,
-              progress: Callable[[int, int, dict], None] | None = None) -> CheckRun:
+              jobs: int = 1, timeout: float = 60.0, startup_timeout: float = STARTUP_TIMEOUT,
+              html: bool = False, pattern: str | None = None,
+              progress: Callable[[int, int, dict], None] | None = None,
+              status: Callable[[str], None] | None = None) -> CheckRun:
     """Check every candidate of ``sources``.
 
     Args:
         sources: resolved targets (see :func:`gradsmith.discovery.resolve_targets`).
         options: options for :func:`gradsmith.check` overriding the examples' own.
         isolate: run user code in worker processes with a time limit (``False``: in-process).
-        jobs: number of worker processes.
-        timeout: seconds allowed per task (isolated runs only).
+        jobs: tasks run at once (isolated runs; callers cap it with
+            :func:`gradsmith.isolation.pool.capacity`).
+        timeout: seconds allowed per task, importing the user's code included (isolated runs).
+        startup_timeout: seconds the worker may take to start (isolated runs).
         html: keep the Jacobians of gradient mismatches for the HTML report.
         pattern: keep only candidates whose name contains it (``*``/``?`` globs allowed).
         progress: called as ``progress(done, total, row)`` after each check.
+        status: called with a short line saying what is going on (starting the worker,
+            importing a target, the check a Function is in), for a live display.
 
     Returns:
         A :class:`CheckRun`.
     """
     started = time.perf_counter()
     result = CheckRun()
-    # Start only as many workers as there can be tasks (`ops.py::Swish` needs one).
-    named = [s.names for s in sources]
-    if all(n is not None for n in named):
-        jobs = max(1, min(jobs, sum(len(n) for n in named)))
-    with _executor(isolate, jobs, timeout) as execute:
+    say = status or (lambda _text: None)
+    with _executor(isolate, jobs, timeout, startup_timeout, say) as execute:
+        say(f"importing {_plural(len(sources), 'target')}")
         candidates = _list(sources, execute, result)
         candidates = [c for c in candidates if _matches(c, pattern)]
         if not candidates and not result.rows and not result.usage_errors:
@@ -84,13 +88,19 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
                 "module that defines them, or register one with @gradsmith.example")
         tasks = [("check", c, i, dict(options or {}), html)
                  for c in candidates for i in (range(len(c.examples)) if c.examples else [None])]
+        labels = [display_name(t[1], t[2]) for t in tasks]
         rows: list[dict | None] = [None] * len(tasks)
-        for done, (index, kind, value, elapsed) in enumerate(execute(tasks), start=1):
-            _, candidate, example_index, *_ = tasks[index]
-            rows[index] = value if kind == "ok" else _error_row(candidate, example_index, kind,
-                                                                value, elapsed)
+
+        def on_progress(index: int, snap: dict) -> None:
+            if snap.get("running"):
+                say(f"{labels[index]}: {snap['running']}")
+
+        for done, outcome in enumerate(execute(tasks, on_progress), start=1):
+            _, candidate, example_index, *_ = tasks[outcome.index]
+            rows[outcome.index] = (outcome.value if outcome.kind == "ok" else
+                                   _error_row(candidate, example_index, outcome))
             if progress is not None:
-                progress(done, len(tasks), rows[index])
+                progress(done, len(tasks), rows[outcome.index])
         result.rows.extend(r for r in rows if r is not None)
     result.elapsed = time.perf_counter() - started
     return result
@@ -99,9 +109,9 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
 def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
     seen: set[str] = set()
     found: list[Candidate] = []
-    outcomes = {i: (k, v) for i, k, v, _ in execute([("list", s) for s in sources])}
+    outcomes = {o.index: o for o in execute([("list", s) for s in sources], None)}
     for index, source in enumerate(sources):
-        kind, value = outcomes[index]
+        kind, value = outcomes[index].kind, outcomes[index].value
         if kind != "ok":
             result.rows.append(row(None, source.label, "fail", error="import",
                                    reason=f"importing it: {value}"))
@@ -132,44 +142,71 @@ def _matches(candidate: Candidate, pattern: str | None) -> bool:
     return pattern in name
 
 
-def _error_row(candidate: Candidate, example_index: int | None, kind: str, message: str,
-               elapsed: float) -> dict:
-    return row(candidate, display_name(candidate, example_index), "fail", error=kind,
-               reason=message, elapsed=elapsed)
+def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome) -> dict:
+    """A crash, timeout or internal error, with what the checks that finished had found."""
+    label = display_name(candidate, example_index)
+    snap = outcome.progress
+    reason = outcome.value
+    if snap is not None and outcome.kind in ("crash", "timeout"):
+        running = snap.get("running")
+        where = (f"in the {running} check" if running else "after the last check")
+        finished = ", ".join(snap["checks"]) or "none"
+        verb = "ran out of time" if outcome.kind == "timeout" else "died"
+        reason = (f"{verb} {where} (finished: {finished}; their findings are below): "
+                  f"{reason}")
+    out = row(candidate, label, "fail", error=outcome.kind, reason=reason,
+              elapsed=outcome.elapsed)
+    if snap is not None:
+        out.update(checks=list(snap["checks"]), text=snap["text"] or None,
+                   report=partial_report(label, snap, snap.get("running")))
+    return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 class _executor:
-    """Context manager yielding ``execute(tasks) -> iterator of (index, kind, value, s)``."""
+    """Context manager yielding ``execute(tasks, on_progress) -> iterator of Outcome``."""
 
-    def __init__(self, isolate: bool, jobs: int, timeout: float) -> None:
+    def __init__(self, isolate: bool, jobs: int, timeout: float, startup_timeout: float,
+                 say: Callable[[str], None]) -> None:
         self.isolate, self.jobs, self.timeout = isolate, jobs, timeout
+        self.startup_timeout, self.say = startup_timeout, say
         self.pool = None
 
-    def __enter__(self) -> Callable[[list[tuple]], Iterator[tuple]]:
+    def __enter__(self) -> Callable[..., Iterator[Outcome]]:
         if not self.isolate:
-            return lambda tasks: ((i, *_in_process(t)) for i, t in enumerate(tasks))
+            return lambda tasks, _on_progress: (_in_process(i, t) for i, t in enumerate(tasks))
         from gradsmith.isolation.pool import WorkerPool
 
-        self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout)
-        self.pool.start()  # checks follow the listing: start every worker while it runs
-        return lambda tasks: ((o.index, *_unwrap(o.kind, o.value), o.elapsed)
-                              for o in self.pool.run(tasks))
+        def on_wait(seconds: float) -> None:
+            self.say(f"starting the worker (importing torch) {seconds:.0f} s")
+
+        self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout,
+                               startup_timeout=self.startup_timeout, on_wait=on_wait)
+        self.pool.start()  # its torch import overlaps the rest of the start-up
+        return lambda tasks, on_progress: (_unwrap(o) for o in self.pool.run(tasks,
+                                                                             on_progress))
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if self.pool is not None:
             self.pool.close(graceful=exc_type is None)
 
 
-def _in_process(task: tuple) -> tuple[str, object, float]:
+def _in_process(index: int, task: tuple) -> Outcome:
     started = time.perf_counter()
     try:
-        return "ok", run_task(task), time.perf_counter() - started
+        return Outcome(index, "ok", run_task(task), time.perf_counter() - started)
     except Exception as exc:  # a gradsmith bug: still one row, not a traceback
-        return ("exception", f"internal error {type(exc).__name__}: {exc}",
-                time.perf_counter() - started)
+        return Outcome(index, "exception", f"internal error {type(exc).__name__}: {exc}",
+                       time.perf_counter() - started)
 
 
-def _unwrap(kind: str, value: object) -> tuple[str, object]:
-    if kind == "ok" and isinstance(value, dict) and "worker_error" in value:
-        return "exception", f"internal error in the worker:\n{value['worker_error']}"
-    return kind, value
+def _unwrap(outcome: Outcome) -> Outcome:
+    value = outcome.value
+    if outcome.kind == "ok" and isinstance(value, dict) and "worker_error" in value:
+        return Outcome(outcome.index, "exception",
+                       f"internal error in the worker:\n{value['worker_error']}",
+                       outcome.elapsed, outcome.progress)
+    return outcome

@@ -1,13 +1,25 @@
-"""Worker process for isolated checks: ``python -m gradsmith.isolation.worker`` (private).
+"""Worker server for isolated checks: ``python -m gradsmith.isolation.worker PARENT_PID`` (private).
 
-Speaks a tiny protocol on its original stdin/stdout: each message is an 8-byte big-endian
-length followed by a pickle. The parent first sends ``{"sys_path": [...], "threads": n}``; the
-worker imports torch and answers ``"ready"``; then every message is a task for
-:func:`gradsmith.isolation.tasks.run_task`, answered with its result, until the parent closes stdin.
+One per ``gradsmith check`` run. It imports torch and the verifier once (paying their lazy
+imports with a warm-up check) but never user code, answers ``ready``, and then runs every task
+it is sent in a fresh fork (:mod:`.sandbox`), at most ``jobs`` at a time, each under its own
+time limit. A fork starts from this clean state, so no verdict depends on what ran before it,
+and starting one costs milliseconds instead of a torch import.
 
-User code never sees the protocol streams: its stdout goes to stderr (a log file the parent
-reads back when the worker crashes), and its stdin is empty. ``faulthandler`` prints a Python
-traceback on a segfault or abort, so a crash row can say where it happened.
+Messages (:mod:`.protocol`) on the original stdin/stdout:
+
+- from ``gradsmith check``: ``{"sys_path", "jobs", "threads"}`` first, then
+  ``("task", index, task, timeout)``; closing stdin ends the server;
+- to ``gradsmith check``: ``("ready", pid)``; ``("started", index)``; ``("progress", index,
+  bytes)`` and
+  ``("result", index, bytes, elapsed)``, whose bytes are the task process's pickles,
+  forwarded without unpickling; ``("ended", index, kind, info, elapsed)`` when a task ended
+  without a result, ``kind`` ``crash`` or ``timeout`` and ``info`` a dict with ``exit`` (how
+  the task process ended) and ``tail`` (its last output).
+
+When ``gradsmith check`` dies (stdin reaches end-of-file, or the parent-death signal arrives)
+or the server is sent SIGTERM, it kills every process below it, whatever session they are in,
+and exits: nothing started by a run outlives it.
 """
 
 from __future__ import annotations
@@ -15,77 +27,260 @@ from __future__ import annotations
 import faulthandler
 import os
 import pickle
-import struct
+import select
+import shutil
+import signal
 import sys
-import traceback
-from typing import IO, Any
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
 
-_HEADER = struct.Struct(">Q")
+from gradsmith.isolation import sandbox
+from gradsmith.isolation.processes import (
+    become_subreaper,
+    describe_exit,
+    die_with_parent,
+    kill_tree,
+)
+from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_all
 
-
-def send(stream: IO[bytes], message: Any) -> None:
-    """Write one framed message and flush it."""
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(payload)) + payload)
-    stream.flush()
-
-
-def receive(stream: IO[bytes]) -> Any:
-    """Read one framed message; raise EOFError when the other side is gone."""
-    header = _read_exactly(stream, _HEADER.size)
-    return pickle.loads(_read_exactly(stream, _HEADER.unpack(header)[0]))
-
-
-def _read_exactly(stream: IO[bytes], size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = stream.read(size)
-        if not chunk:
-            raise EOFError("peer closed the stream")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
+# A keeper that has not exited this long after SIGTERM is killed outright.
+_KILL_GRACE = 5.0
+# A task's pipe must reach end-of-file this soon after its keeper exited.
+_EOF_GRACE = 2.0
+_TAIL_LINES = 12
 
 
-def main() -> int:
-    """Serve tasks until stdin closes."""
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)  # user prints land in the log, never in the protocol stream
-    faulthandler.enable(file=sys.stderr)
+@dataclass
+class _Task:
+    index: int
+    keeper: int
+    fd: int
+    log: str
+    timeout: float
+    started: float = field(default_factory=time.monotonic)
+    reader: FrameReader = field(default_factory=FrameReader)
+    result: bytes | None = None
+    status: int | None = None  # the task process's, from the keeper
+    keeper_done: float | None = None
+    eof: bool = False
+    terminated: float | None = None  # when SIGTERM was sent (timeout)
+    corrupt: bool = False
+
+    @property
+    def deadline(self) -> float:
+        if self.keeper_done is not None:
+            return self.keeper_done + _EOF_GRACE
+        if self.terminated is not None:
+            return self.terminated + _KILL_GRACE
+        return self.started + self.timeout
+
+
+class Server:
+    """The server's loop; see the module docstring."""
+
+    def __init__(self, proto_in: int, proto_out: int) -> None:
+        self.proto_in, self.proto_out = proto_in, proto_out
+        self.inbox = FrameReader()
+        self.queue: deque[tuple[int, tuple, float]] = deque()
+        self.running: dict[int, _Task] = {}  # by keeper pid
+        self.jobs, self.threads = 1, 1
+        self.logs = tempfile.mkdtemp(prefix="gradsmith-worker-")
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+        self.strays = False
+
+    def configure(self) -> bool:
+        """Read the first message (settings); False when the parent closed stdin first."""
+        messages: list = []
+        while not messages:
+            data = os.read(self.proto_in, 1 << 16)
+            if not data:
+                return False
+            messages = [pickle.loads(p) for p in self.inbox.feed(data)]
+        init = messages[0]
+        sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
+        self.jobs = max(1, int(init.get("jobs", 1)))
+        self.threads = max(1, int(init.get("threads", 1)))
+        self.queue.extend(m[1:] for m in messages[1:] if m[0] == "task")
+        return True
+
+    def serve(self) -> None:
+        """Run tasks until stdin closes."""
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+        self.send(("ready", os.getpid()))
+        while True:
+            while self.queue and len(self.running) < self.jobs:
+                self._launch(*self.queue.popleft())
+            if not self.running and self.strays:
+                kill_tree(os.getpid())
+                self.strays = False
+            now = time.monotonic()
+            wait = min([t.deadline for t in self.running.values()], default=now + 60) - now
+            fds = [self.proto_in, self.wake_r] + [t.fd for t in self.running.values()
+                                                  if not t.eof]
+            try:
+                readable = select.select(fds, [], [], max(0.0, wait))[0]
+            except InterruptedError:
+                readable = []
+            if self.proto_in in readable and not self._read_parent():
+                return
+            if self.wake_r in readable:
+                _drain(self.wake_r)
+            for task in list(self.running.values()):
+                if task.fd in readable:
+                    self._read_task(task)
+            self._reap()
+            self._enforce(time.monotonic())
+
+    def send(self, message: object) -> None:
+        write_all(self.proto_out, encode(message))
+
+    def shutdown(self) -> None:
+        """Kill every process below the server and remove the task logs."""
+        kill_tree(os.getpid())
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+    def _read_parent(self) -> bool:
+        data = os.read(self.proto_in, 1 << 16)
+        if not data:
+            return False
+        for payload in self.inbox.feed(data):
+            message = pickle.loads(payload)
+            if message[0] == "task":
+                self.queue.append(message[1:])
+        return True
+
+    def _launch(self, index: int, task: tuple, timeout: float) -> None:
+        self.send(("started", index))
+        fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
+        own = [self.proto_in, self.proto_out, self.wake_r, self.wake_w,
+               *(t.fd for t in self.running.values() if not t.eof)]
+        keeper, read_end = sandbox.start(task, threads=self.threads, log_fd=fd, close_fds=own)
+        os.close(fd)
+        self.running[keeper] = _Task(index, keeper, read_end, log, timeout)
+
+    def _read_task(self, task: _Task) -> None:
+        try:
+            data = os.read(task.fd, 1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            task.eof = True
+            os.close(task.fd)
+            return
+        try:
+            for payload in task.reader.feed(data):
+                kind, body = payload[:1], payload[1:]
+                if kind == sandbox.EVENT:
+                    self.send(("progress", task.index, body))
+                elif kind == sandbox.RESULT:
+                    task.result = body
+                elif kind == sandbox.EXIT:
+                    task.status = sandbox.exit_status(payload)
+                else:
+                    raise FrameError(f"a frame of unknown kind {kind!r}")
+        except FrameError:  # user code wrote into gradsmith's pipe: end the task
+            task.corrupt = True
+            self._terminate(task)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            task = self.running.get(pid)
+            if task is not None:
+                task.keeper_done = time.monotonic()
+                if task.status is None and not os.WIFEXITED(status):
+                    task.status = status  # the keeper itself died: report that
+            # any other pid: an orphan adopted from a keeper that was killed
+
+    def _enforce(self, now: float) -> None:
+        for task in list(self.running.values()):
+            if task.keeper_done is not None:
+                if task.eof or now >= task.deadline:
+                    self._finish(task, now)
+            elif now >= task.deadline:
+                if task.terminated is None:
+                    self._terminate(task)
+                else:  # the keeper did not clean up in time: kill it, strays later
+                    _signal(task.keeper, signal.SIGKILL)
+                    self.strays = True
+
+    def _terminate(self, task: _Task) -> None:
+        if task.terminated is None:
+            task.terminated = time.monotonic()
+            _signal(task.keeper, signal.SIGTERM)
+
+    def _finish(self, task: _Task, now: float) -> None:
+        del self.running[task.keeper]
+        if not task.eof:
+            os.close(task.fd)
+        elapsed = now - task.started
+        if task.result is not None and task.terminated is None:
+            self.send(("result", task.index, task.result, elapsed))
+        else:
+            kind = "timeout" if task.terminated is not None and not task.corrupt else "crash"
+            how = ("it wrote something other than gradsmith's messages into gradsmith's pipe"
+                   if task.corrupt else
+                   describe_exit(task.status) if task.status is not None else "unknown")
+            self.send(("ended", task.index, kind, {"exit": how, "tail": _tail(task.log)},
+                       elapsed))
+        try:
+            os.unlink(task.log)
+        except OSError:
+            pass
+
+
+def _tail(path: str) -> str:
     try:
-        init = receive(proto_in)
-    except EOFError:
-        return 0
-    sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
-    import torch
+        with open(path, "rb") as log:
+            log.seek(max(0, os.path.getsize(path) - 65536))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = text.splitlines()
+    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
+    if fatal:  # faulthandler: the innermost (user) frames come first; gradsmith's own
+        # frames (the worker calling the check) say nothing about the user's bug.
+        block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
+                 and "<frozen runpy>" not in ln]
+        if "" in block[2:]:  # the traceback ends at the first blank line after it
+            block = block[:block.index("", 2)]
+        return "\n".join(block[:_TAIL_LINES])
+    return "\n".join(lines[-_TAIL_LINES:])
 
-    if init.get("threads"):
-        torch.set_num_threads(int(init["threads"]))
-    from gradsmith.isolation.tasks import run_task
 
-    _warm_up()
-    send(proto_out, "ready")
-    while True:
-        try:
-            task = receive(proto_in)
-        except EOFError:
-            return 0
-        print(f"--- gradsmith task: {task[0]} ---", file=sys.stderr, flush=True)
-        try:
-            payload = pickle.dumps(run_task(task), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # a gradsmith bug must still produce a row, not a dead worker
-            payload = pickle.dumps({"worker_error": "".join(
-                traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])})
-        proto_out.write(_HEADER.pack(len(payload)) + payload)
-        proto_out.flush()
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, OSError):
+        pass
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
 
 
 def _warm_up() -> None:
     """Check one tiny Function, so the verifier's lazy imports (torch.func pulls in seconds of
-    modules) are paid during start-up, not inside the first user task's time limit."""
+    modules) are paid once here, not in every task's fork."""
     try:
         import torch
 
@@ -95,6 +290,43 @@ def _warm_up() -> None:
         check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True))
     except Exception:  # a broken verifier shows up, with context, in the first real task
         pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the server; return its exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    parent = int(argv[0]) if argv else os.getppid()
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)  # stray prints land in the log, never in the protocol stream
+    os.set_inheritable(proto_in, False)
+    os.set_inheritable(proto_out, False)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for gradsmith check to handle
+
+    def on_term(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    die_with_parent(signal.SIGTERM, parent)
+    become_subreaper()
+    faulthandler.enable(file=sys.stderr)
+    server = Server(proto_in, proto_out)
+    try:
+        if not server.configure():
+            return 0
+        import torch
+
+        torch.set_num_threads(1)  # no thread pool to fork with; each task sets its own
+        import gradsmith.isolation.tasks  # noqa: F401
+
+        _warm_up()
+        server.serve()
+    except (BrokenPipeError, SystemExit):
+        pass
+    finally:
+        server.shutdown()
+        os._exit(0)  # skip the interpreter's teardown (torch's takes a second)
 
 
 if __name__ == "__main__":

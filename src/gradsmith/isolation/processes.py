@@ -1,0 +1,130 @@
+"""Process-tree control for the worker processes (private; Linux features, portable fallbacks).
+
+User code can start processes of its own, even in a new session (``start_new_session=True``),
+which escapes a process-group kill. Two Linux mechanisms make every such process findable:
+
+- a *child subreaper* (``PR_SET_CHILD_SUBREAPER``) adopts the orphaned descendants of its
+  children, so a descendant whose parent died is still below it instead of below ``init``;
+- a *parent-death signal* (``PR_SET_PDEATHSIG``) tells a process that its parent died, so a
+  worker learns at once that ``gradsmith check`` was killed (SIGKILL cannot be caught).
+
+:func:`kill_tree` then stops every descendant (a stopped process cannot fork or exit), looks
+again until no new one appears, and kills them all. On other systems the prctl calls do
+nothing and the pipes' end-of-file still tells a worker that its parent is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_libc = None
+
+
+def _prctl(option: int, value: int) -> bool:
+    global _libc
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        if _libc is None:
+            import ctypes
+
+            _libc = ctypes.CDLL(None, use_errno=True)
+        return _libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux); True when it took effect."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(sig: int, parent: int) -> None:
+    """Receive ``sig`` when the parent process dies; exit at once if it is already gone.
+
+    Args:
+        sig: signal to receive (SIGKILL for a process that runs user code, SIGTERM for one
+            whose handler cleans up).
+        parent: the pid the parent had when this process was started.
+    """
+    _prctl(_PR_SET_PDEATHSIG, int(sig))
+    if os.getppid() != parent:  # it died before the prctl call took effect
+        os.kill(os.getpid(), sig)
+
+
+def descendants(root: int) -> set[int]:
+    """Pids of every living process below ``root`` (from the parent links in ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:  # exited meanwhile
+            continue
+        # "pid (comm) state ppid ...": comm may contain spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def kill_tree(root: int, include_root: bool = False) -> set[int]:
+    """SIGKILL every descendant of ``root`` (and ``root`` itself if asked); return their pids.
+
+    Processes are stopped first and the tree is walked again until no new process appears,
+    so a process forking while it is being killed cannot leave a child behind. Zombies are
+    left for their parent (or the subreaper that adopts them) to reap.
+    """
+    victims: set[int] = {root} if include_root else set()
+    if include_root:
+        _signal(root, signal.SIGSTOP)
+    for _ in range(100):
+        new = descendants(root) - victims
+        if not new:
+            break
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+        victims |= new
+    for pid in victims:
+        _signal(pid, signal.SIGKILL)
+    return victims
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:  # already gone
+        pass
+
+
+def describe_exit(status: int) -> str:
+    """``exit code N`` or ``signal SIGSEGV`` for a :func:`os.waitpid` status.
+
+    Example:
+        >>> describe_exit(9 << 8)
+        'exit code 9'
+    """
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            return f"signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"signal {sig}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"

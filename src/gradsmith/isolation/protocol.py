@@ -1,0 +1,98 @@
+"""Messages between gradsmith's processes: an 8-byte big-endian length, then a pickle (private).
+
+Blocking streams use :func:`send` and :func:`receive`; a process that watches several pipes at
+once reads what is there with :func:`os.read` and feeds it to a :class:`FrameReader`, which
+returns the payloads as bytes: the worker server forwards what a task process sends without
+unpickling it, so nothing user code writes can run code in the server.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from collections.abc import Iterator
+from typing import IO, Any
+
+_HEADER = struct.Struct(">Q")
+
+
+def encode(message: Any) -> bytes:
+    """One framed message."""
+    return frame(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def send(stream: IO[bytes], message: Any) -> None:
+    """Write one framed message to a binary stream and flush it."""
+    stream.write(encode(message))
+    stream.flush()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to a file descriptor, however the pipe splits it."""
+    data = memoryview(data)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def receive(stream: IO[bytes]) -> Any:
+    """Read one framed message; raise EOFError when the other side is gone."""
+    header = _read_exactly(stream, _HEADER.size)
+    return pickle.loads(_read_exactly(stream, _HEADER.unpack(header)[0]))
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            raise EOFError("peer closed the stream")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its length header."""
+    return _HEADER.pack(len(payload)) + payload
+
+
+class FrameError(Exception):
+    """The bytes on a pipe are not a sequence of frames (something else wrote to it)."""
+
+
+class FrameReader:
+    """Collects bytes read from a pipe and returns the complete payloads in them.
+
+    Args:
+        limit: largest payload accepted; a larger length means the stream is corrupt.
+
+    Example:
+        >>> reader = FrameReader()
+        >>> data = frame(b"a") + frame(b"bc")
+        >>> list(reader.feed(data[:5])), list(reader.feed(data[5:]))
+        ([], [b'a', b'bc'])
+    """
+
+    def __init__(self, limit: int = 1 << 32) -> None:
+        self._buffer = bytearray()
+        self._limit = limit
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """Add ``data``; yield every payload now complete. Raises :class:`FrameError`."""
+        self._buffer += data
+        while len(self._buffer) >= _HEADER.size:
+            size = _HEADER.unpack_from(self._buffer)[0]
+            if size > self._limit:
+                raise FrameError(f"a frame of {size} bytes (more than {self._limit})")
+            end = _HEADER.size + size
+            if len(self._buffer) < end:
+                return
+            payload = bytes(self._buffer[_HEADER.size:end])
+            del self._buffer[:end]
+            yield payload
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete frame still waiting for the rest."""
+        return len(self._buffer)
