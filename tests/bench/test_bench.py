@@ -291,7 +291,7 @@ def test_cli_plot_writes_png(tmp_path):
 
 def test_cli_bad_threads_exits_2(capsys):
     assert main(["bench", "pact", "--threads", "0"]) == 2
-    assert "--threads must be >= 1" in capsys.readouterr().err
+    assert "--threads must be between 1 and" in capsys.readouterr().err
 
 
 # --- honest comparisons -------------------------------------------------------------------------

@@ -25,9 +25,11 @@ from gradsmith.checker.session import (
     Skip,
     UserCodeError,
 )
-from gradsmith.checker.subject import Subject
+from gradsmith.checker.subject import Subject, preserved_global_rng
 
-# Order matters: structure problems explain later failures, so they come first.
+# Order matters: structure and mutation problems explain later failures (and cost a few
+# calls), so they come first; then first-order gradients, where most bugs are found, so a
+# Function that runs out of time still has them (its row keeps the checks that finished).
 CHECK_MODULES = {
     "structure": "gradsmith.checker.structure",
     "mutation": "gradsmith.checker.mutation",
@@ -115,7 +117,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     # Warnings from user code must not abort the check (e.g. under `-W error`); they are
     # reported as info findings instead.
     with torch.enable_grad(), warnings.catch_warnings(record=True) as caught, _threads_for(
-            subject):
+            subject), preserved_global_rng():
         warnings.simplefilter("always")
         if _prepare(session):
             _run_checks(session, selected)

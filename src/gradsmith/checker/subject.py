@@ -7,6 +7,10 @@ finite differences make sense; the caller's global RNG state is left untouched.
 
 from __future__ import annotations
 
+import random
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -104,3 +108,20 @@ def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     finally:
         torch.set_rng_state(state)
+
+
+@contextmanager
+def preserved_global_rng() -> Iterator[None]:
+    """Restore the global random states user code may draw from: torch's CPU generator,
+    Python's ``random`` and NumPy's legacy global generator (when NumPy is imported), so a
+    check leaves the caller's random streams exactly where they were."""
+    numpy = sys.modules.get("numpy")
+    states = (torch.get_rng_state(), random.getstate(),
+              numpy.random.get_state() if numpy is not None else None)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        if states[2] is not None:
+            numpy.random.set_state(states[2])

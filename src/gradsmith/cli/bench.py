@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 from gradsmith._errors import GradsmithUsageError
+from gradsmith.cli._paths import writable_file
+from gradsmith.isolation.processes import usable_cpus
 
 _MODES = {"eager": ("eager",), "compiled": ("compiled",), "both": ("eager", "compiled")}
 
@@ -89,14 +91,18 @@ def _validate(args: argparse.Namespace) -> None:
         raise GradsmithUsageError(
             f"gradsmith bench: --repeat must be >= 1 and --warmup >= 0, got "
             f"--repeat {args.repeat} --warmup {args.warmup}")
-    if args.threads is not None and args.threads < 1:
-        raise GradsmithUsageError(f"gradsmith bench: --threads must be >= 1, got {args.threads}")
+    cpus = usable_cpus()
+    if args.threads is not None and not 1 <= args.threads <= cpus:
+        raise GradsmithUsageError(
+            f"gradsmith bench: --threads must be between 1 and {cpus} (the CPUs this process "
+            f"may use), got {args.threads}; e.g. --threads 1")
     if not args.timeout > 0:
         raise GradsmithUsageError(
             f"gradsmith bench: --timeout must be a positive number of seconds, got "
             f"{args.timeout:g}; e.g. --timeout 600")
     if args.plot:
         _require_matplotlib()
+    _validate_paths(args)
 
 
 def _device(name: str):
@@ -171,6 +177,13 @@ def _measure(args, cases, sources, device, progress):
     report = report_of(rows, repeat=args.repeat, warmup=args.warmup, quick=args.quick,
                        device=device)
     return report, any(r.get("error") for r in rows)
+
+
+def _validate_paths(args: argparse.Namespace) -> None:
+    for option in ("json", "markdown", "plot"):
+        value = getattr(args, option)
+        if value:
+            writable_file("gradsmith bench", f"--{option}", value)
 
 
 def _require_matplotlib() -> None:

@@ -169,13 +169,11 @@ def _validate(args: argparse.Namespace) -> None:
         raise GradsmithError(f"check: --repro {args.repro!r} is a file, expected a directory "
                              "(created if missing); e.g. --repro repro/")
     if args.html:
+        from gradsmith.cli._paths import writable_file
         from gradsmith.cli.html import require_matplotlib
 
         require_matplotlib()
-        folder = os.path.dirname(os.path.abspath(args.html))
-        if not os.path.isdir(folder):
-            raise GradsmithError(f"check: --html {args.html!r}: directory {folder} does not "
-                                 "exist; create it or choose another path")
+        writable_file("check", "--html", args.html)
 
 
 def _sources(targets: list[str]):

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
               "(or --explain CODE)", file=sys.stderr)
         return 2
     try:
+        _validate(args.paths)
         if args.fix or args.diff:
             write = args.fix and not args.diff  # --diff is a preview, even with --fix
             result = fix(args.paths, args.select, args.ignore, config=args.config, write=write)
@@ -66,3 +67,31 @@ def run(args: argparse.Namespace) -> int:
         if out:
             print(out)
     return 1 if any(f.severity == "error" for f in findings) else 0
+
+
+def _validate(paths: list[str]) -> None:
+    """Every named path must be followable, and a named file must be Python source."""
+    from pathlib import Path
+
+    from gradsmith.discovery.targets import link_problem
+
+    for raw in paths:
+        path = Path(raw)
+        problem = link_problem(path)
+        if problem:
+            raise GradsmithError(problem)
+        if path.is_file() and not _is_python(path):
+            raise GradsmithError(
+                f"{raw} is not a Python file (no .py/.pyi suffix and no python #! line); pass "
+                "Python files or directories")
+
+
+def _is_python(path) -> bool:
+    if path.suffix in (".py", ".pyi"):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return True  # unreadable: the linter reports it (GS002)
+    return first.startswith(b"#!") and b"python" in first

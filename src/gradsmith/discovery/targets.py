@@ -100,7 +100,7 @@ def _resolve_one(target: str, base: Path) -> list[Source]:
         )
     names = (name,) if sep else None
     path = Path(where) if Path(where).is_absolute() else base / where
-    broken = _broken_link(path)
+    broken = link_problem(path)
     if broken:
         raise GradsmithUsageError(f"check: target {target!r}: {broken}")
     if path.exists():
@@ -122,7 +122,7 @@ def _from_path(target: str, path: Path, names: tuple[str, ...] | None, base: Pat
             )
         files = _python_files(path)
         for file in files:
-            broken = _broken_link(file)
+            broken = link_problem(file)
             if broken:
                 raise GradsmithUsageError(f"check: target {target!r}: {broken}")
         if not files:
@@ -164,8 +164,13 @@ def _check_names(tree: ast.Module, names: tuple[str, ...], label: str) -> None:
         raise GradsmithUsageError(f"check: {label} has no object named {name!r}; {hint}{listed}")
 
 
-def _broken_link(path: Path) -> str | None:
-    """Why ``path`` (or a symbolic link on the way to it) cannot be followed, if it cannot."""
+def link_problem(path: Path) -> str | None:
+    """Why ``path`` (or a symbolic link on the way to it) cannot be followed, if it cannot.
+
+    Example:
+        >>> link_problem(Path(".")) is None
+        True
+    """
     try:
         os.stat(path)
     except OSError as exc:

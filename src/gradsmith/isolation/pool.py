@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gradsmith._errors import GradsmithError
+from gradsmith.isolation.processes import available_memory, usable_cpus
 from gradsmith.isolation.protocol import FrameReader, send
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
@@ -66,44 +67,13 @@ def capacity() -> tuple[int, str]:
     Returns:
         ``(jobs, "2 CPUs, 18.3 GB of memory available")``.
     """
-    cpus = _cpus()
-    memory = _available_memory()
+    cpus = usable_cpus()
+    memory = available_memory()
     jobs = cpus
     if memory is not None:
         jobs = max(1, min(jobs, memory // MEMORY_PER_JOB))
     gb = f", {memory / 1e9:.1f} GB of memory available" if memory is not None else ""
     return jobs, f"{cpus} CPU{'s' if cpus != 1 else ''}{gb}"
-
-
-def _cpus() -> int:
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        count = os.cpu_count() or 1
-    try:  # a container's CPU quota (cgroup v2): "max 100000" or "200000 100000"
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        if quota != "max":
-            count = min(count, max(1, int(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, count)
-
-
-def _available_memory() -> int | None:
-    try:
-        with open("/proc/meminfo") as handle:
-            info = dict(line.split(":", 1) for line in handle)
-        available = int(info["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return None
-    try:  # a container's memory limit (cgroup v2)
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit != "max":
-            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
-            available = min(available, int(limit) - used)
-    except (OSError, ValueError):
-        pass
-    return max(0, available)
 
 
 class WorkerPool:
@@ -132,7 +102,7 @@ class WorkerPool:
         self.startup_timeout = startup_timeout
         self.on_wait = on_wait
         # torch threads per task: the CPUs shared out, unless the caller fixes it (bench)
-        threads = threads or max(1, _cpus() // jobs)
+        threads = threads or max(1, usable_cpus() // jobs)
         search = [p for p in sys.path if p]
         cwd = os.getcwd()  # dotted targets are found from here, as `python -m` does
         self._init = {"sys_path": search if cwd in search else [cwd, *search],

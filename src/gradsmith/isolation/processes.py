@@ -1,4 +1,5 @@
-"""Process-tree control for the worker processes (private; Linux features, portable fallbacks).
+"""Processes and the machine they run on, for the worker (private; Linux features, portable
+fallbacks): CPUs and memory available, and control of whole process trees.
 
 User code can start processes of its own, even in a new session (``start_new_session=True``),
 which escapes a process-group kill. Two Linux mechanisms make every such process findable:
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -112,6 +114,40 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except OSError:  # already gone
         pass
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (affinity mask, and a container's cgroup quota)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:  # a container's CPU quota (cgroup v2): "max 100000" or "200000 100000"
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            count = min(count, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (``MemAvailable``, within a container's
+    cgroup limit); ``None`` where the system does not say."""
+    try:
+        with open("/proc/meminfo") as handle:
+            info = dict(line.split(":", 1) for line in handle)
+        available = int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+    try:  # a container's memory limit (cgroup v2)
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return max(0, available)
 
 
 def describe_exit(status: int) -> str:
