@@ -33,6 +33,9 @@ def writable_file(command: str, option: str, value: str) -> None:
     if loop:
         raise GradsmithUsageError(f"{where}: {loop}")
     folder = path.absolute().parent
+    if folder.exists() and not folder.is_dir():
+        raise GradsmithUsageError(f"{where}: {folder} is a file, not a directory; choose a "
+                                  "path in a directory")
     if not folder.is_dir():
         raise GradsmithUsageError(f"{where}: directory {folder} does not exist; create it "
                                   f"(mkdir -p {folder}) or choose another path")

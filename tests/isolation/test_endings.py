@@ -1,0 +1,161 @@
+"""Every ending of user code is reported as what it is: a crash as a crash (at once, not after
+the time limit), an exception by its name at the user's line, an import that hangs or exits
+as a failed row of that target, within the time limit, in a worker."""
+
+from __future__ import annotations
+
+import time
+
+ENDINGS = """
+class NotAnException(BaseException):
+    pass
+
+@gradsmith.example(_x)
+class ForksThenCrashes(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if os.fork() == 0:  # the copy lives on, holding every pipe the task had
+            time.sleep(600)
+            os._exit(0)
+        os.abort()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class ForksThenExits(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+        os._exit(7)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class InterruptsInBackward(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise KeyboardInterrupt("stop right there")
+
+
+@gradsmith.example(_x)
+class RaisesBaseException(Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise NotAnException("a BaseException subclass")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class CallsSysExit(Function):
+    @staticmethod
+    def forward(ctx, x):
+        sys.exit(3)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, write, procs):
+    write("endings.py", ENDINGS, procs.good)
+    started = time.monotonic()
+    code, doc, err = runner.check("endings.py", "--timeout", "120")
+    took = time.monotonic() - started
+    rows = {r["name"].split("::")[1]: r for r in doc["results"]}
+    assert set(rows) >= {"ForksThenCrashes", "ForksThenExits", "InterruptsInBackward",
+                         "RaisesBaseException", "CallsSysExit", "Square", "Exp"}, err
+    assert took < 100, "a fork kept a crashed task waiting for its time limit"
+
+    for name, how in (("ForksThenCrashes", "signal SIGABRT"), ("ForksThenExits", "exit code 7")):
+        row = rows[name]
+        assert (row["verdict"], row["error"]) == ("fail", "crash"), row["reason"]
+        assert how in row["reason"] and row["elapsed"] < 60
+    assert "endings.py" in rows["ForksThenCrashes"]["reason"]  # faulthandler: the user's frame
+
+    for name, what, line in (
+            ("InterruptsInBackward", "KeyboardInterrupt: stop right there",
+             'raise KeyboardInterrupt("stop right there")'),
+            ("RaisesBaseException", "NotAnException: a BaseException subclass",
+             'raise NotAnException("a BaseException subclass")'),
+            ("CallsSysExit", "SystemExit: 3", "sys.exit(3)")):
+        row = rows[name]
+        assert (row["verdict"], row["error"]) == ("fail", "exception"), row["reason"]
+        assert what in row["reason"], row["reason"]
+        lineno = next(i for i, text in enumerate((runner.cwd / "endings.py").read_text()
+                                                 .splitlines(), start=1) if line in text)
+        assert f"endings.py:{lineno}" in row["reason"]
+        assert "/gradsmith/" not in row["reason"] and "SIGINT" not in row["reason"]
+    assert rows["Square"]["verdict"] == rows["Exp"]["verdict"] == "pass"
+    assert code == 1
+
+
+PACKAGE_OPS = """
+@gradsmith.example(_x)
+class Square(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+"""
+
+
+def test_dotted_targets_import_in_the_worker_under_the_time_limit(runner, write):
+    # goodpkg imports itself absolutely: it works only from the directory that holds it.
+    write("goodpkg/__init__.py", "from goodpkg.ops import Square  # noqa\n", header=False)
+    write("goodpkg/ops.py", PACKAGE_OPS)
+    write("hangpkg/__init__.py", "import time\ntime.sleep(600)\n", header=False)
+    write("hangpkg/ops.py", PACKAGE_OPS)
+    write("exitpkg/__init__.py", "import os\nprint('about to exit')\nos._exit(9)\n",
+          header=False)
+    write("exitpkg/ops.py", PACKAGE_OPS)
+    started = time.monotonic()
+    code, doc, err = runner.check("goodpkg.ops", "hangpkg.ops", "exitpkg.ops::Square",
+                                  "--timeout", "6")
+    assert time.monotonic() - started < 120
+    rows = {r["name"]: r for r in doc["results"]}
+    assert rows["goodpkg.ops::Square"]["verdict"] == "pass", err
+    hang, exits = rows["hangpkg.ops"], rows["exitpkg.ops"]
+    assert (hang["error"], exits["error"]) == ("import", "import")
+    assert "timed out after 6 s" in hang["reason"]
+    assert "exit code 9" in exits["reason"] and "about to exit" in exits["reason"]
+    assert code == 2
+
+
+def test_a_package_that_cannot_import_in_gradsmith_own_process_still_works(monkeypatch,
+                                                                           tmp_path, write,
+                                                                           capsys):
+    # In-process (the console script's sys.path lacks the working directory): resolving
+    # `goodpkg.ops` must neither import goodpkg here nor fail to find it.
+    import sys
+
+    from gradsmith.cli import main
+
+    write("goodpkg/__init__.py", "from goodpkg.ops import Square  # noqa\n", header=False)
+    write("goodpkg/ops.py", PACKAGE_OPS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    code = main(["check", "goodpkg.ops", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "goodpkg" not in sys.modules

@@ -1,0 +1,127 @@
+"""Limits: a timed-out Function keeps the findings of the checks that finished and names the one
+that ran out of time; --jobs is capped at what the machine holds; the worker's start-up limit is
+an option, and waiting for it is visible."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from gradsmith.isolation import pool
+from gradsmith.isolation.pool import WorkerPool, capacity
+
+# Backward is 1.5x off (a first-order bug), and hangs in double backward (its incoming
+# gradient requires grad): the second-order check never ends, the first-order one has
+# already found the bug.
+WRONG_THEN_SLOW = """
+@gradsmith.example(_x)
+class WrongThenSlow(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if grad.requires_grad:
+            time.sleep(600)
+        return 3 * x * grad
+"""
+
+
+def test_a_timeout_keeps_the_findings_of_the_checks_that_finished(runner, write):
+    write("slow.py", WRONG_THEN_SLOW)
+    code, doc, err = runner.check("slow.py", "--timeout", "8")
+    (row,) = doc["results"]
+    assert (row["verdict"], row["error"]) == ("fail", "timeout"), err
+    assert "gradients" in row["checks"] and "second_order" not in row["checks"]
+    assert "ran out of time in the second_order check" in row["reason"]
+    findings = row["report"]["findings"]
+    mismatch = [f for f in findings if f["code"] == "gradient-mismatch"]
+    assert mismatch and mismatch[0]["input"] == "x", findings
+    assert row["report"]["unfinished"] == "second_order"
+    assert code == 1
+
+
+def test_jobs_beyond_the_machine_are_capped_with_a_message(runner, write, procs):
+    cap, why = capacity()
+    cpus = len(os.sched_getaffinity(0))
+    assert cap <= cpus and f"{cpus} CPU" in why
+    # Each Function's first call records when it runs; no more than `cap` may overlap.
+    body = """
+@gradsmith.example(_x)
+class Slow{i}(Function):
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        Slow{i}.calls += 1
+        if Slow{i}.calls == 1:
+            with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
+                handle.write(f"{{os.getpid()}} start {{time.time()}}\\n")
+            time.sleep(1.0)
+            with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
+                handle.write(f"{{os.getpid()}} end {{time.time()}}\\n")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+"""
+    write("slow.py", *(body.format(i=i) for i in range(cap + 2)))
+    code, doc, err = runner.check("slow.py", "--jobs", "1000", "--timeout", "120")
+    assert f"--jobs 1000 capped at {cap}" in err and f"({cpus} CPU" in err  # memory varies
+    events = sorted((float(t), +1 if kind == "start" else -1)
+                    for kind, t in (line.split()[1:] for line in
+                                    (runner.cwd / "pids.txt").read_text().splitlines()))
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert 1 <= peak <= cap
+    assert [r["verdict"] for r in doc["results"]] == ["pass"] * (cap + 2)
+
+
+def test_capacity_counts_cpus_and_memory(monkeypatch):
+    monkeypatch.setattr(pool, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(pool, "available_memory", lambda: 3 * pool.MEMORY_PER_JOB + 1)
+    assert capacity() == (3, "8 CPUs, 3.2 GB of memory available")
+    monkeypatch.setattr(pool, "available_memory", lambda: 0)
+    assert capacity()[0] == 1  # always room for one
+    monkeypatch.setattr(pool, "available_memory", lambda: None)
+    assert capacity() == (8, "8 CPUs")
+
+
+def test_the_startup_limit_is_an_option_and_the_wait_is_reported(runner, write, procs):
+    write("ops.py", procs.good)
+    started = time.monotonic()
+    code, out, err = runner.run("check", "ops.py", "--startup-timeout", "0.2")
+    assert code == 2 and time.monotonic() - started < 60
+    assert "did not start within 0.2 s" in err and "--startup-timeout" in err
+    assert out == ""
+
+
+def test_the_pool_reports_progress_while_the_worker_starts(write, procs, tmp_path,
+                                                           monkeypatch):
+    from gradsmith.discovery import resolve_targets
+
+    write("ops.py", procs.good)
+    monkeypatch.chdir(tmp_path)
+    waited: list[float] = []
+    with WorkerPool(jobs=1, timeout=60, on_wait=waited.append) as workers:
+        (outcome,) = workers.run([("list", s) for s in resolve_targets(["ops.py"])])
+    assert outcome.kind == "ok" and len(outcome.value["candidates"]) == 2
+    assert waited and waited == sorted(waited)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_bad_limits_are_usage_errors(value, capsys):
+    from gradsmith.cli import main
+
+    for option in ("--timeout", "--startup-timeout"):
+        assert main(["check", "x.py", option, value]) == 2
+        err = capsys.readouterr().err
+        assert f"{option} must be a positive number of seconds" in err

@@ -1,0 +1,103 @@
+"""After any ending of a run (SIGTERM or SIGKILL of ``gradsmith check``, a timeout, a normal
+end), nothing it started remains: not the worker, not what user code started, even in a new
+session (which escapes a process-group kill), even when orphaned by a double fork."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+# forward starts a child in a new session, a double-forked daemon, records every pid, then
+# spins at 100% CPU (the hang of the issue). The daemon's parent exits at once, so the daemon
+# is orphaned before anything is killed.
+SPAWNS_AND_SPINS = """
+import subprocess
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+DAEMON = [sys.executable, "-c",
+          "import os, subprocess, sys; "
+          "p = subprocess.Popen(" + repr(SLEEPER) + ", start_new_session=True); "
+          "open(os.environ['GRADSMITH_TEST_PIDS'], 'a').write(f'{p.pid} daemon\\\\n')"]
+
+@gradsmith.example(_x)
+class SpawnsAndSpins(Function):
+    @staticmethod
+    def forward(ctx, x):
+        child = subprocess.Popen(SLEEPER, start_new_session=True)
+        with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
+            handle.write(f"{child.pid} new-session\\n")
+        subprocess.run(DAEMON, check=True)
+        record("spinning")
+        while True:
+            pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+# Starts the same kind of children but returns normally: they must not outlive its check.
+SPAWNS_AND_RETURNS = """
+import subprocess
+
+@gradsmith.example(_x)
+class SpawnsAndReturns(Function):
+    @staticmethod
+    def forward(ctx, x):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                 start_new_session=True)
+        with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
+            handle.write(f"{child.pid} left-behind\\n")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+"""
+
+
+def _descendants(procs, root: int) -> set[int]:
+    found, stack = set(), [root]
+    while stack:
+        for child in procs.children_of(stack.pop()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, write, procs,
+                                                                       sig):
+    write("spins.py", SPAWNS_AND_SPINS)
+    cli = runner.popen("check", "spins.py", "--timeout", "300")
+    spinning = procs.wait_until(lambda: "spinning" in runner.recorded().values(), 120)
+    assert spinning, cli.stderr.read() if cli.poll() is not None else "no task started"
+    below = _descendants(procs, cli.pid)  # the worker server, keeper, task, sleepers
+    ours = set(runner.recorded()) | below
+    assert sorted(runner.recorded().values()) == ["daemon", "new-session", "spinning"]
+    assert below
+
+    os.kill(cli.pid, sig)
+    cli.communicate(timeout=30)
+    gone = procs.wait_until(lambda: not any(procs.alive(p) for p in ours), 20)
+    survivors = {p: runner.recorded().get(p, "worker") for p in ours if procs.alive(p)}
+    procs.kill_if_alive(ours)
+    assert gone, f"still running after {sig.name} of gradsmith check: {survivors}"
+
+
+def test_a_function_that_times_out_or_returns_leaves_no_process(runner, write, procs):
+    write("spins.py", SPAWNS_AND_SPINS)
+    write("returns.py", SPAWNS_AND_RETURNS)
+    started = time.monotonic()
+    code, doc, err = runner.check("spins.py", "returns.py", "--timeout", "5")
+    rows = {r["name"]: r for r in doc["results"]}
+    assert rows["spins.py::SpawnsAndSpins"]["error"] == "timeout", err
+    assert rows["returns.py::SpawnsAndReturns"]["verdict"] == "pass"
+    recorded = runner.recorded()
+    assert set(recorded.values()) == {"daemon", "left-behind", "new-session", "spinning"}
+    alive = [name for pid, name in recorded.items() if procs.alive(pid)]
+    assert not alive, f"{alive} outlived a run that took {time.monotonic() - started:.0f} s"
