@@ -158,6 +158,7 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
               elapsed=outcome.elapsed)
     if snap is not None:
         out.update(checks=list(snap["checks"]), text=snap["text"] or None,
+                   _text_brief=snap["text_brief"] or None,
                    report=partial_report(label, snap, snap.get("running")))
     return out
 

@@ -41,10 +41,13 @@ def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
     from gradsmith.checker import progress
 
     last: dict = {}
+    reports: list = []  # one per check() call: the input sets a task checks, in order
 
     def listener(name: str | None, report: Any) -> None:
+        if not reports or reports[-1] is not report:
+            reports.append(report)
         last.clear()
-        last.update(snapshot(name, report))
+        last.update(snapshot(name, reports))
         on_progress(dict(last))
 
     try:
@@ -57,18 +60,34 @@ def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
         return _raised(task, exc, last)
 
 
-def snapshot(running: str | None, report: Any) -> dict:
-    """What a check has found so far, as plain data: ``running`` (the check in progress,
-    ``None`` when all finished), ``checks`` finished, ``skipped``, ``findings`` (dicts) and
-    ``text`` (the findings as :class:`~gradsmith.checker.report.Report` prints them)."""
+def snapshot(running: str | None, reports: list) -> dict:
+    """What a task's checks have found so far, as plain data.
+
+    Args:
+        running: the check in progress (``None`` when the last one finished).
+        reports: the :class:`~gradsmith.checker.report.Report` of every ``check`` call the
+            task made so far (one per input set), the last one still being filled.
+
+    Returns:
+        ``running`` (with the input set when it is not the first), ``checks`` finished,
+        ``skipped``, ``findings`` (dicts), ``text`` and ``text_brief`` (the findings as a
+        report prints them, with and without the skipped checks).
+    """
     from gradsmith.checker.report import Report
 
-    partial = Report(report.name, findings=list(report.findings), checks=list(report.checks),
-                     skipped=dict(report.skipped))
+    partial = Report(reports[-1].name)
+    for report in reports:
+        known = {(f.code, f.input) for f in partial.findings}
+        partial.findings += [f for f in report.findings if (f.code, f.input) not in known]
+        partial.checks += [c for c in report.checks if c not in partial.checks]
+        partial.skipped.update(report.skipped)
     partial.sort()
+    if running and len(reports) > 1:
+        running = f"{running} (input set {len(reports)})"
     return {"running": running, "checks": list(partial.checks), "skipped": dict(partial.skipped),
             "findings": [f.to_dict() for f in partial.findings],
-            "text": "\n".join(str(partial).splitlines()[1:])}
+            "text": "\n".join(partial.format().splitlines()[1:]),
+            "text_brief": "\n".join(partial.format(skipped=False).splitlines()[1:])}
 
 
 def partial_report(name: str, progress: dict | None, unfinished: str | None) -> dict | None:
@@ -95,7 +114,7 @@ def _raised(task: tuple, exc: BaseException, last: dict) -> Any:
                         "raise an Exception subclass instead")
     if last:
         result.update(checks=last["checks"], report=partial_report(label, last, running),
-                      text=last["text"] or None)
+                      text=last["text"] or None, _text_brief=last["text_brief"] or None)
     return result
 
 

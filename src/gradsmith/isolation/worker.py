@@ -141,6 +141,9 @@ class Server:
 
     def shutdown(self) -> None:
         """Kill every process below the server and remove the task logs."""
+        # The parent-death SIGTERM may come now, after the end-of-file that started this:
+        # it must not cut the cleanup short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_tree(os.getpid())
         while True:
             try:
@@ -293,7 +296,7 @@ def _warm_up() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Start the server; return its exit code."""
+    """Run the server until stdin closes or SIGTERM; ends the process (exit code 0)."""
     argv = sys.argv[1:] if argv is None else argv
     parent = int(argv[0]) if argv else os.getppid()
     proto_in, proto_out = os.dup(0), os.dup(1)
