@@ -39,18 +39,23 @@ class SpawnsAndSpins(Function):
         return grad
 """
 
-# Starts the same kind of children but returns normally: they must not outlive its check.
+# Starts the same kind of child (on its first call) but returns normally: the child must
+# not outlive its check.
 SPAWNS_AND_RETURNS = """
 import subprocess
 
 @gradsmith.example(_x)
 class SpawnsAndReturns(Function):
+    calls = 0
+
     @staticmethod
     def forward(ctx, x):
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                                 start_new_session=True)
-        with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
-            handle.write(f"{child.pid} left-behind\\n")
+        SpawnsAndReturns.calls += 1
+        if SpawnsAndReturns.calls == 1:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                     start_new_session=True)
+            with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
+                handle.write(f"{child.pid} left-behind\\n")
         return x * 2
 
     @staticmethod
@@ -93,10 +98,13 @@ def test_a_function_that_times_out_or_returns_leaves_no_process(runner, write, p
     write("spins.py", SPAWNS_AND_SPINS)
     write("returns.py", SPAWNS_AND_RETURNS)
     started = time.monotonic()
-    code, doc, err = runner.check("spins.py", "returns.py", "--timeout", "5")
+    # --no-compat: the deployment checks add seconds that a loaded machine may stretch
+    # past this short limit, and say nothing about processes.
+    code, doc, err = runner.check("spins.py", "returns.py", "--timeout", "10", "--no-compat")
     rows = {r["name"]: r for r in doc["results"]}
     assert rows["spins.py::SpawnsAndSpins"]["error"] == "timeout", err
-    assert rows["returns.py::SpawnsAndReturns"]["verdict"] == "pass"
+    assert rows["returns.py::SpawnsAndReturns"]["verdict"] == "pass", rows[
+        "returns.py::SpawnsAndReturns"]["reason"]
     recorded = runner.recorded()
     assert set(recorded.values()) == {"daemon", "left-behind", "new-session", "spinning"}
     alive = [name for pid, name in recorded.items() if procs.alive(pid)]
