@@ -144,3 +144,15 @@ def test_cuda_float16_autocast_is_checked_where_a_gpu_exists():
     assert devices == {"cpu", "cuda"}
     fixed = check(D.OkAutocastCast)
     assert fixed.compat["autocast"]["status"] == "ok", fixed
+
+
+def test_float16_autocast_path_runs_on_cpu_too(monkeypatch):
+    # The CUDA float16 mode is the same code with another (device, dtype): exercise it on CPU.
+    from gradsmith.checker.deploy import amp
+
+    monkeypatch.setattr(amp, "modes", lambda: [("cpu", torch.float16)])
+    broken = check(D.BrokenAutocastMatmul, checks=["autocast"])
+    (f,) = [f for f in broken.findings if f.code == "autocast-error"]
+    assert f.details["dtype"] == "torch.float16" and "cpu float16 autocast" in f.message
+    fixed = check(D.OkAutocastCast, checks=["autocast"])
+    assert fixed.compat["autocast"]["status"] == "ok", fixed

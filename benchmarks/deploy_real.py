@@ -1,0 +1,179 @@
+"""Issue 11 on real code: the deployment checks on public projects' Functions, as written.
+
+The same projects, commits and Functions as issue 9's corpus (``real_corpus.py``: mirrors
+extracted into ``--work``, never into this repository), run twice:
+
+1. **zero configuration**: ``gradsmith check FILE::Fn ... --format json`` per file;
+2. **with examples**: ``gradsmith check benchmarks/real_corpus_examples.py`` (our own file
+   that registers inputs and surrogates for their Functions),
+
+and for every Function the compatibility matrix and the deployment findings are recorded and
+scored against our judgement (``JUDGED`` below, from reading each Function and reproducing
+the failure by hand with plain PyTorch on torch 2.13.0). Results:
+``benchmarks/results/deploy_real.{json,md}``.
+
+Usage::
+
+    python benchmarks/deploy_real.py --mirrors /work/.mirror --work /tmp/rc --deps /tmp/deps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import real_corpus as RC  # noqa: E402
+
+DEPLOY = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func")
+
+# Our judgement of the deployment columns, per Function (the "with examples" row when the
+# Function needs registered inputs, else zero configuration): column -> (expected status,
+# why). Columns not listed must be "ok" (or n/a for torch's own limits). Reproduced by hand.
+JUDGED: dict[str, dict[str, tuple[str, str]]] = {
+    "SwishImplementation": {
+        "torch.func": ("warn", "old-style forward(ctx, ...): torch.func.grad raises 'must "
+                               "override the setup_context staticmethod'"),
+    },
+    "SparsemaxFunction": {
+        "torch.func": ("warn", "old style (forward(ctx, X, dim)): refused by torch.func"),
+    },
+    "RevGrad": {
+        "export": ("warn", "gradient reversal: the exported program is the identity, its "
+                           "gradient +1 instead of -alpha"),
+        "torch.func": ("warn", "old style: refused by torch.func"),
+    },
+    "ReverseLayerF": {
+        "export": ("warn", "gradient reversal: exported identity trains with +1"),
+        "torch.func": ("warn", "old style"),
+    },
+    "SignActivation": {
+        "export": ("warn", "straight-through sign: the exported program trains with sign's "
+                           "zero gradient"),
+        "torch.func": ("warn", "old style"),
+    },
+    "ActFn": {
+        "export": ("warn", "PACT straight-through round: exported gradient is round's (zero "
+                           "inside the clip range)"),
+        "torch.func": ("warn", "old style"),
+    },
+    "FlashAttentionFunction": {
+        "float32": ("warn", "forward crashes in float64 (a buffer created with torch.full of "
+                            "-finfo(float64).max in the default float32 dtype): float64-crash, "
+                            "checked in float32"),
+        "torch.func": ("warn", "old style"),
+    },
+}
+
+
+def matrix_rows(rows: dict) -> dict[str, dict]:
+    """name -> {compat, deploy findings} for rows that have a report."""
+    out = {}
+    for key, r in rows.items():
+        name = key[-1] if isinstance(key, tuple) else key
+        report = r.get("report")
+        if not report:
+            out[name] = {"verdict": r["verdict"], "reason": (r.get("reason") or "")[:200],
+                         "compat": {}, "findings": []}
+            continue
+        found = [{"code": f["code"], "severity": f["severity"], "check": f["check"],
+                  "message": f["message"][:300]} for f in report["findings"]
+                 if f["check"] in ("compile", "export", "autocast", "precision", "checkpoint",
+                                   "torch_func", "custom_op", "vmap")
+                 or f["code"] in ("float64-crash", "float64-unsupported")]
+        out[name] = {"verdict": r["verdict"], "elapsed": r["elapsed"],
+                     "compat": {c: v["status"] for c, v in report.get("compat", {}).items()},
+                     "codes": {c: v["codes"] for c, v in report.get("compat", {}).items()
+                               if v["codes"]},
+                     "findings": found}
+    return out
+
+
+def score(zero: dict, examples: dict) -> list[dict]:
+    """Each judged Function's cells against the judgement."""
+    scored = []
+    for name, expect in JUDGED.items():
+        row = examples.get(name) if examples.get(name, {}).get("compat") else zero.get(name)
+        if row is None or not row.get("compat"):
+            scored.append({"name": name, "ran": False})
+            continue
+        cells = []
+        for column in DEPLOY:
+            want = expect.get(column, ("ok", ""))[0]
+            got = row["compat"].get(column)
+            fine = got == want or (want == "ok" and got == "n/a")
+            cells.append({"column": column, "want": want, "got": got, "right": fine})
+        scored.append({"name": name, "ran": True, "cells": cells,
+                       "right": all(c["right"] for c in cells)})
+    return scored
+
+
+def markdown(data: dict) -> str:
+    lines = ["# Deployment checks on real code (issue 11)", "",
+             f"torch {data['torch']}, {data['when']}, load before/after "
+             f"{data['load_before']} / {data['load_after']}; zero-config wall time "
+             f"{data['zero_wall']:.1f} s, with examples {data['examples_wall']:.1f} s.", "",
+             "## Matrices", "",
+             "| Function | run | " + " | ".join(("eager",) + DEPLOY) + " |",
+             "|---|---|" + "---|" * (len(DEPLOY) + 1)]
+    for run, rows in (("zero", data["zero"]), ("examples", data["examples"])):
+        for name, row in sorted(rows.items()):
+            cells = [row["compat"].get(c, "-") for c in ("eager",) + DEPLOY]
+            lines.append(f"| {name} | {run} | " + " | ".join(cells) + " |")
+    lines += ["", "## Judged Functions", "",
+              "| Function | right | cells (want/got) |", "|---|---|---|"]
+    for s in data["scored"]:
+        if not s["ran"]:
+            lines.append(f"| {s['name']} | not run | |")
+            continue
+        cells = ", ".join(f"{c['column']} {c['want']}/{c['got']}" for c in s["cells"]
+                          if c["want"] != "ok" or not c["right"])
+        lines.append(f"| {s['name']} | {'yes' if s['right'] else 'NO'} | {cells} |")
+    right = sum(1 for s in data["scored"] if s.get("right"))
+    lines += ["", f"{right} of {len(data['scored'])} judged Functions right in every column.",
+              "", "## Deployment findings (zero configuration)", ""]
+    for name, row in sorted(data["zero"].items()):
+        for f in row["findings"]:
+            if f["severity"] != "info" or f["code"].endswith("unsupported-by-torch"):
+                lines.append(f"- {name}: {f['severity']} `{f['code']}`: {f['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mirrors", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--deps", default=None, help="extra PYTHONPATH for the projects' deps")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args()
+    import os
+
+    import torch
+
+    RC.extract(args.mirrors, args.work)
+    env = RC._env(args.deps, args.work)
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    zero_rows, _ = RC.zero_config(args.work, env, args.work / "_repro_zero")
+    zero_wall = time.perf_counter() - started
+    started = time.perf_counter()
+    example_rows, _ = RC.with_examples(env, args.work / "_repro_examples")
+    examples_wall = time.perf_counter() - started
+    zero, examples = matrix_rows(zero_rows), matrix_rows(example_rows)
+    data = {"torch": torch.__version__, "when": time.strftime("%Y-%m-%d %H:%M"),
+            "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+            "zero_wall": zero_wall, "examples_wall": examples_wall,
+            "projects": {p: c for p, (c, *_r) in RC.PROJECTS.items()},
+            "zero": zero, "examples": examples, "scored": score(zero, examples)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "deploy_real.json").write_text(json.dumps(data, indent=1) + "\n")
+    (args.out / "deploy_real.md").write_text(markdown(data))
+    print(markdown(data))
+
+
+if __name__ == "__main__":
+    main()
