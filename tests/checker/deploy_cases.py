@@ -158,6 +158,29 @@ class OkAutocastCast(BrokenAutocastMatmul):
         return gx, gw
 
 
+@gradsmith.example(lambda: (_x(4, 32) + 30.0,))
+class BrokenAutocastGramVariance(Function):
+    """Row variances from the Gram matrix's diagonal minus the squared mean: accurate in
+    float32, but under autocast the matmul runs in bfloat16 (8 bits), whose error on
+    E[x^2] ~ 900 is larger than the variance ~ 1 itself."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        n = x.shape[-1]
+        return (x @ x.mT).diagonal(dim1=-2, dim2=-1) / n - x.mean(-1) ** 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g.unsqueeze(-1).to(x.dtype) * 2 * (x - x.mean(-1, keepdim=True)) / x.shape[-1]
+
+
 # --- low precision ---------------------------------------------------------------------------
 
 def _offset(n=16, seed=0):

@@ -28,6 +28,7 @@ BROKEN = {
     "BrokenExportedSTE": {"export": {"export-drops-backward"}},
     "BrokenNumpyForward": {"export": {"export-error"}, "torch.func": {"vmap-error"}},
     "BrokenAutocastMatmul": {"autocast": {"autocast-error"}},
+    "BrokenAutocastGramVariance": {"autocast": {"autocast-inaccurate"}},
     "BrokenNaiveVariance": {"float32": {"precision-loss"}},
     "BrokenFloat32Internals": {"float32": {"float64-crash"}},
     "InplaceExp": {"compile": {"compile-mismatch"}, "checkpoint": {"checkpoint-error"},
@@ -111,6 +112,16 @@ def test_autocast_backward_without_custom_bwd_mixes_dtypes():
         out = D.OkAutocastMatmul.apply(x, w)
     out.sum().backward()
     assert x.grad.dtype == torch.float32
+
+
+def test_gram_variance_is_inaccurate_under_bfloat16_autocast_only():
+    x = (_x(4, 32) + 30.0).float()
+    exact = x.double().var(-1, unbiased=False)
+    plain = D.BrokenAutocastGramVariance.apply(x).double()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = D.BrokenAutocastGramVariance.apply(x).double()
+    assert float((plain - exact).abs().max() / exact.abs().max()) < 1e-3
+    assert float((mixed - exact).abs().max() / exact.abs().max()) > 0.1
 
 
 def test_naive_variance_loses_its_digits_in_float32_only():
