@@ -31,42 +31,59 @@ import real_corpus as RC  # noqa: E402
 
 DEPLOY = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func")
 
-# Our judgement of the deployment columns, per Function (the "with examples" row when the
-# Function needs registered inputs, else zero configuration): column -> (expected status,
-# why). Columns not listed must be "ok" (or n/a for torch's own limits). Reproduced by hand.
+# Our judgement of the deployment columns, from reading each Function and reproducing each
+# kind of failure by hand with plain PyTorch 2.13.0 (a minimal Function per kind: an
+# old-style Function under torch.func.grad, a @classmethod Function under
+# torch.compile(fullgraph=True), an estimator under torch.export): column -> (status, why).
+# Columns not listed must be "ok" (or "n/a" where torch itself cannot). The "with examples"
+# row is judged when there is one (registered inputs), else the zero-configuration row.
+OLD = ("warn", "old-style forward(ctx, ...): torch.func refuses it ('must override the "
+               "setup_context staticmethod')")
+CLS = ("warn", "forward/backward are @classmethod: Dynamo cannot bind them (a minimal "
+               "@classmethod Function fails fullgraph, the same with @staticmethod compiles)")
+EST = ("warn", "estimator or intended modification: backward is not the forward's gradient, "
+               "so the exported program trains with another gradient")
+NOGRAPH = ("warn", "forward runs without an autograd graph (no_grad, in-place bisection or "
+                   "scatter): the exported program cannot be differentiated")
+RANDOM = ("n/a", "forward draws random numbers: no float32-vs-float64 reference")
+ENTMAX_BISECT = {"compile": CLS, "export": NOGRAPH, "torch.func": OLD}
 JUDGED: dict[str, dict[str, tuple[str, str]]] = {
-    "SwishImplementation": {
-        "torch.func": ("warn", "old-style forward(ctx, ...): torch.func.grad raises 'must "
-                               "override the setup_context staticmethod'"),
-    },
-    "SparsemaxFunction": {
-        "torch.func": ("warn", "old style (forward(ctx, X, dim)): refused by torch.func"),
-    },
-    "RevGrad": {
-        "export": ("warn", "gradient reversal: the exported program is the identity, its "
-                           "gradient +1 instead of -alpha"),
-        "torch.func": ("warn", "old style: refused by torch.func"),
-    },
-    "ReverseLayerF": {
-        "export": ("warn", "gradient reversal: exported identity trains with +1"),
-        "torch.func": ("warn", "old style"),
-    },
-    "SignActivation": {
-        "export": ("warn", "straight-through sign: the exported program trains with sign's "
-                           "zero gradient"),
-        "torch.func": ("warn", "old style"),
-    },
-    "ActFn": {
-        "export": ("warn", "PACT straight-through round: exported gradient is round's (zero "
-                           "inside the clip range)"),
-        "torch.func": ("warn", "old style"),
-    },
-    "FlashAttentionFunction": {
-        "float32": ("warn", "forward crashes in float64 (a buffer created with torch.full of "
-                            "-finfo(float64).max in the default float32 dtype): float64-crash, "
-                            "checked in float32"),
-        "torch.func": ("warn", "old style"),
-    },
+    "SparsemaxFunction": {"compile": CLS, "torch.func": OLD},
+    "Entmax15Function": {"compile": CLS, "torch.func": OLD},
+    "EntmaxBisectFunction": ENTMAX_BISECT,
+    "SparsemaxBisectFunction": {"compile": CLS, "torch.func": OLD, "export": (
+        "warn", "the bisection's traced gradient is not sparsemax's: the exported program "
+                "trains with another gradient")},
+    "NormmaxBisectFunction": ENTMAX_BISECT,
+    "BudgetBisectFunction": {"compile": CLS, "torch.func": OLD, "export": (
+        "warn", "the traced bisection's gradient differs from the custom backward")},
+    **{name: {"compile": CLS, "export": NOGRAPH, "torch.func": OLD}
+       for name in ("SparsemaxLossFunction", "SparsemaxBisectLossFunction",
+                    "Entmax15LossFunction", "EntmaxBisectLossFunction",
+                    "NormmaxBisectLossFunction")},
+    **{name: {"export": EST, "torch.func": OLD}
+       for name in ("RevGrad", "ReverseLayerF", "SignActivation", "ActFn", "DoReFaQuant",
+                    "ste_round", "transfer_float_averaging_to_int_averaging",
+                    "ScalarClampSteFn", "ScalarClampMinSteFn", "TensorClampSteFn",
+                    "RoundToZeroSteFn", "DPURoundSteFn", "CeilSteFn", "FloorSteFn",
+                    "BinarySignSteFn", "TernarySignSteFn", "RoundSteFn")},
+    "SwishImplementation": {"torch.func": OLD},
+    "AbsBinarySignGradFn": {"torch.func": OLD},
+    **{name: {"export": ("warn", "forward under torch.no_grad(): the exported program "
+                                 "cannot be differentiated"), "torch.func": OLD,
+              "float32": ("n/a", "forward crashes in float64 (a -finfo(float64).max fill "
+                                 "into a default-dtype buffer): checked in float32 directly")}
+       for name in ("FlashAttentionFunction",)},
+    **{name: {"compile": ("warn", "forward sets requires_grad / calls autograd.grad on "
+                                  "detached chunks: Dynamo graph-breaks there"),
+              "export": ("warn", "forward runs under no_grad: the exported program cannot "
+                                 "be differentiated"), "torch.func": OLD}
+       for name in ("AdditiveBlockFunction", "AdditiveBlockInverseFunction",
+                    "AffineBlockFunction")},
+    "SignActivationStochastic": {
+        "checkpoint": ("warn", "modifies its input in place (the judged defect): checkpoint's "
+                               "recomputation sees the overwritten input and refuses"),
+        "float32": RANDOM, "torch.func": OLD},
 }
 
 

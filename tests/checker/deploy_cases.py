@@ -72,6 +72,22 @@ class BrokenCompilePath(_Double):
         return 2 * x
 
 
+@gradsmith.example(lambda: (_x(3, 4),))
+class BrokenClassmethodForward(Function):
+    """forward/backward as @classmethod (fine in eager, as entmax writes them): Dynamo cannot
+    bind them, so fullgraph compilation fails."""
+
+    @classmethod
+    def forward(cls, ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.cos(x)
+
+
 # --- export ----------------------------------------------------------------------------------
 
 @gradsmith.example(lambda: (_x(4, 5),), surrogate=lambda x: x.clamp(-1, 1))

@@ -25,6 +25,8 @@ BROKEN = {
     "BrokenItemBranch": {"compile": {"compile-graph-break"}, "export": {"export-error"},
                          "torch.func": {"vmap-error"}},
     "BrokenCompilePath": {"compile": {"compile-mismatch"}},
+    "BrokenClassmethodForward": {"compile": {"compile-graph-break"},
+                                 "torch.func": {"func-needs-setup-context"}},
     "BrokenExportedSTE": {"export": {"export-drops-backward"}},
     "BrokenNumpyForward": {"export": {"export-error"}, "torch.func": {"vmap-error"}},
     "BrokenAutocastMatmul": {"autocast": {"autocast-error"}},
@@ -198,6 +200,30 @@ def test_graph_break_names_the_line_and_the_reason(reports):
     assert f.details["where"]["file"].endswith("deploy_cases.py")
     assert "_log.debug" in f.details["where"]["source"]
     assert "logging" in f.details["reason"].lower()
+
+
+def test_classmethod_function_is_told_to_use_staticmethod(reports):
+    (f,) = [f for f in reports["BrokenClassmethodForward"].findings
+            if f.code == "compile-graph-break"]
+    assert f.details["methods"] == ["forward", "backward"]
+    assert "@staticmethod" in f.hint
+    # The independent check: the same Function with static methods compiles, as written not.
+    class StaticSin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.cos(x)
+
+    x = _x(3, 4).requires_grad_()
+    _compile(StaticSin.apply)(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.cos(x.detach()))
+    with pytest.raises(Exception, match="Observed exception|bind"):
+        _compile(D.BrokenClassmethodForward.apply)(x)
 
 
 def test_autocast_hint_verifies_the_custom_amp_fix(reports):

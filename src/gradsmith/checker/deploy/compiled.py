@@ -71,6 +71,9 @@ def _not_one_graph(session: Session, exc: BaseException, backend: str) -> list[F
     if first is not None and all(first[1] != where for _, where in breaks):
         breaks.insert(0, first)
     findings = [_break_finding(reason, where) for reason, where in breaks[:MAX_BREAKS]]
+    classmethods = _classmethods(session.function_cls)
+    if classmethods:  # Dynamo's message ("failed to bind arguments") does not say why
+        findings = [_classmethod_finding(classmethods, exc)]
     if not findings:
         where = user_frame_of(exc)
         findings.append(Finding(
@@ -85,11 +88,15 @@ def _not_one_graph(session: Session, exc: BaseException, backend: str) -> list[F
         try:
             got = evaluate(session, torch.compile(session.subject.target.call, backend=backend))
         except Exception as exc2:  # noqa: BLE001
+            internal = "Internal" in type(exc2).__name__
             findings.append(Finding(
                 "compile-error", "warning",
                 f"torch.compile (with graph breaks allowed) raised "
-                f"{first_line(root_cause(exc2))}{_at(user_frame_of(exc2))}",
-                "the Function cannot be used inside a compiled model; see Dynamo's message",
+                f"{first_line(root_cause(exc2))}{_at(user_frame_of(exc2))}"
+                + (" (Dynamo failed internally: a torch bug, but the Function cannot be "
+                   "compiled until it is fixed)" if internal else ""),
+                "the Function cannot be used inside a compiled model; see Dynamo's message, "
+                "or keep it out of the compiled region with torch.compiler.disable",
                 NAME, details={"exception": type(exc2).__name__}))
             return findings
     return findings + _compare(session, got, reference(session), backend, fullgraph=False)
@@ -170,6 +177,28 @@ def _short_reason(reason: str) -> str:
     lines = [ln.strip() for ln in reason.strip().splitlines() if ln.strip()]
     keep = [ln for ln in lines if not ln.startswith(("Developer debug context", "For more"))]
     return " ".join(keep[:2])[:400]
+
+
+def _classmethods(cls: type | None) -> list[str]:
+    """forward/backward/setup_context defined as @classmethod (legal in eager)."""
+    import inspect
+
+    if cls is None:
+        return []
+    return [m for m in ("forward", "backward", "setup_context")
+            if isinstance(inspect.getattr_static(cls, m, None), classmethod)]
+
+
+def _classmethod_finding(methods: list[str], exc: BaseException) -> Finding:
+    return Finding(
+        "compile-graph-break", "warning",
+        f"torch.compile(fullgraph=True) fails: {', '.join(methods)} "
+        f"{'is a' if len(methods) == 1 else 'are'} @classmethod, and Dynamo (torch "
+        f"{torch.__version__.split('+')[0]}) traces an autograd.Function only with "
+        f"@staticmethod ones ({first_line(root_cause(exc), 120)})",
+        "declare them @staticmethod (autograd never uses cls; refer to the class by name "
+        "where cls was used)", NAME,
+        details={"reason": "classmethod", "methods": methods})
 
 
 def _break_finding(reason: str, where: tuple[str, int, str] | None) -> Finding:
