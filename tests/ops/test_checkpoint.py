@@ -207,3 +207,20 @@ def test_a_recompute_that_takes_another_path_fails_loudly():
     out = checkpoint_sequential([flaky], x)
     with pytest.raises(RuntimeError, match="must run the same operations"):
         out.sum().backward()
+
+
+def test_under_torch_compile_segments_run_eagerly_and_match():
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(6, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3)]
+    x = torch.randn(4, 6)
+
+    def step(fn):
+        for p in (q for m in layers for q in m.parameters()):
+            p.grad = None
+        fn(layers, x, segments=2).sum().backward()
+        return [q.grad.clone() for m in layers for q in m.parameters()]
+
+    eager = step(checkpoint_sequential)
+    compiled = step(torch.compile(checkpoint_sequential, backend="aot_eager"))
+    for a, b in zip(compiled, eager):
+        torch.testing.assert_close(a, b)

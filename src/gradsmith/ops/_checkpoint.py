@@ -89,6 +89,9 @@ class _autocast:
             m.__exit__(*exc)
 
 
+# Under torch.compile a segment runs eagerly (a graph break here): its forward must save the
+# same tensors as its eager recompute in backward, which a compiled forward does not.
+@torch.compiler.disable
 def _checkpoint(run, x: torch.Tensor, preserve_rng_state: bool) -> torch.Tensor:
     segment = _Segment(run, x, preserve_rng_state)
     with torch.autograd.graph.saved_tensors_hooks(segment.pack, segment.unpack):
