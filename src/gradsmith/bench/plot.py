@@ -45,8 +45,11 @@ def _missing(row: dict[str, Any], key: str) -> str:
     if row.get("error"):
         return "error (see table)"
     if row["time_ms"].get("reference") is None:
-        return f"no reference: {row['reference']}"
-    return "not measured" if key != "time_ratio" else "n/a"
+        return f"no reference: {row['reference']}" if key == "time_ratio" else "no reference"
+    values = (row.get(key.replace("_ratio", "_bytes")) or {}).values()
+    if values and all(v == 0 for v in values):
+        return "0 B both"
+    return "not measured"
 
 
 def plot(report: dict[str, Any], path: str | Path) -> None:
@@ -82,7 +85,7 @@ def plot(report: dict[str, Any], path: str | Path) -> None:
         for i, (row, value) in enumerate(zip(results, values)):
             if not value:
                 ax.text(1.0, i, "  " + _missing(row, key), va="center", ha="left", fontsize=7,
-                        color=_EVEN, style="italic")
+                        color=_EVEN, style="italic", clip_on=True)
                 continue
             color = _WIN if value < 0.95 else _LOSS if value > 1.05 else _EVEN
             ax.barh(i, value - 1.0, left=1.0, color=color, height=0.62)
@@ -110,6 +113,6 @@ def plot(report: dict[str, Any], path: str | Path) -> None:
                  f"median of {report.get('repeat')} interleaved runs, error bars: IQR of the "
                  f"paired ratios; torch {env.get('torch')}, {env.get('torch_threads')} threads, "
                  f"{env.get('device', 'cpu')}, load {env.get('load_average_1min')}", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
