@@ -14,11 +14,13 @@ def test_crash_hang_and_import_crash_become_failed_rows_and_the_rest_still_runs(
     # One session for all three (each worker start imports torch: seconds on a busy machine).
     write("ops.py", snippets.good, snippets.aborts, snippets.hangs)
     write("dies.py", "import os\nos.abort()\n", header=False)
-    code, out, _ = gradsmith_cli(".", "--timeout", "5", "--jobs", "2", "--format", "json")
+    # --no-compat: compiling takes seconds a loaded machine stretches past this short limit.
+    code, out, _ = gradsmith_cli(".", "--timeout", "5", "--jobs", "2", "--format", "json",
+                                 "--no-compat")
     rows = {r["name"]: r for r in json.loads(out)["results"]}
     assert set(rows) == {"dies.py", "ops.py::Cube", "ops.py::Aborts", "ops.py::Hangs"}
     assert code == 2  # the import error decides the exit code
-    assert rows["ops.py::Cube"]["verdict"] == "pass"
+    assert rows["ops.py::Cube"]["verdict"] == "pass", rows["ops.py::Cube"]["reason"]
     crash = rows["ops.py::Aborts"]
     assert (crash["verdict"], crash["error"]) == ("fail", "crash")
     assert "SIGABRT" in crash["reason"] and "ops.py" in crash["reason"]  # faulthandler frames

@@ -159,3 +159,93 @@ def test_a_package_that_cannot_import_in_gradsmith_own_process_still_works(monke
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "goodpkg" not in sys.modules
+
+
+# User code that turns on gradsmith's own processes and pipes. Each must end as its own failed
+# row, and the correct Functions after them (same worker, --jobs 1) must still pass.
+ATTACKS = """
+import signal
+
+def _server_pid():
+    with open(f"/proc/{os.getppid()}/stat") as handle:  # the keeper's parent
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+@gradsmith.example(_x)
+class KillsItsProcessGroup(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.kill(0, signal.SIGKILL)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class ClosesEveryDescriptor(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.closerange(3, 4096)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+@gradsmith.example(_x)
+class WritesIntoEveryDescriptor(Function):
+    @staticmethod
+    def forward(ctx, x):
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b"\\xff" * 64)
+            except OSError:
+                pass
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+@gradsmith.example(_x)
+class StopsItself(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+@gradsmith.example(_x)
+class KillsTheWorkerServer(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.kill(_server_pid(), signal.SIGKILL)
+        time.sleep(60)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_user_code_attacking_the_worker_fails_alone(runner, write, procs):
+    write("attacks.py", ATTACKS, procs.good)
+    code, doc, err = runner.check("attacks.py", "--jobs", "1", "--timeout", "10",
+                                  "--no-compat")
+    rows = {r["name"].split("::")[1]: r for r in doc["results"]}
+    assert {n: rows[n]["verdict"] for n in ("Square", "Exp")} == {"Square": "pass",
+                                                                  "Exp": "pass"}, err
+    expected = {"KillsItsProcessGroup": ("crash", "signal SIGKILL"),
+                "ClosesEveryDescriptor": ("crash", "closed gradsmith's result pipe"),
+                "WritesIntoEveryDescriptor": ("crash", "wrote into gradsmith's result pipe"),
+                "StopsItself": ("timeout", "timed out after 10 s"),
+                "KillsTheWorkerServer": ("crash", "worker server stopped answering")}
+    for name, (error, says) in expected.items():
+        assert (rows[name]["verdict"], rows[name]["error"]) == ("fail", error), rows[name]
+        assert says in rows[name]["reason"], rows[name]["reason"]

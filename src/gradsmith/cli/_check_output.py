@@ -76,6 +76,19 @@ class Output:
         self._live().update(self._task, total=total, completed=done,
                             description=escape(row["name"]))
 
+    def eager(self, name: str, snap: dict) -> None:
+        """On a terminal, print a Function's core verdict as soon as its eager checks are
+        done, while its deployment checks (or other input sets) still run."""
+        if self.fmt != "text" or not self.console.is_terminal:
+            return
+        errors = [f for f in snap["findings"] if f["severity"] == "error"]
+        verdict = _VERDICT_STYLE["fail" if errors else "pass"]
+        codes = ", ".join(dict.fromkeys(f["code"] for f in errors))
+        self._live()
+        then = f"; {snap['following']} follow..." if snap.get("following") else ""
+        self.console.print(f"{verdict} {escape(name)} [dim]eager checks{': ' if codes else ''}"
+                           f"{escape(codes)}{escape(then)}[/dim]")
+
     def _live(self):
         if self._progress is None:
             from rich.progress import (

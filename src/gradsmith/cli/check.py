@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from gradsmith.isolation.session import run_check
 
     output = Output(args.format, verbose=args.verbose)
+    output.status("starting")  # on a terminal, something on screen at once
     jobs = _jobs(args.jobs, err) if not args.no_isolate else 1
     try:
         result = run_check(
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             pattern=args.pattern,
             progress=output.progress,
             status=output.status,
+            eager=output.eager,
         )
     except GradsmithError as exc:  # the worker pool could not start at all
         output.close()

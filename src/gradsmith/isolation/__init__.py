@@ -1,9 +1,15 @@
-"""Running user code for ``gradsmith check``: in worker processes with a time limit.
+"""Running user code for ``gradsmith check`` (and ``gradsmith bench``): isolated, time-limited.
 
 - :mod:`.session` plans a check run (list sources, check candidates, collect rows);
-- :mod:`.pool` keeps the worker processes and enforces the time limit;
-- :mod:`.worker` is the worker's main loop (``python -m gradsmith.isolation.worker``);
-- :mod:`.tasks` is the work done for one task, in a worker or in-process.
+- :mod:`.pool` is ``gradsmith check``'s side: it starts the worker server, sends tasks and
+  turns what comes back into outcomes (result, crash, timeout, with streamed progress);
+- :mod:`.worker` is the worker server (``python -m gradsmith.isolation.worker``): torch imported
+  once, every task in a fresh fork, time limits enforced;
+- :mod:`.sandbox` is one task's fork: a keeper that adopts and kills whatever the task starts,
+  and the task process itself;
+- :mod:`.tasks` is the work done for one task, in a task process or in-process;
+- :mod:`.processes` (machine resources, process trees) and :mod:`.protocol` (framed messages)
+  are the plumbing.
 
 The CLI and the pytest plugin call into this package; the verifier never imports it.
 """

@@ -36,6 +36,8 @@ STARTUP_TIMEOUT = 120.0
 MEMORY_PER_JOB = 1 << 30
 # The server enforces each time limit; past this much more, it is declared hung.
 _WATCHDOG_GRACE = 30.0
+# A server that dies is replaced this many times in one run, for the tasks it had not started.
+_RESTARTS = 3
 _TAIL_LINES = 12
 
 
@@ -154,19 +156,37 @@ class WorkerPool:
         """
         if not tasks:
             return
-        self.start()
-        for index, task in enumerate(tasks):
-            send(self._proc.stdin, ("task", index, task, self.timeout))
         pending = set(range(len(tasks)))
         started: dict[int, float] = {}
         progress: dict[int, dict] = {}
+        for attempt in range(_RESTARTS + 1):
+            self.start()
+            for index in sorted(pending):
+                send(self._proc.stdin, ("task", index, tasks[index], self.timeout))
+            yield from self._collect(pending, started, progress, on_progress)
+            if not pending:
+                return
+            # The server died (killed from outside, or by user code): the tasks it was running
+            # crashed; the others have not started and go to a new server.
+            why = self._server_gone()
+            for index in sorted(started):
+                pending.discard(index)
+                yield Outcome(index, "crash", why, time.monotonic() - started[index],
+                              progress.get(index))
+            started.clear()
+            if attempt == _RESTARTS:
+                for index in sorted(pending):
+                    yield Outcome(index, "crash", why, 0.0, None)
+            if not pending:
+                return
+
+    def _collect(self, pending: set[int], started: dict[int, float], progress: dict[int, dict],
+                 on_progress: Callable[[int, dict], None] | None) -> Iterator[Outcome]:
+        """Outcomes of the server's messages until every task ended or the server is gone."""
         waiting_since = time.monotonic()
         while pending:
             message = self._next(waiting_since, started)
-            if message is None:  # the server died or hung: the tasks still out crash
-                why = self._server_gone()
-                for index in sorted(pending):
-                    yield Outcome(index, "crash", why, 0.0, progress.get(index))
+            if message is None:
                 return
             kind, index = message[0], message[1] if len(message) > 1 else None
             if kind == "ready":
@@ -252,9 +272,9 @@ class WorkerPool:
         tail = _read_tail(self._log)
         how = self._exit_text()
         self.close(graceful=False)
-        return (f"the gradsmith worker server stopped answering ({how}) while this ran; "
-                f"this is a gradsmith bug, or the machine killed it (out of memory?)"
-                f"{_format_tail(tail)}")
+        return (f"the gradsmith worker server stopped answering ({how}) while this ran: code "
+                f"running in it killed it, or the machine did (out of memory?), or it is a "
+                f"gradsmith bug{_format_tail(tail)}")
 
     def _exit_text(self) -> str:
         try:

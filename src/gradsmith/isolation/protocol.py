@@ -74,7 +74,7 @@ class FrameReader:
         ([], [b'a', b'bc'])
     """
 
-    def __init__(self, limit: int = 1 << 32) -> None:
+    def __init__(self, limit: int = 1 << 30) -> None:
         self._buffer = bytearray()
         self._limit = limit
 

@@ -30,6 +30,8 @@ from gradsmith.isolation.processes import become_subreaper, die_with_parent, kil
 from gradsmith.isolation.protocol import frame, write_all
 
 EVENT, RESULT, EXIT = b"e", b"r", b"x"
+#: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
+LOST_PIPE = 113
 _STATUS = struct.Struct(">i")
 
 
@@ -97,6 +99,7 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
 
 
 def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int) -> int:
+    os.setpgid(0, 0)  # its own process group: os.kill(0, ...) in user code hits only the task
     os.dup2(log_fd, 1)  # user prints and faulthandler tracebacks go to this task's log
     os.dup2(log_fd, 2)
     os.close(log_fd)
@@ -112,7 +115,11 @@ def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int
     def emit(kind: bytes, message: Any) -> None:
         if os.getpid() != me:  # a fork made by user code reached gradsmith's code: stop it
             os._exit(0)
-        write_all(pipe, frame(kind + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)))
+        data = frame(kind + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        try:
+            write_all(pipe, data)
+        except OSError:  # user code closed or replaced the descriptor
+            os._exit(LOST_PIPE)
 
     from gradsmith.isolation.tasks import run_in_worker
 

@@ -53,7 +53,8 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
               jobs: int = 1, timeout: float = 60.0, startup_timeout: float = STARTUP_TIMEOUT,
               html: bool = False, pattern: str | None = None,
               progress: Callable[[int, int, dict], None] | None = None,
-              status: Callable[[str], None] | None = None) -> CheckRun:
+              status: Callable[[str], None] | None = None,
+              eager: Callable[[str, dict], None] | None = None) -> CheckRun:
     """Check every candidate of ``sources``.
 
     Args:
@@ -69,6 +70,10 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
         progress: called as ``progress(done, total, row)`` after each check.
         status: called with a short line saying what is going on (starting the worker,
             importing a target, the check a Function is in), for a live display.
+        eager: called as ``eager(name, snapshot)`` once per task when its eager checks have
+            finished and slower work (deployment checks, more input sets) follows, so the
+            core verdict can be shown before it (isolated runs; see
+            :func:`gradsmith.isolation.tasks.snapshot`).
 
     Returns:
         A :class:`CheckRun`.
@@ -91,9 +96,14 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
         labels = [display_name(t[1], t[2]) for t in tasks]
         rows: list[dict | None] = [None] * len(tasks)
 
+        told: set[int] = set()
+
         def on_progress(index: int, snap: dict) -> None:
             if snap.get("running"):
                 say(f"{labels[index]}: {snap['running']}")
+                if eager is not None and snap.get("eager_done") and index not in told:
+                    told.add(index)
+                    eager(labels[index], snap)
 
         for done, outcome in enumerate(execute(tasks, on_progress), start=1):
             _, candidate, example_index, *_ = tasks[outcome.index]

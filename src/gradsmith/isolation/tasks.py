@@ -71,8 +71,11 @@ def snapshot(running: str | None, reports: list) -> dict:
     Returns:
         ``running`` (with the input set when it is not the first), ``checks`` finished,
         ``skipped``, ``findings`` (dicts), ``text`` and ``text_brief`` (the findings as a
-        report prints them, with and without the skipped checks).
+        report prints them, with and without the skipped checks), ``eager_done``: every
+        eager check of the first input set has finished, so the core verdict is known, and
+        ``following``: what runs after them (deployment checks, more input sets).
     """
+    from gradsmith.checker.deploy import DEPLOY_MODULES
     from gradsmith.checker.report import Report
 
     partial = Report(reports[-1].name)
@@ -82,9 +85,13 @@ def snapshot(running: str | None, reports: list) -> dict:
         partial.checks += [c for c in report.checks if c not in partial.checks]
         partial.skipped.update(report.skipped)
     partial.sort()
+    eager_done = len(reports) > 1 or running is None or running in DEPLOY_MODULES
+    following = ("the deployment checks" if running in DEPLOY_MODULES else
+                 "more input sets" if len(reports) > 1 else "")
     if running and len(reports) > 1:
         running = f"{running} (input set {len(reports)})"
-    return {"running": running, "checks": list(partial.checks), "skipped": dict(partial.skipped),
+    return {"running": running, "eager_done": eager_done, "following": following,
+            "checks": list(partial.checks), "skipped": dict(partial.skipped),
             "findings": [f.to_dict() for f in partial.findings],
             "text": "\n".join(partial.format().splitlines()[1:]),
             "text_brief": "\n".join(partial.format(skipped=False).splitlines()[1:])}

@@ -91,6 +91,10 @@ class Server:
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         self.strays = False
+        # The deployment checks' imports (compile, export: seconds) are warmed once a task
+        # that runs them has started, so a run without them never pays for them and the first
+        # Function's core verdict does not wait for them.
+        self.warm_deploy = "no"
 
     def configure(self) -> bool:
         """Read the first message (settings); False when the parent closed stdin first."""
@@ -115,6 +119,9 @@ class Server:
         while True:
             while self.queue and len(self.running) < self.jobs:
                 self._launch(*self.queue.popleft())
+            if self.warm_deploy == "due":  # after the first such task is on its way
+                self.warm_deploy = "done"
+                _warm_up(deploy=True)
             if not self.running and self.strays:
                 kill_tree(os.getpid())
                 self.strays = False
@@ -163,6 +170,9 @@ class Server:
         return True
 
     def _launch(self, index: int, task: tuple, timeout: float) -> None:
+        if (self.warm_deploy == "no" and task[0] == "check"
+                and task[3].get("compat", True) is not False):
+            self.warm_deploy = "due"
         self.send(("started", index))
         fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
         own = [self.proto_in, self.proto_out, self.wake_r, self.wake_w,
@@ -178,6 +188,7 @@ class Server:
             data = b""
         if not data:
             task.eof = True
+            task.corrupt |= task.reader.pending > 0  # a frame cut short: not ours
             os.close(task.fd)
             return
         try:
@@ -206,9 +217,11 @@ class Server:
             task = self.running.get(pid)
             if task is not None:
                 task.keeper_done = time.monotonic()
-                if task.status is None and not os.WIFEXITED(status):
-                    task.status = status  # the keeper itself died: report that
-            # any other pid: an orphan adopted from a keeper that was killed
+                if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                    self.strays = True  # the keeper died: what it kept is ours to kill
+                    if task.status is None:
+                        task.status = status
+            # any other pid: an orphan adopted from a keeper that died
 
     def _enforce(self, now: float) -> None:
         for task in list(self.running.values()):
@@ -236,15 +249,28 @@ class Server:
             self.send(("result", task.index, task.result, elapsed))
         else:
             kind = "timeout" if task.terminated is not None and not task.corrupt else "crash"
-            how = ("it wrote something other than gradsmith's messages into gradsmith's pipe"
-                   if task.corrupt else
-                   describe_exit(task.status) if task.status is not None else "unknown")
+            how = _how(task)
             self.send(("ended", task.index, kind, {"exit": how, "tail": _tail(task.log)},
                        elapsed))
         try:
             os.unlink(task.log)
         except OSError:
             pass
+
+
+def _how(task: _Task) -> str:
+    """How a task process ended without a result, in words."""
+    if task.corrupt:
+        return "user code wrote into gradsmith's result pipe, so its result was lost"
+    if task.status is None:
+        return "it vanished without an exit status"
+    if os.WIFEXITED(task.status) and os.WEXITSTATUS(task.status) == sandbox.LOST_PIPE:
+        return ("user code closed gradsmith's result pipe (a file descriptor it did not "
+                "open), so its result was lost")
+    how = describe_exit(task.status)
+    if how == "signal SIGKILL" and task.terminated is None:
+        how += " (sent by the Function itself, from outside, or by the kernel when memory ran out)"
+    return how
 
 
 def _tail(path: str) -> str:
@@ -281,16 +307,18 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _warm_up() -> None:
+def _warm_up(deploy: bool = False) -> None:
     """Check one tiny Function, so the verifier's lazy imports (torch.func pulls in seconds of
-    modules) are paid once here, not in every task's fork."""
+    modules) are paid once here, not in every task's fork; with ``deploy``, its deployment
+    checks too (compile, export)."""
     try:
         import torch
 
         from gradsmith.checker import check
         from gradsmith.examples.gradient_control import Square
 
-        check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True))
+        check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True),
+              **({} if deploy else {"compat": False}))
     except Exception:  # a broken verifier shows up, with context, in the first real task
         pass
 
