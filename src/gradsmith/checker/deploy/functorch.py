@@ -8,6 +8,7 @@ An old-style Function (``forward(ctx, ...)`` without ``setup_context``) cannot r
 
 from __future__ import annotations
 
+import textwrap
 import traceback
 from typing import Any
 
@@ -123,8 +124,8 @@ def _error(session: Session, name: str, exc: BaseException) -> Finding:
         hint = ("split forward: `forward(*args)` computes the outputs without ctx, and "
                 "`setup_context(ctx, inputs, output)` does every ctx.* call (see "
                 "docs/check.md#torch_func)")
-        if rewrite:
-            hint += ":\n" + rewrite
+        if rewrite:  # indented under the finding's "fix:" line
+            hint += ":\n" + textwrap.indent(rewrite, "    ")
         return Finding(
             "func-needs-setup-context", "warning",
             f"torch.func.{name} refuses the Function: forward takes ctx (old style), and "
