@@ -255,6 +255,26 @@ class BrokenFloat32Internals(Function):
         return g @ mix.transpose(-1, -2)
 
 
+@gradsmith.example(lambda: (_x(4, 6),))
+class BrokenFloat32Backward(Function):
+    """Forward follows its input's dtype, backward mixes in a float32 matrix: the backward
+    crashes in float64 only (what a float32 running statistic saved for backward does)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return 2 * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g @ (2 * torch.eye(g.shape[-1], dtype=torch.float32))
+
+
 # --- checkpoint ------------------------------------------------------------------------------
 
 @gradsmith.example(lambda: (_x(3, 4),))

@@ -33,6 +33,7 @@ BROKEN = {
     "BrokenAutocastGramVariance": {"autocast": {"autocast-inaccurate"}},
     "BrokenNaiveVariance": {"float32": {"precision-loss"}},
     "BrokenFloat32Internals": {"float32": {"float64-crash"}},
+    "BrokenFloat32Backward": {"float32": {"float64-crash"}},
     "InplaceExp": {"compile": {"compile-mismatch"}, "checkpoint": {"checkpoint-error"},
                    "torch.func": {"func-needs-setup-context"}},
     "BrokenOldStyleTanh": {"torch.func": {"func-needs-setup-context"}},
@@ -146,6 +147,17 @@ def test_float32_internals_crash_in_float64():
     with pytest.raises(RuntimeError, match="same dtype"):
         D.BrokenFloat32Internals.apply(_x(2, 6))
     assert D.BrokenFloat32Internals.apply(_x(2, 6).float()).dtype == torch.float32
+
+
+def test_float32_backward_crashes_in_float64_only(reports):
+    x = _x(2, 6).requires_grad_()
+    with pytest.raises(RuntimeError, match="same dtype"):
+        D.BrokenFloat32Backward.apply(x).sum().backward()
+    x32 = _x(2, 6).float().requires_grad_()
+    D.BrokenFloat32Backward.apply(x32).sum().backward()
+    torch.testing.assert_close(x32.grad, torch.full_like(x32, 2.0))
+    (f,) = [f for f in reports["BrokenFloat32Backward"].findings if f.code == "float64-crash"]
+    assert f.details["stage"] == "backward" and f.details["checked_in"] == "float32"
 
 
 def test_compile_graph_breaks_on_logging_and_item():
