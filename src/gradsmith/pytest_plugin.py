@@ -9,7 +9,7 @@ the pytest process (no isolation), and ``-k`` selects them like any test.
 
 ini options (``[tool.pytest.ini_options]``, validated: an unknown ``gradsmith_*`` key is a
 usage error naming the valid ones): ``gradsmith_targets`` (used when ``--gradsmith`` is not
-given) and ``gradsmith_approximate``; ``-o name=value`` overrides either.
+given), ``gradsmith_approximate`` and ``gradsmith_compat``; ``-o name=value`` overrides them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ _INI = {
     "gradsmith_approximate": ("bool", False, "judge gradient quality (relative error, "
                                              "cosine) instead of exactness, like gradsmith "
                                              "check --approximate"),
+    "gradsmith_compat": ("bool", True, "run the deployment checks (compile, export, autocast, "
+                                       "...); false is like gradsmith check --no-compat"),
 }
 
 
@@ -40,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    targets, approximate = _settings(config)
+    targets, options = _settings(config)
     if not targets:
         return
     from gradsmith._requires import TorchMissingError, require_torch
@@ -51,15 +53,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     from gradsmith.discovery import resolve_targets
 
-    config._gradsmith_options = {"approximate": True} if approximate else {}
+    config._gradsmith_options = options
     try:
         config._gradsmith_sources = resolve_targets(targets, cwd=config.invocation_params.dir)
     except GradsmithUsageError as exc:
         raise pytest.UsageError(f"--gradsmith: {exc}") from None
 
 
-def _settings(config: pytest.Config) -> tuple[list[str], bool]:
-    """Targets and approximate from the command line and the validated ini options.
+def _settings(config: pytest.Config) -> tuple[list[str], dict]:
+    """Targets and check options from the command line and the validated ini options.
 
     ``--gradsmith`` wins over ``gradsmith_targets``; ini paths are relative to the ini file.
     """
@@ -68,21 +70,25 @@ def _settings(config: pytest.Config) -> tuple[list[str], bool]:
         raise pytest.UsageError(
             f"unknown ini option {unknown[0]!r} for the gradsmith plugin; valid options: "
             f"{', '.join(sorted(_INI))}")
-    try:
-        approximate = bool(config.getini("gradsmith_approximate"))
-    except (ValueError, pytest.UsageError) as exc:  # pytest >= 9 raises UsageError
-        raise pytest.UsageError(
-            f"ini option gradsmith_approximate must be true or false ({exc}); e.g. "
-            "gradsmith_approximate = true") from None
+    options = {}
+    for name, key, meaning in (("gradsmith_approximate", "approximate", True),
+                               ("gradsmith_compat", "compat", False)):
+        try:
+            value = bool(config.getini(name))
+        except (ValueError, pytest.UsageError) as exc:  # pytest >= 9 raises UsageError
+            raise pytest.UsageError(f"ini option {name} must be true or false ({exc}); e.g. "
+                                    f"{name} = {str(not _INI[name][1]).lower()}") from None
+        if value == meaning:  # only what differs from gradsmith.check's defaults
+            options[key] = value
     targets = config.getoption("gradsmith")
     if targets:
-        return targets, approximate
+        return targets, options
     targets = [t for t in config.getini("gradsmith_targets") if t]
     if targets and config.inipath is not None:
         from gradsmith._config import resolve_relative
 
         targets = resolve_relative(targets, config.inipath.parent, config.invocation_params.dir)
-    return targets, approximate
+    return targets, options
 
 
 def _unknown_ini_keys(config: pytest.Config) -> set[str]:

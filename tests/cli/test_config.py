@@ -61,7 +61,7 @@ def test_unknown_key_is_an_error_naming_it_and_the_valid_ones(pyproject, gradsmi
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert "unknown key 'timout' in [tool.gradsmith.check]" in line
-    assert "valid keys: approximate, isolate, jobs, targets, timeout" in line
+    assert "valid keys: approximate, compat, isolate, jobs, targets, timeout" in line
 
 
 def test_unknown_table_is_an_error(pyproject, gradsmith_cli):
@@ -77,6 +77,7 @@ def test_unknown_table_is_an_error(pyproject, gradsmith_cli):
     ("jobs = 0", ["jobs must be an integer >= 1", "got 0"]),
     ("jobs = true", ["jobs must be an integer >= 1", "True"]),
     ('isolate = "no"', ["isolate must be true or false", "'no'"]),
+    ("compat = 0", ["compat must be true or false", "got 0"]),
     ("targets = []", ["targets must be a non-empty list"]),
     ("targets = [1]", ["targets must be a non-empty list"]),
 ])
@@ -190,3 +191,18 @@ def test_command_line_values_are_still_validated(pyproject, gradsmith_cli):
     pyproject("[tool.gradsmith.check]\ntimeout = 60\n")
     code, _, err = gradsmith_cli("--timeout", "0")
     assert code == 2 and "--timeout must be a positive number" in err
+
+
+DEPLOY_CHECKS = {"compile", "export", "autocast", "checkpoint", "torch_func"}
+
+
+def test_compat_from_pyproject_and_the_command_line_overrides_it(write, snippets, pyproject,
+                                                                 gradsmith_cli):
+    write("good.py", snippets.good)
+    pyproject('[tool.gradsmith.check]\ntargets = ["good.py"]\ncompat = false\nisolate = false\n')
+    _, out, _ = gradsmith_cli("--format", "json")
+    (row,) = json.loads(out)["results"]
+    assert row["verdict"] == "pass" and not DEPLOY_CHECKS & set(row["checks"])
+    _, out, _ = gradsmith_cli("--compat", "--format", "json")
+    (row,) = json.loads(out)["results"]
+    assert row["verdict"] == "pass" and DEPLOY_CHECKS <= set(row["checks"])

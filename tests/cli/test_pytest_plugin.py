@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -147,12 +148,11 @@ def _outcomes(junit_xml) -> dict[tuple[str, str], str]:
 def test_xdist_gives_the_same_items_and_verdicts_as_a_serial_run(pytester, user_file):
     import xdist  # noqa: F401  (a dev dependency: large suites use -n)
 
-    serial = pytester.runpytest_subprocess("--gradsmith", str(user_file), "-p",
-                                           "no:cacheprovider", "--junitxml=serial.xml",
-                                           timeout=240)
-    parallel = pytester.runpytest_subprocess("--gradsmith", str(user_file), "-p",
-                                             "no:cacheprovider", "-n", "2",
-                                             "--junitxml=parallel.xml", timeout=240)
+    common = ("--gradsmith", str(user_file), "-p", "no:cacheprovider",
+              "-o", "gradsmith_compat=false")  # the deployment checks add time, not coverage
+    serial = pytester.runpytest_subprocess(*common, "--junitxml=serial.xml", timeout=240)
+    parallel = pytester.runpytest_subprocess(*common, "-n", "2", "--junitxml=parallel.xml",
+                                             timeout=240)
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
     serial_outcomes = _outcomes(pytester.path / "serial.xml")
     assert {name: outcome for (_, name), outcome in serial_outcomes.items()} == {
@@ -191,7 +191,9 @@ def test_ini_approximate_and_its_command_line_override(pytester, user_file):
 @pytest.mark.parametrize("ini, words", [
     ("gradsmith_target = ['my_ops.py']",
      ["unknown ini option 'gradsmith_target'",
-      "valid options: gradsmith_approximate, gradsmith_targets"]),
+      "valid options: gradsmith_approximate, gradsmith_compat, gradsmith_targets"]),
+    ("gradsmith_compat = 'sometimes'",
+     ["gradsmith_compat must be true or false", "sometimes", "gradsmith_compat = false"]),
     ("gradsmith_approximate = 'maybe'",
      ["gradsmith_approximate must be true or false", "maybe"]),
 ])
@@ -201,3 +203,17 @@ def test_bad_ini_options_are_usage_errors(pytester, user_file, ini, words):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     for w in words:
         result.stderr.fnmatch_lines([f"*{w}*"])
+
+
+def test_ini_compat_false_leaves_out_the_deployment_checks(pytester, user_file):
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ngradsmith_compat = false\n')
+    quick = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad", "-k", "small",
+                                         "-p", "no:cacheprovider")
+    full = pytester.runpytest_inprocess("--gradsmith", f"{user_file}::HalfGrad", "-k", "small",
+                                        "-o", "gradsmith_compat=true", "-p", "no:cacheprovider")
+    for run in (quick, full):
+        run.assert_outcomes(failed=1)
+    header = re.compile(r"FAILED \(.*checks: (.*)\)")
+    (quick_checks,) = header.findall(quick.stdout.str())
+    (full_checks,) = header.findall(full.stdout.str())
+    assert "compile" not in quick_checks and "compile" in full_checks

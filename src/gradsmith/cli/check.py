@@ -63,9 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "import)")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="also print the full report of passing Functions")
-    parser.add_argument("--no-compat", action="store_true",
+    parser.add_argument("--no-compat", dest="no_compat", action="store_const", const=True,
+                        default=None,
                         help="skip the deployment checks (compile, export, autocast, float32, "
                              "checkpoint, torch.func) and the compatibility matrix")
+    parser.add_argument("--compat", dest="no_compat", action="store_const", const=False,
+                        help="run the deployment checks (the default; overrides compat = false "
+                             "in pyproject)")
     parser.add_argument("--compile-backend", choices=("aot_eager", "inductor", "eager"),
                         default=None,
                         help="torch.compile backend of the compile check (default aot_eager; "
