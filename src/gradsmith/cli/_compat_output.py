@@ -14,14 +14,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gradsmith.checker.deploy.matrix import COLUMNS
-
 _CELL = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]",
          "fail": "[bold red]FAIL[/bold red]", "gap": "[cyan]gap[/cyan]", "n/a": "n/a",
          "not run": "-"}
 #: Short headers keep the table narrow; the legend spells them out.
 HEADERS = {"eager": "eager", "compile": "compile", "export": "export", "autocast": "amp",
            "float32": "fp32", "checkpoint": "ckpt", "torch.func": "func"}
+#: gradsmith.checker.deploy.matrix.COLUMNS, without importing it: the command line's own process
+#: never imports torch (a second on an idle machine, before anything is on screen).
+COLUMNS = tuple(HEADERS)
 LEGEND = ("amp = autocast, fp32 = float32 vs float64, ckpt = activation checkpointing, func = "
           "torch.func. ok: works and agrees with eager; warn/FAIL: see the findings above; "
           "gap: documented gap; n/a: does not apply or torch's own limit; -: not run")

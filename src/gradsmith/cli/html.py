@@ -69,7 +69,7 @@ def render_html(result: Any) -> str:
 
 def compat_html(result: Any) -> str:
     """The compatibility matrix as a table; each cell's title (hover) gives its note."""
-    from gradsmith.checker.deploy.matrix import COLUMNS
+    from gradsmith.cli._compat_output import COLUMNS
 
     rows = [r for r in result.rows if r.get("report") and r["report"].get("compat")]
     if not rows:
