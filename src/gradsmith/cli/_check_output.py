@@ -6,13 +6,15 @@ JSON document (``--format json``), one object on stdout::
      "summary": {"passed": n, "failed": n, "skipped": n, "import_errors": n,
                  "exit_code": 0|1|2, "elapsed": seconds, "usage_errors": [...]},
      "results": [{"name", "target", "file", "line", "verdict", "error", "reason", "inputs",
-                  "elapsed", "checks", "report"}, ...]}
+                  "elapsed", "checks", "report", "repro"}, ...]}
 
 ``file`` and ``line`` say where each Function (or function) is defined: relative to the working
 directory when it is under it, else absolute; ``null`` when unknown (a target that failed to
 import).
 
 ``report`` is :meth:`gradsmith.Report.to_dict` (``None`` for skipped, crashed or timed-out rows).
+``repro`` (failing checked rows only, else ``None``): ``seed``, ``source`` (where the Function
+lives) and ``sets``, every input set checked with its exact values (see :mod:`gradsmith.repro`).
 """
 
 from __future__ import annotations
