@@ -20,6 +20,7 @@ FAMILIES = {
     "noncontiguous-mismatch": "noncontiguous", "nondeterministic-backward": "nondeterministic",
     "fresh-noise-in-backward": "nondeterministic",
     "jvp-mismatch": "jvp", "jvp-error": "jvp",
+    "missing-param-grad": "module_param",
 }
 
 
@@ -306,6 +307,38 @@ for label, a, p, m in zip(OUT_LABELS, jvp_out, plus, minus):
     if a is None or not torch.allclose(a, num, rtol=RTOL, atol=ATOL):
         bad.append(label)
 verdict(bool(bad), f"jvp disagrees with finite differences for {', '.join(bad) or 'no output'}")
+''',
+    "module_param": r'''
+# INPUT is "<argument>.<parameter>", e.g. "Fm.weight": a parameter of a module argument
+owner, _, pname = INPUT.partition(".")
+call([x.requires_grad_(True) for x in base()])
+module = LAST_ARGS[PARAM_NAMES.index(owner)] if owner in PARAM_NAMES else None
+if module is None:
+    verdict(False, f"no module argument named {owner!r} among {PARAM_NAMES}")
+param = module.get_parameter(pname)
+param.requires_grad_(True)
+ys = outs([x.requires_grad_(True) for x in base()], others=None)
+g = [torch.ones_like(y) for y in ys]
+(analytic,) = torch.autograd.grad(ys, [param], g, allow_unused=True)
+numerical = []
+with torch.no_grad():
+    for j in range(min(param.numel(), 8)):
+        flat = param.view(-1)
+        old = float(flat[j])
+        flat[j] = old + H
+        plus = sum(float(y.sum()) for y in outs(base()))
+        flat[j] = old - H
+        minus = sum(float(y.sum()) for y in outs(base()))
+        flat[j] = old
+        numerical.append((plus - minus) / (2 * H))
+print(f"gradient of sum(outputs) w.r.t. {INPUT}: autograd gives "
+      f"{None if analytic is None else analytic.reshape(-1)[:8].tolist()}, finite "
+      f"differences {numerical}")
+depends = any(abs(v) > ATOL for v in numerical)
+verdict(depends and (analytic is None or not torch.allclose(
+    analytic.reshape(-1)[:len(numerical)].double(), torch.tensor(numerical, dtype=torch.float64),
+    rtol=RTOL, atol=ATOL)), f"the output depends on {INPUT} but backward gives it "
+    f"{'no gradient' if analytic is None else 'a different gradient'}")
 ''',
     "generic": r'''
 print(f"{CODE}: this family has no numeric replay; the finding was: {MESSAGE}")

@@ -203,8 +203,8 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
     if kind == "value":
         return spec["repr"], False
     if kind == "pickled":  # a module, saved with torch.save; its class comes from its module
-        return (f"_unpickle({spec['module']!r}, {spec['data']!r})  # {spec['repr'][:60]}",
-                False)
+        summary = " ".join(spec["repr"].split())[:60]
+        return f"_unpickle({spec['module']!r}, {spec['data']!r})  # {summary}", False
     return "None", False  # an opaque object (a user's module...): not recordable
 
 
