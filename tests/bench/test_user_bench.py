@@ -65,6 +65,16 @@ def test_notes_say_why_a_reference_differs_or_is_missing():
     assert _case("MaskReLU").note is None
 
 
+def test_a_lambda_reference_is_named_by_file_and_line():
+    @__import__("gradsmith").example(lambda: (torch.randn(4),), reference=lambda x: x.clamp(min=0))
+    class Lam(U.MaskReLU):
+        pass
+
+    line = Lam.__gradsmith_examples__[0].reference.__code__.co_firstlineno
+    name = case_for(Lam, "Lam", 0).reference_name
+    assert name == f"reference=<lambda> at test_user_bench.py:{line}"
+
+
 def test_synthesised_inputs_are_flagged():
     case = _case("FusedAddReLU", None, lambda: (torch.randn(3, 4), torch.randn(3, 4)))
     assert case.reference_name == "autograd of its forward" and "synthesised" in case.note

@@ -144,7 +144,11 @@ def _shape(args: Sequence[Any]) -> str:
 
 
 def _name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    code = getattr(fn, "__code__", None)
+    if name.endswith("<lambda>") and code is not None:  # say which lambda: file and line
+        return f"<lambda> at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+    return name
 
 
 def case_for(obj: Any, label: str, example_index: int | None,
