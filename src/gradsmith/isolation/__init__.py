@@ -8,6 +8,8 @@
 - :mod:`.sandbox` is one task's fork: a keeper that adopts and kills whatever the task starts,
   and the task process itself;
 - :mod:`.tasks` is the work done for one task, in a task process or in-process;
+- :mod:`.partial` streams a task's progress and turns how it ended into a result (what
+  finished before a timeout or a crash, a ``BaseException`` from user code);
 - :mod:`.processes` (machine resources, process trees) and :mod:`.protocol` (framed messages)
   are the plumbing.
 

@@ -52,7 +52,7 @@ class Outcome:
         value: see ``kind``.
         elapsed: seconds from the task's start to its end.
         progress: the last progress snapshot the task streamed (``None`` if none), see
-            :func:`gradsmith.isolation.tasks.snapshot`.
+            :func:`gradsmith.isolation.partial.snapshot`.
     """
 
     index: int

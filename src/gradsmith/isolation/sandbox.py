@@ -26,13 +26,19 @@ import struct
 import sys
 from typing import Any
 
-from gradsmith.isolation.processes import become_subreaper, die_with_parent, kill_tree
+from gradsmith.isolation.processes import (
+    become_subreaper,
+    describe_exit,
+    die_with_parent,
+    kill_tree,
+)
 from gradsmith.isolation.protocol import frame, write_all
 
 EVENT, RESULT, EXIT = b"e", b"r", b"x"
 #: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
 LOST_PIPE = 113
 _STATUS = struct.Struct(">i")
+_TAIL_LINES = 12
 
 
 def start(task: tuple, *, threads: int, log_fd: int, close_fds: list[int]) -> tuple[int, int]:
@@ -121,13 +127,58 @@ def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int
         except OSError:  # user code closed or replaced the descriptor
             os._exit(LOST_PIPE)
 
-    from gradsmith.isolation.tasks import run_in_worker
+    from gradsmith.isolation.partial import run_in_worker
 
     result = run_in_worker(task, lambda snapshot: emit(EVENT, snapshot))
     emit(RESULT, result)
     sys.stdout.flush()
     sys.stderr.flush()
     return 0
+
+
+def describe_end(status: int | None, *, corrupt: bool = False, killed: bool = False) -> str:
+    """How a task process ended without a result, in words.
+
+    Args:
+        status: its :func:`os.waitpid` status (``None``: unknown).
+        corrupt: its pipe carried something that was not gradsmith's frames.
+        killed: gradsmith killed it (time limit), so a SIGKILL needs no explanation.
+
+    Example:
+        >>> describe_end(7 << 8)
+        'exit code 7'
+    """
+    if corrupt:
+        return "user code wrote into gradsmith's result pipe, so its result was lost"
+    if status is None:
+        return "it vanished without an exit status"
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == LOST_PIPE:
+        return ("user code closed gradsmith's result pipe (a file descriptor it did not "
+                "open), so its result was lost")
+    how = describe_exit(status)
+    if how == "signal SIGKILL" and not killed:
+        how += " (sent by the Function itself, from outside, or by the kernel when memory ran out)"
+    return how
+
+
+def log_tail(path: str) -> str:
+    """The last lines a task printed; for a crash, the traceback faulthandler wrote, without
+    gradsmith's own frames (the worker calling the check says nothing about the user's bug)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, os.path.getsize(path) - 65536))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = text.splitlines()
+    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
+    if fatal:  # faulthandler prints the innermost (user) frames first
+        block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
+                 and "<frozen runpy>" not in ln]
+        if "" in block[2:]:  # the traceback ends at the first blank line after it
+            block = block[:block.index("", 2)]
+        return "\n".join(block[:_TAIL_LINES])
+    return "\n".join(lines[-_TAIL_LINES:])
 
 
 def exit_status(payload: bytes) -> int:

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from gradsmith.discovery import Candidate, Source
+from gradsmith.isolation.partial import partial_report
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
-from gradsmith.isolation.tasks import display_name, partial_report, row, run_task
+from gradsmith.isolation.tasks import display_name, row, run_task
 
 
 @dataclass
@@ -73,7 +74,7 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
         eager: called as ``eager(name, snapshot)`` once per task when its eager checks have
             finished and slower work (deployment checks, more input sets) follows, so the
             core verdict can be shown before it (isolated runs; see
-            :func:`gradsmith.isolation.tasks.snapshot`).
+            :func:`gradsmith.isolation.partial.snapshot`).
 
     Returns:
         A :class:`CheckRun`.

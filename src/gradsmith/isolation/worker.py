@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from gradsmith.isolation import sandbox
 from gradsmith.isolation.processes import (
     become_subreaper,
-    describe_exit,
     die_with_parent,
     kill_tree,
 )
@@ -49,7 +48,6 @@ from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_
 _KILL_GRACE = 5.0
 # A task's pipe must reach end-of-file this soon after its keeper exited.
 _EOF_GRACE = 2.0
-_TAIL_LINES = 12
 
 
 @dataclass
@@ -249,47 +247,15 @@ class Server:
             self.send(("result", task.index, task.result, elapsed))
         else:
             kind = "timeout" if task.terminated is not None and not task.corrupt else "crash"
-            how = _how(task)
-            self.send(("ended", task.index, kind, {"exit": how, "tail": _tail(task.log)},
+            how = sandbox.describe_end(task.status, corrupt=task.corrupt,
+                                       killed=task.terminated is not None)
+            self.send(("ended", task.index, kind, {"exit": how,
+                                                   "tail": sandbox.log_tail(task.log)},
                        elapsed))
         try:
             os.unlink(task.log)
         except OSError:
             pass
-
-
-def _how(task: _Task) -> str:
-    """How a task process ended without a result, in words."""
-    if task.corrupt:
-        return "user code wrote into gradsmith's result pipe, so its result was lost"
-    if task.status is None:
-        return "it vanished without an exit status"
-    if os.WIFEXITED(task.status) and os.WEXITSTATUS(task.status) == sandbox.LOST_PIPE:
-        return ("user code closed gradsmith's result pipe (a file descriptor it did not "
-                "open), so its result was lost")
-    how = describe_exit(task.status)
-    if how == "signal SIGKILL" and task.terminated is None:
-        how += " (sent by the Function itself, from outside, or by the kernel when memory ran out)"
-    return how
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as log:
-            log.seek(max(0, os.path.getsize(path) - 65536))
-            text = log.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    lines = text.splitlines()
-    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
-    if fatal:  # faulthandler: the innermost (user) frames come first; gradsmith's own
-        # frames (the worker calling the check) say nothing about the user's bug.
-        block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
-                 and "<frozen runpy>" not in ln]
-        if "" in block[2:]:  # the traceback ends at the first blank line after it
-            block = block[:block.index("", 2)]
-        return "\n".join(block[:_TAIL_LINES])
-    return "\n".join(lines[-_TAIL_LINES:])
 
 
 def _drain(fd: int) -> None:
