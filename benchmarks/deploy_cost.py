@@ -1,0 +1,81 @@
+"""What the deployment checks cost: the default ``gradsmith check`` run with and without them.
+
+Runs ``python -m gradsmith check --format json`` (the embedded default: examples + catalog)
+``--repeat`` times, alternating with ``--no-compat``, each in a fresh process as a user runs
+it, and records the wall times (median and spread), the per-check seconds summed over all
+rows from one run's JSON, the load before and after, and ``gradsmith.bench.environment()``.
+Issue 11's budget: the whole default run under 2 minutes on the 2-core machine.
+
+Usage::
+
+    python benchmarks/deploy_cost.py --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _run(extra: list[str]) -> tuple[float, dict]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "gradsmith", "check", "--format", "json",
+                           *extra], capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - started
+    return wall, json.loads(done.stdout)
+
+
+def _check_seconds(doc: dict) -> dict[str, float]:
+    """Rows' elapsed summed, and how many rows carry a matrix."""
+    rows = doc["results"]
+    return {"rows": len(rows), "row_seconds": round(sum(r["elapsed"] for r in rows), 2),
+            "with_matrix": sum(1 for r in rows if r["report"] and r["report"].get("compat")),
+            "exit_code": doc["summary"]["exit_code"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args()
+    from gradsmith.bench import environment
+    from gradsmith.bench.report import write_results
+
+    load_before = os.getloadavg()
+    walls: dict[str, list[float]] = {"with deployment checks": [], "--no-compat": []}
+    last: dict[str, dict] = {}
+    for _ in range(args.repeat):
+        for label, extra in (("with deployment checks", []), ("--no-compat", ["--no-compat"])):
+            wall, doc = _run(extra)
+            walls[label].append(round(wall, 2))
+            last[label] = _check_seconds(doc)
+    data = {"environment": environment(), "load_before": load_before,
+            "load_after": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M"),
+            "walls": walls, "median": {k: statistics.median(v) for k, v in walls.items()},
+            "rows": last, "budget_seconds": 120}
+    md = ["# Cost of the deployment checks (issue 11)", "",
+          f"`gradsmith check` (the embedded default, {last['--no-compat']['rows']} rows), "
+          f"{args.repeat} fresh runs each, alternating; {data['when']}, load (1/5/15 min) "
+          f"before {tuple(round(x, 2) for x in load_before)}, after "
+          f"{tuple(round(x, 2) for x in data['load_after'])}; torch "
+          f"{data['environment']['torch']}, {data['environment']['cpu_count']} CPUs.", "",
+          "| run | median wall | all runs | rows with a matrix | exit |", "|---|---:|---|---:|---:|"]
+    for label, values in walls.items():
+        md.append(f"| {label} | {statistics.median(values):.1f} s | {values} | "
+                  f"{last[label]['with_matrix']} | {last[label]['exit_code']} |")
+    md += ["", f"Budget: {data['budget_seconds']} s for the default run with the deployment "
+               "checks."]
+    write_results(data, "\n".join(md) + "\n", args.out, "deploy_cost")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
