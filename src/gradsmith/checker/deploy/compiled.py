@@ -66,14 +66,18 @@ def run(session: Session) -> list[Finding]:
 def _not_one_graph(session: Session, exc: BaseException, backend: str) -> list[Finding]:
     """fullgraph failed: name the graph breaks (Dynamo's exception, plus ``explain`` for more
     than one), then check without fullgraph."""
-    breaks = _breaks(session)
+    classmethods = _classmethods(session.function_cls)
+    if classmethods:
+        # Dynamo's message ("failed to bind arguments") does not say why; and it runs such a
+        # Function eagerly between graphs, so compiling again without fullgraph tells nothing.
+        return [_classmethod_finding(classmethods, exc)]
     first = _graph_break(exc)
+    # explain re-traces the whole Function (seconds for unrolled loops): only to list the
+    # further graph breaks after a first one.
+    breaks = _breaks(session) if first is not None else []
     if first is not None and all(first[1] != where for _, where in breaks):
         breaks.insert(0, first)
     findings = [_break_finding(reason, where) for reason, where in breaks[:MAX_BREAKS]]
-    classmethods = _classmethods(session.function_cls)
-    if classmethods:  # Dynamo's message ("failed to bind arguments") does not say why
-        findings = [_classmethod_finding(classmethods, exc)]
     if not findings:
         where = user_frame_of(exc)
         findings.append(Finding(
