@@ -15,7 +15,7 @@ sampled warnings). Unjudged error-level findings are listed as such.
 
 Speed: on each project's files that define or use a Function (the files the linter parses),
 ``gradsmith lint FILES`` and ``torchfix -j 1 FILES`` run as subprocesses, interleaved,
-``--repeat`` times; the CPU time of each child (user + system, robust to other load on a
+``--repeat`` times (TorchFix in the first ``--torchfix-repeat`` rounds); the CPU time of each child (user + system, robust to other load on a
 shared machine) and its wall time are recorded (medians).
 """
 
@@ -127,15 +127,17 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
     return cpu, wall
 
 
-def speed(files: list[str], cwd: Path, torchfix: str | None, repeat: int) -> dict:
-    """Median CPU and wall seconds of gradsmith and TorchFix on the same files, interleaved."""
+def speed(files: list[str], cwd: Path, torchfix: str | None, repeat: int,
+          torchfix_repeat: int) -> dict:
+    """Median CPU and wall seconds of gradsmith and TorchFix on the same files, interleaved
+    (TorchFix runs in the first ``torchfix_repeat`` rounds only: it is slow)."""
     if not files:
         return {}
     rel = [os.path.relpath(f, cwd) for f in files]
     runs: dict[str, list[tuple[float, float]]] = {"gradsmith": [], "torchfix": []}
-    for _ in range(repeat):
+    for round_ in range(repeat):
         runs["gradsmith"].append(timed([sys.executable, "-m", "gradsmith", "lint", *rel], cwd))
-        if torchfix:
+        if torchfix and round_ < torchfix_repeat:
             runs["torchfix"].append(timed([torchfix, "-j", "1", *rel], cwd))
     out = {"files": len(files), "bytes": sum(Path(f).stat().st_size for f in files)}
     for tool, samples in runs.items():
@@ -163,7 +165,8 @@ def render(data: dict) -> str:
     lines = [
         "# gradsmith lint on real projects", "",
         "Command: `python benchmarks/lint_realcode.py --mirrors MIRRORS --work WORK "
-        f"--torchfix TORCHFIX --repeat {data['repeat']}` (zero configuration; judgements in "
+        f"--torchfix TORCHFIX --repeat {data['repeat']} --torchfix-repeat "
+        f"{data['torchfix_repeat']}` (zero configuration; judgements in "
         "`benchmarks/results/lint_realcode_judgements.json`).", "",
         "## Projects", "",
         "| project | commit | .py files | MB | Functions | lint (s, wall) | errors | warnings | info |",
@@ -225,15 +228,43 @@ def render(data: dict) -> str:
     return "\n".join(lines)
 
 
+def _judged(findings: list[dict]) -> dict:
+    """Counts of the verdicts: errors by kind, GS301 precision."""
+    errors = [f for f in findings if f["severity"] == "error"]
+    gs301 = [f for f in findings if f["code"] == "GS301" and f["verdict"]]
+    right = sum(f["verdict"] == "right" for f in gs301)
+    return {
+        "errors": len(errors), **{v: sum(f["verdict"] == v for f in errors) for v in ERROR_VERDICTS},
+        "unjudged": sum(f["verdict"] is None for f in errors),
+        "gs301_judged": len(gs301), "gs301_right": right,
+        "gs301_precision": f"{right}/{len(gs301)}" if gs301 else "n/a",
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirrors", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--torchfix", default=None, help="torchfix executable (own venv)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--torchfix-repeat", type=int, default=1,
+                        help="rounds that also run TorchFix (default 1: it is slow)")
     parser.add_argument("--out", default="benchmarks/results/lint_realcode.md")
+    parser.add_argument("--rejudge", type=Path, default=None, metavar="RESULT_JSON",
+                        help="re-apply the judgements to a recorded run and re-render it "
+                             "(no linting, no timing)")
     args = parser.parse_args()
     table = {j["key"]: j for j in json.loads(JUDGEMENTS.read_text())} if JUDGEMENTS.is_file() else {}
+    if args.rejudge is not None:
+        data = json.loads(args.rejudge.read_text())
+        for f in data["findings"]:
+            verdict = table.get(f["key"], {})
+            f["verdict"], f["note"] = verdict.get("verdict"), verdict.get("note", "")
+        data["summary"].update(_judged(data["findings"]))
+        out = Path(args.out)
+        write_results(data, render(data), out.parent, out.stem)
+        print(json.dumps(data["summary"], indent=2))
+        return 0
     env = environment()
     rows, findings = [], []
     for name, commit in PROJECTS:
@@ -247,7 +278,7 @@ def main() -> int:
             "functions": functions, "lint_wall_s": wall, "parsed_files": len(parsed),
             "severities": dict(Counter(f["severity"] for f in found)),
             "codes": dict(Counter(f["code"] for f in found)),
-            "speed": speed(parsed, root, args.torchfix, args.repeat),
+            "speed": speed(parsed, root, args.torchfix, args.repeat, args.torchfix_repeat),
         })
         print(f"{name}: {files} files, {functions} Functions, {len(found)} findings", flush=True)
     totals = {
@@ -257,21 +288,15 @@ def main() -> int:
         "severities": dict(Counter(f["severity"] for f in findings)),
         "codes": dict(Counter(f["code"] for f in findings)),
     }
-    errors = [f for f in findings if f["severity"] == "error"]
-    gs301 = [f for f in findings if f["code"] == "GS301" and f["verdict"]]
-    right = sum(f["verdict"] == "right" for f in gs301)
     g_cpu = sum(r["speed"].get("gradsmith", {}).get("cpu_s", 0) for r in rows)
     t_cpu = sum(r["speed"].get("torchfix", {}).get("cpu_s", 0) for r in rows)
     summary = {
-        "errors": len(errors), **{v: sum(f["verdict"] == v for f in errors) for v in ERROR_VERDICTS},
-        "unjudged": sum(f["verdict"] is None for f in errors),
-        "gs301_judged": len(gs301), "gs301_right": right,
-        "gs301_precision": f"{right}/{len(gs301)}" if gs301 else "n/a",
+        **_judged(findings),
         "speed": (f"gradsmith {g_cpu:.1f} s CPU, TorchFix {t_cpu:.1f} s CPU: "
                   f"{t_cpu / g_cpu:.0f}x" if g_cpu and t_cpu else "TorchFix not run"),
     }
     env["load_average_1min_end"] = round(os.getloadavg()[0], 2)
-    data = {"repeat": args.repeat, "projects": rows, "totals": totals, "summary": summary,
+    data = {"repeat": args.repeat, "torchfix_repeat": args.torchfix_repeat, "projects": rows, "totals": totals, "summary": summary,
             "findings": findings, "environment": env}
     out = Path(args.out)
     write_results(data, render(data), out.parent, out.stem)
