@@ -74,10 +74,16 @@ class CallsSysExit(Function):
 
 def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, write, procs):
     write("endings.py", ENDINGS, procs.good)
+    write("interrupted_import.py", "import os\nraise KeyboardInterrupt('while importing')\n",
+          header=False)
     started = time.monotonic()
-    code, doc, err = runner.check("endings.py", "--timeout", "120")
+    code, doc, err = runner.check("endings.py", "interrupted_import.py", "--timeout", "120")
     took = time.monotonic() - started
-    rows = {r["name"].split("::")[1]: r for r in doc["results"]}
+    imported = next(r for r in doc["results"] if r["name"] == "interrupted_import.py")
+    assert imported["error"] == "import", imported
+    assert "KeyboardInterrupt: while importing" in imported["reason"]
+    assert "interrupted_import.py:2" in imported["reason"] and "SIGINT" not in imported["reason"]
+    rows = {r["name"].split("::")[1]: r for r in doc["results"] if "::" in r["name"]}
     assert set(rows) >= {"ForksThenCrashes", "ForksThenExits", "InterruptsInBackward",
                          "RaisesBaseException", "CallsSysExit", "Square", "Exp"}, err
     assert took < 100, "a fork kept a crashed task waiting for its time limit"
@@ -102,7 +108,7 @@ def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, w
         assert f"endings.py:{lineno}" in row["reason"]
         assert "/gradsmith/" not in row["reason"] and "SIGINT" not in row["reason"]
     assert rows["Square"]["verdict"] == rows["Exp"]["verdict"] == "pass"
-    assert code == 1
+    assert code == 2  # the import error decides
 
 
 PACKAGE_OPS = """
