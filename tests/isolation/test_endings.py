@@ -242,7 +242,7 @@ class KillsTheWorkerServer(Function):
 
 def test_user_code_attacking_the_worker_fails_alone(runner, write, procs):
     write("attacks.py", ATTACKS, procs.good)
-    code, doc, err = runner.check("attacks.py", "--jobs", "1", "--timeout", "10",
+    code, doc, err = runner.check("attacks.py", "--jobs", "1", "--timeout", "6",
                                   "--no-compat")
     rows = {r["name"].split("::")[1]: r for r in doc["results"]}
     assert {n: rows[n]["verdict"] for n in ("Square", "Exp")} == {"Square": "pass",
@@ -250,7 +250,7 @@ def test_user_code_attacking_the_worker_fails_alone(runner, write, procs):
     expected = {"KillsItsProcessGroup": ("crash", "signal SIGKILL"),
                 "ClosesEveryDescriptor": ("crash", "closed gradsmith's result pipe"),
                 "WritesIntoEveryDescriptor": ("crash", "wrote into gradsmith's result pipe"),
-                "StopsItself": ("timeout", "timed out after 10 s"),
+                "StopsItself": ("timeout", "timed out after 6 s"),
                 "KillsTheWorkerServer": ("crash", "worker server stopped answering")}
     for name, (error, says) in expected.items():
         assert (rows[name]["verdict"], rows[name]["error"]) == ("fail", error), rows[name]

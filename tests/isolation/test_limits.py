@@ -45,6 +45,33 @@ def test_a_timeout_keeps_the_findings_of_the_checks_that_finished(runner, write)
     assert code == 1
 
 
+# Correct, and hangs in float32: only a deployment check (float32 precision) runs it so.
+SLOW_IN_DEPLOYMENT = """
+@gradsmith.example(_x)
+class SlowInFloat32(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if x.dtype == torch.float32:
+            time.sleep(600)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+"""
+
+
+def test_a_timeout_in_the_deployment_checks_keeps_the_eager_verdict(runner, write):
+    write("deploy.py", SLOW_IN_DEPLOYMENT)
+    code, doc, err = runner.check("deploy.py::SlowInFloat32", "--timeout", "20")
+    (row,) = doc["results"]
+    assert (row["verdict"], row["error"]) == ("pass", None), row["reason"]
+    (warning,) = [f for f in row["report"]["findings"] if f["code"] == "deployment-timeout"]
+    assert warning["severity"] == "warning" and warning["check"] == row["report"]["unfinished"]
+    assert {"structure", "gradients", "second_order"} <= set(row["checks"])
+    assert code == 0
+
+
 def test_jobs_beyond_the_machine_are_capped_with_a_message(runner, write, procs):
     cap, why = capacity()
     cpus = len(os.sched_getaffinity(0))

@@ -58,7 +58,8 @@ def snapshot(running: str | None, reports: list) -> dict:
         ``skipped``, ``findings`` (dicts), ``text`` and ``text_brief`` (the findings as a
         report prints them, with and without the skipped checks), ``eager_done``: every
         eager check of the first input set has finished, so the core verdict is known, and
-        ``following``: what runs after them (deployment checks, more input sets).
+        ``following``: what runs after them (deployment checks, more input sets), and
+        ``in_deployment``: the check running is a deployment check (compile, export, ...).
     """
     from gradsmith.checker.deploy import DEPLOY_MODULES
     from gradsmith.checker.report import Report
@@ -76,6 +77,7 @@ def snapshot(running: str | None, reports: list) -> dict:
     if running and len(reports) > 1:
         running = f"{running} (input set {len(reports)})"
     return {"running": running, "eager_done": eager_done, "following": following,
+            "in_deployment": running in DEPLOY_MODULES,
             "checks": list(partial.checks), "skipped": dict(partial.skipped),
             "findings": [f.to_dict() for f in partial.findings],
             "text": "\n".join(partial.format().splitlines()[1:]),

@@ -158,6 +158,8 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
     label = display_name(candidate, example_index)
     snap = outcome.progress
     reason = outcome.value
+    if outcome.kind == "timeout" and snap is not None and snap.get("in_deployment"):
+        return _deployment_timeout_row(candidate, label, outcome, snap)
     if snap is not None and outcome.kind in ("crash", "timeout"):
         running = snap.get("running")
         where = (f"in the {running} check" if running else "after the last check")
@@ -171,6 +173,35 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
         out.update(checks=list(snap["checks"]), text=snap["text"] or None,
                    _text_brief=snap["text_brief"] or None,
                    report=partial_report(label, snap, snap.get("running")))
+    return out
+
+
+def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
+                            snap: dict) -> dict:
+    """Time ran out in a deployment check, after every eager check had finished: the verdict is
+    the eager checks' (the core verdict is not held hostage by compile or export), and a
+    warning says which deployment check did not finish, like any mode that refuses to run."""
+    running = snap["running"]
+    finding = {
+        "code": "deployment-timeout", "severity": "warning",
+        "message": f"the {running} check ran out of time ({outcome.value.split(' (')[0]}) "
+                   "after every eager check had finished; it and the deployment checks after "
+                   "it did not run",
+        "hint": "raise --timeout if it is just slow (compiling takes seconds), or skip the "
+                "deployment checks with --no-compat; a Function that hangs under torch.compile "
+                "or torch.export hangs where it is deployed that way",
+        "check": running, "input": None, "details": {}}
+    findings = snap["findings"] + [finding]
+    passed = not any(f["severity"] == "error" for f in findings)
+    line = f"  WARNING deployment-timeout: {finding['message']}\n    fix: {finding['hint']}"
+    out = row(candidate, label, "pass" if passed else "fail", elapsed=outcome.elapsed,
+              reason=f"the deployment checks ran out of time in {running}; the eager checks "
+                     f"all finished ({', '.join(snap['checks'])})")
+    report = partial_report(label, snap, running)
+    report.update(findings=findings, passed=passed)
+    out.update(checks=list(snap["checks"]), report=report,
+               text="\n".join(filter(None, [snap["text"], line])),
+               _text_brief="\n".join(filter(None, [snap["text_brief"], line])))
     return out
 
 
