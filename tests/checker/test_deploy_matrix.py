@@ -156,3 +156,8 @@ def test_float16_autocast_path_runs_on_cpu_too(monkeypatch):
     assert f.details["dtype"] == "torch.float16" and "cpu float16 autocast" in f.message
     fixed = check(D.OkAutocastCast, checks=["autocast"])
     assert fixed.compat["autocast"]["status"] == "ok", fixed
+
+
+def test_no_compat_wins_over_an_explicit_checks_list():
+    report = check(D.OkVariance, *D._offset(), checks=["gradients", "compile"], compat=False)
+    assert report.checks == ["gradients"] and report.compat == {}

@@ -239,8 +239,6 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
                              f"'eager', got {backend!r}")
     opts.extra["compile_backend"] = backend
     selected = list(CHECK_NAMES)
-    if not options.get("compat", True):
-        selected = [c for c in selected if c not in DEPLOY_MODULES]
     if options.get("checks") is not None:
         wanted = [options["checks"]] if isinstance(options["checks"], str) else list(
             options["checks"])
@@ -249,6 +247,8 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
             raise GradsmithError(
                 f"check: unknown check name(s) {bad}; choose from {list(CHECK_NAMES)}")
         selected = [c for c in CHECK_NAMES if c in wanted]
+    if not options.get("compat", True):  # also over an example's own checks= list
+        selected = [c for c in selected if c not in DEPLOY_MODULES]
     return opts, selected, options.get("name")
 
 
