@@ -94,12 +94,13 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
         kill_tree(child, include_root=True)
     os.close(log_fd)
     _, status = os.waitpid(child, 0)
-    kill_tree(keeper)  # whatever the task started, in any session
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
+    if _has_children():  # whatever the task started, in any session, is below the keeper
+        kill_tree(keeper)
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
     write_all(pipe, frame(EXIT + _STATUS.pack(status)))
     return 0
 
@@ -184,6 +185,19 @@ def log_tail(path: str) -> str:
 def exit_status(payload: bytes) -> int:
     """The status carried by an ``x`` frame."""
     return _STATUS.unpack(payload[1:])[0]
+
+
+def _has_children() -> bool:
+    """True while this process has a child (reaping those already dead): every process a task
+    started and that is still alive descends from a living child of the keeper, so without
+    one there is nothing to kill and ``/proc`` need not be read."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
 
 
 def _prefer_for_oom_killer() -> None:
