@@ -1,4 +1,4 @@
-"""Cost of isolation in ``gradsmith check``: in-process vs persistent worker pool (1 and 2 jobs).
+"""Cost of isolation in ``gradsmith check``: in-process vs the worker (a fresh fork per task), 1 and 2 jobs.
 
 Each configuration runs ``python -m gradsmith check TARGET --format json`` in a fresh process
 (so every run pays its own imports, as a user does), interleaved round-robin so that load
@@ -26,8 +26,8 @@ from gradsmith.bench.report import write_results
 
 CONFIGS = {
     "in-process (--no-isolate)": ["--no-isolate"],
-    "isolated, 1 worker": ["--jobs", "1"],
-    "isolated, 2 workers": ["--jobs", "2"],
+    "isolated, --jobs 1": ["--jobs", "1"],
+    "isolated, --jobs 2": ["--jobs", "2"],
 }
 
 
