@@ -37,7 +37,7 @@ def cotangents(session: Session, outs: list[torch.Tensor]) -> list[torch.Tensor]
     """One seeded cotangent per differentiable output, in its dtype (same for every variant:
     it depends only on the output's position and shape)."""
     return [torch.randn(o.shape, generator=session.generator(71 + i), dtype=torch.float64)
-            .to(o.dtype) for i, o in enumerate(outs)]
+            .to(device=o.device, dtype=o.dtype) for i, o in enumerate(outs)]
 
 
 def leaves(session: Session, dtype: torch.dtype | None) -> list[torch.Tensor]:

@@ -37,7 +37,7 @@ TOLERANCE = {torch.bfloat16: 1e-1, torch.float16: 1e-2}
 
 
 def modes() -> list[tuple[str, torch.dtype]]:
-    """``(device, dtype)`` pairs to check on this machine."""
+    """``(device, dtype)`` pairs to check on this machine (the inputs are moved there)."""
     found = [("cpu", torch.bfloat16)]
     if torch.cuda.is_available():
         found.append(("cuda", torch.float16))
@@ -59,7 +59,8 @@ def run(session: Session) -> list[Finding]:
 def _one(session: Session, device: str, dtype: torch.dtype,
          want32: Evaluation) -> list[Finding]:
     label = f"{device} {str(dtype).removeprefix('torch.')} autocast"
-    if device != "cpu":
+    here = session.subject.base()[0].device.type if session.subject.base() else "cpu"
+    if device != here:  # the float32 reference on that device, and whether it runs there
         try:
             want32 = _evaluate(session, session.subject.target.call, device, None)
         except Exception as exc:  # noqa: BLE001 - not an autocast problem
@@ -96,7 +97,8 @@ class _Stage(Exception):  # noqa: N818 - carries which half of the step failed
 def _evaluate(session: Session, call: Any, device: str, dtype: torch.dtype | None) -> Evaluation:
     """Forward under autocast (``dtype`` None: no autocast), backward outside it, float32
     inputs on ``device``; raises :class:`_Stage` saying which half failed."""
-    xs = [x.detach().to(device=device).requires_grad_(True) for x in leaves(session, torch.float32)]
+    xs = [x.detach().to(device=device).requires_grad_(True)
+          for x in leaves(session, torch.float32)]
     enabled = dtype is not None
 
     def forward(*args: Any) -> Any:
@@ -117,11 +119,20 @@ def _evaluate(session: Session, call: Any, device: str, dtype: torch.dtype | Non
 
 
 def _to_device(args: Any, device: str) -> Any:
-    if device == "cpu":
-        return args
+    """Every tensor (and module argument) on ``device``; a no-op for those already there."""
+    import copy
+
     from torch.utils._pytree import tree_map
 
-    return tree_map(lambda a: a.to(device) if isinstance(a, torch.Tensor) else a, args)
+    def move(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return a.to(device)
+        if isinstance(a, torch.nn.Module) and any(p.device.type != device
+                                                  for p in a.parameters()):
+            return copy.deepcopy(a).to(device)
+        return a
+
+    return tree_map(move, args)
 
 
 def _as32(ev: Evaluation) -> Evaluation:
