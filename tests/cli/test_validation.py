@@ -143,3 +143,18 @@ def test_check_jobs_and_names_fail_before_a_worker_starts(tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert "--jobs must be >= 1" in err
     assert "no object named 'Swsh'; did you mean 'Swish'?" in err
+
+
+@pytest.mark.parametrize("kind", ["loop", "below a file", "unwritable"])
+def test_check_repro_must_name_a_directory_it_can_write(kind, tmp_path, monkeypatch, capsys,
+                                                       no_work):
+    _loops(tmp_path)
+    (tmp_path / "ops.py").write_text("x = 1\n")
+    (tmp_path / "plain").write_text("")
+    path = {"loop": "self", "below a file": "plain/repro",
+            "unwritable": "/proc/sys/gradsmith-repro"}[kind]
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "ops.py", "--repro", path]) == 2
+    err = capsys.readouterr().err
+    assert {"loop": "symbolic link loop", "below a file": "is a file, not a directory",
+            "unwritable": "cannot create files in"}[kind] in err

@@ -7,6 +7,7 @@ first, it is one line saying what is wrong and what to do (exit code 2).
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from gradsmith._errors import GradsmithUsageError
@@ -48,6 +49,29 @@ def writable_file(command: str, option: str, value: str) -> None:
                                   "a path you can write to") from None
     if not existed:
         os.unlink(path)
+
+
+def writable_dir(command: str, option: str, value: str) -> None:
+    """Raise :class:`GradsmithUsageError` unless ``value`` is, or can be created as, a
+    directory files can be written into (tried with a file created and removed at once)."""
+    path = Path(value)
+    where = f"{command}: {option} {value!r}"
+    loop = link_problem(path)
+    if loop:
+        raise GradsmithUsageError(f"{where}: {loop}")
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise GradsmithUsageError(f"{where}: {existing} is a file, not a directory; choose "
+                                  "a directory (it is created if missing)")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".gradsmith-probe-"):
+            pass
+    except OSError as exc:
+        raise GradsmithUsageError(f"{where}: cannot create files in {existing} "
+                                  f"({exc.strerror or exc}); choose a path you can write "
+                                  "to") from None
 
 
 def _suffix(option: str) -> str:

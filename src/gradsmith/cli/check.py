@@ -174,6 +174,10 @@ def _validate(args: argparse.Namespace) -> None:
     if args.repro and os.path.exists(args.repro) and not os.path.isdir(args.repro):
         raise GradsmithError(f"check: --repro {args.repro!r} is a file, expected a directory "
                              "(created if missing); e.g. --repro repro/")
+    if args.repro:
+        from gradsmith.cli._paths import writable_dir
+
+        writable_dir("check", "--repro", args.repro)
     if args.html:
         from gradsmith.cli._paths import writable_file
         from gradsmith.cli.html import require_matplotlib
