@@ -89,9 +89,8 @@ class Server:
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         self.strays = False
-        # The deployment checks' imports (compile, export: seconds) are warmed once a task
-        # that runs them has started, so a run without them never pays for them and the first
-        # Function's core verdict does not wait for them.
+        # The deployment checks' imports are warmed only when tasks that need them queue up
+        # (see serve): a run without them never pays for them.
         self.warm_deploy = "no"
 
     def configure(self) -> bool:
@@ -117,7 +116,11 @@ class Server:
         while True:
             while self.queue and len(self.running) < self.jobs:
                 self._launch(*self.queue.popleft())
-            if self.warm_deploy == "due":  # after the first such task is on its way
+            if self.warm_deploy == "no" and any(_runs_deploy(t) for _, t, _ in self.queue):
+                # Tasks that will run the deployment checks wait for a free job: pay their
+                # imports (compile, export: seconds) once here, so their forks inherit them.
+                # Not earlier: the tasks running now would wait for their results to be
+                # forwarded, and a single Function is quicker paying them itself.
                 self.warm_deploy = "done"
                 _warm_up(deploy=True)
             if not self.running and self.strays:
@@ -168,9 +171,6 @@ class Server:
         return True
 
     def _launch(self, index: int, task: tuple, timeout: float) -> None:
-        if (self.warm_deploy == "no" and task[0] == "check"
-                and task[3].get("compat", True) is not False):
-            self.warm_deploy = "due"
         self.send(("started", index))
         fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
         own = [self.proto_in, self.proto_out, self.wake_r, self.wake_w,
@@ -271,6 +271,11 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except OSError:
         pass
+
+
+def _runs_deploy(task: tuple) -> bool:
+    """True for a check task with the deployment checks on (the default)."""
+    return task[0] == "check" and task[3].get("compat", True) is not False
 
 
 def _warm_up(deploy: bool = False) -> None:
