@@ -253,7 +253,9 @@ class WorkerPool:
                     self.on_wait(now - waiting_since)
             elif started and now > min(started.values()) + self.timeout + _WATCHDOG_GRACE:
                 return None
-            if self._selector.select(timeout=1.0):
+            wait = 1.0 if self._ready else min(1.0, max(
+                0.0, waiting_since + self.startup_timeout - now))
+            if self._selector.select(timeout=wait):
                 data = os.read(self._proc.stdout.fileno(), 1 << 16)
                 if not data:
                     if not self._ready:

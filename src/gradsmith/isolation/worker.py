@@ -1,10 +1,10 @@
 """Worker server for isolated checks: ``python -m gradsmith.isolation.worker PARENT_PID`` (private).
 
-One per ``gradsmith check`` run. It imports torch and the verifier once (paying their lazy
-imports with a warm-up check) but never user code, answers ``ready``, and then runs every task
-it is sent in a fresh fork (:mod:`.sandbox`), at most ``jobs`` at a time, each under its own
-time limit. A fork starts from this clean state, so no verdict depends on what ran before it,
-and starting one costs milliseconds instead of a torch import.
+One per ``gradsmith check`` run. It imports torch and the verifier once (and their lazy imports
+with a warm-up check, once tasks queue up) but never user code, answers ``ready``, and then runs
+every task it is sent in a fresh fork (:mod:`.sandbox`), at most ``jobs`` at a time, each under
+its own time limit. A fork starts from this clean state, so no verdict depends on what ran
+before it, and starting one costs milliseconds instead of a torch import.
 
 Messages (:mod:`.protocol`) on the original stdin/stdout:
 
@@ -89,9 +89,9 @@ class Server:
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         self.strays = False
-        # The deployment checks' imports are warmed only when tasks that need them queue up
-        # (see serve): a run without them never pays for them.
-        self.warm_deploy = "no"
+        # What the warm-up has imported so far: "core" (the eager checks), "deploy" (also the
+        # deployment checks); see _warm_for_queue.
+        self.warmed: set[str] = set()
 
     def configure(self) -> bool:
         """Read the first message (settings); False when the parent closed stdin first."""
@@ -116,13 +116,7 @@ class Server:
         while True:
             while self.queue and len(self.running) < self.jobs:
                 self._launch(*self.queue.popleft())
-            if self.warm_deploy == "no" and any(_runs_deploy(t) for _, t, _ in self.queue):
-                # Tasks that will run the deployment checks wait for a free job: pay their
-                # imports (compile, export: seconds) once here, so their forks inherit them.
-                # Not earlier: the tasks running now would wait for their results to be
-                # forwarded, and a single Function is quicker paying them itself.
-                self.warm_deploy = "done"
-                _warm_up(deploy=True)
+            self._warm_for_queue()
             if not self.running and self.strays:
                 kill_tree(os.getpid())
                 self.strays = False
@@ -143,6 +137,21 @@ class Server:
                     self._read_task(task)
             self._reap()
             self._enforce(time.monotonic())
+
+    def _warm_for_queue(self) -> None:
+        """Pay the verifier's lazy imports (torch.func, Dynamo; for the deployment checks,
+        compile and export: seconds) once in the server, so every later fork inherits them,
+        but only when check tasks wait for a free job and would gain. Not earlier: the tasks
+        running now would wait for their results to be forwarded, and a single Function is
+        quicker importing only what its own checks need."""
+        checks = [t for _, t, _ in self.queue if t[0] == "check"]
+        if not checks:
+            return
+        deploy = any(t[3].get("compat", True) is not False for t in checks)
+        wanted = "deploy" if deploy else "core"
+        if wanted not in self.warmed:
+            _warm_up(deploy=deploy)
+            self.warmed |= {"core", wanted}
 
     def send(self, message: object) -> None:
         write_all(self.proto_out, encode(message))
@@ -273,11 +282,6 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _runs_deploy(task: tuple) -> bool:
-    """True for a check task with the deployment checks on (the default)."""
-    return task[0] == "check" and task[3].get("compat", True) is not False
-
-
 def _warm_up(deploy: bool = False) -> None:
     """Check one tiny Function, so the verifier's lazy imports (torch.func pulls in seconds of
     modules) are paid once here, not in every task's fork; with ``deploy``, its deployment
@@ -320,9 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(1)  # no thread pool to fork with; each task sets its own
-        import gradsmith.isolation.tasks  # noqa: F401
-
-        _warm_up()
+        import gradsmith.checker  # noqa: F401
+        import gradsmith.isolation.partial  # noqa: F401
         server.serve()
     except (BrokenPipeError, SystemExit):
         pass
