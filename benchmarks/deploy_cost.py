@@ -6,9 +6,12 @@ it, and records the wall times (median and spread), the per-check seconds summed
 rows from one run's JSON, the load before and after, and ``gradsmith.bench.environment()``.
 Issue 11's budget: the whole default run under 2 minutes on the 2-core machine.
 
+With ``--suite`` it also times the README's test command (``python -m pytest -q``, once)
+against its 15-minute budget.
+
 Usage::
 
-    python benchmarks/deploy_cost.py --repeat 3
+    python benchmarks/deploy_cost.py --repeat 3 --suite
 """
 
 from __future__ import annotations
@@ -41,10 +44,24 @@ def _check_seconds(doc: dict) -> dict[str, float]:
             "exit_code": doc["summary"]["exit_code"]}
 
 
+def _suite() -> dict:
+    load_before = round(os.getloadavg()[0], 2)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          capture_output=True, text=True, timeout=3600, cwd=HERE.parent)
+    wall = time.perf_counter() - started
+    lines = done.stdout.strip().splitlines()
+    return {"wall": round(wall, 1), "exit": done.returncode,
+            "failed": [ln for ln in lines if ln.startswith("FAILED")],
+            "summary": lines[-1].strip("= ") if lines else "", "load_before": load_before,
+            "load_after": round(os.getloadavg()[0], 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--suite", action="store_true", help="also time the full test suite")
     args = parser.parse_args()
     from gradsmith.bench import environment
     from gradsmith.bench.report import write_results
@@ -57,7 +74,8 @@ def main() -> None:
             wall, doc = _run(extra)
             walls[label].append(round(wall, 2))
             last[label] = _check_seconds(doc)
-    data = {"environment": environment(), "load_before": load_before,
+    suite = _suite() if args.suite else None
+    data = {"environment": environment(), "load_before": load_before, "suite": suite,
             "load_after": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M"),
             "walls": walls, "median": {k: statistics.median(v) for k, v in walls.items()},
             "rows": last, "budget_seconds": 120}
@@ -73,6 +91,10 @@ def main() -> None:
                   f"{last[label]['with_matrix']} | {last[label]['exit_code']} |")
     md += ["", f"Budget: {data['budget_seconds']} s for the default run with the deployment "
                "checks."]
+    if suite:
+        md += ["", f"README test command (`python -m pytest -q`, whole suite): "
+                   f"{suite['wall']:.0f} s ({suite['summary']}), load before/after "
+                   f"{suite['load_before']} / {suite['load_after']}; budget 900 s."]
     write_results(data, "\n".join(md) + "\n", args.out, "deploy_cost")
     print("\n".join(md))
 
