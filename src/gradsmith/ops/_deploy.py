@@ -28,8 +28,6 @@ ESTIMATOR_EXPORT_GAP = {"export": "estimator: torch.export keeps the forward onl
                                   "is not this one; exported models are for inference"}
 NO_GRAPH_EXPORT_GAP = {"export": "forward runs without an autograd graph (in place, to save "
                                  "memory): the exported program is for inference only"}
-ISOTONIC_EXPORT_GAP = {"export": "the isotonic custom op has no autograd formula of its own: the "
-                                 "exported program is for inference only"}
 CHECKPOINT_COMPILE_GAP = {"compile": "saves and restores the RNG state (torch.get_rng_state), "
                                      "which Dynamo does not trace: compile the layers inside"}
 #: The deployment checks, for registrations that list their checks explicitly.

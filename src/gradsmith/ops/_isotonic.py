@@ -18,7 +18,8 @@ Both solvers also return each element's row-local block id (0 for a row's first 
 backward needs: the Jacobian of the solution is a block average (l2) or a block softmax (kl).
 
 The solvers are registered as ``torch.library`` custom ops so that ``torch.compile`` treats the
-data-dependent loop as one opaque call (``fullgraph=True`` works).
+data-dependent loop as one opaque call (``fullgraph=True`` works), with their own autograd
+formulas so that a ``torch.export``-ed soft sort keeps its gradient.
 """
 
 from __future__ import annotations
@@ -122,6 +123,41 @@ def _isotonic_kl_op(y: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, tor
 @_isotonic_kl_op.register_fake
 def _(y, w):
     return torch.empty_like(y), torch.empty(y.shape, dtype=torch.int64, device=y.device)
+
+
+def _l2_setup(ctx, inputs, output):
+    ctx.save_for_backward(output[1])
+
+
+def _l2_backward(ctx, grad, _grad_block):
+    (block,) = ctx.saved_tensors
+    return block_mean(grad, block)
+
+
+def _kl_setup(ctx, inputs, output):
+    # w itself, not w.expand_as(y): setup_context runs without grad, and a view made here
+    # would cut the double backward's path to w.
+    y, w = inputs
+    ctx.save_for_backward(y, w, output[1])
+
+
+def _kl_backward(ctx, grad, _grad_block):
+    y, w, block = ctx.saved_tensors
+    # A block's value is logsumexp(y_B) - logsumexp(w_B): its gradients are block softmaxes.
+    gy = block_softmax_sum(y, grad, block) if ctx.needs_input_grad[0] else None
+    gw = None
+    if ctx.needs_input_grad[1]:
+        gw = -block_softmax_sum(w.expand_as(y), grad, block)
+        gw = gw.sum_to_size(w.shape) if gw.shape != w.shape else gw
+    return gy, gw
+
+
+# The ops' own gradient formulas: torch.export traces soft_rank/soft_sort through their
+# Functions down to these ops, so without them an exported program could not be trained
+# (docs/ops.md, Deployment). Differentiable (block_mean/block_softmax_sum are torch ops when
+# a graph is recorded): double backward works too.
+_isotonic_l2_op.register_autograd(_l2_backward, setup_context=_l2_setup)
+_isotonic_kl_op.register_autograd(_kl_backward, setup_context=_kl_setup)
 
 
 def is_traced(y: torch.Tensor) -> bool:
