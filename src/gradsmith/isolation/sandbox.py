@@ -94,6 +94,7 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
         kill_tree(child, include_root=True)
     os.close(log_fd)
     _, status = os.waitpid(child, 0)
+    _killpg(child)  # its process group: all there is to find where /proc is missing (macOS)
     if _has_children():  # whatever the task started, in any session, is below the keeper
         kill_tree(keeper)
         while True:
@@ -185,6 +186,13 @@ def log_tail(path: str) -> str:
 def exit_status(payload: bytes) -> int:
     """The status carried by an ``x`` frame."""
     return _STATUS.unpack(payload[1:])[0]
+
+
+def _killpg(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:  # no process left in it
+        pass
 
 
 def _has_children() -> bool:
