@@ -14,6 +14,8 @@ class Swish(torch.autograd.Function):
     The backward is built from differentiable ops on inputs, so second derivatives are right.
     """
 
+    generate_vmap_rule = True  # torch.func.vmap (per-sample gradients) may batch it
+
     @staticmethod
     def forward(x, beta):
         return x * torch.sigmoid(beta * x)
@@ -47,6 +49,8 @@ def _clipped_identity(x, clip):
                                    "inference only"})
 class ClippedSignSTE(torch.autograd.Function):
     """Binarise to {-1, +1} in forward; straight-through gradient, zeroed where |x| > clip."""
+
+    generate_vmap_rule = True
 
     @staticmethod
     def forward(x, clip):

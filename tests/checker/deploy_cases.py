@@ -314,6 +314,25 @@ class BrokenOldStyleTanh(Function):
         return g * (1 - y * y)
 
 
+@gradsmith.example(lambda: (_x(3, 4),))
+class BrokenNoVmapRule(Function):
+    """setup_context style, but neither a vmap staticmethod nor generate_vmap_rule: grad, vjp
+    and jacrev work, torch.func.vmap (per-sample gradients) refuses it."""
+
+    @staticmethod
+    def forward(x):
+        return torch.sin(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.cos(x)
+
+
 # --- randomness under vmap (correct: must not be flagged) ------------------------------------
 
 @gradsmith.example(lambda: (_x(3, 6),))

@@ -37,6 +37,7 @@ BROKEN = {
     "InplaceExp": {"compile": {"compile-mismatch"}, "checkpoint": {"checkpoint-error"},
                    "torch.func": {"func-needs-setup-context"}},
     "BrokenOldStyleTanh": {"torch.func": {"func-needs-setup-context"}},
+    "BrokenNoVmapRule": {"torch.func": {"vmap-no-rule"}},
     "broken_no_fake_sin": {"compile": {"custom-op-no-fake"}, "export": {"custom-op-no-fake"}},
     "broken_fake_rowsum": {"compile": {"custom-op-fake-mismatch"},
                            "export": {"custom-op-fake-mismatch"}},
@@ -138,6 +139,21 @@ def test_naive_variance_loses_its_digits_in_float32_only():
         assert float((good - exact).abs() / exact) < 1e-5
 
 
+def test_users_bfloat16_is_checked_too_not_only_float32():
+    # Offset 10: E[x^2] - E[x]^2 keeps float32's digits but loses bfloat16's.
+    x = (D._x(16) + 10.0).to(torch.bfloat16)
+    exact = torch.var(x.double(), unbiased=False)
+    for dtype, bad in ((torch.float32, False), (torch.bfloat16, True)):
+        rel = float((D.BrokenNaiveVariance.apply(x.to(dtype)).double() - exact).abs() / exact)
+        assert (rel > 0.1) is bad, (dtype, rel)  # JAX's bfloat16 tolerance is 1e-1
+    report = check(D.BrokenNaiveVariance, x, checks=["precision"])
+    flagged = [f for f in report.findings if f.check == "precision"]
+    assert flagged and all("bfloat16" in f.message for f in flagged), str(report)
+    assert report.compat["float32"]["status"] in ("warn", "fail")
+    good = check(D.OkVariance, x, checks=["precision"])
+    assert good.compat["float32"]["status"] == "ok", str(good)
+
+
 def test_old_style_function_is_refused_by_torch_func():
     with pytest.raises(RuntimeError, match="setup_context"):
         torch.func.grad(lambda x: D.BrokenOldStyleTanh.apply(x).sum())(_x(3))
@@ -197,6 +213,49 @@ def test_custom_op_without_fake_kernel_cannot_compile():
         _compile(D.broken_no_fake_sin)(_x(3, 4))
     result = torch.library.opcheck(D.broken_fake_rowsum, (_x(3, 4),), raise_exception=False)
     assert "Shapes" in str(result["test_faketensor"])
+
+
+def test_vmap_refuses_a_setup_context_function_without_a_vmap_rule():
+    batch = _x(3, 4)
+    with pytest.raises(RuntimeError, match="generate_vmap_rule"):
+        torch.func.vmap(D.BrokenNoVmapRule.apply)(batch)
+    torch.func.grad(lambda x: D.BrokenNoVmapRule.apply(x).sum())(batch)  # grad itself works
+
+    class WithRule(D.BrokenNoVmapRule):
+        generate_vmap_rule = True
+
+    torch.testing.assert_close(torch.func.vmap(WithRule.apply)(batch), torch.sin(batch))
+
+
+def test_missing_vmap_rule_hint_is_verified_and_the_class_restored(reports):
+    (f,) = [f for f in reports["BrokenNoVmapRule"].findings if f.code == "vmap-no-rule"]
+    assert f.details["generate_vmap_rule_fixes"] is True
+    assert "generate_vmap_rule = True" in f.hint and "verified" in f.hint
+    assert "generate_vmap_rule" not in vars(D.BrokenNoVmapRule)  # the trial was undone
+    plain = check(D.BrokenNoVmapRule, compat=False)  # a deployment question: skipped
+    assert "vmap-no-rule" not in plain.codes() and "vmap" in plain.skipped
+
+
+def test_missing_vmap_rule_that_generate_cannot_fix_asks_for_a_vmap_staticmethod():
+    class ItemScale(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x * float(x.abs().max().item() > 0)  # .item(): no generated vmap rule
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.scale = float(inputs[0].abs().max().item() > 0)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.scale
+
+    with pytest.raises(RuntimeError):
+        torch.func.vmap(type("R", (ItemScale,), {"generate_vmap_rule": True}).apply)(_x(2, 3))
+    report = check(ItemScale, _x(3, 4), checks=["vmap"])
+    (f,) = [f for f in report.findings if f.code == "vmap-no-rule"]
+    assert f.details["generate_vmap_rule_fixes"] is False
+    assert "write a vmap staticmethod" in f.hint
 
 
 def test_vmap_refuses_random_forward_by_default():

@@ -45,6 +45,7 @@ CODES: dict[str, tuple[str, str]] = {
     "jvp-error": ("error", "forward_ad"),
     "vmap-mismatch": ("error", "vmap"),
     "vmap-error": ("error", "vmap"),
+    "vmap-no-rule": ("warning", "vmap"),
     "noncontiguous-mismatch": ("error", "robustness"),
     "nondeterministic-backward": ("error", "robustness"),
     "random-forward": ("info", "randomness"),

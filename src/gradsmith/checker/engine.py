@@ -238,6 +238,7 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
         raise GradsmithError(f"check: compile_backend must be 'aot_eager', 'inductor' or "
                              f"'eager', got {backend!r}")
     opts.extra["compile_backend"] = backend
+    opts.extra["compat"] = bool(options.get("compat", True))
     selected = list(CHECK_NAMES)
     if options.get("checks") is not None:
         wanted = [options["checks"]] if isinstance(options["checks"], str) else list(

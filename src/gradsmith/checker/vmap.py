@@ -1,6 +1,10 @@
 """Point 3b: ``torch.func.vmap`` over a Function (``vmap`` staticmethod or
 ``generate_vmap_rule = True``) against a Python loop, for forward and per-sample gradients.
 
+A ``setup_context``-style Function with neither is refused by ``torch.func.vmap``: that is a
+``vmap-no-rule`` warning, whose hint says whether ``generate_vmap_rule = True`` fixes it
+(checked by running vmap with it). An old-style Function is the torch_func check's.
+
 vmap refuses random operations by default (``randomness="error"``). A forward that draws
 random numbers is checked with ``randomness="same"``, which is what a loop that replays one
 random state computes, and ``randomness="different"`` (independent samples, what dropout in a
@@ -24,7 +28,49 @@ BATCH = 3
 def run(session: Session) -> list[Finding]:
     cls = session.function_cls
     if cls is None or not (getattr(cls, "generate_vmap_rule", False) or overrides(cls, "vmap")):
-        raise Skip("the Function defines neither vmap nor generate_vmap_rule")
+        if (cls is None or not overrides(cls, "setup_context")
+                or not session.options.extra.get("compat", True)):
+            # Old style: torch_func's func-needs-setup-context already covers vmap; and
+            # whether vmap *could* run is a deployment question (--no-compat skips it).
+            raise Skip("the Function defines neither vmap nor generate_vmap_rule")
+        return _no_rule(session, cls)
+    return _vmapped(session)
+
+
+def _no_rule(session: Session, cls: type) -> list[Finding]:
+    """A setup_context-style Function without a vmap rule: torch.func.vmap refuses it. Say so,
+    and whether ``generate_vmap_rule = True`` fixes it (tried on the class, then restored)."""
+    found = _vmapped(session)
+    if not any(f.code == "vmap-error" and "generate_vmap_rule" in f.message for f in found):
+        return found  # torch ran it after all (a wrapper that never vmaps the Function)
+    had = "generate_vmap_rule" in vars(cls)
+    before = vars(cls).get("generate_vmap_rule")
+    cls.generate_vmap_rule = True
+    try:
+        fixed = _vmapped(session)
+    except Exception as exc:  # noqa: BLE001 - the fix is only a suggestion
+        fixed = [Finding("vmap-error", "error", str(exc), "", NAME)]
+    finally:
+        if had:
+            cls.generate_vmap_rule = before
+        else:
+            del cls.generate_vmap_rule
+    broken = [f for f in fixed if f.severity != "info"]
+    if broken:
+        fix = ("write a vmap staticmethod: generate_vmap_rule = True does not work here "
+               f"({broken[0].message.splitlines()[0][:160]})")
+    else:
+        fix = (f"add `generate_vmap_rule = True` to {cls.__name__} (verified: vmap then "
+               "agrees with a loop over the batch, outputs and per-sample gradients)")
+    return [Finding(
+        "vmap-no-rule", "warning",
+        "torch.func.vmap refuses the Function: it defines neither a vmap staticmethod nor "
+        "generate_vmap_rule = True, so vmap over it fails, and with it per-sample gradients "
+        "(vmap over grad)", fix, NAME,
+        details={"generate_vmap_rule_fixes": not broken})]
+
+
+def _vmapped(session: Session) -> list[Finding]:
     subject = session.subject
     base = subject.base()
     random = is_random(session)

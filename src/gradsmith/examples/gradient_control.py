@@ -216,6 +216,8 @@ class GumbelSoftmax(Function):
         True
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(logits, tau):
         if not tau > 0:

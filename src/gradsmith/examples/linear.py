@@ -193,6 +193,8 @@ class Conv1d(Function):
         tensor([2., 3., 2.])
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(input, weight, bias=None, stride=1, padding=0):
         return F.conv1d(input, weight, bias, stride=stride, padding=padding)
