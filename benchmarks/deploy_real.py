@@ -179,6 +179,13 @@ def markdown(data: dict) -> str:
              "checked in float32) and runs forward under `no_grad` (its exported program cannot "
              "be trained); memcnn's couplings cannot be compiled and, with a batch of 1, are "
              "refused by checkpointing (their in-place `set_()` defect).", "",
+             "## Projects", "",
+             "| project | commit |", "|---|---|",
+             *[f"| {p} | `{c}` |" for p, c in sorted(data["projects"].items())], "",
+             "Re-run (mirrors fetched with the `fetch` tool; nothing copied into this "
+             "repository): `python benchmarks/deploy_real.py --mirrors /work/.mirror --work "
+             "/tmp/rc --deps /tmp/deps`; re-judge the record only: `--mirrors - --work - "
+             "--rescore`.", "",
              "## Matrices", "",
              "| Function | run | " + " | ".join(("eager",) + DEPLOY) + " |",
              "|---|---|" + "---|" * (len(DEPLOY) + 1)]
