@@ -29,7 +29,8 @@ class Problem:
                  xs: list[torch.Tensor], labels: list[str], out_labels: list[str] | None = None,
                  accumulate: set[int] | frozenset[int] = frozenset(),
                  complex_inputs: set[int] | frozenset[int] = frozenset(),
-                 complex_outputs: set[int] | frozenset[int] = frozenset()):
+                 complex_outputs: set[int] | frozenset[int] = frozenset(),
+                 backward_seed: int | None = None):
         self.f = f
         self.xs = [x.detach() for x in xs]
         self.labels = labels
@@ -41,6 +42,9 @@ class Problem:
         self.accumulate = set(accumulate)
         # Complex tensors are handled as real views (..., 2): element names say .real/.imag.
         self.complex_inputs, self.complex_outputs = set(complex_inputs), set(complex_outputs)
+        # Backward runs from this CPU random state (restored afterwards), like forward: a
+        # backward that draws samples is then a reproducible function of its inputs.
+        self.backward_seed = backward_seed
 
     # -- evaluation ----------------------------------------------------------------------------
     def value(self, xs: list[torch.Tensor] | None = None,
@@ -80,8 +84,9 @@ class Problem:
             start += n
         return pieces
 
-    def vjp(self, v: torch.Tensor) -> list[torch.Tensor]:
-        """Analytic ``J^T v`` per input (zeros where autograd reports no dependence)."""
+    def vjp(self, v: torch.Tensor, seed: int | None = None) -> list[torch.Tensor]:
+        """Analytic ``J^T v`` per input (zeros where autograd reports no dependence), backward
+        run from random state ``seed`` (default: :attr:`backward_seed`)."""
         leaves, outs = self.linearize()
         pieces = [p.to(o.dtype).clone() for p, o in zip(self.split(v), outs)]
         used = [(o, p) for o, p in zip(outs, pieces) if o.requires_grad]
@@ -89,8 +94,9 @@ class Problem:
             return [torch.zeros_like(x) for x in self.xs]
         for t in self.accumulate:
             leaves[t].grad = None
-        grads = torch.autograd.grad([o for o, _ in used], leaves, [p for _, p in used],
-                                    retain_graph=True, allow_unused=True)
+        seed = self.backward_seed if seed is None else seed
+        grads = seeded_grad(seed, [o for o, _ in used], leaves, [p for _, p in used],
+                            retain_graph=True, allow_unused=True)
         out = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(grads, self.xs)]
         for t in self.accumulate:
             if leaves[t].grad is not None:
@@ -111,6 +117,19 @@ class Problem:
     def element(self, t: int, j: int) -> str:
         """Name of flat element ``j`` of input ``t`` (e.g. ``x[1, 2]``, ``z[3].imag``)."""
         return self.labels[t] + index_str(j, self.xs[t].shape, t in self.complex_inputs)
+
+
+def seeded_grad(seed: int | None, *args, **kwargs):
+    """``torch.autograd.grad(*args, **kwargs)`` with the CPU generator seeded to ``seed`` (None:
+    the current state), the caller's random state restored afterwards."""
+    if seed is None:
+        return torch.autograd.grad(*args, **kwargs)
+    state = torch.get_rng_state()
+    torch.default_generator.manual_seed(seed)
+    try:
+        return torch.autograd.grad(*args, **kwargs)
+    finally:
+        torch.set_rng_state(state)
 
 
 def index_str(flat: int, shape: torch.Size, real_view: bool = False) -> str:

@@ -15,7 +15,7 @@ import torch
 
 from gradsmith.checker import declared, gradients
 from gradsmith.checker.inputs import is_once_differentiable
-from gradsmith.checker.problem import Problem
+from gradsmith.checker.problem import Problem, seeded_grad
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
@@ -39,23 +39,26 @@ def backward_problem(session: Session) -> Problem:
                       for x in inputs[:k]]
             outs = subject.select(subject.call([x.clone() for x in leaves]))
             pairs = [(o, g) for o, g in zip(outs, inputs[k:]) if o.requires_grad]
-            grads = torch.autograd.grad([o for o, _ in pairs], leaves,
-                                        [g.clone() for _, g in pairs], create_graph=True,
-                                        allow_unused=True)
+            # Replayed random state: a backward that draws samples is the same function of
+            # (x, v) in every finite difference, and the same draw an intended= replays.
+            grads = seeded_grad(subject.backward_seed, [o for o, _ in pairs], leaves,
+                                [g.clone() for _, g in pairs], create_graph=True,
+                                allow_unused=True)
         return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
 
     labels = [*subject.labels, *(f"grad_{o}" for o in subject.out_labels)]
     out_labels = [f"grad_{label}" for label in subject.labels]
     complex_in = subject.complex_inputs | {k + len(xs) for k in subject.complex_outputs}
     return Problem(f, [*xs, *vs], labels, out_labels, complex_inputs=complex_in,
-                   complex_outputs=subject.complex_inputs)
+                   complex_outputs=subject.complex_inputs, backward_seed=subject.backward_seed)
 
 
 # First-order findings that make second order an echo: double backward differentiates the same
 # (wrong) backward, and through a saved output it runs that backward again.
 FIRST_ORDER = ("gradient-mismatch", "nan-gradient", "surrogate-mismatch", "surrogate-error",
                "missing-param-grad",
-               "undeclared-estimator", "intended-mismatch", "intended-error", "gradient-quality")
+               "undeclared-estimator", "intended-mismatch", "intended-error", "gradient-quality",
+               "biased-estimate")
 
 
 def run(session: Session) -> list[Finding]:
@@ -76,7 +79,10 @@ def run(session: Session) -> list[Finding]:
         problem.linearize()
     except Exception as exc:  # noqa: BLE001
         return [_crash(exc, session.function_cls)]
-    kind = declared.declared_kind(session)
+    # A random backward declared unbiased=True: one draw's derivative is not the declaration's
+    # (that holds on average only), so the replayed draw is differentiated against finite
+    # differences of that same draw (backward's random state is replayed in both).
+    kind = None if session.options.unbiased else declared.declared_kind(session)
     if kind is not None:
         problem = _AgainstDeclared(problem, session)
         try:

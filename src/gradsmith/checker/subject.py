@@ -1,8 +1,11 @@
 """The Function under test, evaluated reproducibly on copies of the user's arguments.
 
-Every evaluation starts from the same random state (the CPU generator is re-seeded and restored afterwards), so a
-forward that draws dropout masks or Gumbel noise is a deterministic function of its inputs and
-finite differences make sense; the caller's global RNG state is left untouched.
+Every evaluation starts from the same random state (the CPU generator is re-seeded and restored
+afterwards), so a forward that draws dropout masks or Gumbel noise is a deterministic function
+of its inputs and finite differences make sense; the caller's global RNG state is left
+untouched. Backward runs from a random state of its own (``seed + BACKWARD_SALT``, also
+replayed every time), so a backward that draws samples is reproducible too, and a backward that
+draws fresh noise never sees, by coincidence, the very numbers forward drew.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from gradsmith.checker.arguments import Arguments, as_real, is_float_like
 from gradsmith.checker.inputs import Target, _parameter_names, flatten_outputs
 from gradsmith.checker.problem import Problem
 
+#: Backward's random state is ``seed + BACKWARD_SALT`` (repro scripts replay the same).
+BACKWARD_SALT = 7919
+
 
 class Subject:
     """User code plus arguments; knows which outputs are differentiable.
@@ -33,6 +39,7 @@ class Subject:
         self.target = target
         self.args = Arguments(args, _parameter_names(target, len(args)))
         self.seed = seed
+        self.backward_seed = seed + BACKWARD_SALT
         self.dtype: torch.dtype | None = torch.float64
         self.out_pos: list[int] = []
         self.out_labels: list[str] = []
@@ -89,7 +96,7 @@ class Subject:
 
         return Problem(f, self.base(), self.labels, self.out_labels,
                        accumulate=self.args.params, complex_inputs=self.complex_inputs,
-                       complex_outputs=self.complex_outputs)
+                       complex_outputs=self.complex_outputs, backward_seed=self.backward_seed)
 
     @property
     def complex_inputs(self) -> set[int]:
