@@ -31,6 +31,7 @@ CODES: dict[str, tuple[str, str]] = {
     "kink": ("info", "gradients"),
     "undeclared-estimator": ("error", "gradients"),
     "missing-param-grad": ("error", "gradients"),
+    "biased-estimate": ("error", "gradients"),
     "nan-numerical": ("info", "gradients"),
     "surrogate-mismatch": ("error", "surrogate"),
     "surrogate-error": ("error", "surrogate"),

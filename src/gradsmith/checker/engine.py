@@ -48,7 +48,7 @@ CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
          "backward-error"}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
-            "exact_max", "name", "compat", "gaps", "compile_backend"}
+            "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased"}
 
 
 def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
@@ -73,7 +73,10 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
             size for element-by-element differences, default 1000), ``name``, ``compat``
             (False: skip the deployment checks and the compatibility matrix), ``gaps``
-            (matrix column -> why it is a known gap), ``compile_backend`` (``"aot_eager"``).
+            (matrix column -> why it is a known gap), ``compile_backend`` (``"aot_eager"``),
+            ``unbiased`` (True: backward draws random numbers by design and the *mean* of its
+            draws must be the gradient, of forward or of the declared ``surrogate``/
+            ``intended``; see :mod:`gradsmith.checker.stochastic`).
 
     Returns:
         A :class:`Report`; ``report.passed`` is False when any finding is an error.
@@ -226,6 +229,16 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
                 raise GradsmithError(f"check: {key} must be a number >= 0, got {value!r}")
             setattr(opts, key, float(value))
     opts.approximate = bool(options.get("approximate", False))
+    unbiased = options.get("unbiased", False)
+    if not isinstance(unbiased, bool):
+        raise GradsmithError(f"check: unbiased must be True or False, got {unbiased!r}; "
+                             "unbiased=True declares a random backward whose mean is the "
+                             "gradient")
+    if unbiased and opts.approximate:
+        raise GradsmithError("check: unbiased=True and approximate=True do not combine: "
+                             "unbiased=True judges a random backward by the mean of its draws, "
+                             "approximate=True judges a deterministic one's accuracy; pick one")
+    opts.unbiased = unbiased
     approximate.configure(opts, options)
     opts.seed = int(options.get("seed", 0))
     exact_max = options.get("exact_max", opts.exact_max)

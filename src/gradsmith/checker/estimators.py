@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradsmith.checker import numerics, suggest
+from gradsmith.checker import numerics, stochastic, suggest
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -34,7 +34,8 @@ from gradsmith.checker.session import Session
 
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
-KINDS = ("straight-through", "straight-through-saturating", "scaled", "no-gradient")
+KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
+         "sampled", "random")
 
 
 @dataclass
@@ -58,6 +59,14 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     if cached is None:
         return [], set()
     vs, grads = cached
+    if not any(res.failed for res in results):
+        return [], set()
+    random = stochastic.signature(session, problem, vs[0])
+    # A biased random backward under a random forward is the classic bug (dropout's mask
+    # redrawn in backward): the randomness check names it, the gradients stay a mismatch.
+    if random is not None and (random.kind == "unbiased" or not _random_forward(session)):
+        return [_random_finding(session, problem, random, results)], {
+            res.t for res in results}
     sigs: dict[int, Signature] = {}
     for res in results:
         if not res.failed or res.nan_analytic:
@@ -66,13 +75,20 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
         sig = _classify(res, a, n, tol, v)
         if sig is None:
             sig = _scaled_by_argument(session, res, a, n, tol, v, idx)
+        if sig is None:
+            sig = _modified(res, a, n, tol, v)
         if sig is not None:
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
         return [], set()
     declaration = suggest.declaration(session, problem, sigs, vs[0], grads[0])
     others = [res.label for res in results if res.failed and res.t not in sigs]
-    return [_finding(sigs, declaration, others)], set(sigs)
+    finding = _finding(sigs, declaration, others)
+    # the elements behind it (the first estimator input's), for --repro's numeric replay
+    main = next(res for res in results if res.label == finding.input)
+    finding.details["elements"] = [[e.index, e.analytic, e.numerical]
+                                   for e in main.mismatches[:20]]
+    return [finding], set(sigs)
 
 
 def _elements(session, problem, res, v, g):
@@ -158,6 +174,17 @@ def _scaled_by_argument(session, res, a, n, tol, pv, idx) -> Signature | None:
     return None
 
 
+def _modified(res, a, n, tol, pv) -> Signature | None:
+    """An identity forward (finite differences equal grad_output) whose backward returns
+    something else that is no constant multiple of it: an intended modification of the
+    gradient (a projection, a mask, a clip), which no forward's gradient can be."""
+    if pv is None or a.numel() == 0 or not bool(((n - pv).abs() <= tol).all()):
+        return None
+    if not bool(((a - n).abs() > tol).any()):
+        return None
+    return Signature(res.t, res.label, "modified", total=a.numel(), identity_forward=True)
+
+
 def describe(sig: Signature) -> str:
     """One input's pattern, in words."""
     if sig.kind == "straight-through":
@@ -168,6 +195,11 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: forward is flat at {sig.flat} of {sig.total} elements (a clamp or "
                 "saturation) where backward still passes a gradient: a straight-through "
                 "clamp, or a forgotten mask")
+    if sig.kind == "modified":
+        return (f"{sig.label}: forward is the identity (finite differences equal grad_output) "
+                "while backward returns something else, no constant multiple of it: an "
+                "intended modification of the gradient (a projection, a mask, a clip), which "
+                "is the gradient of no forward")
     if sig.kind == "no-gradient":
         return (f"{sig.label}: backward returns no gradient although forward depends on it "
                 "(held constant by the estimator)")
@@ -203,6 +235,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
     if main.kind == "scaled":
         otherwise = "remove the factor from backward"
+    elif main.kind == "modified":
+        otherwise = "the backward of an identity returns grad_output unchanged"
     else:
         otherwise = ("backward must be 0 where forward is flat: multiply grad_output by the "
                      "mask of the region where forward changes, or re-derive backward")
@@ -212,3 +246,53 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         {"estimator": {s.label: s.kind for s in sigs.values()},
          "scale": {s.label: s.scale for s in sigs.values() if s.kind == "scaled"},
          "declaration": declaration.line, "verified": declaration.verified})
+
+
+def _random_forward(session: Session) -> bool:
+    subject = session.subject
+    base = subject.base()
+    a, b = (subject.select(subject.call([x.clone() for x in base], seed=subject.seed + k))
+            for k in (1, 2))
+    return not all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def _random_finding(session: Session, problem: Problem, random: stochastic.RandomSignature,
+                    results: list[InputResult]) -> Finding:
+    """A backward that draws random numbers: unbiased (declare ``unbiased=True``, verified by
+    the very mean test the declaration runs) or not (a sampler: ``intended=`` draw for draw)."""
+    failed = [res for res in results if res.failed]
+    labels = ", ".join(res.label for res in failed)
+    draws = random.results[0].draws
+    if random.kind == "unbiased":
+        kind = "sampled"
+        pattern = (f"{labels}: backward draws random numbers at backward time (two random "
+                   f"states give different gradients) and the mean of {draws} draws agrees "
+                   f"with finite differences of forward (within {stochastic.Z:g} standard "
+                   "errors): a sampled gradient estimator, unbiased (a sampling semiring's "
+                   "one-hot samples, score-function or stochastic-rounding estimators)")
+        declaration = suggest.unbiased(session)
+        how = f"declare it: `{declaration.line}` (checked: the mean of its draws is the gradient)"
+        otherwise = ("compute the expectation in backward instead of drawing (the "
+                     "probabilities instead of a sample)")
+    else:
+        kind = "random"
+        worst = max((r for r in random.results if not r.ok), key=lambda r: r.z)
+        pattern = (f"{labels}: backward draws random numbers at backward time, and "
+                   f"{stochastic.describe_mean(problem, worst, 'finite differences of forward')}"
+                   ": its draws are samples (or an encoding of them), not an estimate of this "
+                   "forward's gradient, or fresh noise by mistake")
+        declaration = suggest.random_intended(session)
+        how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
+        otherwise = ("draw the noise in forward, save it (ctx.save_for_backward) and reuse it "
+                     "in backward; never draw random numbers in backward")
+    message = (f"backward is not the gradient of forward, and looks like an estimator: "
+               f"{pattern}. An intentional estimator must be declared, so that its backward "
+               "is verified against what it is meant to compute; undeclared, it is unverified")
+    elements = [[e.index, e.analytic, e.numerical] for e in failed[0].mismatches[:20]]
+    return Finding(
+        "undeclared-estimator", "error", message, f"if it is intended, {how}; if not, "
+        f"{otherwise}", NAME, failed[0].label,
+        {"estimator": {res.label: kind for res in failed}, "scale": {},
+         "declaration": declaration.line, "verified": declaration.verified,
+         "draws": draws, "elements": elements,
+         "mean": {r.label: r.elements[:5] for r in random.results}})

@@ -33,6 +33,7 @@ class Options:
     approximate: bool = False
     max_relative_error: float = 1e-2
     min_cosine: float = 0.99
+    unbiased: bool = False  # backward is random by design; judged by the mean of its draws
     seed: int = 0
     exact_max: int = 1000
     user_tolerance: bool = False

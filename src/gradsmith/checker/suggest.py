@@ -11,6 +11,12 @@ Candidates, per differentiated input (named by its forward parameter):
 - scaled (reversal, scaling) with an identity forward: ``intended=lambda x, alpha, grad:
   (-alpha * grad, None)``, the factor named after a forward argument when one matches it;
   with another forward in the setup_context style, ``surrogate=lambda ...: c * Fn.forward(...)``.
+- modified (an identity forward whose backward changes the gradient otherwise):
+  ``intended=`` with ``grad`` clipped by a forward number, masked by the sign of a
+  same-shaped argument, centred along a dim, or masked and centred (the projection onto a
+  simplex face's tangent space: the sparsemax Jacobian).
+- sampled (a random backward whose mean over draws is the gradient): ``unbiased=True``;
+  another random backward gets an ``intended=`` template (only the user knows its draws).
 
 When no candidate reproduces the backward, the line is a template to complete.
 """
@@ -48,10 +54,11 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
     if found is not None:
         return Declaration(f"@gradsmith.example({factory}, surrogate=lambda {params}: {found})",
                            True)
-    found = _scaled(session, names, sigs, v, grads)
+    found = _scaled(session, names, sigs, v, grads) or _modification(session, names, sigs, v,
+                                                                      grads)
     if found is not None:
         return Declaration(f"@gradsmith.example({factory}, {found})", True)
-    if any(s.kind == "scaled" for s in sigs.values()):
+    if any(s.kind in ("scaled", "modified") for s in sigs.values()):
         grad = _grad_name(names)
         return Declaration(
             f"@gradsmith.example({factory}, intended=lambda {params}, {grad}: ...)", False,
@@ -60,6 +67,26 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
         f"@gradsmith.example({factory}, surrogate=lambda {params}: ...)", False,
         "the forward written with each piecewise-constant op q(t) as `t + (q(t) - t).detach()`, "
         "so that its autograd gradient is the intended one")
+
+
+def unbiased(session: Session) -> Declaration:
+    """``@gradsmith.example(..., unbiased=True)``: a random backward whose mean over draws is
+    forward's gradient (verified by the caller's mean test, the one the declaration runs)."""
+    factory = f"lambda: {render_args(session.subject.args.values)}"
+    return Declaration(f"@gradsmith.example({factory}, unbiased=True)", True)
+
+
+def random_intended(session: Session) -> Declaration:
+    """A template ``intended=`` for a random backward that is not unbiased: only the user
+    knows which random numbers it draws, so gradsmith cannot write (or verify) it."""
+    names = _names(session)
+    factory = f"lambda: {render_args(session.subject.args.values)}"
+    return Declaration(
+        f"@gradsmith.example({factory}, intended=lambda {', '.join(names)}, "
+        f"{_grad_name(names)}: ...)", False,
+        "return what backward must return, one value per forward argument, drawing the same "
+        "random numbers in the same order: intended= runs from backward's random state and is "
+        "compared draw for draw")
 
 
 def names(session: Session) -> list[str]:
@@ -217,6 +244,53 @@ def _scaled(session, names, sigs, v, grads) -> str | None:
     if got is not None and all(_matches(g, w, session) for g, w in zip(grads, got)):
         return f"{kind}={source}"
     return None
+
+
+def _modification(session, names, sigs, v, grads) -> str | None:
+    """``intended=lambda x, ..., grad: (<grad modified>, None)`` for an identity forward whose
+    backward masks, centres, projects or clips the incoming gradient; None when no candidate
+    reproduces backward."""
+    modified = [s for s in sigs.values() if s.kind == "modified"]
+    problem = session.problem
+    split = problem.split(v)
+    if len(modified) != 1 or len(split) != 1:
+        return None
+    sig = modified[0]
+    subject = session.subject
+    top = subject.args.position(sig.t)
+    others = [t for t in range(len(grads)) if t != sig.t and not bool((grads[t] == 0).all())]
+    if top is None or others or subject.args.inputs[sig.t].is_complex:
+        return None
+    grad = _grad_name(names)
+    params = ", ".join(names)
+    for body in _modifications(session, names, problem.xs[sig.t], grad):
+        result = body if len(names) == 1 else "(" + ", ".join(
+            body if i == top else "None" for i in range(len(names))) + ")"
+        source = f"lambda {params}, {grad}: {result}"
+        got = _try(session, "intended", _compile(source, session), v, problem.xs, split)
+        if got is not None and all(_matches(g, w, session) for g, w in zip(grads, got)):
+            return f"intended={source}"
+    return None
+
+
+def _modifications(session, names, x, grad) -> list[str]:
+    """Candidate modifications of ``grad``: clipped by a forward number, masked by the sign
+    of a same-shaped argument, centred along a dim, or both (the projection onto the tangent
+    space of a simplex face: the sparsemax Jacobian applied to the gradient)."""
+    args = session.subject.args.values
+    masks = [f"({names[i]} {op} 0)" for i, a in enumerate(args)
+             if isinstance(a, torch.Tensor) and a.is_floating_point() and a.shape == x.shape
+             for op in (">", "!=")]
+    dims = list(range(-1, -min(x.dim(), 3) - 1, -1))
+    m = next(n for n in ("m", "mask", "_m") if n not in names)
+    out = [f"{grad}.clamp(-{p}, {p})" for p, value in _numbers(session, names) if value > 0]
+    out += [f"{grad}.clamp(-1, 1)"]
+    out += [f"{mask} * {grad}" for mask in masks]
+    out += [f"{grad} - {grad}.mean({d}, keepdim=True)" for d in dims]
+    out += [f"({m} := {mask}.to({grad}.dtype)) * ({grad} - ({m} * {grad}).sum({d}, "
+            f"keepdim=True) / {m}.sum({d}, keepdim=True).clamp(min=1))"
+            for mask in masks for d in dims]
+    return out
 
 
 def render_args(args: tuple) -> str:

@@ -22,6 +22,20 @@ def run(session: Session) -> list[Finding]:
     subject = session.subject
     mine = session.problem
     mine.linearize()
+    if session.options.unbiased:
+        if declared.uses_rng(session):
+            return [_error(kind, f"unbiased=True compares the mean of backward's draws with "
+                           f"the declared {kind}, which then must not draw random numbers "
+                           "itself (a random declaration is compared draw for draw: drop "
+                           "unbiased=True)")]
+        from gradsmith.checker.gradients import on_average
+
+        against = {"surrogate": "the surrogate's gradient",
+                   "intended": "the declared intended gradient"}[kind]
+        try:
+            return on_average(session, mine, declared.reference(session), NAME, against)
+        except declared.DeclarationError as err:
+            return [_error(kind, str(err))]
     gen = session.generator(17)
     s = session.settings
     ref = declared.reference(session)
