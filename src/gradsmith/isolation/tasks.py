@@ -23,7 +23,7 @@ from gradsmith.discovery import (
     resolve_ref,
     synthesize,
 )
-from gradsmith.repro.capture import MAX_INLINE, capture_args
+from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
 # Heatmaps of bigger Jacobians are unreadable anyway; crop so results stay small to ship.
 _MAX_JACOBIAN_SIDE = 400
@@ -155,7 +155,8 @@ def _repro_record(candidate: Candidate, obj: Any, seed: int, sets: list, inline_
             "source": {"kind": candidate.ref.kind, "location": candidate.ref.location,
                        "attr": candidate.ref.attr},
             "sets": [{"label": label, "names": names,
-                      "args": capture_args(tuple(args), inline_limit or 10 ** 12)}
+                      "args": capture_args(tuple(args), inline_limit or 10 ** 12),
+                      "ties": capture_ties(tuple(args))}
                      for label, args in sets]}
 
 

@@ -17,6 +17,7 @@ import torch
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 SEED = {seed}
+BACKWARD_SEED = SEED + 7919  # backward runs from its own replayed random state, as in gradsmith
 H = 1e-6                 # central-difference step (float64)
 ATOL, RTOL = 1e-5, 1e-3  # first-order tolerances: |analytic - numerical| <= ATOL + RTOL * scale
 
@@ -52,8 +53,22 @@ def _label(path):
 
 
 LABELS = [_label(_FLAT[i][0]) for i in DIFF]
+# (module leaf, parameter name, tensor leaf): a tensor argument that IS a module argument's
+# parameter; every call gives the module that argument's value, as gradsmith does
+TIES = {ties!r}
 DTYPE = torch.float64    # gradsmith checks on float64 copies
 LAST_ARGS = None
+
+
+def _with_parameters(module, values):
+    """A copy of ``module`` (sharing its other parameters) with ``values`` as parameters."""
+    import copy
+
+    module = copy.deepcopy(module, dict((id(p), p) for p in module.parameters()))
+    for name, value in values.items():
+        owner, _, leaf = name.rpartition(".")
+        (module.get_submodule(owner) if owner else module)._parameters[leaf] = value
+    return module
 
 
 def call(values, seed=SEED, others=None):
@@ -71,12 +86,24 @@ def call(values, seed=SEED, others=None):
             leaves[i] = t.clone()
     for i, v in zip(DIFF, values):
         leaves[i] = v
+    for m in sorted(set(m for m, _, _ in TIES)):
+        leaves[m] = _with_parameters(leaves[m], dict((n, leaves[t]) for k, n, t in TIES if k == m))
     args = tree_unflatten(leaves, SPEC)
     LAST_ARGS = args
     state = torch.get_rng_state()
     torch.default_generator.manual_seed(seed)
     try:
         return APPLY(*args)
+    finally:
+        torch.set_rng_state(state)
+
+
+def seeded(seed, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` from the CPU random state ``seed`` (the caller's restored)."""
+    state = torch.get_rng_state()
+    torch.default_generator.manual_seed(seed)
+    try:
+        return fn(*args, **kwargs)
     finally:
         torch.set_rng_state(state)
 
@@ -104,12 +131,18 @@ for DTYPE in [torch.float64] + ([None] if _user_dtypes != set([torch.float64]) e
         FORWARD_ERROR, _first = exc, []
 if FORWARD_ERROR is not None:
     DTYPE = torch.float64
-elif DTYPE == torch.float32:  # gradsmith's low-precision step and tolerances
-    _eps = torch.finfo(torch.float32).eps
-    H, ATOL, RTOL = _eps ** (1 / 3) * 2, max(ATOL, 1e4 * _eps), max(RTOL, 1e5 * _eps)
-    print(f"forward fails in float64: replayed in float32 (step {{H:.1g}})")
 OUT_POS = [k for k, o in enumerate(_first)
            if o is not None and o.is_floating_point() and o.requires_grad]
+_low = [_first[k].dtype for k in OUT_POS if _first[k].dtype != torch.float64]
+if FORWARD_ERROR is None and (DTYPE is None or _low):
+    # gradsmith's low-precision step and tolerances, from the outputs' precision
+    _eps = max(torch.finfo(_first[k].dtype).eps for k in OUT_POS)
+    H, ATOL, RTOL = _eps ** (1 / 3) * 2, max(ATOL, 1e4 * _eps), max(RTOL, 1e5 * _eps)
+    if DTYPE != torch.float64:
+        print(f"forward fails in float64: replayed in "
+              f"{{DTYPE or 'the dtype the inputs came in'}} (step {{H:.1g}})")
+    else:
+        print(f"outputs are {{_low[0]}} for float64 inputs: step {{H:.1g}}")
 OUT_LABELS = ["out" if len(_first) == 1 else f"out[{{k}}]" for k in OUT_POS]
 
 
@@ -157,9 +190,9 @@ def compare(f, xs, labels, t, elements, seed_salt=1):
             pieces.append(v[start:start + s.numel()].reshape(s).to(y.dtype))
             start += s.numel()
         used = [(y, p) for y, p in zip(ys, pieces) if y.requires_grad]
-        grads = torch.autograd.grad([y for y, _ in used], leaves, [p for _, p in used],
-                                    retain_graph=True, allow_unused=True) if used else \
-            [None] * len(leaves)
+        grads = seeded(BACKWARD_SEED, torch.autograd.grad, [y for y, _ in used], leaves,
+                       [p for _, p in used], retain_graph=True, allow_unused=True) if used \
+            else [None] * len(leaves)
         g = grads[t]
         rows.append(torch.zeros(xs[t].numel(), dtype=torch.float64) if g is None
                     else g.detach().reshape(-1).to(torch.float64))

@@ -21,6 +21,7 @@ FAMILIES = {
     "fresh-noise-in-backward": "nondeterministic",
     "jvp-mismatch": "jvp", "jvp-error": "jvp",
     "missing-param-grad": "module_param",
+    "needs-input-grad-mismatch": "frozen",
 }
 
 
@@ -62,8 +63,8 @@ def backward_map(inputs):
         leaves = [x if x.requires_grad else x.detach().requires_grad_(True) for x in inputs[:k]]
         ys = outs([x.clone() for x in leaves])
         pairs = [(o, g) for o, g in zip(ys, inputs[k:]) if o.requires_grad]
-        grads = torch.autograd.grad([o for o, _ in pairs], leaves, [g.clone() for _, g in pairs],
-                                    create_graph=True, allow_unused=True)
+        grads = seeded(BACKWARD_SEED, torch.autograd.grad, [o for o, _ in pairs], leaves,
+                       [g.clone() for _, g in pairs], create_graph=True, allow_unused=True)
     return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
 
 
@@ -339,6 +340,50 @@ verdict(depends and (analytic is None or not torch.allclose(
     analytic.reshape(-1)[:len(numerical)].double(), torch.tensor(numerical, dtype=torch.float64),
     rtol=RTOL, atol=ATOL)), f"the output depends on {INPUT} but backward gives it "
     f"{'no gradient' if analytic is None else 'a different gradient'}")
+''',
+    "frozen": r'''
+# needs-input-grad-mismatch: backward with one input frozen (requires_grad=False), the
+# others trainable, against backward with every input trainable
+xs = base()
+t = LABELS.index(INPUT) if INPUT in LABELS else 0
+_ys = first_order([x.clone().requires_grad_(True) for x in xs])
+gen = torch.Generator().manual_seed(SEED * 1000 + 3)
+gs = [torch.randn(y.shape, generator=gen, dtype=torch.float64).to(y.dtype) for y in _ys]
+
+
+def grads(frozen):
+    leaves = [x.clone().requires_grad_(k != frozen) for k, x in enumerate(xs)]
+    ys = first_order(leaves)
+    want = [leaf for k, leaf in enumerate(leaves) if k != frozen]
+    got = list(seeded(BACKWARD_SEED, torch.autograd.grad, [y for y in ys if y.requires_grad],
+                      want, [g for y, g in zip(ys, gs) if y.requires_grad], allow_unused=True))
+    if frozen is not None:
+        got.insert(frozen, None)
+    return got
+
+
+if EXCEPTION:
+    print(f"{LABELS[t]} frozen (requires_grad=False), every other input trainable:")
+    exc = run_step("forward and backward", lambda: grads(t))
+    verdict(exc is not None, f"backward raises when {LABELS[t]} is frozen")
+full = grads(None)
+changed = []
+for off in range(len(xs)):
+    if off == t:
+        continue
+    try:
+        part = grads(off)
+    except Exception as exc:
+        print(f"  {LABELS[off]} frozen: backward raised {type(exc).__name__}: {exc}")
+        continue
+    a, b = full[t], part[t]
+    if b is None or not torch.allclose(a, b, rtol=1e-7, atol=1e-9):
+        diff = "None" if b is None else f"max difference {float((a - b).abs().max()):.3g}"
+        print(f"  {LABELS[off]} frozen: the gradient of {LABELS[t]} changes ({diff})")
+        changed.append(LABELS[off])
+    else:
+        print(f"  {LABELS[off]} frozen: the gradient of {LABELS[t]} is unchanged")
+verdict(bool(changed), f"the gradient of {LABELS[t]} depends on which inputs are frozen")
 ''',
     "generic": r'''
 print(f"{CODE}: this family has no numeric replay; the finding was: {MESSAGE}")

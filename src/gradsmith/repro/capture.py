@@ -79,6 +79,21 @@ def _pickled(module: Any) -> dict:
             "data": base64.b64encode(buffer.getvalue()).decode("ascii")}
 
 
+def capture_ties(args: tuple) -> list[list]:
+    """``[module leaf, parameter name, tensor leaf]`` for every tensor argument that IS a
+    parameter of a module argument (memcnn's ``apply(x, Fm, *Fm.parameters())``), leaves
+    numbered as ``torch.utils._pytree.tree_flatten`` numbers them: the script gives the module
+    that argument's value in every call, as gradsmith does."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    leaves = tree_flatten(tuple(args))[0]
+    by_id = {id(v): i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)}
+    return [[i, name, by_id[id(p)]] for i, v in enumerate(leaves)
+            if isinstance(v, torch.nn.Module) for name, p in v.named_parameters()
+            if id(p) in by_id]
+
+
 def tensors_of(args: tuple) -> list:
     """Every tensor of ``args`` in the order :func:`capture_args` meets them (for .pt files)."""
     import torch

@@ -99,6 +99,7 @@ def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str 
                      + args_text)
     prelude = PRELUDE.format(seed=int(repro.get("seed", 0)), loader=_loader(repro["source"]),
                              names=list(chosen.get("names", [])),
+                             ties=[tuple(t) for t in chosen.get("ties", [])],
                              make_args=textwrap.indent(args_text, "    "))
     header = (f'"""Reproduce a gradsmith finding with plain PyTorch (this script never imports '
               f'gradsmith).\n\n{row_name}: {finding["code"]}'
@@ -110,7 +111,8 @@ def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str 
     constants = (f"\nFN_NAME = {row_name!r}\nCODE = {finding['code']!r}\n"
                  f"INPUT = {finding.get('input')!r}\nELEMENTS = {elements[:64]!r}\n"
                  f"NAN_ELEMENTS = {nan_elements[:64]!r}\nREPORTED = {reported!r}\n"
-                 f"MESSAGE = {finding['message']!r}\n")
+                 f"MESSAGE = {finding['message']!r}\n"
+                 f"EXCEPTION = {details.get('exception')!r}\n")
     module_class = (_MODULE_CLASS if needs_module else "") + _UNPICKLE
     text = header.replace("{this file}", "this_file.py") + prelude.replace(
         "\nFN = load()", module_class + "\nFN = load()") + constants + body
