@@ -5,6 +5,8 @@ an option, and waiting for it is visible."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -43,6 +45,21 @@ def test_a_timeout_keeps_the_findings_of_the_checks_that_finished(runner, write)
     assert mismatch and mismatch[0]["input"] == "x", findings
     assert row["report"]["unfinished"] == "robustness"
     assert code == 1
+
+
+def test_a_timed_out_row_carries_its_inputs_and_its_findings_replay(runner, write, tmp_path):
+    write("slow.py", WRONG_THEN_SLOW)
+    scripts = tmp_path / "scripts"
+    _, doc, err = runner.check("slow.py", "--timeout", "8", "--repro", str(scripts))
+    (row,) = doc["results"]
+    assert row["error"] == "timeout", err
+    # the exact inputs were streamed before the first check, so the row has them
+    (spec,) = row["repro"]["sets"][0]["args"]
+    assert spec["type"] == "tensor" and spec["shape"] == [5] and len(spec["values"]) == 5
+    (script,) = scripts.glob("*WrongThenSlow__gradient-mismatch__x.py")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "REPRODUCED:" in done.stdout, done.stdout + done.stderr
 
 
 # Correct, and hangs in float32: only a deployment check (float32 precision) runs it so.

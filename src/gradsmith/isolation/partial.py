@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gradsmith.isolation.tasks import display_name, row, run_task
+from gradsmith.isolation.tasks import INPUTS_KNOWN, display_name, row, run_task
 
 
 def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
@@ -35,6 +35,10 @@ def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
         last.update(snapshot(name, reports))
         on_progress(dict(last))
 
+    def inputs_known(record: dict) -> None:
+        on_progress({"repro": record})  # once: the parent keeps it beside later snapshots
+
+    token = INPUTS_KNOWN.set(inputs_known)
     try:
         with progress.listening(listener):
             return run_task(task)
@@ -43,6 +47,8 @@ def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
             traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])}
     except BaseException as exc:  # noqa: BLE001 - raised by user code: the task's result
         return _raised(task, exc, last)
+    finally:
+        INPUTS_KNOWN.reset(token)
 
 
 def snapshot(running: str | None, reports: list) -> dict:

@@ -194,7 +194,10 @@ class WorkerPool:
             elif kind == "started":
                 started[index] = time.monotonic()
             elif kind == "progress":
-                progress[index] = pickle.loads(message[2])
+                snap = pickle.loads(message[2])
+                if "repro" in progress.get(index, {}):  # sent once, before the first check
+                    snap.setdefault("repro", progress[index]["repro"])
+                progress[index] = snap
                 if on_progress is not None:
                     on_progress(index, progress[index])
             elif kind == "result":

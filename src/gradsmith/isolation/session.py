@@ -157,6 +157,9 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
     """A crash, timeout or internal error, with what the checks that finished had found."""
     label = display_name(candidate, example_index)
     snap = outcome.progress
+    repro = (snap or {}).get("repro")  # the exact inputs, known before the checks started
+    if snap is not None and "checks" not in snap:
+        snap = None  # it ended before its first check: nothing was found yet
     reason = outcome.value
     if outcome.kind == "timeout" and snap is not None and snap.get("in_deployment"):
         return _deployment_timeout_row(candidate, label, outcome, snap)
@@ -168,7 +171,7 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
         reason = (f"{verb} {where} (finished: {finished}; their findings are below): "
                   f"{reason}")
     out = row(candidate, label, "fail", error=outcome.kind, reason=reason,
-              elapsed=outcome.elapsed)
+              elapsed=outcome.elapsed, repro=repro)
     if snap is not None:
         out.update(checks=list(snap["checks"]), text=snap["text"] or None,
                    _text_brief=snap["text_brief"] or None,
@@ -199,6 +202,7 @@ def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
                      f"all finished ({', '.join(snap['checks'])})")
     report = partial_report(label, snap, running)
     report.update(findings=findings, passed=passed)
+    out["repro"] = None if passed else snap.get("repro")
     out.update(checks=list(snap["checks"]), report=report,
                text="\n".join(filter(None, [snap["text"], line])),
                _text_brief="\n".join(filter(None, [snap["text_brief"], line])))

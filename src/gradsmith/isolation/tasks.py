@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
@@ -27,6 +29,11 @@ from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
 # Heatmaps of bigger Jacobians are unreadable anyway; crop so results stay small to ship.
 _MAX_JACOBIAN_SIDE = 400
+
+#: Called with a check task's repro record once its inputs are built, before any check runs:
+#: the worker streams it, so a row whose task then crashes or times out still carries it.
+INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
+    "gradsmith_inputs_known", default=None)
 
 
 def run_task(task: tuple) -> Any:
@@ -85,6 +92,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     from gradsmith.checker import check
 
     sets = [(inputs, args)] + [(v.change, v.args) for v in variants]
+    seed = int(merged.get("seed", 0))
+    record = _repro_record(candidate, obj, seed, sets, inline_limit)
+    if INPUTS_KNOWN.get() is not None:
+        INPUTS_KNOWN.get()(record)
     try:
         report = check(obj, *args, surrogate=surrogate, name=label, **merged)
         for index, variant in enumerate(variants, start=1):
@@ -95,8 +106,7 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         return row(candidate, label, "fail", error="exception",
                    reason=f"gradsmith.check raised {_describe(exc)}",
                    elapsed=time.perf_counter() - started)
-    seed = int(merged.get("seed", 0))
-    repro = None if report.passed else _repro_record(candidate, obj, seed, sets, inline_limit)
+    repro = None if report.passed else record
     if variants:
         inputs += "; also: " + "; ".join(v.change for v in variants)
     result = row(candidate, label, "pass" if report.passed else "fail", inputs=inputs,
