@@ -158,3 +158,39 @@ def test_check_repro_must_name_a_directory_it_can_write(kind, tmp_path, monkeypa
     err = capsys.readouterr().err
     assert {"loop": "symbolic link loop", "below a file": "is a file, not a directory",
             "unwritable": "cannot create files in"}[kind] in err
+
+
+@pytest.fixture
+def bounded():
+    """Fail instead of hanging: opening a FIFO with no writer blocks forever."""
+    import signal
+
+    def expired(signum, frame):
+        raise AssertionError("gradsmith opened a special file and blocked")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, 30)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("command", ["check", "lint"])
+@pytest.mark.parametrize("target, says", [
+    ("pipe.py", "pipe.py is a FIFO (named pipe), not a regular file"),
+    ("pkg", "evil.py is a FIFO (named pipe), not a regular file"),
+    ("/dev/null", "/dev/null is a character device, not a regular file"),
+])
+def test_special_files_are_never_read(command, target, says, tmp_path, monkeypatch, capsys,
+                                      no_work, bounded):
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "ops.py").write_text("import torch\n")
+    os.mkfifo(tmp_path / "pkg" / "evil.py")
+    monkeypatch.chdir(tmp_path)
+    code = main([command, target])
+    err, out = capsys.readouterr()[::-1]
+    if command == "lint" and target == "pkg":  # a file found by walking: a finding, as for
+        assert code == 1 and "GS002" in out and "not a regular file" in out  # an unreadable one
+    else:
+        assert code == 2 and says in err and "Traceback" not in err

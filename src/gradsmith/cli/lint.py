@@ -73,11 +73,11 @@ def _validate(paths: list[str]) -> None:
     """Every named path must be followable, and a named file must be Python source."""
     from pathlib import Path
 
-    from gradsmith.discovery.targets import link_problem
+    from gradsmith.discovery.targets import link_problem, special_file
 
     for raw in paths:
         path = Path(raw)
-        problem = link_problem(path)
+        problem = link_problem(path) or special_file(path)
         if problem:
             raise GradsmithError(problem)
         if path.is_file() and not _is_python(path):

@@ -13,6 +13,7 @@ import ast
 import difflib
 import errno
 import os
+import stat
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +101,7 @@ def _resolve_one(target: str, base: Path) -> list[Source]:
         )
     names = (name,) if sep else None
     path = Path(where) if Path(where).is_absolute() else base / where
-    broken = link_problem(path)
+    broken = link_problem(path) or special_file(path)
     if broken:
         raise GradsmithUsageError(f"check: target {target!r}: {broken}")
     if path.exists():
@@ -122,7 +123,7 @@ def _from_path(target: str, path: Path, names: tuple[str, ...] | None, base: Pat
             )
         files = _python_files(path)
         for file in files:
-            broken = link_problem(file)
+            broken = link_problem(file) or special_file(file)
             if broken:
                 raise GradsmithUsageError(f"check: target {target!r}: {broken}")
         if not files:
@@ -183,6 +184,26 @@ def link_problem(path: Path) -> str | None:
     return None
 
 
+def special_file(path: Path) -> str | None:
+    """Why ``path`` is not something to read as source, if it exists and is neither a regular
+    file nor a directory: opening a FIFO blocks forever, a device like /dev/zero never ends.
+
+    Example:
+        >>> special_file(Path("/dev/null"))
+        '/dev/null is a character device, not a regular file; pass Python files or directories'
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a block device"
+            if stat.S_ISBLK(mode) else "a special file")
+    return f"{path} is {kind}, not a regular file; pass Python files or directories"
+
+
 def _from_module(target: str, dotted: str, names: tuple[str, ...] | None, base: Path) -> Source:
     if not _is_dotted(dotted):
         raise GradsmithUsageError(
@@ -219,6 +240,9 @@ def _python_files(root: Path) -> list[Path]:
 
 def _parse(path: Path) -> tuple[ast.Module | None, str | None]:
     """The file's syntax tree, or the reason it has none."""
+    special = special_file(path)
+    if special:
+        return None, special
     try:
         with tokenize.open(path) as handle:
             return ast.parse(handle.read(), filename=str(path)), None

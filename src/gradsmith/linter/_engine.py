@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import stat
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ def _glob_to_regex(glob: str) -> str:
 
 def _raw(path: Path, explicit: bool) -> RawFile:
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block, /dev/zero never end
+            return RawFile(str(path), b"", "", False, explicit,
+                           "cannot read it: not a regular file (a FIFO, socket or device)")
         data = path.read_bytes()
     except OSError as exc:
         return RawFile(str(path), b"", "", False, True, f"cannot read it: {exc.strerror or exc}")

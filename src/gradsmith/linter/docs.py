@@ -23,8 +23,10 @@ saved tensors and their views versus fresh tensors.
     gradsmith lint src/ --select GS1 --ignore GS104
 
 Exit status: 0 when there is no error-level finding, 1 otherwise, 2 on usage errors: a path
-that does not exist or is a symbolic link loop, or a named file that is not Python (no `.py` or
-`.pyi` suffix and no `python` `#!` line: a hostname file parses as Python, but is not).
+that does not exist or is a symbolic link loop, a FIFO, socket or device (`/dev/null`: opening a
+FIFO would block forever), or a named file that is not Python (no `.py` or `.pyi` suffix and no
+`python` `#!` line: a hostname file parses as Python, but is not). Such a special file found
+while walking a directory is a GS002 finding; it is never opened.
 
 - `--select` / `--ignore` take codes or prefixes (`GS1`, `GS203`); the longer match wins.
 - Configuration: `[tool.gradsmith.lint]` in the nearest `pyproject.toml` (or `--config`),
