@@ -160,6 +160,14 @@ def test_the_pool_reports_progress_while_the_worker_starts(write, procs, tmp_pat
     assert waited and waited == sorted(waited)
 
 
+def test_a_huge_finite_time_limit_means_no_limit(runner, write, procs):
+    # 1e308 s overflowed select() in the worker server: every task became a crash.
+    write("ops.py", procs.good)
+    code, doc, err = runner.check("ops.py", "--timeout", "1e308", "--no-compat")
+    assert [r["verdict"] for r in doc["results"]] == ["pass", "pass"], err
+    assert code == 0
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
 def test_bad_limits_are_usage_errors(value, capsys):
     from gradsmith.cli import main

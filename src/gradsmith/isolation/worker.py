@@ -121,7 +121,9 @@ class Server:
                 kill_tree(os.getpid())
                 self.strays = False
             now = time.monotonic()
+            # At most a minute: select() rejects a wait as long as --timeout 1e308.
             wait = min([t.deadline for t in self.running.values()], default=now + 60) - now
+            wait = min(wait, 60.0)
             fds = [self.proto_in, self.wake_r] + [t.fd for t in self.running.values()
                                                   if not t.eof]
             try:
