@@ -61,6 +61,46 @@ class RaisesBaseException(Function):
 
 
 @gradsmith.example(_x)
+class SendsItselfSigint(Function):
+    @staticmethod
+    def forward(ctx, x):
+        import signal
+        os.kill(os.getpid(), signal.SIGINT); time.sleep(30)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class EndsItsProcess(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os._exit(0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ is broken too")
+
+
+@gradsmith.example(_x)
+class RaisesUnprintable(Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise Unprintable()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
 class CallsSysExit(Function):
     @staticmethod
     def forward(ctx, x):
@@ -85,13 +125,17 @@ def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, w
     assert "interrupted_import.py:2" in imported["reason"] and "SIGINT" not in imported["reason"]
     rows = {r["name"].split("::")[1]: r for r in doc["results"] if "::" in r["name"]}
     assert set(rows) >= {"ForksThenCrashes", "ForksThenExits", "InterruptsInBackward",
-                         "RaisesBaseException", "CallsSysExit", "Square", "Exp"}, err
+                         "RaisesBaseException", "CallsSysExit", "SendsItselfSigint",
+                         "EndsItsProcess", "RaisesUnprintable", "Square", "Exp"}, err
     assert took < 100, "a fork kept a crashed task waiting for its time limit"
 
-    for name, how in (("ForksThenCrashes", "signal SIGABRT"), ("ForksThenExits", "exit code 7")):
+    for name, how in (("ForksThenCrashes", "signal SIGABRT"), ("ForksThenExits", "exit code 7"),
+                      ("EndsItsProcess", "exit code 0 (user code ended the process with "
+                                         "os._exit()")):
         row = rows[name]
         assert (row["verdict"], row["error"]) == ("fail", "crash"), row["reason"]
         assert how in row["reason"] and row["elapsed"] < 60
+        assert "ended without a result" in row["reason"]
     assert "endings.py" in rows["ForksThenCrashes"]["reason"]  # faulthandler: the user's frame
 
     for name, what, line in (
@@ -99,7 +143,10 @@ def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, w
              'raise KeyboardInterrupt("stop right there")'),
             ("RaisesBaseException", "NotAnException: a BaseException subclass",
              'raise NotAnException("a BaseException subclass")'),
-            ("CallsSysExit", "SystemExit: 3", "sys.exit(3)")):
+            ("CallsSysExit", "SystemExit: 3", "sys.exit(3)"),
+            ("SendsItselfSigint", "KeyboardInterrupt", "os.kill(os.getpid(), signal.SIGINT)"),
+            ("RaisesUnprintable", "user code raised RuntimeError: __str__ is broken too",
+             'raise RuntimeError("__str__ is broken too")')):
         row = rows[name]
         assert (row["verdict"], row["error"]) == ("fail", "exception"), row["reason"]
         assert what in row["reason"], row["reason"]
@@ -107,6 +154,7 @@ def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, w
                                                  .splitlines(), start=1) if line in text)
         assert f"endings.py:{lineno}" in row["reason"]
         assert "/gradsmith/" not in row["reason"] and "SIGINT" not in row["reason"]
+        assert "gradsmith.check raised" not in row["reason"]
     assert rows["Square"]["verdict"] == rows["Exp"]["verdict"] == "pass"
     assert code == 2  # the import error decides
 

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gradsmith.isolation.tasks import INPUTS_KNOWN, display_name, row, run_task
+from gradsmith.isolation.tasks import INPUTS_KNOWN, display_name, exception_text, row, run_task
 
 
 def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
@@ -101,7 +101,8 @@ def partial_report(name: str, progress: dict | None, unfinished: str | None) -> 
 
 
 def _raised(task: tuple, exc: BaseException, last: dict) -> Any:
-    what = f"{type(exc).__name__}{f': {exc}' if str(exc) else ''}{_user_frame(exc)}"
+    text = exception_text(exc)
+    what = f"{type(exc).__name__}{f': {text}' if text else ''}{_user_frame(exc)}"
     if task[0] == "list":
         return {"import": what}
     candidate, example_index = task[1], task[2]

@@ -298,7 +298,7 @@ class WorkerPool:
         if kind == "timeout":
             return (f"timed out after {self.timeout:g} s (the task and every process it "
                     f"started were killed; raise --timeout if it is just slow){tail}")
-        return f"the worker process died ({info.get('exit')}){tail}"
+        return f"the process running it ended without a result: {info.get('exit')}{tail}"
 
 
 def _read_tail(path: str) -> str:

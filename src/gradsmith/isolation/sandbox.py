@@ -37,6 +37,8 @@ from gradsmith.isolation.protocol import frame, write_all
 EVENT, RESULT, EXIT = b"e", b"r", b"x"
 #: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
 LOST_PIPE = 113
+#: Exit code of a task process whose gradsmith code failed (its traceback is in the log).
+INTERNAL = 70
 _STATUS = struct.Struct(">i")
 _TAIL_LINES = 12
 
@@ -85,9 +87,13 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
     keeper = os.getpid()
     child = os.fork()
     if child == 0:
-        code = 70
+        code = INTERNAL
         try:
             code = _task_process(task, threads, log_fd, pipe, keeper)
+        except BaseException:  # gradsmith's own code failed (user code's errors are results)
+            import traceback
+
+            traceback.print_exc()  # into the task's log: the row shows it
         finally:
             os._exit(code)
     if timed_out:  # SIGTERM came before the fork returned
@@ -111,8 +117,11 @@ def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int
     os.dup2(log_fd, 1)  # user prints and faulthandler tracebacks go to this task's log
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+    for sig in (signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    # As in any Python program: a SIGINT (only user code can send one: the task has its own
+    # process group) raises KeyboardInterrupt at the user's line, reported as such.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     die_with_parent(signal.SIGKILL, keeper)
     _prefer_for_oom_killer()
     import torch
@@ -148,7 +157,7 @@ def describe_end(status: int | None, *, corrupt: bool = False, killed: bool = Fa
 
     Example:
         >>> describe_end(7 << 8)
-        'exit code 7'
+        "exit code 7 (user code ended the process with os._exit() or a C library's exit())"
     """
     if corrupt:
         return "user code wrote into gradsmith's result pipe, so its result was lost"
@@ -158,6 +167,10 @@ def describe_end(status: int | None, *, corrupt: bool = False, killed: bool = Fa
         return ("user code closed gradsmith's result pipe (a file descriptor it did not "
                 "open), so its result was lost")
     how = describe_exit(status)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == INTERNAL:
+        how += " (gradsmith failed in the task process; its traceback is below)"
+    elif os.WIFEXITED(status):  # sys.exit is a SystemExit row: this was os._exit or C exit()
+        how += " (user code ended the process with os._exit() or a C library's exit())"
     if how == "signal SIGKILL" and not killed:
         how += " (sent by the Function itself, from outside, or by the kernel when memory ran out)"
     return how

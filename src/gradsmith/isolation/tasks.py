@@ -8,6 +8,7 @@ A row is a JSON-ready dict; gradient-mismatch Jacobians travel beside it under `
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -102,9 +103,13 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             _merge(report, index, variant.change,
                    check(obj, *variant.args, surrogate=surrogate, name=label,
                          **{**merged, "checks": _variant_checks(merged)}))
-    except Exception as exc:  # bad registered options, or a verifier bug: one failed row
-        return row(candidate, label, "fail", error="exception",
-                   reason=f"gradsmith.check raised {_describe(exc)}",
+    except Exception as exc:  # bad registered options, user code, or a verifier bug
+        if _raised_in_user_code(exc):
+            who = (f"user code raised {_describe(exc)} while gradsmith.check handled the "
+                   "Function (e.g. in an exception's __str__ or an object's __repr__)")
+        else:
+            who = f"gradsmith.check raised {_describe(exc)}"
+        return row(candidate, label, "fail", error="exception", reason=who,
                    elapsed=time.perf_counter() - started)
     repro = None if report.passed else record
     if variants:
@@ -228,4 +233,31 @@ def _jacobians(report: Any) -> dict:
 def _describe(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    return f"{type(exc).__name__}: {exception_text(exc)}{where}"
+
+
+def _raised_in_user_code(exc: BaseException) -> bool:
+    """True when the innermost frame is neither gradsmith's nor torch's."""
+    import torch
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    where = os.path.abspath(frames[-1].filename)
+    ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            os.path.dirname(os.path.abspath(torch.__file__)))
+    return not where.startswith(ours) and not where.startswith("<")
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, even when user code made ``__str__`` raise.
+
+    Example:
+        >>> exception_text(ValueError("bad"))
+        'bad'
+    """
+    try:
+        return str(exc)
+    except Exception as inner:
+        return f"<its __str__ raised {type(inner).__name__}>"
+
