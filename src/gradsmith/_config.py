@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
+from gradsmith.isolation.pool import STARTUP_TIMEOUT
 
 _TABLES = ("check", "lint")  # the tables [tool.gradsmith.*] that exist
 
@@ -78,6 +79,8 @@ def _targets(value: Any) -> list[str]:
 CHECK_SETTINGS = {s.key: s for s in (
     Setting("targets", "targets", [], _targets, 'targets = ["src/my_ops", "tests/fns.py"]'),
     Setting("timeout", "timeout", 30.0, _positive_number, "timeout = 60"),
+    Setting("startup-timeout", "startup_timeout", STARTUP_TIMEOUT, _positive_number,
+            "startup-timeout = 300"),
     Setting("jobs", "jobs", None, _positive_int, "jobs = 2"),
     Setting("isolate", "no_isolate", False, _negated_bool, "isolate = false"),
     Setting("approximate", "approximate", False, _bool, "approximate = true"),

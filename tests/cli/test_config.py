@@ -61,7 +61,8 @@ def test_unknown_key_is_an_error_naming_it_and_the_valid_ones(pyproject, gradsmi
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert "unknown key 'timout' in [tool.gradsmith.check]" in line
-    assert "valid keys: approximate, compat, isolate, jobs, targets, timeout" in line
+    assert ("valid keys: approximate, compat, isolate, jobs, startup-timeout, targets, timeout"
+            in line)
 
 
 def test_unknown_table_is_an_error(pyproject, gradsmith_cli):
@@ -74,6 +75,7 @@ def test_unknown_table_is_an_error(pyproject, gradsmith_cli):
 @pytest.mark.parametrize("line, words", [
     ('timeout = "60"', ["timeout must be a positive number of seconds", "'60'"]),
     ("timeout = -1", ["timeout must be a positive number", "-1"]),
+    ("startup-timeout = 0", ["startup-timeout must be a positive number of seconds", "0"]),
     ("jobs = 0", ["jobs must be an integer >= 1", "got 0"]),
     ("jobs = true", ["jobs must be an integer >= 1", "True"]),
     ('isolate = "no"', ["isolate must be true or false", "'no'"]),
@@ -206,3 +208,14 @@ def test_compat_from_pyproject_and_the_command_line_overrides_it(write, snippets
     _, out, _ = gradsmith_cli("--compat", "--format", "json")
     (row,) = json.loads(out)["results"]
     assert row["verdict"] == "pass" and DEPLOY_CHECKS <= set(row["checks"])
+
+
+def test_startup_timeout_from_pyproject_and_the_command_line_overrides_it(write, snippets,
+                                                                           pyproject,
+                                                                           gradsmith_cli):
+    write("good.py", snippets.good)
+    pyproject('[tool.gradsmith.check]\ntargets = ["good.py"]\nstartup-timeout = 0.01\n')
+    code, out, err = gradsmith_cli()
+    assert code == 2 and "did not start within 0.01 s" in err and out == ""
+    code, out, err = gradsmith_cli("--startup-timeout", "300", "--no-compat")
+    assert code == 0, err

@@ -36,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="Functions checked at once (default: number of CPUs, at most 4; "
                              "capped at what the CPUs and memory can hold)")
-    parser.add_argument("--startup-timeout", type=float, default=STARTUP_TIMEOUT, metavar="S",
+    parser.add_argument("--startup-timeout", type=float, default=None, metavar="S",
                         help=f"seconds the worker may take to start (import torch; default "
-                             f"{STARTUP_TIMEOUT:g}); raise it on a heavily loaded machine")
+                             f"{STARTUP_TIMEOUT:g}); raise it on a heavily loaded machine "
+                             "(also startup-timeout in pyproject)")
     parser.add_argument("--no-isolate", dest="no_isolate", action="store_const", const=True,
                         default=None,
                         help="run user code in this process: faster start, but a crash or hang "
