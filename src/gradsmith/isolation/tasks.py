@@ -243,10 +243,12 @@ def _raised_in_user_code(exc: BaseException) -> bool:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return False
+    if frames[-1].filename.startswith("<"):  # <frozen ...>, <string>: not the user's file
+        return False
     where = os.path.abspath(frames[-1].filename)
     ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
             os.path.dirname(os.path.abspath(torch.__file__)))
-    return not where.startswith(ours) and not where.startswith("<")
+    return not where.startswith(ours)
 
 
 def exception_text(exc: BaseException) -> str:
@@ -260,4 +262,3 @@ def exception_text(exc: BaseException) -> str:
         return str(exc)
     except Exception as inner:
         return f"<its __str__ raised {type(inner).__name__}>"
-
