@@ -75,7 +75,10 @@ def main() -> None:
             walls[label].append(round(wall, 2))
             last[label] = _check_seconds(doc)
     suite = _suite() if args.suite else None
+    # How the runs were scheduled: on a shared machine they may run niced, single-threaded.
+    sched = {"nice": os.nice(0), "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
     data = {"environment": environment(), "load_before": load_before, "suite": suite,
+            "scheduling": sched,
             "load_after": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M"),
             "walls": walls, "median": {k: statistics.median(v) for k, v in walls.items()},
             "rows": last, "budget_seconds": 120}
@@ -84,7 +87,8 @@ def main() -> None:
           f"{args.repeat} fresh runs each, alternating; {data['when']}, load (1/5/15 min) "
           f"before {tuple(round(x, 2) for x in load_before)}, after "
           f"{tuple(round(x, 2) for x in data['load_after'])}; torch "
-          f"{data['environment']['torch']}, {data['environment']['cpu_count']} CPUs.", "",
+          f"{data['environment']['torch']}, {data['environment']['cpu_count']} CPUs; nice "
+          f"{sched['nice']}, OMP_NUM_THREADS={sched['omp_num_threads'] or 'unset'}.", "",
           "| run | median wall | all runs | rows with a matrix | exit |", "|---|---:|---|---:|---:|"]
     for label, values in walls.items():
         md.append(f"| {label} | {statistics.median(values):.1f} s | {values} | "
@@ -95,6 +99,7 @@ def main() -> None:
         md += ["", f"README test command (`python -m pytest -q`, whole suite): "
                    f"{suite['wall']:.0f} s ({suite['summary']}), load before/after "
                    f"{suite['load_before']} / {suite['load_after']}; budget 900 s."]
+        md += [f"- {line}" for line in suite["failed"]]
     write_results(data, "\n".join(md) + "\n", args.out, "deploy_cost")
     print("\n".join(md))
 
