@@ -109,3 +109,62 @@ def test_a_function_that_times_out_or_returns_leaves_no_process(runner, write, p
     assert set(recorded.values()) == {"daemon", "left-behind", "new-session", "spinning"}
     alive = [name for pid, name in recorded.items() if procs.alive(pid)]
     assert not alive, f"{alive} outlived a run that took {time.monotonic() - started:.0f} s"
+
+
+# Each starts a child in a new session, then kills the processes above it that gradsmith uses
+# to find such children: its keeper, or its keeper and the worker server at once.
+KILLS_ITS_SUPERVISORS = """
+import signal, subprocess
+
+def _parent_of(pid):
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+def _spawn(name):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             start_new_session=True)
+    with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
+        handle.write(f"{child.pid} {name}\\n")
+
+@gradsmith.example(_x)
+class KillsItsKeeper(Function):
+    @staticmethod
+    def forward(ctx, x):
+        _spawn("keeper-killed")
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(60)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class KillsKeeperAndServer(Function):
+    @staticmethod
+    def forward(ctx, x):
+        _spawn("keeper-and-server-killed")
+        keeper = os.getppid()
+        os.kill(_parent_of(keeper), signal.SIGKILL)
+        os.kill(keeper, signal.SIGKILL)
+        time.sleep(60)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_killing_the_processes_that_watch_it_does_not_let_a_child_escape(runner, write, procs):
+    # --jobs 1: the second Function runs while the first one's orphan would still be around.
+    write("supervisors.py", KILLS_ITS_SUPERVISORS, procs.good)
+    code, doc, err = runner.check("supervisors.py", "--jobs", "1", "--timeout", "30",
+                                  "--no-compat")
+    rows = {r["name"].split("::")[1]: r for r in doc["results"]}
+    assert rows["KillsItsKeeper"]["error"] == rows["KillsKeeperAndServer"]["error"] == "crash"
+    assert rows["Square"]["verdict"] == rows["Exp"]["verdict"] == "pass", err
+    recorded = runner.recorded()
+    assert sorted(recorded.values()) == ["keeper-and-server-killed", "keeper-killed"]
+    gone = procs.wait_until(lambda: not any(procs.alive(p) for p in recorded), 5)
+    alive = [name for pid, name in recorded.items() if procs.alive(pid)]
+    assert gone, f"{alive} outlived gradsmith check"

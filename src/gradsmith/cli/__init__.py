@@ -37,7 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns the exit code: 0 success, 1 findings/failures, 2 usage error."""
+    """Entry point. Returns the exit code: 0 success, 1 findings/failures, 2 usage error.
+
+    Args:
+        argv: arguments; ``None`` means the process's own command line (the ``gradsmith``
+            console script, ``python -m gradsmith``): the process is then gradsmith's alone
+            and adopts the orphans of what its run starts, so it can kill them at the end.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -54,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         except TorchMissingError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        if argv is None:  # not when called from another program: its children are its own
+            from gradsmith.isolation.processes import become_subreaper
+
+            become_subreaper()
     return int(args._run(args))
 
 

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from gradsmith._errors import GradsmithError
-from gradsmith.isolation.processes import available_memory, usable_cpus
+from gradsmith.isolation.processes import (
+    adopting,
+    available_memory,
+    children,
+    kill_tree,
+    usable_cpus,
+)
 from gradsmith.isolation.protocol import FrameReader, send
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
@@ -114,6 +120,7 @@ class WorkerPool:
         self._selector = selectors.DefaultSelector()
         self._ready = False
         self._log = ""
+        self._before: set[int] = set()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -125,6 +132,8 @@ class WorkerPool:
         """Start the server now, so its torch import overlaps whatever the caller does next."""
         if self._proc is not None:
             return
+        # Children this process already had are not the run's (see _kill_adopted).
+        self._before = children(os.getpid()) if adopting() else set()
         fd, self._log = tempfile.mkstemp(prefix="gradsmith-server-", suffix=".log")
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])
@@ -237,10 +246,24 @@ class WorkerPool:
             except subprocess.TimeoutExpired:
                 continue
         proc.stdout.close()
+        self._kill_adopted()
         try:
             os.unlink(self._log)
         except OSError:
             pass
+
+    def _kill_adopted(self) -> None:
+        """Kill what user code left after killing both its keeper and the server: the
+        ``gradsmith`` command makes its process a subreaper (:func:`adopting`), so such
+        processes became its children instead of init's."""
+        if not adopting():
+            return
+        for pid in children(os.getpid()) - self._before:
+            kill_tree(pid, include_root=True)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped elsewhere (subprocess's own bookkeeping)
+                pass
 
     def _next(self, waiting_since: float, started: dict[int, float]) -> tuple | None:
         """The server's next message; None when it died or stopped answering."""

@@ -40,9 +40,19 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
+_adopting = False
+
+
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux); True when it took effect."""
-    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    global _adopting
+    _adopting = _adopting or _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    return _adopting
+
+
+def adopting() -> bool:
+    """True when this process made itself a subreaper (:func:`become_subreaper`)."""
+    return _adopting
 
 
 def die_with_parent(sig: int, parent: int) -> None:
@@ -58,13 +68,30 @@ def die_with_parent(sig: int, parent: int) -> None:
         os.kill(os.getpid(), sig)
 
 
+def children(parent: int) -> set[int]:
+    """Pids of the processes whose parent is ``parent`` (from ``/proc``)."""
+    return set(_children_map().get(parent, []))
+
+
 def descendants(root: int) -> set[int]:
     """Pids of every living process below ``root`` (from the parent links in ``/proc``)."""
+    children = _children_map()
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return set()
+        return children
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -77,14 +104,7 @@ def descendants(root: int) -> set[int]:
         fields = stat[stat.rfind(b")") + 2:].split()
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(entry))
-    found: set[int] = set()
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
+    return children
 
 
 def kill_tree(root: int, include_root: bool = False) -> set[int]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from gradsmith.isolation import sandbox
 from gradsmith.isolation.processes import (
     become_subreaper,
+    children,
     die_with_parent,
     kill_tree,
 )
@@ -117,9 +118,8 @@ class Server:
             while self.queue and len(self.running) < self.jobs:
                 self._launch(*self.queue.popleft())
             self._warm_for_queue()
-            if not self.running and self.strays:
-                kill_tree(os.getpid())
-                self.strays = False
+            if self.strays:
+                self._kill_strays()
             now = time.monotonic()
             # At most a minute: select() rejects a wait as long as --timeout 1e308.
             wait = min([t.deadline for t in self.running.values()], default=now + 60) - now
@@ -154,6 +154,16 @@ class Server:
         if wanted not in self.warmed:
             _warm_up(deploy=deploy)
             self.warmed |= {"core", wanted}
+
+    def _kill_strays(self) -> None:
+        """Kill what a dead keeper kept, at once: the processes it left were adopted by this
+        server (a subreaper; the kernel reparents them before the keeper's death can be
+        reaped), so every child of the server that is not a running keeper goes, with all
+        below it. Waiting until no task runs would leave them to the next attack: user code
+        that kills the server too sends them to init."""
+        self.strays = False
+        for pid in children(os.getpid()) - set(self.running):
+            kill_tree(pid, include_root=True)
 
     def send(self, message: object) -> None:
         write_all(self.proto_out, encode(message))
