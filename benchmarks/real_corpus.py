@@ -322,6 +322,53 @@ def independent(env: dict) -> dict:
         return {"error": done.stderr[-2000:]}
 
 
+APPLY = r'''
+import json, sys, warnings
+import torch
+import gradsmith
+from gradsmith.discovery.collect import load_module
+warnings.simplefilter("ignore")
+out = {}
+
+
+def capture(factory, **kwargs):
+    return factory, kwargs
+
+
+for key, source, line in json.loads(sys.stdin.read()):
+    try:
+        obj = load_module(source["kind"], source["location"])
+        for part in source["attr"].split("."):
+            obj = getattr(obj, part)
+        factory, kwargs = eval(line.lstrip("@").replace("gradsmith.example(", "capture(", 1),
+                               {"torch": torch, "capture": capture})
+        report = gradsmith.check(obj, *factory(), compat=False, **kwargs)
+        out[key] = {"passed": report.passed, "errors": sorted(report.codes("error"))}
+    except Exception as exc:
+        out[key] = {"passed": False, "raised": f"{type(exc).__name__}: {exc}"}
+print(json.dumps(out))
+'''
+
+
+def declarations_applied(zero: dict, env: dict) -> dict:
+    """Every verified declaration line a zero-configuration row suggests, applied exactly as
+    written (its inputs factory and its surrogate=/intended=/unbiased=True): does the Function
+    then pass (deployment checks aside)?"""
+    jobs = []
+    for (project, path, name), row in zero.items():
+        for f in (row.get("report") or {}).get("findings", []):
+            details = f.get("details") or {}
+            if f["code"] == "undeclared-estimator" and details.get("verified") and row.get("repro"):
+                jobs.append([f"{project}/{path}::{name}", row["repro"]["source"],
+                             details["declaration"]])
+    done = subprocess.run([sys.executable, "-c", APPLY], input=json.dumps(jobs),
+                          capture_output=True, text=True, env=env, timeout=1200)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return {"error": done.stderr[-2000:]}
+
+
 def _codes(row: dict | None, severity: str = "error") -> list[str]:
     if not row or not row.get("report"):
         return []
@@ -329,16 +376,25 @@ def _codes(row: dict | None, severity: str = "error") -> list[str]:
 
 
 def _guided(row: dict | None) -> bool:
-    """The row tells the user to declare the gradient (surrogate= or intended=)."""
+    """The row tells the user how to declare the gradient: surrogate=, intended= (a formula,
+    or a template for draws only the user knows), or unbiased=True (a sampled estimator)."""
     if not row or not row.get("report"):
         return False
-    return any(("surrogate=" in text or "intended=" in text)
+    return any(("surrogate=" in text or "intended=" in text or "unbiased=True" in text)
                for text in (f.get("message", "") + f.get("hint", "")
                             for f in row["report"]["findings"] if f["severity"] == "error"))
 
 
-def score(zero: dict, examples: dict) -> tuple[list[dict], dict]:
+def _verified(row: dict | None) -> bool:
+    """The suggested declaration was checked against the Function's backward (not a template)."""
+    return any(f["code"] == "undeclared-estimator" and (f.get("details") or {}).get("verified")
+               for f in ((row or {}).get("report") or {}).get("findings", []))
+
+
+def score(zero: dict, examples: dict, applied: dict | None = None
+          ) -> tuple[list[dict], dict]:
     table, counts = [], defaultdict(int)
+    applied = applied or {}
     for project, path, name, judgement, note in ENTRIES:
         row = zero.get((project, path, name))
         verdict = row["verdict"] if row else "missing"
@@ -352,6 +408,10 @@ def score(zero: dict, examples: dict) -> tuple[list[dict], dict]:
         counts["false_alarm_zero_config"] += judgement == "correct" and verdict == "fail"
         counts["estimators"] += judgement == "estimator"
         counts["estimators_guided"] += judgement == "estimator" and _guided(row)
+        verified = _verified(row)
+        passes = (applied.get(f"{project}/{path}::{name}") or {}).get("passed")
+        counts["declarations_verified"] += judgement == "estimator" and verified
+        counts["declarations_pass_applied"] += judgement == "estimator" and bool(passes)
         if ex_verdict is not None:
             counts["with_examples"] += 1
             expected = "fail" if judgement == "defect" else "pass"
@@ -363,6 +423,7 @@ def score(zero: dict, examples: dict) -> tuple[list[dict], dict]:
                       "inputs": row.get("inputs") if row else None,
                       "elapsed": row.get("elapsed") if row else None,
                       "agrees": ok, "guided_to_surrogate": _guided(row),
+                      "declaration_verified": verified, "passes_with_declaration": passes,
                       "with_examples": ex_verdict, "with_examples_codes": _codes(ex_row)})
     counts["projects"] = len({e[0] for e in ENTRIES})
     return table, dict(counts)
@@ -380,14 +441,20 @@ def markdown(data: dict) -> str:
         f"- zero configuration: {c['false_pass']} false PASS on a defect or estimator; "
         f"{c['skips']} skips ({c['functions']} Functions: at most "
         f"{c['functions'] // 12} allowed); {c['false_alarm_zero_config']} FAIL on a correct "
-        f"Function; estimators guided to surrogate=: {c['estimators_guided']} of "
+        f"Function; estimators guided to a declaration (surrogate=, intended= or "
+        f"unbiased=True): {c['estimators_guided']} of "
         f"{c['estimators']}",
         f"- with examples ({c.get('with_examples', 0)} Functions): "
         f"{c.get('false_alarm_with_examples', 0)} false alarms, "
         f"{c.get('missed_with_examples', 0)} defects missed",
+        f"- declarations: {c.get('declarations_verified', 0)} of {c['estimators']} estimators "
+        "get a line gradsmith verified against their backward (the others a template to "
+        "complete); applied exactly as written, "
+        f"{c.get('declarations_pass_applied', 0)} of them pass (`declarations_applied` in the "
+        "JSON)",
         f"- repro scripts: {data['repro_summary']}",
         f"- wall time: zero configuration {data['wall_zero']:.0f} s, with examples "
-        f"{data['wall_examples']:.0f} s", "",
+        f"{data['wall_examples']:.0f} s", "", *_goals(data), "",
         "| project | Function | judgement | zero-config | error codes | with examples | "
         "agrees | s |", "|---|---|---|---|---|---|---|---:|"]
     for r in data["table"]:
@@ -398,6 +465,29 @@ def markdown(data: dict) -> str:
     lines += ["", "Notes (our judgement):", ""]
     lines += [f"- {r['project']}::{r['function']}: {r['note']}" for r in data["table"]]
     return "\n".join(lines) + "\n"
+
+
+def _goals(data: dict) -> list[str]:
+    """The issue's goals on this corpus, each stated met or not met with its count."""
+    c, rows = data["counts"], data["repro_rows"]
+    failing = rows["zero"]["failing_rows"] + rows["examples"]["failing_rows"]
+    reproduced = rows["zero"]["reproduced"] + rows["examples"]["reproduced"]
+    goals = [
+        ("no false PASS on a Function with a real defect (zero configuration)",
+         c["false_pass"] == 0, f"{c['false_pass']} false PASS"),
+        ("every undeclared estimator guided to a declaration",
+         c["estimators_guided"] == c["estimators"],
+         f"{c['estimators_guided']} of {c['estimators']} guided"),
+        ("at most 1 skip in 12", c["skips"] <= c["functions"] // 12,
+         f"{c['skips']} skips in {c['functions']}"),
+        ("no false alarm once examples are given", c.get("false_alarm_with_examples", 0) == 0,
+         f"{c.get('false_alarm_with_examples', 0)} false alarms in "
+         f"{c.get('with_examples', 0)}"),
+        ("every failure reproducible from its repro script", reproduced == failing,
+         f"{reproduced} of {failing} failing rows reproduced"),
+    ]
+    return ["Goals of issue 9 on this corpus:", ""] + [
+        f"- {'MET' if met else 'NOT MET'}: {what} ({count})" for what, met, count in goals]
 
 
 def main() -> None:
@@ -418,7 +508,8 @@ def main() -> None:
     zero, walls = zero_config(args.work, env, repro / "zero")
     examples, wall_examples = with_examples(env, repro / "examples")
     scripts = [] if args.skip_scripts else run_scripts(repro, env)
-    table, counts = score(zero, examples)
+    applied = declarations_applied(zero, env)
+    table, counts = score(zero, examples, applied)
     reproduced = sum(s["reproduced"] for s in scripts)
     compared = [s for s in scripts if s["numbers_compared"]]
     per_row = {"zero": rows_reproduced(scripts, list(zero.values()), "zero"),
@@ -430,7 +521,8 @@ def main() -> None:
                      for k, v in PROJECTS.items()},
         "counts": counts, "table": table, "wall_zero": sum(walls.values()),
         "wall_per_file": walls, "wall_examples": round(wall_examples, 2),
-        "independent": independent(env), "repro_scripts": scripts,
+        "independent": independent(env), "declarations_applied": applied,
+        "repro_scripts": scripts,
         "repro_rows": per_row,
         "repro_summary": f"failing rows reproduced by a script: zero-config "
                          f"{per_row['zero']['reproduced']} of {per_row['zero']['failing_rows']}, "
