@@ -121,7 +121,9 @@ def fused_linear_relu(x: torch.Tensor, weight: torch.Tensor,
 class FusedLinearReLU(nn.Linear):
     """Drop-in for ``nn.Sequential(nn.Linear(...), nn.ReLU())`` built on :func:`fused_linear_relu`.
 
-    Same constructor, parameters and ``state_dict`` as ``nn.Linear``.
+    Same constructor, parameters and ``state_dict`` as ``nn.Linear``. For dynamic quantization
+    use :func:`gradsmith.nn.quantize_dynamic`: torch's ``quantize_dynamic`` matches exact
+    types and silently leaves this layer in float.
 
     Example:
         >>> from gradsmith.nn import FusedLinearReLU
