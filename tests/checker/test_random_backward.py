@@ -3,6 +3,7 @@ recognised without configuration, guided to a declaration that is verified and p
 applied, judged on average with ``unbiased=True`` or draw for draw with ``intended=``, and
 their second order replays the same random state (no false alarm from two different draws)."""
 
+import json
 import re
 
 import pytest
@@ -202,3 +203,23 @@ def test_a_nondeterministic_backward_is_not_called_a_random_estimator():
     report = gradsmith.check(Drifts, _r(5), compat=False)
     assert "undeclared-estimator" not in report.codes(), str(report)
     assert "gradient-mismatch" in report.codes("error")
+
+
+def test_unbiased_true_declared_on_the_decorator_passes_from_the_cli(tmp_path, capsys):
+    from gradsmith.cli import main as cli_main
+
+    (tmp_path / "sampled.py").write_text(
+        "import torch\nimport gradsmith\n"
+        "from corpus.random_backwards import SampledLogSumExp, SampledTooHot\n\n"
+        "gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64),),"
+        " unbiased=True)(SampledLogSumExp)\n"
+        "gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64),),"
+        " unbiased=True)(SampledTooHot)\n")
+    code = cli_main(["check", str(tmp_path / "sampled.py"), "--no-isolate", "--no-compat",
+                     "--format", "json"])
+    rows = {r["name"].rsplit("::", 1)[-1]: r for r in json.loads(capsys.readouterr().out)[
+        "results"]}
+    assert code == 1
+    assert rows["SampledLogSumExp"]["verdict"] == "pass"
+    codes = {f["code"] for f in rows["SampledTooHot"]["report"]["findings"]}
+    assert "biased-estimate" in codes
