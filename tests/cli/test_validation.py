@@ -194,3 +194,24 @@ def test_special_files_are_never_read(command, target, says, tmp_path, monkeypat
         assert code == 1 and "GS002" in out and "not a regular file" in out  # an unreadable one
     else:
         assert code == 2 and says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["check", "ops.py", "--html", ""], "--html needs a path, got an empty string"),
+    (["check", "ops.py", "--repro", ""], "--repro needs a path, got an empty string"),
+    (["check", ""], "an empty target"),
+    (["check", "ops.py", " "], "an empty target"),
+    (["bench", "clipped_relu", "--json", ""], "--json needs a file name, got an empty string"),
+    (["bench", "clipped_relu", "--markdown", ""], "--markdown needs a file name"),
+    (["bench", "clipped_relu", "--plot", ""], "--plot needs a file name"),
+])
+def test_empty_paths_are_usage_errors(argv, says, tmp_path, monkeypatch, capsys, no_work):
+    # `--html "$OUT"` with OUT unset: the report was silently not written, and an empty
+    # target checked the whole working directory.
+    if "--plot" in argv:
+        pytest.importorskip("matplotlib")
+    (tmp_path / "ops.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "e.g." in err

@@ -17,6 +17,7 @@ from gradsmith._errors import GradsmithUsageError
 from gradsmith.cli._paths import writable_file
 from gradsmith.isolation.processes import usable_cpus
 
+_SUFFIX = {"json": "json", "markdown": "md", "plot": "png"}
 _MODES = {"eager": ("eager",), "compiled": ("compiled",), "both": ("eager", "compiled")}
 
 
@@ -182,6 +183,10 @@ def _measure(args, cases, sources, device, progress):
 def _validate_paths(args: argparse.Namespace) -> None:
     for option in ("json", "markdown", "plot"):
         value = getattr(args, option)
+        if value is not None and not value.strip():
+            raise GradsmithUsageError(
+                f"gradsmith bench: --{option} needs a file name, got an empty string (an unset "
+                f"shell variable?); e.g. --{option} bench.{_SUFFIX[option]}")
         if value:
             writable_file("gradsmith bench", f"--{option}", value)
 

@@ -172,6 +172,11 @@ def _validate(args: argparse.Namespace) -> None:
                                  f"{value:g}; e.g. {option} 60")
     if args.jobs is not None and args.jobs < 1:
         raise GradsmithError(f"check: --jobs must be >= 1, got {args.jobs}; e.g. --jobs 2")
+    for option, value in (("--repro", args.repro), ("--html", args.html)):
+        if value is not None and not value.strip():
+            raise GradsmithError(f"check: {option} needs a path, got an empty string (an "
+                                 f"unset shell variable?); e.g. {option} "
+                                 f"{'repro/' if option == '--repro' else 'report.html'}")
     if args.repro and os.path.exists(args.repro) and not os.path.isdir(args.repro):
         raise GradsmithError(f"check: --repro {args.repro!r} is a file, expected a directory "
                              "(created if missing); e.g. --repro repro/")

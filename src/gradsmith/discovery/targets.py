@@ -92,6 +92,10 @@ def default_sources() -> list[Source]:
 
 
 def _resolve_one(target: str, base: Path) -> list[Source]:
+    if not target.strip():  # Path("") is the current directory: never what was meant
+        raise GradsmithUsageError(
+            "check: an empty target (an unset shell variable?); pass a file, directory or "
+            "dotted module, e.g. `ops.py` or `.` for the current directory")
     where, sep, name = target.partition("::")
     if sep and not _is_dotted(name):
         raise GradsmithUsageError(
