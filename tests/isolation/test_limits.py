@@ -176,3 +176,30 @@ def test_bad_limits_are_usage_errors(value, capsys):
         assert main(["check", "x.py", option, value]) == 2
         err = capsys.readouterr().err
         assert f"{option} must be a positive number of seconds" in err
+
+
+# Loaded by every Python started with this folder on PYTHONPATH: the worker server
+# (`python -m gradsmith.isolation.worker PID`: argv is ['-m', PID] while site runs) starts
+# 20 s late, as under heavy load.
+SLOW_SERVER = """
+import sys, time
+if sys.argv[:1] == ["-m"] and len(sys.argv) == 2 and sys.argv[1].isdigit():
+    time.sleep(20)
+"""
+
+
+def test_a_slow_worker_start_is_reported_while_it_lasts(runner, write, procs, tmp_path):
+    write("ops.py", procs.good)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_SERVER)
+    runner.env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(tmp_path / "site"), runner.env.get("PYTHONPATH")]))
+    proc = runner.popen("check", "ops.py", "--no-compat", "--format", "json")
+    # Piped: after 10 s without a result, one line on stderr, while the worker still starts.
+    line = proc.stderr.readline()
+    waited = line.split("starting the worker (importing torch) ")[-1].split()[0]
+    assert line.startswith("gradsmith check: still working: starting the worker"), line
+    assert proc.poll() is None and 5 <= float(waited) < 20, line
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    assert "still working" not in err  # said once
