@@ -303,3 +303,56 @@ def test_user_code_attacking_the_worker_fails_alone(runner, write, procs):
     for name, (error, says) in expected.items():
         assert (rows[name]["verdict"], rows[name]["error"]) == ("fail", error), rows[name]
         assert says in rows[name]["reason"], rows[name]["reason"]
+
+
+# User code that writes gradsmith's own frames into its result pipe: a pickle that would run
+# os._exit(97) where it is unpickled, and one of plain data that is not a result.
+FORGES_RESULTS = """
+import pickle, stat
+from gradsmith.isolation.protocol import frame
+
+def _forge(payload):
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, frame(b"e" + pickle.dumps(42)) + frame(b"r" + payload))
+        except OSError:
+            pass
+    os._exit(0)
+
+class _Exit:
+    def __reduce__(self):
+        return (os._exit, (97,))
+
+@gradsmith.example(_x)
+class ForgesACallingResult(Function):
+    @staticmethod
+    def forward(ctx, x):
+        _forge(pickle.dumps(_Exit()))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class ForgesAPlainResult(Function):
+    @staticmethod
+    def forward(ctx, x):
+        _forge(pickle.dumps({"verdict": "pass"}))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_a_forged_result_runs_nothing_in_gradsmith_and_passes_nothing(runner, write, procs):
+    write("forges.py", FORGES_RESULTS, procs.good)
+    code, doc, err = runner.check("forges.py", "--timeout", "30", "--no-compat")
+    assert code == 1, err  # 97: the forged pickle ran os._exit in gradsmith check
+    rows = {r["name"].split("::")[1]: r for r in doc["results"]}
+    for name in ("ForgesACallingResult", "ForgesAPlainResult"):
+        assert (rows[name]["verdict"], rows[name]["error"]) == ("fail", "crash"), rows[name]
+        assert "its result was not gradsmith's" in rows[name]["reason"]
+    assert rows["Square"]["verdict"] == rows["Exp"]["verdict"] == "pass"

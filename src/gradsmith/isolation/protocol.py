@@ -3,11 +3,15 @@
 Blocking streams use :func:`send` and :func:`receive`; a process that watches several pipes at
 once reads what is there with :func:`os.read` and feeds it to a :class:`FrameReader`, which
 returns the payloads as bytes: the worker server forwards what a task process sends without
-unpickling it, so nothing user code writes can run code in the server.
+unpickling it, so nothing user code writes can run code in the server. ``gradsmith check``
+unpickles what it receives with :func:`loads`, which builds plain data and gradsmith's own
+records only: a forged frame (user code can write into any pipe it can reach) cannot name a
+function to call in gradsmith's process.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import struct
@@ -15,6 +19,40 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 _HEADER = struct.Struct(">Q")
+
+
+# The only classes a worker's messages hold besides builtin containers and scalars.
+_RECORDS = {("gradsmith.discovery.collect", "Candidate"), ("gradsmith.discovery.collect", "Ref")}
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _RECORDS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, which is not plain data")
+
+
+def loads(payload: bytes) -> Any:
+    """Unpickle a message from a worker: builtin data and gradsmith's records, nothing else.
+
+    Raises:
+        pickle.UnpicklingError: the payload names another class or a function (it was not
+            written by gradsmith), or is not a pickle at all.
+
+    Example:
+        >>> loads(pickle.dumps({"verdict": "pass", "elapsed": 0.5}))
+        {'verdict': 'pass', 'elapsed': 0.5}
+        >>> loads(pickle.dumps(print))
+        Traceback (most recent call last):
+        ...
+        _pickle.UnpicklingError: it names builtins.print, which is not plain data
+    """
+    try:
+        return _PlainUnpickler(io.BytesIO(payload)).load()
+    except pickle.UnpicklingError:
+        raise
+    except Exception as exc:  # truncated or garbage bytes raise all sorts of errors
+        raise pickle.UnpicklingError(f"not a pickle ({type(exc).__name__}: {exc})") from None
 
 
 def encode(message: Any) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gradsmith.discovery import Candidate, Source
 from gradsmith.isolation.partial import partial_report
@@ -108,6 +108,8 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
 
         for done, outcome in enumerate(execute(tasks, on_progress), start=1):
             _, candidate, example_index, *_ = tasks[outcome.index]
+            if outcome.kind == "ok" and not _is_row(outcome.value):
+                outcome = replace(outcome, kind="crash", value=_MALFORMED)
             rows[outcome.index] = (outcome.value if outcome.kind == "ok" else
                                    _error_row(candidate, example_index, outcome))
             if progress is not None:
@@ -117,12 +119,39 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
     return result
 
 
+_MALFORMED = ("its result was not gradsmith's (user code replaced or forged it), so no "
+              "verdict can be trusted")
+_ROW_KEYS = frozenset(row(None, "", "pass"))
+
+
+def _is_row(value: object) -> bool:
+    """A result row as :func:`gradsmith.isolation.tasks.row` builds it (a worker's result is
+    data user code could have forged; what the output code needs must be there)."""
+    return (isinstance(value, dict) and _ROW_KEYS <= set(value)
+            and value["verdict"] in ("pass", "fail", "skip") and isinstance(value["name"], str)
+            and value["error"] in (None, "import", "crash", "timeout", "exception")
+            and (value["report"] is None or isinstance(value["report"], dict)))
+
+
+def _is_listing(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    if "usage" in value or "import" in value:
+        return isinstance(value.get("usage", value.get("import")), str)
+    return (isinstance(value.get("candidates"), list)
+            and all(isinstance(c, Candidate) for c in value["candidates"])
+            and isinstance(value.get("errors"), list)
+            and all(isinstance(e, (list, tuple)) and len(e) == 2 for e in value["errors"]))
+
+
 def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
     seen: set[str] = set()
     found: list[Candidate] = []
     outcomes = {o.index: o for o in execute([("list", s) for s in sources], None)}
     for index, source in enumerate(sources):
         kind, value = outcomes[index].kind, outcomes[index].value
+        if kind == "ok" and not _is_listing(value):
+            kind, value = "crash", _MALFORMED
         if kind != "ok":
             result.rows.append(row(None, source.label, "fail", error="import",
                                    reason=f"importing it: {value}"))
