@@ -215,3 +215,17 @@ def test_empty_paths_are_usage_errors(argv, says, tmp_path, monkeypatch, capsys,
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert says in err and "e.g." in err
+
+
+def test_a_file_too_deep_for_the_parser_is_an_error_not_a_traceback(tmp_path, monkeypatch,
+                                                                    capsys, no_work):
+    from gradsmith.discovery import resolve_targets
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "deep.py").write_text("x = 1" + " + 1" * 100_000 + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "pkg/deep.py"]) == 2  # named: a usage error, before any worker
+    err = capsys.readouterr().err
+    assert "nested too deeply for Python's parser" in err and "Traceback" not in err
+    (source,) = resolve_targets(["pkg"])  # found in a directory: an import-error row later
+    assert "nested too deeply" in source.problem

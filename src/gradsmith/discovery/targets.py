@@ -254,6 +254,9 @@ def _parse(path: Path) -> tuple[ast.Module | None, str | None]:
         return None, f"syntax error at line {exc.lineno}: {exc.msg}"
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return None, f"cannot read it ({exc})"
+    except (RecursionError, MemoryError):  # Python cannot compile it either: never imports
+        return None, ("nested too deeply for Python's parser (it cannot be compiled, so it "
+                      "cannot be imported)")
 
 
 def _label(path: Path, base: Path) -> str:
