@@ -74,7 +74,8 @@ def _descendants(procs, root: int) -> set[int]:
     return found
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP"])
 def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, write, procs,
                                                                        sig):
     write("spins.py", SPAWNS_AND_SPINS)
@@ -87,7 +88,9 @@ def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, w
     assert below
 
     os.kill(cli.pid, sig)
-    cli.communicate(timeout=30)
+    _, err = cli.communicate(timeout=30)
+    if sig == signal.SIGINT:  # Ctrl-C: a clean end, not a traceback
+        assert cli.returncode == 130 and "interrupted" in err and "Traceback" not in err
     gone = procs.wait_until(lambda: not any(procs.alive(p) for p in ours), 20)
     survivors = {p: runner.recorded().get(p, "worker") for p in ours if procs.alive(p)}
     procs.kill_if_alive(ours)
