@@ -17,6 +17,13 @@ changes hit them alike; one warm-up round is discarded. Reports median, min and 
 
 Usage:
     python benchmarks/check_startup.py [--before /path/to/old/src] [--repeats 5]
+
+The recorded result was made so, on a quiet machine (the before tree is the commit that moved
+the worker into gradsmith.isolation, which reused one worker for every Function):
+
+    git archive bcbb93d src | tar -x -C /tmp/before
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/check_startup.py --before /tmp/before/src \
+        --before-label "before (bcbb93d, a reused worker)" --repeats 5
 """
 
 from __future__ import annotations
@@ -123,6 +130,8 @@ def main() -> None:
         configs[args.before_label] = (str(Path(args.before).resolve()), [])
     cases = {"one Function": "one.py::Swish", "misspelt ::Name": "one.py::Swsh"}
     env_info = environment()
+    env_info["nice"] = os.nice(0)
+    env_info["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS")
     results: dict = {c: {k: [] for k in configs} for c in cases}
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "one.py").write_text(ONE)
@@ -148,7 +157,8 @@ def main() -> None:
              f"{env_info['cpu']}, {env_info['cpu_count']} CPUs, {env_info['platform']}, "
              f"recorded {env_info['date_utc']}; 1-minute load average "
              f"{env_info['load_average_1min']} at start, "
-             f"{env_info['load_average_1min_at_end']} at end. Median (min-max) of "
+             f"{env_info['load_average_1min_at_end']} at end; nice {env_info['nice']}, "
+             f"OMP_NUM_THREADS={env_info['OMP_NUM_THREADS']}. Median (min-max) of "
              f"{args.repeats} interleaved runs on a pseudo-terminal, seconds from the start "
              "of the process.", "",
              "| case | configuration | first output | eager verdict | whole result | exit |",
