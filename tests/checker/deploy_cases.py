@@ -296,6 +296,33 @@ class InplaceExp(Function):
         return g * y
 
 
+_PRIVATE = torch.Generator()
+
+
+@gradsmith.example(lambda: (_x(3, 6),))
+class BrokenPrivateGeneratorDropout(Function):
+    """Dropout whose mask comes from a private torch.Generator: its backward is right for the
+    mask it saved, but activation checkpointing replays only torch's default generator, so
+    the recomputation saves another mask and the gradients are wrong."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        keep = (torch.rand(x.shape, generator=_PRIVATE, dtype=x.dtype) > 0.5).to(x.dtype)
+        return x * keep * 2, keep
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1])
+
+    @staticmethod
+    def backward(ctx, g, _g_keep):
+        (keep,) = ctx.saved_tensors
+        return g * keep * 2
+
+
 # --- torch.func ------------------------------------------------------------------------------
 
 @gradsmith.example(lambda: (_x(3, 4),))

@@ -208,6 +208,37 @@ def test_checkpoint_refuses_an_inplace_function_and_replays_dropout():
     assert not torch.equal(grad(False), plain)
 
 
+def test_checkpoint_recomputes_a_private_generator_mask_wrongly():
+    x = _x(3, 6).requires_grad_()
+    # Eager: backward uses the mask forward drew (the output's zeros), so it is right.
+    out, keep = D.BrokenPrivateGeneratorDropout.apply(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(grad, keep * 2)
+    # Checkpointed: forward runs again in backward and draws another mask.
+    out = checkpoint(lambda t: D.BrokenPrivateGeneratorDropout.apply(t)[0], x,
+                     use_reentrant=False)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    assert not torch.equal(grad, (out != 0).to(grad.dtype) * 2)
+
+
+def test_unreplayable_randomness_is_flagged_under_checkpoint_and_compared_nowhere_else():
+    report = check(D.BrokenPrivateGeneratorDropout)
+    assert "nondeterministic-forward" in report.codes("warning")  # eager says why
+    assert report.compat["checkpoint"]["status"] == "fail"
+    assert "checkpoint-mismatch" in report.compat["checkpoint"]["codes"]
+    # Dynamo really cannot trace torch.rand(generator=...): that refusal does not depend on
+    # the values and stays; every value comparison is dropped (it would compare two draws).
+    assert report.compat["compile"]["codes"] == ["compile-graph-break"]
+    for column in ("export", "autocast", "torch.func"):
+        cell = report.compat[column]
+        assert cell["status"] == "n/a", (column, cell, str(report))
+        assert "not compared" in cell["note"], cell
+    assert not {"vmap-mismatch", "func-mismatch", "export-mismatch"} & report.codes()
+    # The same Function drawing from torch's default generator is compared everywhere.
+    ok = check(D.OkDropout)
+    assert "deploy-not-comparable" not in ok.codes()
+
+
 def test_custom_op_without_fake_kernel_cannot_compile():
     with pytest.raises(Exception, match="fake"):
         _compile(D.broken_no_fake_sin)(_x(3, 4))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker.deploy._common import is_random
+from gradsmith.checker.deploy._common import comparable_only, is_random, replayable
 from gradsmith.checker.inputs import overrides
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
@@ -34,7 +34,8 @@ def run(session: Session) -> list[Finding]:
             # whether vmap *could* run is a deployment question (--no-compat skips it).
             raise Skip("the Function defines neither vmap nor generate_vmap_rule")
         return _no_rule(session, cls)
-    return _vmapped(session)
+    # A Function whose runs are not replayable gives the loop and vmap different draws.
+    return comparable_only(session, _vmapped(session), NAME)
 
 
 def _no_rule(session: Session, cls: type) -> list[Finding]:
@@ -56,7 +57,12 @@ def _no_rule(session: Session, cls: type) -> list[Finding]:
         else:
             del cls.generate_vmap_rule
     broken = [f for f in fixed if f.severity != "info"]
-    if broken:
+    verified: bool | None = not broken
+    if not replayable(session):  # vmap and the loop saw different draws: no verdict
+        verified = None
+        fix = ("add `generate_vmap_rule = True` or write a vmap staticmethod (not verified: "
+               "two runs of the Function from the same torch random state differ)")
+    elif broken:
         fix = ("write a vmap staticmethod: generate_vmap_rule = True does not work here "
                f"({broken[0].message.splitlines()[0][:160]})")
     else:
@@ -67,7 +73,7 @@ def _no_rule(session: Session, cls: type) -> list[Finding]:
         "torch.func.vmap refuses the Function: it defines neither a vmap staticmethod nor "
         "generate_vmap_rule = True, so vmap over it fails, and with it per-sample gradients "
         "(vmap over grad)", fix, NAME,
-        details={"generate_vmap_rule_fixes": not broken})]
+        details={"generate_vmap_rule_fixes": verified})]
 
 
 def _vmapped(session: Session) -> list[Finding]:

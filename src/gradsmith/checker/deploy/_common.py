@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 from gradsmith.checker.subject import seeded
 
@@ -104,6 +105,50 @@ def reference(session: Session) -> Evaluation:
     if "deploy_ref" not in session.cache:
         session.cache["deploy_ref"] = evaluate(session)
     return session.cache["deploy_ref"]
+
+
+def replayable(session: Session) -> bool:
+    """True when two eager evaluations from the same random state agree (cached).
+
+    False for a Function that draws from numpy, Python's ``random`` or a private
+    ``torch.Generator``, or reads state that changes between calls: gradsmith replays only
+    torch's default generator, so a compiled, exported, autocast or torch.func run of such a
+    Function cannot be compared with eager (every comparison would see another draw).
+    """
+    if "deploy_replayable" not in session.cache:
+        try:
+            want, again = reference(session), evaluate(session)
+        except Exception:  # noqa: BLE001 - the checks themselves report what fails
+            session.cache["deploy_replayable"] = True
+        else:
+            session.cache["deploy_replayable"] = all(
+                a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-9, atol=1e-12,
+                                                           equal_nan=True))
+                for a, b in zip(want.outs + want.grads, again.outs + again.grads))
+    return session.cache["deploy_replayable"]
+
+
+#: Value comparisons that are not marked by ``details["mismatches"]``.
+_COMPARISONS = {"vmap-mismatch"}
+
+
+def comparable_only(session: Session, found: list[Finding], check: str) -> list[Finding]:
+    """``found`` without its value comparisons when the Function is not :func:`replayable`
+    (what did not depend on the values, a graph break or an export error, stays), plus an
+    info finding that says why (one per report; the matrix shows it in every column it
+    concerns, as ``n/a`` where nothing else was found)."""
+    if replayable(session):
+        return found
+    kept = [f for f in found if "mismatches" not in f.details and f.code not in _COMPARISONS]
+    return kept + [Finding(
+        "deploy-not-comparable", "info",
+        "compile, export, autocast and torch.func (vmap) results are not compared with eager: "
+        "two eager runs from the same torch random state already differ (numpy, Python "
+        "random, a private torch.Generator, or state that changes between calls), so a "
+        "difference there could be another draw",
+        "draw random numbers from torch's default generator (torch.rand, torch.randn_like, "
+        "...) so that runs can be replayed; see the nondeterministic-forward finding", check,
+        details={"limitation": True})]
 
 
 def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -20,6 +20,7 @@ import torch
 
 from gradsmith.checker.deploy._common import (
     Evaluation,
+    comparable_only,
     evaluate,
     first_line,
     leaves,
@@ -45,6 +46,10 @@ def modes() -> list[tuple[str, torch.dtype]]:
 
 
 def run(session: Session) -> list[Finding]:
+    return comparable_only(session, _run(session), NAME)
+
+
+def _run(session: Session) -> list[Finding]:
     try:
         want32 = evaluate(session, dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from gradsmith.checker.deploy._common import (
+    comparable_only,
     describe,
     evaluate,
     first_line,
@@ -49,6 +50,10 @@ EXPLAINED_BY = ("custom-op-no-fake", "custom-op-fake-mismatch")
 
 
 def run(session: Session) -> list[Finding]:
+    return comparable_only(session, _run(session), NAME)
+
+
+def _run(session: Session) -> list[Finding]:
     explained = [f.code for f in session.report.findings if f.code in EXPLAINED_BY]
     if explained:
         raise Skip(f"the custom op's fake kernel cannot trace it ({explained[0]})")

@@ -18,6 +18,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from gradsmith.checker.deploy._common import (
+    comparable_only,
     describe,
     evaluate,
     first_line,
@@ -72,6 +73,10 @@ def exported_call(session: Session, args: tuple) -> Any:
 
 
 def run(session: Session) -> list[Finding]:
+    return comparable_only(session, _run(session), NAME)
+
+
+def _run(session: Session) -> list[Finding]:
     explained = [f.code for f in session.report.findings if f.code in EXPLAINED_BY]
     if explained:
         raise Skip(f"the custom op's fake kernel cannot trace it ({explained[0]})")

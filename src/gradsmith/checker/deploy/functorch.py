@@ -16,6 +16,7 @@ import torch
 
 from gradsmith.checker.deploy._common import (
     Evaluation,
+    comparable_only,
     cotangents,
     describe,
     first_line,
@@ -41,6 +42,10 @@ TORCH_LIMITS = {
 
 
 def run(session: Session) -> list[Finding]:
+    return comparable_only(session, _run(session), NAME)
+
+
+def _run(session: Session) -> list[Finding]:
     subject = session.subject
     want = reference(session)
     base = [x.detach().clone() for x in subject.base()]

@@ -33,6 +33,7 @@ CODE_COLUMNS: dict[str, tuple[str, ...]] = {
     "custom-op-fake-mismatch": ("compile", "export"),
     "custom-op-aot-dispatch": ("compile", "export"),
     "float64-crash": ("float32",),
+    "deploy-not-comparable": ("compile", "export", "autocast", "torch.func"),
 }
 GAP_COLUMNS = COLUMNS[1:]
 _RANK = {"ok": 0, "n/a": 1, "gap": 2, "warn": 3, "fail": 4}
