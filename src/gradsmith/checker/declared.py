@@ -107,10 +107,10 @@ def _surrogate_vjp(session, surrogate, xs, vs, seed) -> list[torch.Tensor]:
 def _intended(session, xs, vs, seed) -> list[torch.Tensor]:
     subject = session.subject
     args = subject.build([x.detach().clone() for x in xs])
-    grad_outputs = _grad_outputs(session, vs)
+    incoming = grad_outputs(session, vs)
     try:
         with torch.no_grad():
-            result = seeded(seed, session.intended, *args, *grad_outputs)
+            result = seeded(seed, session.intended, *args, *incoming)
     except Exception as exc:  # noqa: BLE001 - user code
         raise DeclarationError(f"intended raised {type(exc).__name__}: {exc}") from None
     result = result if isinstance(result, (tuple, list)) else (result,)
@@ -145,7 +145,7 @@ def _intended(session, xs, vs, seed) -> list[torch.Tensor]:
     return grads
 
 
-def _grad_outputs(session, vs) -> list[torch.Tensor | None]:
+def grad_outputs(session: Any, vs: list[torch.Tensor]) -> list[torch.Tensor | None]:
     """One incoming gradient per output of forward, as backward receives them: the given
     ones for differentiable outputs, zeros for other tensors, None for non-tensors."""
     subject = session.subject

@@ -14,6 +14,9 @@ per-element comparison the gradients check already made:
   true gradient with one constant c != 1 for every element: c = -1 gradient reversal, c < 0
   reversal with a coefficient, c > 0 gradient scaling. (A constant factor on any other
   forward's gradient is far more often a wrong formula, 2 e^x for e^x: a gradient-mismatch.)
+- **modified / rerouted**: an identity forward (with several outputs: each output matched to
+  the input it passes through) whose backward returns something else: a clip, a mask, or
+  another output's gradient handed or folded in (:mod:`gradsmith.checker.rerouting`).
 
 The finding keeps the Function failing (undeclared, it is unverified) under its own code,
 names the pattern, and gives the declaration line for this Function (see
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradsmith.checker import numerics, stochastic, suggest
+from gradsmith.checker import numerics, rerouting, stochastic, suggest
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -50,6 +53,10 @@ class Signature:
     scale: float = 1.0
     identity_forward: bool = False
     factor: str | None = None  # the factor as Python source when it is a forward argument
+    # The differentiable output this input passes through unchanged (finite differences equal
+    # that output's grad_output), and its label when forward has several outputs.
+    output: int | None = None
+    through: str | None = None
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -71,17 +78,22 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     for res in results:
         if not res.failed or res.nan_analytic:
             continue
-        a, n, tol, v, idx = _elements(session, problem, res, vs[0], grads[0][res.t])
+        a, n, tol, v, idx, out = _elements(session, problem, res, vs[0], grads[0][res.t])
         sig = _classify(res, a, n, tol, v)
         if sig is None:
             sig = _scaled_by_argument(session, res, a, n, tol, v, idx)
         if sig is None:
             sig = _modified(res, a, n, tol, v)
         if sig is not None:
+            if out is not None:
+                sig.output = out
+                if len(problem.out_shapes) > 1:
+                    sig.through = session.subject.out_labels[out]
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
         return [], set()
-    declaration = suggest.declaration(session, problem, sigs, vs[0], grads[0])
+    declaration = (rerouting.declaration(session, problem, sigs, vs[0], grads[0])
+                   or suggest.declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
     # the elements behind it (the first estimator input's), for --repro's numeric replay
@@ -116,10 +128,26 @@ def _elements(session, problem, res, v, g):
         tol[idx] = session.settings.atol + session.settings.rtol * torch.tensor(
             scales, dtype=torch.float64)
     a, n, tol = (t.to(torch.float64)[idx] for t in (a, n, tol))
-    # The projection of v on this input when forward is the identity in it (same numel).
-    pv = v.reshape(-1).to(torch.float64)[idx] if v.numel() == x.numel() else None
     keep = torch.isfinite(a) & torch.isfinite(n)
-    return a[keep], n[keep], tol[keep], None if pv is None else pv[keep], idx[keep]
+    a, n, tol, idx = a[keep], n[keep], tol[keep], idx[keep]
+    pv, out = _passed_through(problem, v, x, n, tol, idx)
+    return a, n, tol, pv, idx, out
+
+
+def _passed_through(problem, v, x, n, tol, idx):
+    """The part of ``v`` on the output that passes this input through unchanged (finite
+    differences equal to it), and that output's index: what an identity forward's gradient
+    is. With several outputs, each same-sized one is tried (a pass-through may be any of
+    them); with none matching, the first same-sized one (the callers test the match)."""
+    found = None
+    for k, piece in enumerate(problem.split(v)):
+        if piece.numel() != x.numel():
+            continue
+        pv = piece.reshape(-1).to(torch.float64)[idx]
+        if bool(((n - pv).abs() <= tol).all()):
+            return pv, k
+        found = found or (pv, None)
+    return found or (None, None)
 
 
 def _classify(res, a, n, tol, pv) -> Signature | None:
@@ -195,11 +223,21 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: forward is flat at {sig.flat} of {sig.total} elements (a clamp or "
                 "saturation) where backward still passes a gradient: a straight-through "
                 "clamp, or a forgotten mask")
+    if sig.kind == "modified" and sig.through is not None:
+        return (f"{sig.label}: forward passes it through unchanged as {sig.through} (finite "
+                f"differences equal {sig.through}'s grad_output) while backward returns "
+                "something else, no constant multiple of it: its gradient is rerouted or "
+                "modified (other outputs' gradients folded in, an implicit-function or "
+                "stitching trick, a mask, a clip), which is the gradient of no forward")
     if sig.kind == "modified":
         return (f"{sig.label}: forward is the identity (finite differences equal grad_output) "
                 "while backward returns something else, no constant multiple of it: an "
                 "intended modification of the gradient (a projection, a mask, a clip), which "
                 "is the gradient of no forward")
+    if sig.kind == "no-gradient" and sig.through is not None:
+        return (f"{sig.label}: backward returns no gradient although forward passes it "
+                f"through as {sig.through}: that output's gradient is dropped or rerouted to "
+                "another input")
     if sig.kind == "no-gradient":
         return (f"{sig.label}: backward returns no gradient although forward depends on it "
                 "(held constant by the estimator)")
@@ -235,6 +273,9 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
     if main.kind == "scaled":
         otherwise = "remove the factor from backward"
+    elif main.kind == "modified" and main.through is not None:
+        otherwise = ("the backward of a pass-through returns each output's gradient, "
+                     "unchanged, to the input it passes through")
     elif main.kind == "modified":
         otherwise = "the backward of an identity returns grad_output unchanged"
     else:

@@ -330,3 +330,15 @@ def _render(a: Any, mark_grad: bool) -> str:
     if a is None or isinstance(a, (bool, int, float, str)):
         return repr(a)
     return "..."
+
+
+# Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through).
+matches, numbers, factor, modifications, compile_source = (
+    _matches, _numbers, _factor, _modifications, _compile)
+
+
+def try_declaration(session: Session, kind: str, fn: Any, split: list[torch.Tensor]
+                    ) -> list[torch.Tensor] | None:
+    """The gradients declaration ``fn`` (``kind``: surrogate or intended) gives for the
+    incoming gradients ``split``, or None when it raises or does not fit."""
+    return _try(session, kind, fn, None, session.problem.xs, split)

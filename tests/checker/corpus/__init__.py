@@ -49,10 +49,11 @@ def all_cases() -> list[Case]:
         module_args,
         multi_output,
         random_backwards,
+        reroutes,
         seeds,
     )
 
     return [*bugs_gradients.CASES, *bugs_structure.CASES, *bugs_state.CASES, *bugs_more.CASES,
             *correct.CASES, *seeds.CASES, *estimators.CASES,
             *multi_output.CASES, *complex_fns.CASES, *module_args.CASES,
-            *random_backwards.CASES]
+            *random_backwards.CASES, *reroutes.CASES]
