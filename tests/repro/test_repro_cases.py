@@ -1,8 +1,9 @@
 """``--repro`` on the kinds of rows the real-code corpus found hard to replay: a module argument
 whose parameters are also passed to apply (reversible-network libraries), a backward that
-crashes with one input frozen, a backward that draws random samples, and a forward that computes
-in float32 whatever it is given. Each script must end with REPRODUCED and print the finding's own
-numbers, with plain PyTorch only."""
+crashes with one input frozen, a backward that draws random samples, a forward that computes
+in float32 whatever it is given, and a function argument only backward calls (synthesised).
+Each script must end with REPRODUCED and print the finding's own numbers, with plain PyTorch
+only."""
 
 from __future__ import annotations
 
@@ -111,6 +112,22 @@ class Float32Forward(Function):
     @staticmethod
     def backward(ctx, g):
         return g.double() * 2
+
+
+class HandsTimeToState(Function):
+    \"\"\"Only backward calls its function argument (synthesised as a plain function, which the
+    script must rebuild): t's gradient goes to y through rate(t, y).\"\"\"
+
+    @staticmethod
+    def forward(ctx, rate, t, y):
+        ctx.rate = rate
+        ctx.save_for_backward(t, y)
+        return t.detach(), y.detach()
+
+    @staticmethod
+    def backward(ctx, gt, gy):
+        t, y = ctx.saved_tensors
+        return None, None, gy + gt * ctx.rate(t, y)
 '''
 
 EXPECTED = [
@@ -118,6 +135,7 @@ EXPECTED = [
     ("AliasedFrozenCrash", "needs-input-grad-mismatch", "args[3]"),
     ("SampledSoftmaxCounts", "undeclared-estimator", "x"),
     ("Float32Forward", "gradient-mismatch", "x"),
+    ("HandsTimeToState", "undeclared-estimator", "y"),
 ]
 
 

@@ -119,7 +119,7 @@ def _numbers(session: Session, names: list[str]) -> list[tuple[str, float]]:
             found.append((names[i], float(value)))
         elif (isinstance(value, torch.Tensor) and value.dim() == 0
               and value.is_floating_point()):
-            found.append((names[i], float(value)))
+            found.append((names[i], float(value.detach())))
     return found
 
 
@@ -329,6 +329,8 @@ def _render(a: Any, mark_grad: bool) -> str:
         return "{" + ", ".join(f"{k!r}: {_render(v, mark_grad)}" for k, v in a.items()) + "}"
     if a is None or isinstance(a, (bool, int, float, str)):
         return repr(a)
+    if type(a).__name__ == "SyntheticFn" and type(a).__module__.startswith("gradsmith."):
+        return a.source  # the function synthesis invented for a function argument
     return "..."
 
 

@@ -348,3 +348,71 @@ class _Visitor(ast.NodeVisitor):
             self._set(a, "tensor")
         if len(args) >= 2 and args[0] and args[1]:
             self.hints[args[0]].matmul_left_of = args[1]
+
+
+# Functions that call the function they are given (``vjp(event_fn, inputs)``).
+_HIGHER_ORDER = {"vjp", "jvp", "jacobian", "hessian", "vhp", "hvp", "jacrev", "jacfwd",
+                 "checkpoint", "vmap"}
+
+
+def backward_functions(owner: type | None, names: list[str]) -> set[str]:
+    """Parameters that forward only stores on ctx (``ctx.func = func``) and backward calls:
+    directly (``ctx.func(t, y)``, ``func = ctx.func; func(t, y)``) or through a function that
+    calls what it is given (``vjp(ctx.event_fn, (t, y))``). They are functions of tensors,
+    which forward never runs: only a probe of backward can tell whether invented ones fit.
+
+    Example:
+        >>> import torch
+        >>> class F(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, func, t, y):
+        ...         ctx.func = func
+        ...         return y.clone()
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         f = ctx.func
+        ...         return None, None, g * f(t, y)
+        >>> backward_functions(F, ["func", "t", "y"])
+        {'func'}
+    """
+    if owner is None:
+        return set()
+    stored: dict[str, str] = {}  # ctx attribute -> parameter
+    called_in_forward: set[str] = set()
+    for method in ("forward", "setup_context"):
+        tree = _parse(vars(owner).get(method) or getattr(owner, method, None))
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                    and node.value.id in names:
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute):
+                        stored[target.attr] = node.value.id
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called_in_forward.add(node.func.id)
+    tree = _parse(getattr(owner, "backward", None))
+    if tree is None or not stored:
+        return set()
+    aliases: dict[str, str] = {}  # local name -> parameter
+
+    def param(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Attribute) and node.attr in stored:
+            return stored[node.attr]
+        return aliases.get(node.id) if isinstance(node, ast.Name) else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and param(node.value) is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    aliases[target.id] = param(node.value)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = param(node.func)
+        if name is not None:
+            found.add(name)
+        callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
+            node.func, "id", None)
+        if callee in _HIGHER_ORDER and node.args and param(node.args[0]) is not None:
+            found.add(param(node.args[0]))
+    return found - called_in_forward

@@ -5,7 +5,11 @@ annotations, defaults, ``x.shape[2]``, ``x.view(-1, n)``, ``x @ w``, index tenso
 modes, module arguments. Hyperparameters recognised by name (``dim``, ``stride``, ``clip_val``,
 ...) get a plain Python value; every other parameter gets a float64 tensor that requires grad. A
 few shape layouts (same shape, matmul chain, linear, broadcast bias, conv1d, ...) are tried in
-turn; the first whose forward runs wins.
+turn; the first whose forward runs wins. A function argument that forward only stores and
+backward calls (``ctx.func(t, y)``, ``vjp(ctx.event_fn, (t, y))``) gets a plain
+:class:`~gradsmith.discovery.callables.SyntheticFn`, and there the first layout (the ODE
+convention, a scalar time before the state, first) and function flavour on which forward *and*
+backward run wins: forward alone cannot tell whether invented functions fit.
 
 One set of inputs hides bugs, so the winning set comes with **variants**, each kept only when
 the forward runs on it: float hyperparameters at a non-default value (a backward that ignores
@@ -22,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gradsmith.discovery.hints import Hint, forward_hints
+from gradsmith.discovery.callables import SyntheticFn, flavours, probe_backward
+from gradsmith.discovery.hints import Hint, backward_functions, forward_hints
 
 # Hyperparameters whose natural value is not a tensor, by conventional name.
 _INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
@@ -46,6 +51,9 @@ _TENSOR_NAMES = {"bias", "weight", "mask", "attn_mask", "input", "x", "y", "targ
 # Names of parameters that are modules or functions applied to tensors.
 _CALLABLE_NAMES = {"fn", "func", "function", "module", "Fm", "Gm", "block",
                    "layer", "run_function"}
+# Functions whose backward calls a function argument try the ODE convention early: a scalar
+# time, then the state (``func(t, y)``, an event at time ``t``).
+_TIME_STATE: tuple[tuple[int, ...], ...] = ((), (3, 4))
 # Size map for the "other shapes" variant: equal sizes stay equal (matmul layouts stay valid).
 _RESIZE = {1: 1, 2: 3, 3: 2, 4: 5, 5: 6, 6: 7, 8: 6}
 
@@ -97,7 +105,7 @@ class _Slot:
     """How one positional parameter gets its value."""
 
     name: str
-    kind: str                 # value | tensor | index | module | params | none
+    kind: str                 # value | tensor | index | module | function | params | none
     value: Any = None
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
@@ -130,7 +138,9 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     hints = forward_hints(target, [p.name for p in params],
                           owner=fn if isinstance(fn, type) else None)
     last_error = "no layout tried"
-    plans = [_plan(params, hints, none_first=True), _plan(params, hints, none_first=False)]
+    functions = backward_functions(fn if isinstance(fn, type) else None,
+                                   [p.name for p in params])
+    plans = [_plan(params, hints, True, functions), _plan(params, hints, False, functions)]
     paired = [p.name for p in params if "inverse" in p.name.lower()]
     if paired:  # an inverse must match its function: inventing one gives false failures
         return NoInputs(_fix(fn, f"{paired[0]!r} must be the inverse of another argument, "
@@ -150,6 +160,9 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
 def _first_working(call, slots: list[_Slot], seed: int,
                    dtype: str = "float64") -> Synthesized | str:
     """Inputs from the first layout on which forward runs, or the last error."""
+    functions = [s for s in slots if s.kind == "function"]
+    if functions:
+        return _first_with_functions(call, slots, functions, seed, dtype)
     last_error = "no layout tried"
     for layout in _layouts(slots):
         # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
@@ -168,6 +181,33 @@ def _first_working(call, slots: list[_Slot], seed: int,
     return last_error
 
 
+def _first_with_functions(call, slots: list[_Slot], functions: list[_Slot], seed: int,
+                          dtype: str) -> Synthesized | str:
+    """Function arguments that only backward calls: every layout (first the ODE convention,
+    a scalar time before the tensors, ``func(t, y)``) with each function returning a tensor
+    or a single number, until forward *and* backward run."""
+    last_error = "no layout tried"
+    layouts = list(_layouts(slots))
+    layouts.insert(1, _TIME_STATE)
+    for layout in dict.fromkeys(layouts):
+        for flags in flavours(len(functions)):
+            for slot, reduce in zip(functions, flags):
+                slot.value = reduce
+            for positive in (False, True):
+                outcome = _probe(call, _build(slots, layout, seed, positive, dtype=dtype)[0],
+                                 backward=True)
+                if isinstance(outcome, str):
+                    last_error = outcome
+                    break
+                if outcome or positive:
+                    args, parts = _build(slots, layout, seed, positive, dtype=dtype)
+                    variants = tuple(_variants(call, slots, layout, seed, positive, args, dtype))
+                    return Synthesized(tuple(args), ", ".join(parts), variants, seed)
+    for slot in functions:  # the suggested decorator shows the plain (tensor-valued) one
+        slot.value = False
+    return last_error
+
+
 def parameter_names(fn: Any) -> list[str]:
     """Names of the positional parameters of ``fn``'s forward (``ctx`` excluded).
 
@@ -179,9 +219,13 @@ def parameter_names(fn: Any) -> list[str]:
     return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def _probe(call: Callable[..., Any], args: list) -> bool | str:
-    """True: forward ran with finite outputs; False: ran, not finite; str: why it failed."""
+def _probe(call: Callable[..., Any], args: list, backward: bool = False) -> bool | str:
+    """True: forward ran with finite outputs; False: ran, not finite; str: why it failed.
+    ``backward``: backward must run too (function arguments only backward calls)."""
     import warnings
+
+    if backward:
+        return probe_backward(call, args)
 
     import torch
 
@@ -244,9 +288,10 @@ def _table_value(name: str) -> Any:
 
 
 def _plan(params: list[inspect.Parameter], hints: dict[str, Hint],
-          none_first: bool = False) -> list[_Slot]:
+          none_first: bool = False, functions: set[str] = frozenset()) -> list[_Slot]:
     """Decide, per positional parameter, what kind of value it gets (``none_first``: a tensor
-    the body checks for None starts as None, a tensor in a variant)."""
+    the body checks for None starts as None, a tensor in a variant; ``functions``: parameters
+    only backward calls, which get a :class:`SyntheticFn`)."""
     slots: list[_Slot] = []
     for p in params:
         if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
@@ -257,6 +302,9 @@ def _plan(params: list[inspect.Parameter], hints: dict[str, Hint],
             slots.append(_Slot(p.name, "params" if modules else "tensor", hint=hint))
             continue
         kind = hint.kind
+        if p.name in functions and p.default is p.empty and kind in (None, "module"):
+            slots.append(_Slot(p.name, "function", False, hint))
+            continue
         if p.default is not p.empty:
             if p.default is None and (kind in ("tensor", "index") or (
                     kind is None and p.name in _TENSOR_NAMES)):
@@ -329,7 +377,7 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
     overrides = overrides or {}
     args: list = []
     parts: list[str] = []
-    n_tensors = 0
+    n_tensors = n_functions = 0
     first_shape: tuple[int, ...] = tuple(layout[0]) if layout else (3, 4)
     modules: list = []
 
@@ -369,6 +417,11 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
             modules.append(module)
             args.append(module)
             parts.append(f"{slot.name}: {module!r}")
+        elif slot.kind == "function":
+            fn = SyntheticFn(0.75 + 0.5 * n_functions, bool(slot.value))
+            n_functions += 1
+            args.append(fn)
+            parts.append(f"{slot.name}: {fn!r}")
         elif slot.kind == "params":
             params = [p for m in modules for p in m.parameters()]
             args.extend(params)
@@ -432,7 +485,7 @@ def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, prima
         if opt is not None and opt in seen_optional:
             continue
         args, _ = _build(slots, lay, seed, positive, overrides, dtype)
-        if isinstance(_probe(call, args), str):
+        if isinstance(_probe(call, args, any(s.kind == "function" for s in slots)), str):
             continue
         if opt is not None:
             seen_optional.add(opt)
@@ -523,6 +576,8 @@ def example_line(slots: list[_Slot]) -> str:
             entries.append(f"torch.tensor({slot.value!r})")
         elif slot.kind == "module":
             entries.append("torch.nn.Linear(4, 4, dtype=torch.float64)")
+        elif slot.kind == "function":
+            entries.append(SyntheticFn(0.75, bool(slot.value)).source)
         elif slot.kind == "params":
             entries.append("*module_parameters")
         else:

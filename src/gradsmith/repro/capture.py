@@ -1,8 +1,8 @@
 """Record the exact inputs of a check as JSON-ready data, so a failing row can be replayed.
 
 Tensors keep their exact values (Python floats round-trip float16/32/64 exactly), dtype, shape
-and ``requires_grad``; plain values keep their ``repr``; gradsmith's synthetic modules keep
-their weight. Anything else (a user's module, an arbitrary object) is recorded as opaque: its
+and ``requires_grad``; plain values keep their ``repr``; gradsmith's synthetic modules and
+functions keep their weight (and a function whether it sums to a single number). Anything else (a user's module, an arbitrary object) is recorded as opaque: its
 script says so instead of guessing.
 """
 
@@ -46,6 +46,8 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
         if type(value).__name__ == "Scaled" and "gradsmith" in type(value).__module__:
             return {"type": "module", "weight": float(weight.detach())}
         return _pickled(value)
+    if type(value).__name__ == "SyntheticFn" and "gradsmith" in type(value).__module__:
+        return {"type": "function", "weight": value.weight, "reduce": value.reduce}
     if isinstance(value, (list, tuple)):
         return {"type": type(value).__name__,
                 "items": [capture_value(v, inline_limit) for v in value]}

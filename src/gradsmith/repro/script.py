@@ -19,6 +19,19 @@ class Scaled(torch.nn.Module):
 
     def forward(self, y, *args, **kwargs):
         return torch.tanh(y) * self.weight
+
+
+class SyntheticFn:
+    """The function gradsmith synthesised for a function argument that backward calls:
+    tanh(last tensor) * weight + mean(tanh(each other tensor)), summed when reduce."""
+
+    def __init__(self, weight, reduce=False):
+        self.weight, self.reduce = weight, reduce
+
+    def __call__(self, *args, **kwargs):
+        t = [a for a in args if isinstance(a, torch.Tensor)]
+        out = torch.tanh(t[-1]) * self.weight + sum(torch.tanh(a).mean() for a in t[:-1])
+        return out.sum() if self.reduce else out
 '''
 
 
@@ -191,6 +204,8 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
         return expr, False
     if kind == "module":
         return f"Scaled({spec['weight']!r})", True
+    if kind == "function":
+        return f"SyntheticFn({spec['weight']!r}, reduce={spec['reduce']!r})", True
     if kind in ("list", "tuple"):
         parts = [_expr(s, side) for s in spec["items"]]
         inner = ", ".join(p for p, _ in parts)

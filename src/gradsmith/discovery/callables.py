@@ -1,0 +1,81 @@
+"""Invented function arguments, for Functions whose backward calls a function it was given.
+
+Some Functions take a function of tensors that forward only stores on ctx and backward calls
+(an ODE solver's event-time trick: ``func(t, y)`` for the dynamics, ``vjp(event_fn, (t, y))``
+for the event's derivative). Forward runs whatever is passed, so only a probe of backward can
+tell whether invented inputs fit. :class:`SyntheticFn` is such a function: plain (no
+parameters, so no extra inputs to check), depending on every tensor it is given, returning
+either a tensor shaped like its last argument (``dy/dt = f(t, y)``) or a single number (an
+event function, ``c(t, y)``); synthesis tries both, and keeps the first whose backward runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+
+class SyntheticFn:
+    """``tanh(last) * weight + mean(tanh(each other))`` of its tensor arguments, summed to a
+    single number when ``reduce``; ``source`` is the same function as a Python lambda.
+
+    Example:
+        >>> import torch
+        >>> f = SyntheticFn(0.75, reduce=True)
+        >>> t, y = torch.tensor(0.5), torch.ones(3)
+        >>> bool(torch.isclose(f(t, y), eval(f.source, {"torch": torch})(t, y)))
+        True
+    """
+
+    def __init__(self, weight: float, reduce: bool = False) -> None:
+        self.weight = float(weight)
+        self.reduce = bool(reduce)
+        body = (f"torch.tanh(t[-1]) * {self.weight!r} "
+                "+ sum(torch.tanh(a).mean() for a in t[:-1])")
+        self.source = f"lambda *t: ({body}).sum()" if self.reduce else f"lambda *t: {body}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        t = [a for a in args if isinstance(a, torch.Tensor)]
+        out = torch.tanh(t[-1]) * self.weight + sum(torch.tanh(a).mean() for a in t[:-1])
+        return out.sum() if self.reduce else out
+
+    def __repr__(self) -> str:
+        reduced = ", summed" if self.reduce else ""
+        return f"fn(*t) = tanh(t[-1]) * {self.weight:g} + mean(tanh(t[:-1])){reduced}"
+
+    def __reduce__(self) -> tuple:
+        return SyntheticFn, (self.weight, self.reduce)
+
+
+def flavours(count: int) -> list[tuple[bool, ...]]:
+    """The ``reduce`` flags to try for ``count`` function arguments (tensor-valued first)."""
+    out: list[tuple[bool, ...]] = [()]
+    for _ in range(min(count, 3)):
+        out = [(*f, r) for f in out for r in (False, True)]
+    return out
+
+
+def probe_backward(call: Callable[..., Any], args: list) -> bool | str:
+    """Forward and backward on ``args``: True when both run with finite results, False when
+    they run with non-finite ones, the error otherwise."""
+    import torch
+
+    try:
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = call(*args)
+            items = out if isinstance(out, (tuple, list)) else (out,)
+            outs = [o for o in items if isinstance(o, torch.Tensor) and o.requires_grad]
+            leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            if not outs or not leaves:
+                return "forward returned no differentiable output"
+            grads = torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
+                                        allow_unused=True)
+    except Exception as exc:  # noqa: BLE001 - the probe failing is expected
+        text = str(exc)
+        return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    return all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()) and all(
+        g is None or bool(torch.isfinite(g).all()) for g in grads)
