@@ -356,3 +356,45 @@ def test_a_forged_result_runs_nothing_in_gradsmith_and_passes_nothing(runner, wr
         assert (rows[name]["verdict"], rows[name]["error"]) == ("fail", "crash"), rows[name]
         assert "its result was not gradsmith's" in rows[name]["reason"]
     assert rows["Square"]["verdict"] == rows["Exp"]["verdict"] == "pass"
+
+
+def test_without_isolation_a_base_exception_is_still_a_row(runner, write, procs):
+    # --no-isolate runs user code in gradsmith's own process: sys.exit(3) in a forward ended
+    # the whole run with exit code 3 and no output.
+    write("exits.py", """
+class Custom(BaseException):
+    pass
+
+@gradsmith.example(_x)
+class CallsSysExit(Function):
+    @staticmethod
+    def forward(ctx, x):
+        sys.exit(3)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class RaisesCustom(Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise Custom("custom")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+""", procs.good)
+    write("exits_on_import.py", "import sys\nsys.exit(4)\n", header=False)
+    code, doc, err = runner.check("exits.py", "exits_on_import.py", "--no-isolate",
+                                  "--no-compat")
+    rows = {r["name"]: r for r in doc["results"]}
+    assert code == 2, err  # the import error decides
+    for name, what in (("exits.py::CallsSysExit", "SystemExit: 3"),
+                       ("exits.py::RaisesCustom", "Custom: custom")):
+        assert (rows[name]["verdict"], rows[name]["error"]) == ("fail", "exception")
+        assert what in rows[name]["reason"] and "exits.py:" in rows[name]["reason"]
+    assert rows["exits_on_import.py"]["error"] == "import"
+    assert "SystemExit: 4" in rows["exits_on_import.py"]["reason"]
+    assert rows["exits.py::Square"]["verdict"] == rows["exits.py::Exp"]["verdict"] == "pass"

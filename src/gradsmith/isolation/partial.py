@@ -46,7 +46,7 @@ def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
         return {"worker_error": "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])}
     except BaseException as exc:  # noqa: BLE001 - raised by user code: the task's result
-        return _raised(task, exc, last)
+        return raised_result(task, exc, last)
     finally:
         INPUTS_KNOWN.reset(token)
 
@@ -100,7 +100,10 @@ def partial_report(name: str, progress: dict | None, unfinished: str | None) -> 
             "findings": progress["findings"], "jacobians": {}, "unfinished": unfinished}
 
 
-def _raised(task: tuple, exc: BaseException, last: dict) -> Any:
+def raised_result(task: tuple, exc: BaseException, last: dict) -> Any:
+    """The result of a task whose user code raised ``exc``, a ``BaseException`` that is not
+    an ``Exception``: the row (or listing) naming it at the user's line, with what the checks
+    that finished (``last``, a snapshot) had found."""
     text = exception_text(exc)
     what = f"{type(exc).__name__}{f': {text}' if text else ''}{_user_frame(exc)}"
     if task[0] == "list":

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from gradsmith.discovery import Candidate, Source
-from gradsmith.isolation.partial import partial_report
+from gradsmith.isolation.partial import partial_report, raised_result
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
 from gradsmith.isolation.tasks import display_name, row, run_task
 
@@ -277,6 +277,10 @@ def _in_process(index: int, task: tuple) -> Outcome:
     except Exception as exc:  # a gradsmith bug: still one row, not a traceback
         return Outcome(index, "exception", f"internal error {type(exc).__name__}: {exc}",
                        time.perf_counter() - started)
+    except KeyboardInterrupt:  # here, Ctrl-C and user code's KeyboardInterrupt look alike
+        raise
+    except BaseException as exc:  # SystemExit & co from user code: its row, not gradsmith's end
+        return Outcome(index, "ok", raised_result(task, exc, {}), time.perf_counter() - started)
 
 
 def _unwrap(outcome: Outcome) -> Outcome:
