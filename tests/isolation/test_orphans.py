@@ -64,6 +64,12 @@ class SpawnsAndReturns(Function):
 """
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        stat = handle.read()
+    return int(stat[stat.rfind(b")") + 2:].split()[1])
+
+
 def _descendants(procs, root: int) -> set[int]:
     found, stack = set(), [root]
     while stack:
@@ -86,6 +92,9 @@ def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, w
     ours = set(runner.recorded()) | below
     assert sorted(runner.recorded().values()) == ["daemon", "new-session", "spinning"]
     assert below
+    # The orphaned daemon was adopted by the task's keeper (a subreaper), not the server.
+    pid = {name: p for p, name in runner.recorded().items()}
+    assert _parent(pid["daemon"]) == _parent(pid["spinning"]) in below
 
     os.kill(cli.pid, sig)
     _, err = cli.communicate(timeout=30)

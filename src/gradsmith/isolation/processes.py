@@ -40,19 +40,21 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-_adopting = False
+_adopting_pid = 0
 
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux); True when it took effect."""
-    global _adopting
-    _adopting = _adopting or _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    return _adopting
+    global _adopting_pid
+    if not _prctl(_PR_SET_CHILD_SUBREAPER, 1):  # called in every process: a fork inherits
+        return False                             # this module's state, not the property
+    _adopting_pid = os.getpid()
+    return True
 
 
 def adopting() -> bool:
     """True when this process made itself a subreaper (:func:`become_subreaper`)."""
-    return _adopting
+    return _adopting_pid == os.getpid()
 
 
 def die_with_parent(sig: int, parent: int) -> None:

@@ -342,7 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokenPipeError, SystemExit):
         pass
     finally:
-        server.shutdown()
+        while True:  # the parent-death SIGTERM can come with the end of file, before
+            try:     # shutdown() ignores it: then its SystemExit must not skip the cleanup
+                server.shutdown()
+                break
+            except SystemExit:
+                continue
         os._exit(0)  # skip the interpreter's teardown (torch's takes a second)
 
 
