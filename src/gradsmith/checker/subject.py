@@ -106,15 +106,34 @@ class Subject:
 def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` from a fixed random state; the caller's state is restored.
 
-    CPU generator only: torch.manual_seed would also (lazily) seed every accelerator backend,
-    which costs more than a small forward pass.
+    The state is torch's CPU generator, Python's ``random`` and NumPy's legacy global generator
+    (when NumPy is imported): a forward drawing its dropout mask from ``np.random`` is then as
+    replayable as one drawing from ``torch.rand``. CPU generator only: torch.manual_seed would
+    also (lazily) seed every accelerator backend, which costs more than a small forward pass.
     """
-    state = torch.get_rng_state()
-    torch.default_generator.manual_seed(seed)
-    try:
+    with preserved_global_rng():
+        torch.default_generator.manual_seed(seed)
+        if _seed_host[0]:
+            random.seed(seed)
+            numpy = sys.modules.get("numpy")
+            if numpy is not None:
+                numpy.random.seed(seed % 2**32)
         return fn(*args, **kwargs)
+
+
+_seed_host = [True]
+
+
+@contextmanager
+def torch_seed_only() -> Iterator[None]:
+    """Within, :func:`seeded` replays torch's generator only: a run that then differs from a
+    fully seeded one draws from Python's ``random`` or NumPy, which torch.compile and
+    torch.export do not replay as eager does (the deployment checks ask this)."""
+    _seed_host[0] = False
+    try:
+        yield
     finally:
-        torch.set_rng_state(state)
+        _seed_host[0] = True
 
 
 @contextmanager

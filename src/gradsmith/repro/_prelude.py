@@ -10,6 +10,7 @@ PRELUDE = r'''
 import importlib
 import importlib.util
 import math
+import random
 import sys
 import traceback
 
@@ -90,22 +91,27 @@ def call(values, seed=SEED, others=None):
         leaves[m] = _with_parameters(leaves[m], dict((n, leaves[t]) for k, n, t in TIES if k == m))
     args = tree_unflatten(leaves, SPEC)
     LAST_ARGS = args
-    state = torch.get_rng_state()
-    torch.default_generator.manual_seed(seed)
-    try:
-        return APPLY(*args)
-    finally:
-        torch.set_rng_state(state)
+    return seeded(seed, APPLY, *args)
 
 
 def seeded(seed, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` from the CPU random state ``seed`` (the caller's restored)."""
-    state = torch.get_rng_state()
+    """``fn(*args, **kwargs)`` from the random state ``seed``: torch's CPU generator, Python's
+    ``random`` and NumPy's global generator (when imported), as gradsmith replays them; the
+    caller's states restored."""
+    numpy = sys.modules.get("numpy")
+    states = (torch.get_rng_state(), random.getstate(),
+              numpy.random.get_state() if numpy is not None else None)
     torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
     try:
         return fn(*args, **kwargs)
     finally:
-        torch.set_rng_state(state)
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        if numpy is not None:
+            numpy.random.set_state(states[2])
 
 
 def flat_out(out):

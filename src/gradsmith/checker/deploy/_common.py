@@ -20,7 +20,7 @@ import torch
 
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
-from gradsmith.checker.subject import seeded
+from gradsmith.checker.subject import seeded, torch_seed_only
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _GRADSMITH_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -111,13 +111,17 @@ def replayable(session: Session) -> bool:
     """True when two eager evaluations from the same random state agree (cached).
 
     False for a Function that draws from numpy, Python's ``random`` or a private
-    ``torch.Generator``, or reads state that changes between calls: gradsmith replays only
-    torch's default generator, so a compiled, exported, autocast or torch.func run of such a
-    Function cannot be compared with eager (every comparison would see another draw).
+    ``torch.Generator``, or reads state that changes between calls: the eager checks replay
+    Python's and NumPy's global generators too, but a compiled or exported program draws from
+    its own streams (or bakes one draw in), so a compiled, exported, autocast or torch.func run
+    of such a Function cannot be compared with eager (every comparison would see another draw).
+    The second evaluation therefore replays torch's generator only.
     """
     if "deploy_replayable" not in session.cache:
         try:
-            want, again = reference(session), evaluate(session)
+            want = reference(session)
+            with torch_seed_only():
+                again = evaluate(session)
         except Exception:  # noqa: BLE001 - the checks themselves report what fails
             session.cache["deploy_replayable"] = True
         else:
