@@ -398,3 +398,39 @@ class RaisesCustom(Function):
     assert rows["exits_on_import.py"]["error"] == "import"
     assert "SystemExit: 4" in rows["exits_on_import.py"]["reason"]
     assert rows["exits.py::Square"]["verdict"] == rows["exits.py::Exp"]["verdict"] == "pass"
+
+
+# Text from user code that would drive a terminal: clear the screen, move the cursor up (over
+# a FAIL line), retitle the window; and rich markup.
+TERMINAL_CONTROL = """
+@gradsmith.example(_x)
+class RaisesControlCodes(Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise ValueError("\\x1b[2J\\x1b[1A\\x1b]0;pwned\\x07 [/] [bold]not bold[/bold]")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@gradsmith.example(_x)
+class PrintsControlCodesThenExits(Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("\\x1b[2J\\x1b[1Aprinted [/]", flush=True)
+        os._exit(5)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def test_user_text_is_shown_never_obeyed_by_the_terminal(runner, write):
+    write("control.py", TERMINAL_CONTROL)
+    code, out, err = runner.run("check", "control.py", "--no-compat")
+    assert code == 1, err
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b[1A\\x1b]0;pwned\\x07 [/] [bold]not bold[/bold]" in out
+    assert "\\x1b[2J\\x1b[1Aprinted [/]" in out  # the ended task's last output

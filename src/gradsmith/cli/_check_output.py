@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from gradsmith import __version__
 from gradsmith.cli._compat_output import render_compat
+from gradsmith.cli._text import escape
 
 _VERDICT_STYLE = {"pass": "[green]PASS[/green]", "fail": "[bold red]FAIL[/bold red]",
                   "skip": "[yellow]SKIP[/yellow]"}

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from gradsmith.cli._text import escape
 
 _CELL = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]",
          "fail": "[bold red]FAIL[/bold red]", "gap": "[cyan]gap[/cyan]", "n/a": "n/a",

@@ -80,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the check described by ``args``; return the exit code."""
     from rich.console import Console
-    from rich.markup import escape
+
+    from gradsmith.cli._text import escape
 
     err = Console(stderr=True, highlight=False)
     try:
