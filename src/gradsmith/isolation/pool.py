@@ -34,7 +34,7 @@ from gradsmith.isolation.processes import (
     kill_tree,
     usable_cpus,
 )
-from gradsmith.isolation.protocol import FrameReader, loads, send
+from gradsmith.isolation.protocol import FIELDS, FrameReader, plain, send, server_message
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
 STARTUP_TIMEOUT = 120.0
@@ -199,7 +199,7 @@ class WorkerPool:
                 return
             kind, index = message[0], message[1] if len(message) > 1 else None
             if kind != "ready" and (type(index) is not int or index not in pending
-                                    or len(message) != _FIELDS.get(kind)
+                                    or len(message) != FIELDS.get(kind)
                                     or kind == "ended" and not isinstance(message[3], dict)):
                 continue  # not a message of the server about a task of this run
             if kind == "ready":
@@ -207,7 +207,7 @@ class WorkerPool:
             elif kind == "started":
                 started[index] = time.monotonic()
             elif kind == "progress":
-                snap = _plain(message[2])
+                snap = plain(message[2])
                 if not isinstance(snap, dict):  # not gradsmith's: user code wrote it
                     continue
                 if "repro" in progress.get(index, {}):  # sent once, before the first check
@@ -218,7 +218,7 @@ class WorkerPool:
             elif kind == "result":
                 pending.discard(index)
                 started.pop(index, None)
-                value = _plain(message[2])
+                value = plain(message[2])
                 if isinstance(value, pickle.UnpicklingError):
                     yield Outcome(index, "crash", f"{_FORGED} ({value})", message[3],
                                   progress.get(index))
@@ -280,7 +280,7 @@ class WorkerPool:
         """The server's next message; None when it died or stopped answering."""
         while True:
             for payload in self._reader.feed(b""):
-                return _server_message(payload)
+                return server_message(payload)
             now = time.monotonic()
             if not self._ready:
                 if now - waiting_since > self.startup_timeout:
@@ -299,7 +299,7 @@ class WorkerPool:
                         self._startup_failed(f"exited with {self._exit_text()}")
                     return None
                 for payload in self._reader.feed(data):
-                    return _server_message(payload)
+                    return server_message(payload)
 
     def _startup_failed(self, why: str) -> None:
         tail = _read_tail(self._log)
@@ -335,27 +335,8 @@ class WorkerPool:
         return f"the process running it ended without a result: {info.get('exit')}{tail}"
 
 
-# The server's messages about a task, by kind: how many fields each has.
-_FIELDS = {"started": 2, "progress": 3, "result": 4, "ended": 5}
 _FORGED = ("its result was not gradsmith's: user code wrote a message of its own into "
            "gradsmith's result pipe, so no verdict can be trusted")
-
-
-def _plain(payload: bytes) -> Any:
-    """A task's message, unpickled as plain data; the error instead when it is not."""
-    try:
-        return loads(payload)
-    except pickle.UnpicklingError as exc:
-        return exc
-
-
-def _server_message(payload: bytes) -> tuple:
-    """A message of the server: a tuple naming its kind (what else was written there, by user
-    code reaching the pipe, reads as an unknown kind and is ignored)."""
-    message = _plain(payload)
-    if isinstance(message, tuple) and message and isinstance(message[0], str):
-        return message
-    return ("unknown",)
 
 
 def _read_tail(path: str) -> str:

@@ -55,6 +55,27 @@ def loads(payload: bytes) -> Any:
         raise pickle.UnpicklingError(f"not a pickle ({type(exc).__name__}: {exc})") from None
 
 
+def plain(payload: bytes) -> Any:
+    """:func:`loads`, returning the error instead of raising it."""
+    try:
+        return loads(payload)
+    except pickle.UnpicklingError as exc:
+        return exc
+
+
+#: The worker server's messages about a task, by kind: how many fields each has.
+FIELDS = {"started": 2, "progress": 3, "result": 4, "ended": 5}
+
+
+def server_message(payload: bytes) -> tuple:
+    """A message of the worker server: a tuple naming its kind (what else was written there,
+    by user code reaching the pipe, reads as the unknown kind ``("unknown",)``)."""
+    message = plain(payload)
+    if isinstance(message, tuple) and message and isinstance(message[0], str):
+        return message
+    return ("unknown",)
+
+
 def encode(message: Any) -> bytes:
     """One framed message."""
     return frame(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
