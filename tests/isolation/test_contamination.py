@@ -98,3 +98,32 @@ def test_functions_that_patch_state_do_not_change_later_verdicts(runner, write, 
     assert {name: rows[name]["verdict"] for name in good} == dict.fromkeys(good, "pass"), (
         {name: rows[name]["text"] for name in good})
 
+
+
+# Removes the folder gradsmith keeps the task logs in (found from its own stdout), then
+# returns correctly: the server could not create the next task's log and died with it.
+REMOVES_THE_LOGS = """
+import shutil
+
+@gradsmith.example(_x)
+class RemovesTheLogFolder(Function):
+    @staticmethod
+    def forward(ctx, x):
+        shutil.rmtree(os.path.dirname(os.readlink("/proc/self/fd/1")), ignore_errors=True)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+"""
+
+
+def test_a_function_that_spoils_the_worker_files_does_not_fail_the_next(runner, write, procs):
+    write("a_spoils.py", REMOVES_THE_LOGS)
+    write("b_good.py", procs.good)
+    code, doc, err = runner.check(".", "--jobs", "1", "--no-compat")
+    verdicts = {r["name"]: (r["verdict"], r["reason"]) for r in doc["results"]}
+    assert {name: v for name, (v, _) in verdicts.items()} == {
+        "a_spoils.py::RemovesTheLogFolder": "pass", "b_good.py::Square": "pass",
+        "b_good.py::Exp": "pass"}, verdicts
+    assert code == 0

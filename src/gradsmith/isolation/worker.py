@@ -193,7 +193,11 @@ class Server:
 
     def _launch(self, index: int, task: tuple, timeout: float) -> None:
         self.send(("started", index))
-        fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
+        try:
+            fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
+        except OSError:  # a task removed or spoiled the folder: the next must not pay for it
+            self.logs = tempfile.mkdtemp(prefix="gradsmith-worker-")
+            fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
         own = [self.proto_in, self.proto_out, self.wake_r, self.wake_w,
                *(t.fd for t in self.running.values() if not t.eof)]
         keeper, read_end = sandbox.start(task, threads=self.threads, log_fd=fd, close_fds=own)
@@ -330,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     become_subreaper()
     faulthandler.enable(file=sys.stderr)
     server = Server(proto_in, proto_out)
+    code = 0
     try:
         if not server.configure():
             return 0
@@ -341,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         server.serve()
     except (BrokenPipeError, SystemExit):
         pass
+    except BaseException:  # a gradsmith bug: its traceback goes to the log the row shows
+        import traceback
+
+        traceback.print_exc()
+        code = 70
     finally:
         while True:  # the parent-death SIGTERM can come with the end of file, before
             try:     # shutdown() ignores it: then its SystemExit must not skip the cleanup
@@ -348,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
             except SystemExit:
                 continue
-        os._exit(0)  # skip the interpreter's teardown (torch's takes a second)
+        os._exit(code)  # skip the interpreter's teardown (torch's takes a second)
 
 
 if __name__ == "__main__":
