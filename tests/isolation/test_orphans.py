@@ -96,6 +96,10 @@ def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, w
     pid = {name: p for p, name in runner.recorded().items()}
     assert _parent(pid["daemon"]) == _parent(pid["spinning"]) in below
 
+    (server,) = procs.children_of(cli.pid)
+    files = {os.readlink(f"/proc/{server}/fd/2"),  # the server's log, and the task logs' folder
+             os.path.dirname(os.readlink(f"/proc/{pid['spinning']}/fd/1"))}
+    assert all(os.path.exists(f) for f in files)
     os.kill(cli.pid, sig)
     _, err = cli.communicate(timeout=30)
     if sig == signal.SIGINT:  # Ctrl-C: a clean end, not a traceback
@@ -104,6 +108,9 @@ def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, w
     survivors = {p: runner.recorded().get(p, "worker") for p in ours if procs.alive(p)}
     procs.kill_if_alive(ours)
     assert gone, f"still running after {sig.name} of gradsmith check: {survivors}"
+    if sig == signal.SIGKILL:  # nothing can remove the log of a killed gradsmith check
+        files = {f for f in files if not f.endswith(".log")}
+    assert not [f for f in files if os.path.exists(f)], f"left after {sig.name}"
 
 
 def test_a_function_that_times_out_or_returns_leaves_no_process(runner, write, procs):

@@ -61,10 +61,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         if argv is None:  # not when called from another program: its children are its own
+            import signal
+
             from gradsmith.isolation.processes import become_subreaper
 
             become_subreaper()
+            # A cancelled CI job (SIGTERM) or a closed terminal (SIGHUP) unwinds like Ctrl-C:
+            # the worker is stopped and the temporary files are removed on the way out.
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, _exit_on_signal)
     return int(args._run(args))
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    import signal
+
+    signal.signal(signum, signal.SIG_IGN)  # a second one must not cut the cleanup short
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
         output.close()
         err.print("interrupted")
         return 130
+    except SystemExit:  # SIGTERM or SIGHUP (see gradsmith.cli.main): likewise, then exit
+        output.close()
+        raise
     output.close()
     for message in result.usage_errors:
         err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
