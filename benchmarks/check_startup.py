@@ -21,7 +21,7 @@ Usage:
 The recorded result was made so, on a quiet machine (the before tree is the commit that moved
 the worker into gradsmith.isolation, which reused one worker for every Function):
 
-    git archive bcbb93d src | tar -x -C /tmp/before
+    mkdir -p /tmp/before && git archive bcbb93d src | tar -x -C /tmp/before
     OMP_NUM_THREADS=1 nice -n 19 python benchmarks/check_startup.py --before /tmp/before/src \
         --before-label "before (bcbb93d, a reused worker)" --repeats 5
 """
