@@ -251,6 +251,44 @@ _register(struct_sparse._SparseMaxGrad,
 tde_misc = _load("rtqichen+torchdiffeq", "", "torchdiffeq._impl.misc")
 _register(tde_misc._StitchGradient, lambda: (_x(4, 5), _x(4, 5)),
           surrogate=lambda x1, out: x1 + (out - x1).detach())
+tde_odeint = _load("rtqichen+torchdiffeq", "", "torchdiffeq._impl.odeint")
+
+
+def _dynamics(t, y):
+    return -0.5 * y + torch.sin(t)
+
+
+def _event(t, y):  # the event c(t, y) = 0: the state's sum crosses t
+    return y.sum() - t
+
+
+def _event_terms(event_fn, func, t, y):
+    """dc/dt, dc/dy and dy/dt = func at (t, y), without a graph (our own derivation)."""
+    t, y = t.detach().requires_grad_(), y.detach().requires_grad_()
+    with torch.enable_grad():
+        dc_dt, dc_dy = torch.autograd.grad(event_fn(t, y), (t, y))
+    velocity = func(t, y).detach()
+    return dc_dt + (dc_dy * velocity).sum(), dc_dy, velocity
+
+
+def _implicit_event_grad(func, event_fn, t, y, gt, gy):
+    """The implicit function theorem at the event: t*(y) moves by -dc/dy / (dc/dt + dc/dy . f)
+    per unit of y, and the final state with it along f."""
+    rate, dc_dy, velocity = _event_terms(event_fn, func, t, y)
+    return None, None, None, gy - dc_dy * (gt + (gy * velocity).sum()) / rate
+
+
+def _implicit_event_reference(func, event_fn, t, y):
+    """Outputs (t*, y*) linearised in y at the event, whose autograd gradient is the implicit
+    one (the independent computation compares the first output's)."""
+    rate, _, velocity = _event_terms(event_fn, func, t, y)
+    moved = t.detach() - (event_fn(t.detach(), y) - event_fn(t.detach(), y.detach())) / rate
+    return moved, y + velocity * (moved - t.detach())
+
+
+_register(tde_odeint.ImplicitFnGradientRerouting,
+          lambda: (_dynamics, _event, torch.tensor(0.3, dtype=D, requires_grad=True), _x(4)),
+          intended=_implicit_event_grad, reference=_implicit_event_reference)
 
 # -- binary networks ------------------------------------------------------------------------------
 bnn = _load("1adrianb+binary-networks-pytorch", "", "bnn.ops")

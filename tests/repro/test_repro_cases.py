@@ -1,7 +1,8 @@
 """``--repro`` on the kinds of rows the real-code corpus found hard to replay: a module argument
 whose parameters are also passed to apply (reversible-network libraries), a backward that
 crashes with one input frozen, a backward that draws random samples, a forward that computes
-in float32 whatever it is given, and a function argument only backward calls (synthesised).
+in float32 whatever it is given, a function argument only backward calls (synthesised) and
+a top-level function passed as an argument.
 Each script must end with REPRODUCED and print the finding's own numbers, with plain PyTorch
 only."""
 
@@ -114,6 +115,24 @@ class Float32Forward(Function):
         return g.double() * 2
 
 
+def _halve(y):
+    return 0.5 * y
+
+
+@gradsmith.example(lambda: (_halve, _x().requires_grad_()))
+class AppliesGivenFunction(Function):
+    \"\"\"Applies a top-level function it is given (the script must load that very function);
+    backward forgets its factor.\"\"\"
+
+    @staticmethod
+    def forward(ctx, fn, x):
+        return fn(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, g
+
+
 class HandsTimeToState(Function):
     \"\"\"Only backward calls its function argument (synthesised as a plain function, which the
     script must rebuild): t's gradient goes to y through rate(t, y).\"\"\"
@@ -136,6 +155,7 @@ EXPECTED = [
     ("SampledSoftmaxCounts", "undeclared-estimator", "x"),
     ("Float32Forward", "gradient-mismatch", "x"),
     ("HandsTimeToState", "undeclared-estimator", "y"),
+    ("AppliesGivenFunction", "gradient-mismatch", "x"),
 ]
 
 

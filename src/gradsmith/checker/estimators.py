@@ -71,8 +71,9 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     random = stochastic.signature(session, problem, vs[0])
     # A biased random backward under a random forward is the classic bug (dropout's mask
     # redrawn in backward): the randomness check names it, the gradients stay a mismatch.
-    if random is not None and (random.kind == "unbiased" or not _random_forward(session)):
-        return [_random_finding(session, problem, random, results)], {
+    if random is not None and (random.kind == "unbiased" or not stochastic.random_forward(
+            session)):
+        return [stochastic.estimator_finding(session, problem, random, results)], {
             res.t for res in results}
     sigs: dict[int, Signature] = {}
     for res in results:
@@ -287,53 +288,3 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         {"estimator": {s.label: s.kind for s in sigs.values()},
          "scale": {s.label: s.scale for s in sigs.values() if s.kind == "scaled"},
          "declaration": declaration.line, "verified": declaration.verified})
-
-
-def _random_forward(session: Session) -> bool:
-    subject = session.subject
-    base = subject.base()
-    a, b = (subject.select(subject.call([x.clone() for x in base], seed=subject.seed + k))
-            for k in (1, 2))
-    return not all(torch.equal(x, y) for x, y in zip(a, b))
-
-
-def _random_finding(session: Session, problem: Problem, random: stochastic.RandomSignature,
-                    results: list[InputResult]) -> Finding:
-    """A backward that draws random numbers: unbiased (declare ``unbiased=True``, verified by
-    the very mean test the declaration runs) or not (a sampler: ``intended=`` draw for draw)."""
-    failed = [res for res in results if res.failed]
-    labels = ", ".join(res.label for res in failed)
-    draws = random.results[0].draws
-    if random.kind == "unbiased":
-        kind = "sampled"
-        pattern = (f"{labels}: backward draws random numbers at backward time (two random "
-                   f"states give different gradients) and the mean of {draws} draws agrees "
-                   f"with finite differences of forward (within {stochastic.Z:g} standard "
-                   "errors): a sampled gradient estimator, unbiased (a sampling semiring's "
-                   "one-hot samples, score-function or stochastic-rounding estimators)")
-        declaration = suggest.unbiased(session)
-        how = f"declare it: `{declaration.line}` (checked: the mean of its draws is the gradient)"
-        otherwise = ("compute the expectation in backward instead of drawing (the "
-                     "probabilities instead of a sample)")
-    else:
-        kind = "random"
-        worst = max((r for r in random.results if not r.ok), key=lambda r: r.z)
-        pattern = (f"{labels}: backward draws random numbers at backward time, and "
-                   f"{stochastic.describe_mean(problem, worst, 'finite differences of forward')}"
-                   ": its draws are samples (or an encoding of them), not an estimate of this "
-                   "forward's gradient, or fresh noise by mistake")
-        declaration = suggest.random_intended(session)
-        how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
-        otherwise = ("draw the noise in forward, save it (ctx.save_for_backward) and reuse it "
-                     "in backward; never draw random numbers in backward")
-    message = (f"backward is not the gradient of forward, and looks like an estimator: "
-               f"{pattern}. An intentional estimator must be declared, so that its backward "
-               "is verified against what it is meant to compute; undeclared, it is unverified")
-    elements = [[e.index, e.analytic, e.numerical] for e in failed[0].mismatches[:20]]
-    return Finding(
-        "undeclared-estimator", "error", message, f"if it is intended, {how}; if not, "
-        f"{otherwise}", NAME, failed[0].label,
-        {"estimator": {res.label: kind for res in failed}, "scale": {},
-         "declaration": declaration.line, "verified": declaration.verified,
-         "draws": draws, "elements": elements,
-         "mean": {r.label: r.elements[:5] for r in random.results}})

@@ -22,7 +22,8 @@ such a backward, and gradsmith offers both:
 
 Without a declaration, :func:`signature` tells the gradients check what a failing random
 backward is (:mod:`gradsmith.checker.estimators`): unbiased (its mean over the draws is the
-gradient: declare ``unbiased=True``) or not (a sampler, or fresh noise by mistake).
+gradient: declare ``unbiased=True``) or not (a sampler, or fresh noise by mistake), and
+:func:`estimator_finding` says so with the declaration line.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gradsmith.checker import numerics
+from gradsmith.checker import numerics, suggest
+from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 
 DRAWS = 256
@@ -162,3 +165,54 @@ def describe_mean(problem: Problem, r: MeanResult, against: str) -> str:
     return (f"the mean of {r.draws} backward draws for {r.label} disagrees with {against} "
             f"({r.z:.3g} standard errors off along a random direction; worst "
             f"{problem.element(r.t, int(j))}: mean {mean:.6g}, expected {ref:.6g})")
+
+
+def random_forward(session: Session) -> bool:
+    """True when two forwards from different random states differ (a random forward)."""
+    subject = session.subject
+    base = subject.base()
+    a, b = (subject.select(subject.call([x.clone() for x in base], seed=subject.seed + k))
+            for k in (1, 2))
+    return not all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def estimator_finding(session: Session, problem: Problem, random: RandomSignature,
+                      results: list[InputResult]) -> Finding:
+    """A backward that draws random numbers: unbiased (declare ``unbiased=True``, verified by
+    the very mean test the declaration runs) or not (a sampler: ``intended=`` draw for draw)."""
+    failed = [res for res in results if res.failed]
+    labels = ", ".join(res.label for res in failed)
+    draws = random.results[0].draws
+    if random.kind == "unbiased":
+        kind = "sampled"
+        pattern = (f"{labels}: backward draws random numbers at backward time (two random "
+                   f"states give different gradients) and the mean of {draws} draws agrees "
+                   f"with finite differences of forward (within {Z:g} standard "
+                   "errors): a sampled gradient estimator, unbiased (a sampling semiring's "
+                   "one-hot samples, score-function or stochastic-rounding estimators)")
+        declaration = suggest.unbiased(session)
+        how = f"declare it: `{declaration.line}` (checked: the mean of its draws is the gradient)"
+        otherwise = ("compute the expectation in backward instead of drawing (the "
+                     "probabilities instead of a sample)")
+    else:
+        kind = "random"
+        worst = max((r for r in random.results if not r.ok), key=lambda r: r.z)
+        pattern = (f"{labels}: backward draws random numbers at backward time, and "
+                   f"{describe_mean(problem, worst, 'finite differences of forward')}"
+                   ": its draws are samples (or an encoding of them), not an estimate of this "
+                   "forward's gradient, or fresh noise by mistake")
+        declaration = suggest.random_intended(session)
+        how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
+        otherwise = ("draw the noise in forward, save it (ctx.save_for_backward) and reuse it "
+                     "in backward; never draw random numbers in backward")
+    message = (f"backward is not the gradient of forward, and looks like an estimator: "
+               f"{pattern}. An intentional estimator must be declared, so that its backward "
+               "is verified against what it is meant to compute; undeclared, it is unverified")
+    elements = [[e.index, e.analytic, e.numerical] for e in failed[0].mismatches[:20]]
+    return Finding(
+        "undeclared-estimator", "error", message, f"if it is intended, {how}; if not, "
+        f"{otherwise}", "gradients", failed[0].label,
+        {"estimator": {res.label: kind for res in failed}, "scale": {},
+         "declaration": declaration.line, "verified": declaration.verified,
+         "draws": draws, "elements": elements,
+         "mean": {r.label: r.elements[:5] for r in random.results}})

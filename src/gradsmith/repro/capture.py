@@ -2,13 +2,15 @@
 
 Tensors keep their exact values (Python floats round-trip float16/32/64 exactly), dtype, shape
 and ``requires_grad``; plain values keep their ``repr``; gradsmith's synthetic modules and
-functions keep their weight (and a function whether it sums to a single number). Anything else (a user's module, an arbitrary object) is recorded as opaque: its
-script says so instead of guessing.
+functions keep their weight (and a function whether it sums to a single number); a user's
+module or top-level function is pickled (a function by reference). Anything else (a lambda, an
+arbitrary object) is recorded as opaque: its script says so instead of guessing.
 """
 
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 # Above this many elements a tensor's values are left out of the row (the JSON stays small);
@@ -48,6 +50,8 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
         return _pickled(value)
     if type(value).__name__ == "SyntheticFn" and "gradsmith" in type(value).__module__:
         return {"type": "function", "weight": value.weight, "reduce": value.reduce}
+    if isinstance(value, types.FunctionType):  # a top-level function: pickled by reference
+        return _pickled(value, value.__module__)
     if isinstance(value, (list, tuple)):
         return {"type": type(value).__name__,
                 "items": [capture_value(v, inline_limit) for v in value]}
@@ -64,9 +68,11 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
     return {"type": "opaque", "repr": _short(repr(value))}
 
 
-def _pickled(module: Any) -> dict:
+def _pickled(module: Any, home: str | None = None) -> dict:
     """A user's module as ``torch.save`` bytes (base64): the script loads it back with its
-    class imported from the module that defines it (the user's file, or torch.nn)."""
+    class imported from the module that defines it (the user's file, or torch.nn). A function
+    (``home``: the module defining it) is saved by reference the same way; a lambda or a
+    closure cannot be, and stays opaque."""
     import base64
     import io
 
@@ -77,7 +83,8 @@ def _pickled(module: Any) -> dict:
         torch.save(module, buffer)
     except Exception:  # noqa: BLE001 - unpicklable (lambdas, closures): say so in the script
         return {"type": "opaque", "repr": _short(repr(module))}
-    return {"type": "pickled", "module": type(module).__module__, "repr": _short(repr(module)),
+    return {"type": "pickled", "module": home or type(module).__module__,
+            "repr": _short(getattr(module, "__qualname__", None) or repr(module)),
             "data": base64.b64encode(buffer.getvalue()).decode("ascii")}
 
 
