@@ -82,3 +82,19 @@ def test_wrapped_and_traced_tensors_are_not_native():
     assert seen == [False, False]
     assert not native.usable(torch.ones(4, dtype=torch.bfloat16))
     assert not native.usable(torch.ones(4, device="meta"))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_chunked_over_threads_matches_relu_of_sum(threads):
+    # 300,001 elements split over 1-3 threads (the calling thread takes the first chunk),
+    # chunks starting on a byte of the mask, the last one short
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        test_values_and_gradients_match_relu_of_sum(300_001, torch.float32)
+        x, y = _pair(300_001, torch.float32)
+        out = G.fused_add_relu(x, y)
+        (gx, _) = torch.autograd.grad(out.sum(), (x, y))  # broadcast scalar gradient path
+        torch.testing.assert_close(gx, (~(x.detach() + y.detach() <= 0)).float())
+    finally:
+        torch.set_num_threads(before)

@@ -200,8 +200,9 @@ def _parallel(fn, n: int, *args) -> None:
     pool = _POOL.get(threads)
     if pool is None:
         pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="gradsmith")
-    futures = [pool.submit(fn, *args, start, min(start + step, n))
-               for start in range(0, n, step)]
+    starts = range(0, n, step)
+    futures = [pool.submit(fn, *args, start, min(start + step, n)) for start in starts[1:]]
+    fn(*args, 0, min(step, n))  # the calling thread takes the first chunk itself
     for future in futures:
         future.result()
 
