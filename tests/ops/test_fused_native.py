@@ -85,9 +85,9 @@ def test_wrapped_and_traced_tensors_are_not_native():
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_chunked_over_threads_matches_relu_of_sum(threads):
-    # 300,001 elements split over 1-3 threads (the calling thread takes the first chunk),
-    # chunks starting on a byte of the mask, the last one short
+def test_every_thread_count_matches_relu_of_sum(threads):
+    # 1 thread: the native add-and-clamp kernel; more: torch's add and in-place relu, with the
+    # native mask packing and backward either way (300,001 elements: the last mask byte short)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

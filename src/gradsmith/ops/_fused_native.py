@@ -7,9 +7,15 @@ in place when it is one broadcast value, as ``loss.sum()``'s is) and the mask on
 
 The kernels run on plain dense CPU float32/float64 tensors of one shape. Everything else
 (broadcasting, other dtypes or devices, vmap, torch.compile tracing, autocast, a backward
-that must itself be differentiable) takes the torch path, which gives the same results. Work is
-split over ``torch.get_num_threads()`` threads (ctypes releases the GIL during a call) in chunks
-that start on a byte of the mask. ``GRADSMITH_NATIVE=torch`` forces the torch path.
+that must itself be differentiable) takes the torch path, which gives the same results.
+``GRADSMITH_NATIVE=torch`` forces the torch path.
+
+The kernels run on the calling thread. With more than one torch thread the add-and-clamp pass
+is torch's own add and in-place relu instead (parallel on torch's OpenMP pool, and the same
+values): splitting the kernels over Python threads was slower, because those threads compete
+with torch's OpenMP workers, which keep spinning for a while after every torch op
+(``benchmarks/results/bench_targets_t2.md``: 1.26-1.36x ``relu(x + y)``'s time that way).
+The mask packing and the backward stay native and single-threaded (0.03x the bytes).
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -146,7 +151,6 @@ _SIGNATURES = {
     "gradsmith_mask_bwd": [_PTR, _I64, _PTR, _PTR, _I64, _I64],
 }
 _DTYPES = {torch.float32: "f32", torch.float64: "f64"}
-_MIN_CHUNK = 1 << 16  # below this many elements per thread, threads cost more than they save
 
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
@@ -186,33 +190,14 @@ def usable(*tensors: torch.Tensor) -> bool:
             and _load() is not None)
 
 
-_POOL: dict[int, ThreadPoolExecutor] = {}
-
-
-def _parallel(fn, n: int, *args) -> None:
-    """Run ``fn(*args, start, end)`` over [0, n) in byte-aligned chunks on the torch threads."""
-    threads = max(1, min(torch.get_num_threads(), n // _MIN_CHUNK))
-    if threads == 1:
-        fn(*args, 0, n)
-        return
-    step = -(-n // threads)
-    step += (-step) % 8  # chunks start on a byte of the mask
-    pool = _POOL.get(threads)
-    if pool is None:
-        pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="gradsmith")
-    starts = range(0, n, step)
-    futures = [pool.submit(fn, *args, start, min(start + step, n)) for start in starts[1:]]
-    fn(*args, 0, min(step, n))  # the calling thread takes the first chunk itself
-    for future in futures:
-        future.result()
-
-
 def add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``relu(x + y)`` in one pass, for same-shape tensors (see :func:`usable`)."""
     x, y = x.contiguous(), y.contiguous()
+    if torch.get_num_threads() > 1:  # torch's parallel add beats one native thread (see above)
+        return torch.add(x, y).relu_()
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     fn = getattr(_load(), f"gradsmith_add_relu_{_DTYPES[x.dtype]}")
-    _parallel(fn, x.numel(), x.data_ptr(), y.data_ptr(), out.data_ptr())
+    fn(x.data_ptr(), y.data_ptr(), out.data_ptr(), 0, x.numel())
     return out
 
 
@@ -221,7 +206,7 @@ def pack_positive(v: torch.Tensor) -> torch.Tensor:
     v = v.contiguous()
     bits = torch.empty((v.numel() + 7) // 8, dtype=torch.uint8)
     fn = getattr(_load(), f"gradsmith_pack_positive_{_DTYPES[v.dtype]}")
-    _parallel(fn, v.numel(), v.data_ptr(), bits.data_ptr())
+    fn(v.data_ptr(), bits.data_ptr(), 0, v.numel())
     return bits
 
 
@@ -241,5 +226,5 @@ def relu_mask_backward(grad: torch.Tensor, bits: torch.Tensor,
     else:
         g, step = grad.contiguous(), 1
     fn = getattr(_load(), f"gradsmith_mask_bwd_{_DTYPES[grad.dtype]}")
-    _parallel(fn, n, g.data_ptr(), step, bits.data_ptr(), out.data_ptr())
+    fn(g.data_ptr(), step, bits.data_ptr(), out.data_ptr(), 0, n)
     return out
