@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import torch
 
+from gradsmith.checker.rng import seeded
+
 
 class Problem:
     """``f: list[Tensor] -> list[Tensor]`` at a base point ``xs``.
@@ -120,16 +122,11 @@ class Problem:
 
 
 def seeded_grad(seed: int | None, *args, **kwargs):
-    """``torch.autograd.grad(*args, **kwargs)`` with the CPU generator seeded to ``seed`` (None:
-    the current state), the caller's random state restored afterwards."""
+    """``torch.autograd.grad(*args, **kwargs)`` from the replayed random state ``seed`` (None:
+    the current state), the caller's state restored afterwards."""
     if seed is None:
         return torch.autograd.grad(*args, **kwargs)
-    state = torch.get_rng_state()
-    torch.default_generator.manual_seed(seed)
-    try:
-        return torch.autograd.grad(*args, **kwargs)
-    finally:
-        torch.set_rng_state(state)
+    return seeded(seed, torch.autograd.grad, *args, **kwargs)
 
 
 def index_str(flat: int, shape: torch.Size, real_view: bool = False) -> str:

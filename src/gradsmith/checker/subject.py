@@ -10,10 +10,6 @@ draws fresh noise never sees, by coincidence, the very numbers forward drew.
 
 from __future__ import annotations
 
-import random
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -21,6 +17,9 @@ import torch
 from gradsmith.checker.arguments import Arguments, as_real, is_float_like
 from gradsmith.checker.inputs import Target, _parameter_names, flatten_outputs
 from gradsmith.checker.problem import Problem
+from gradsmith.checker.rng import preserved_global_rng, seeded, torch_seed_only
+
+__all__ = ["BACKWARD_SALT", "Subject", "preserved_global_rng", "seeded", "torch_seed_only"]
 
 #: Backward's random state is ``seed + BACKWARD_SALT`` (repro scripts replay the same).
 BACKWARD_SALT = 7919
@@ -101,53 +100,3 @@ class Subject:
     @property
     def complex_inputs(self) -> set[int]:
         return {t for t, d in enumerate(self.args.inputs) if d.is_complex}
-
-
-def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` from a fixed random state; the caller's state is restored.
-
-    The state is torch's CPU generator, Python's ``random`` and NumPy's legacy global generator
-    (when NumPy is imported): a forward drawing its dropout mask from ``np.random`` is then as
-    replayable as one drawing from ``torch.rand``. CPU generator only: torch.manual_seed would
-    also (lazily) seed every accelerator backend, which costs more than a small forward pass.
-    """
-    with preserved_global_rng():
-        torch.default_generator.manual_seed(seed)
-        if _seed_host[0]:
-            random.seed(seed)
-            numpy = sys.modules.get("numpy")
-            if numpy is not None:
-                numpy.random.seed(seed % 2**32)
-        return fn(*args, **kwargs)
-
-
-_seed_host = [True]
-
-
-@contextmanager
-def torch_seed_only() -> Iterator[None]:
-    """Within, :func:`seeded` replays torch's generator only: a run that then differs from a
-    fully seeded one draws from Python's ``random`` or NumPy, which torch.compile and
-    torch.export do not replay as eager does (the deployment checks ask this)."""
-    _seed_host[0] = False
-    try:
-        yield
-    finally:
-        _seed_host[0] = True
-
-
-@contextmanager
-def preserved_global_rng() -> Iterator[None]:
-    """Restore the global random states user code may draw from: torch's CPU generator,
-    Python's ``random`` and NumPy's legacy global generator (when NumPy is imported), so a
-    check leaves the caller's random streams exactly where they were."""
-    numpy = sys.modules.get("numpy")
-    states = (torch.get_rng_state(), random.getstate(),
-              numpy.random.get_state() if numpy is not None else None)
-    try:
-        yield
-    finally:
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
-        if states[2] is not None:
-            numpy.random.set_state(states[2])

@@ -1,0 +1,65 @@
+"""Replayed random state: every evaluation of user code starts from a fixed seed, and the
+caller's random streams are left exactly where they were.
+
+The state is torch's CPU generator, Python's ``random`` and NumPy's legacy global generator
+(when NumPy is imported): a forward drawing its dropout mask from ``np.random`` is then as
+replayable as one drawing from ``torch.rand``.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+_seed_host = True
+
+
+def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` from the random state ``seed``; the caller's state is restored.
+
+    CPU generator only: torch.manual_seed would also (lazily) seed every accelerator backend,
+    which costs more than a small forward pass.
+    """
+    with preserved_global_rng():
+        torch.default_generator.manual_seed(seed)
+        if _seed_host:
+            random.seed(seed)
+            numpy = sys.modules.get("numpy")
+            if numpy is not None:
+                numpy.random.seed(seed % 2**32)
+        return fn(*args, **kwargs)
+
+
+@contextmanager
+def torch_seed_only() -> Iterator[None]:
+    """Within, :func:`seeded` replays torch's generator only: a run that then differs from a
+    fully seeded one draws from Python's ``random`` or NumPy, which torch.compile and
+    torch.export do not replay as eager does (the deployment checks ask this)."""
+    global _seed_host
+    _seed_host = False
+    try:
+        yield
+    finally:
+        _seed_host = True
+
+
+@contextmanager
+def preserved_global_rng() -> Iterator[None]:
+    """Restore the global random states user code may draw from: torch's CPU generator,
+    Python's ``random`` and NumPy's legacy global generator (when NumPy is imported), so a
+    check leaves the caller's random streams exactly where they were."""
+    numpy = sys.modules.get("numpy")
+    states = (torch.get_rng_state(), random.getstate(),
+              numpy.random.get_state() if numpy is not None else None)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        if states[2] is not None:
+            numpy.random.set_state(states[2])
