@@ -14,7 +14,7 @@ The kernels run on the calling thread. With more than one torch thread the add-a
 is torch's own add and in-place relu instead (parallel on torch's OpenMP pool, and the same
 values): splitting the kernels over Python threads was slower, because those threads compete
 with torch's OpenMP workers, which keep spinning for a while after every torch op
-(``benchmarks/results/bench_targets_t2.md``: 1.26-1.36x ``relu(x + y)``'s time that way).
+(``benchmarks/results/bench_targets_t2.md`` has the A/B).
 The mask packing and the backward stay native and single-threaded (0.03x the bytes).
 """
 
@@ -192,9 +192,9 @@ def usable(*tensors: torch.Tensor) -> bool:
 
 def add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``relu(x + y)`` in one pass, for same-shape tensors (see :func:`usable`)."""
-    x, y = x.contiguous(), y.contiguous()
     if torch.get_num_threads() > 1:  # torch's parallel add beats one native thread (see above)
         return torch.add(x, y).relu_()
+    x, y = x.contiguous(), y.contiguous()
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     fn = getattr(_load(), f"gradsmith_add_relu_{_DTYPES[x.dtype]}")
     fn(x.data_ptr(), y.data_ptr(), out.data_ptr(), 0, x.numel())
