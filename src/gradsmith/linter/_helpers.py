@@ -34,7 +34,7 @@ class Helpers:
     """
 
     def __init__(self, source: SourceFile, cls: ast.ClassDef, resolve, mutations) -> None:
-        self.functions = _module_functions(source)
+        self.functions = source.functions
         self.methods = {s.name: s for s in cls.body
                         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.cls_name = cls.name
@@ -100,16 +100,6 @@ class Helpers:
         self._busy.discard(key)
         self._summary[key] = result
         return result
-
-
-def _module_functions(source: SourceFile) -> dict[str, ast.FunctionDef]:
-    """Top-level functions of a module, computed once per file (not once per Function)."""
-    cached = source.__dict__.get("_gs_functions")
-    if cached is None:
-        cached = {s.name: s for s in source.tree.body
-                  if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        source._gs_functions = cached
-    return cached
 
 
 HelperEdits = Callable[[ast.Call], list[tuple[ast.expr, str, bool]]]

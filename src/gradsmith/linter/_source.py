@@ -7,7 +7,7 @@ import io
 import tokenize
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 
@@ -40,6 +40,12 @@ class SourceFile:
 
     def __post_init__(self) -> None:
         self.lines = self.text.splitlines()
+
+    @cached_property
+    def functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The module's top-level functions by name, computed once per file."""
+        return {s.name: s for s in self.tree.body
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def char_col(self, line: int, byte_col: int) -> int:
         """Convert an ``ast`` UTF-8 byte column to a character column (0-based)."""
