@@ -28,13 +28,13 @@ import gradsmith
 def _x():
     return (torch.randn(5, dtype=torch.float64, requires_grad=True),)
 
-def record(name=""):
+def record(name="", pid=None):
     with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
-        handle.write(f"{os.getpid()} {name}\\n")
+        handle.write(f"{pid or os.getpid()} {name}\\n")
 """
 
 # Correct Functions: each must pass wherever it runs.
-GOOD = """
+SQUARE = """
 @gradsmith.example(_x)
 class Square(Function):
     @staticmethod
@@ -46,8 +46,9 @@ class Square(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return 2 * x * grad
+"""
 
-
+EXP = """
 @gradsmith.example(_x)
 class Exp(Function):
     @staticmethod
@@ -61,6 +62,8 @@ class Exp(Function):
         (y,) = ctx.saved_tensors
         return grad * y
 """
+
+GOOD = SQUARE + "\n" + EXP
 
 
 def alive(pid: int) -> bool:
@@ -172,4 +175,4 @@ def write(tmp_path: Path):
 def procs():
     """The process helpers above, by name (tests cannot import conftest in importlib mode)."""
     return SimpleNamespace(alive=alive, children_of=children_of, wait_until=wait_until,
-                           kill_if_alive=kill_if_alive, good=GOOD)
+                           kill_if_alive=kill_if_alive, good=GOOD, square=SQUARE)

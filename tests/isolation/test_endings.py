@@ -159,30 +159,15 @@ def test_forks_crashes_and_base_exceptions_are_named_for_what_they_are(runner, w
     assert code == 2  # the import error decides
 
 
-PACKAGE_OPS = """
-@gradsmith.example(_x)
-class Square(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
-"""
-
-
-def test_dotted_targets_import_in_the_worker_under_the_time_limit(runner, write):
+def test_dotted_targets_import_in_the_worker_under_the_time_limit(runner, write, procs):
     # goodpkg imports itself absolutely: it works only from the directory that holds it.
     write("goodpkg/__init__.py", "from goodpkg.ops import Square  # noqa\n", header=False)
-    write("goodpkg/ops.py", PACKAGE_OPS)
+    write("goodpkg/ops.py", procs.square)
     write("hangpkg/__init__.py", "import time\ntime.sleep(600)\n", header=False)
-    write("hangpkg/ops.py", PACKAGE_OPS)
+    write("hangpkg/ops.py", procs.square)
     write("exitpkg/__init__.py", "import os\nprint('about to exit')\nos._exit(9)\n",
           header=False)
-    write("exitpkg/ops.py", PACKAGE_OPS)
+    write("exitpkg/ops.py", procs.square)
     started = time.monotonic()
     code, doc, err = runner.check("goodpkg.ops", "hangpkg.ops", "exitpkg.ops::Square",
                                   "--timeout", "10", "--no-compat")
@@ -198,7 +183,7 @@ def test_dotted_targets_import_in_the_worker_under_the_time_limit(runner, write)
 
 def test_a_package_that_cannot_import_in_gradsmith_own_process_still_works(monkeypatch,
                                                                            tmp_path, write,
-                                                                           capsys):
+                                                                           capsys, procs):
     # In-process (the console script's sys.path lacks the working directory): resolving
     # `goodpkg.ops` must neither import goodpkg here nor fail to find it.
     import sys
@@ -206,7 +191,7 @@ def test_a_package_that_cannot_import_in_gradsmith_own_process_still_works(monke
     from gradsmith.cli import main
 
     write("goodpkg/__init__.py", "from goodpkg.ops import Square  # noqa\n", header=False)
-    write("goodpkg/ops.py", PACKAGE_OPS)
+    write("goodpkg/ops.py", procs.square)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     code = main(["check", "goodpkg.ops", "--format", "json"])

@@ -27,8 +27,7 @@ class SpawnsAndSpins(Function):
     @staticmethod
     def forward(ctx, x):
         child = subprocess.Popen(SLEEPER, start_new_session=True)
-        with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
-            handle.write(f"{child.pid} new-session\\n")
+        record("new-session", child.pid)
         subprocess.run(DAEMON, check=True)
         record("spinning")
         while True:
@@ -54,8 +53,7 @@ class SpawnsAndReturns(Function):
         if SpawnsAndReturns.calls == 1:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                      start_new_session=True)
-            with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
-                handle.write(f"{child.pid} left-behind\\n")
+            record("left-behind", child.pid)
         return x * 2
 
     @staticmethod
@@ -142,8 +140,7 @@ def _parent_of(pid):
 def _spawn(name):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                              start_new_session=True)
-    with open(os.environ["GRADSMITH_TEST_PIDS"], "a") as handle:
-        handle.write(f"{child.pid} {name}\\n")
+    record(name, child.pid)
 
 @gradsmith.example(_x)
 class KillsItsKeeper(Function):
