@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 
 @dataclass
 class Case:
@@ -37,12 +39,17 @@ class Case:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+def randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """A seeded standard-normal tensor (float64 unless ``dtype``): the corpus's example inputs."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
 def all_cases() -> list[Case]:
     from corpus import (
         bugs_gradients,
         bugs_more,
-        bugs_structure,
         bugs_state,
+        bugs_structure,
         complex_fns,
         correct,
         estimators,

@@ -4,10 +4,7 @@ import torch
 from torch.autograd import Function
 
 from corpus import Case
-
-
-def _r(*shape, seed=0, dtype=torch.float64):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+from corpus import randn as _r
 
 
 class ScaleMissingNone(Function):

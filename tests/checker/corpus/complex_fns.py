@@ -9,14 +9,11 @@ import torch
 from torch.autograd import Function
 
 from corpus import Case
+from corpus import randn as _r
 
 
 def _c(*shape, seed=0, dtype=torch.complex128):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
-def _r(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
 class ComplexMul(Function):

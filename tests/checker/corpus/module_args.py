@@ -7,10 +7,7 @@ from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
 from corpus import Case
-
-
-def _r(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+from corpus import randn as _r
 
 
 def mlp(seed=0):

@@ -9,10 +9,7 @@ import torch.nn.functional as F
 from torch.autograd import Function
 
 from corpus import Case
-
-
-def _r(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+from corpus import randn as _r
 
 
 def one_hot_sample(logits, count=1):
