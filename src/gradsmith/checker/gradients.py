@@ -49,7 +49,7 @@ def run(session: Session) -> list[Finding]:
         raise Skip("approximate=True: gradient quality is measured and judged against the "
                    "approximate-mode thresholds instead")
     if session.options.unbiased:
-        return on_average(session, session.problem, None, NAME)
+        return stochastic.on_average(session, session.problem, None, NAME)
     problem = session.problem
     results = compare(session, problem, NAME)
     findings, replaced = estimators.detect(session, problem, results)
@@ -59,34 +59,6 @@ def run(session: Session) -> list[Finding]:
     for res in results:
         if res.t not in replaced:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
-    return findings
-
-
-def on_average(session: Session, problem: Problem, reference, check: str,
-               against: str = "finite differences of forward") -> list[Finding]:
-    """``unbiased=True``: the mean of backward's draws against ``reference`` (``(xs, vs) ->
-    gradients``; None: finite differences of forward). See :mod:`gradsmith.checker.stochastic`."""
-    v = numerics.random_v(problem, 1, session.generator(1))[0]
-    try:
-        if reference is None:
-            ref, full = stochastic.numerical_reference(session, problem, v), False
-        else:
-            ref, full = reference(problem.xs, problem.split(v)), True
-        results = stochastic.mean_test(session, problem, v, ref, full)
-    except Exception as exc:  # noqa: BLE001 - user code may raise anything
-        raise backward_error(exc, check, session.function_cls) from None
-    findings = []
-    for r in results:
-        if r.ok:
-            continue
-        findings.append(Finding(
-            "biased-estimate", "error",
-            stochastic.describe_mean(problem, r, against) + ": declared unbiased=True, the "
-            "mean of backward's random draws must be the gradient, and it is not",
-            "make each draw an unbiased estimate (its expectation the gradient: check the "
-            "sampling distribution and the scale), or declare what it is: intended= drawing "
-            "the same random numbers (compared draw for draw)", check, r.label,
-            {"mode": "mean", "draws": r.draws, "z": r.z, "elements": r.elements}))
     return findings
 
 

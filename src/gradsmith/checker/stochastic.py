@@ -37,7 +37,7 @@ from gradsmith.checker import numerics, suggest
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
-from gradsmith.checker.session import Session
+from gradsmith.checker.session import Session, backward_error
 
 DRAWS = 256
 DIRECTIONS = 16
@@ -139,6 +139,34 @@ def mean_test(session: Session, problem: Problem, v: torch.Tensor,
         elements = [[int(idx[t][j]), float(m[j]), float(ref[j])] for j in worst]
         out.append(MeanResult(t, label, random, ok, DRAWS, z, elements))
     return out
+
+
+def on_average(session: Session, problem: Problem, reference, check: str,
+               against: str = "finite differences of forward") -> list[Finding]:
+    """``unbiased=True``: the mean of backward's draws against ``reference`` (``(xs, vs) ->
+    gradients``; None: finite differences of forward). See the module docstring."""
+    v = numerics.random_v(problem, 1, session.generator(1))[0]
+    try:
+        if reference is None:
+            ref, full = numerical_reference(session, problem, v), False
+        else:
+            ref, full = reference(problem.xs, problem.split(v)), True
+        results = mean_test(session, problem, v, ref, full)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything
+        raise backward_error(exc, check, session.function_cls) from None
+    findings = []
+    for r in results:
+        if r.ok:
+            continue
+        findings.append(Finding(
+            "biased-estimate", "error",
+            describe_mean(problem, r, against) + ": declared unbiased=True, the "
+            "mean of backward's random draws must be the gradient, and it is not",
+            "make each draw an unbiased estimate (its expectation the gradient: check the "
+            "sampling distribution and the scale), or declare what it is: intended= drawing "
+            "the same random numbers (compared draw for draw)", check, r.label,
+            {"mode": "mean", "draws": r.draws, "z": r.z, "elements": r.elements}))
+    return findings
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import declared
+from gradsmith.checker import declared, stochastic
 from gradsmith.checker.problem import index_str
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, backward_error
@@ -28,12 +28,11 @@ def run(session: Session) -> list[Finding]:
                            f"the declared {kind}, which then must not draw random numbers "
                            "itself (a random declaration is compared draw for draw: drop "
                            "unbiased=True)")]
-        from gradsmith.checker.gradients import on_average
-
         against = {"surrogate": "the surrogate's gradient",
                    "intended": "the declared intended gradient"}[kind]
         try:
-            return on_average(session, mine, declared.reference(session), NAME, against)
+            return stochastic.on_average(session, mine, declared.reference(session), NAME,
+                                         against)
         except declared.DeclarationError as err:
             return [_error(kind, str(err))]
     gen = session.generator(17)
