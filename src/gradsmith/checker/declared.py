@@ -74,12 +74,6 @@ def reference(session: Any, seed: int | None = None
     return lambda xs, vs: _intended(session, xs, vs, seed)
 
 
-def function_vjp(session: Any, problem: Any, v: torch.Tensor) -> list[torch.Tensor]:
-    """The Function's own ``J^T v``, backward run from its replayed random state (the state
-    an ``intended=`` declaration is evaluated from)."""
-    return problem.vjp(v)
-
-
 def _surrogate_vjp(session, surrogate, xs, vs, seed) -> list[torch.Tensor]:
     subject = session.subject
     with torch.enable_grad():
