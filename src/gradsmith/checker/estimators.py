@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from gradsmith.checker import numerics, rerouting, stochastic, suggest
+from gradsmith.checker.deploy._common import forward_is_random
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -71,20 +72,18 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     random = stochastic.signature(session, problem, vs[0])
     # A biased random backward under a random forward is the classic bug (dropout's mask
     # redrawn in backward): the randomness check names it, the gradients stay a mismatch.
-    if random is not None and (random.kind == "unbiased" or not stochastic.random_forward(
-            session)):
+    if random is not None and (random.kind == "unbiased" or not forward_is_random(session)):
         return [stochastic.estimator_finding(session, problem, random, results)], {
             res.t for res in results}
     sigs: dict[int, Signature] = {}
     for res in results:
         if not res.failed or res.nan_analytic:
             continue
-        a, n, tol, v, idx, out = _elements(session, problem, res, vs[0], grads[0][res.t])
-        sig = _classify(res, a, n, tol, v)
-        if sig is None:
-            sig = _scaled_by_argument(session, res, a, n, tol, v, idx)
-        if sig is None:
-            sig = _modified(res, a, n, tol, v)
+        a, n, tol, idx, out = _elements(session, problem, res, vs[0], grads[0][res.t])
+        identity = out is not None  # forward passes this input through unchanged
+        sig = _classify(res, a, n, tol, identity)
+        if sig is None and identity:
+            sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:
             if out is not None:
                 sig.output = out
@@ -105,7 +104,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
 
 
 def _elements(session, problem, res, v, g):
-    """(analytic, numerical, tolerance, v-projection) per examined element, kinks left out."""
+    """(analytic, numerical, tolerance, flat index) per examined element, kinks left out, and
+    the output that passes the input through unchanged (None: forward is no identity in it)."""
     x = problem.xs[res.t]
     kinks = {e.index for e in res.kinks}
     if res.projection is not None:
@@ -131,27 +131,21 @@ def _elements(session, problem, res, v, g):
     a, n, tol = (t.to(torch.float64)[idx] for t in (a, n, tol))
     keep = torch.isfinite(a) & torch.isfinite(n)
     a, n, tol, idx = a[keep], n[keep], tol[keep], idx[keep]
-    pv, out = _passed_through(problem, v, x, n, tol, idx)
-    return a, n, tol, pv, idx, out
+    return a, n, tol, idx, _passed_through(problem, v, x, n, tol, idx)
 
 
-def _passed_through(problem, v, x, n, tol, idx):
-    """The part of ``v`` on the output that passes this input through unchanged (finite
-    differences equal to it), and that output's index: what an identity forward's gradient
-    is. With several outputs, each same-sized one is tried (a pass-through may be any of
-    them); with none matching, the first same-sized one (the callers test the match)."""
-    found = None
+def _passed_through(problem, v, x, n, tol, idx) -> int | None:
+    """The index of the output that passes this input through unchanged (finite differences
+    equal to that output's part of ``v``: what an identity forward's gradient is), or None.
+    With several outputs, each same-sized one is tried (a pass-through may be any of them)."""
     for k, piece in enumerate(problem.split(v)):
-        if piece.numel() != x.numel():
-            continue
-        pv = piece.reshape(-1).to(torch.float64)[idx]
-        if bool(((n - pv).abs() <= tol).all()):
-            return pv, k
-        found = found or (pv, None)
-    return found or (None, None)
+        if piece.numel() == x.numel() and bool(
+                ((n - piece.reshape(-1).to(torch.float64)[idx]).abs() <= tol).all()):
+            return k
+    return None
 
 
-def _classify(res, a, n, tol, pv) -> Signature | None:
+def _classify(res, a, n, tol, identity: bool) -> Signature | None:
     if a.numel() == 0:
         return None
     wrong = (a - n).abs() > tol
@@ -172,17 +166,16 @@ def _classify(res, a, n, tol, pv) -> Signature | None:
         fits = bool(((a - c * n).abs() <= tol + 1e-9 * (c * n).abs()).all())
         # Only with an identity forward (x.view_as(x), x.clone()): a constant factor on any
         # other forward's gradient is far more often a wrong formula (2 e^x for e^x).
-        identity = pv is not None and bool(((n - pv).abs() <= tol).all())
         if fits and identity and abs(c - 1) > 1e-3 and abs(c) > 1e-6:
             return Signature(res.t, label, "scaled", total=total, scale=c,
                              identity_forward=True)
     return None
 
 
-def _scaled_by_argument(session, res, a, n, tol, pv, idx) -> Signature | None:
+def _scaled_by_argument(session, res, a, n, tol, idx) -> Signature | None:
     """An identity forward whose backward multiplies by another tensor argument, element by
     element (``-alpha_ * grad`` with ``alpha_`` a tensor): reversal or scaling by it."""
-    if pv is None or not bool(((n - pv).abs() <= tol).all()) or int((n.abs() > tol).sum()) < 2:
+    if int((n.abs() > tol).sum()) < 2:
         return None
     args = session.subject.args
     x = session.problem.xs[res.t]
@@ -203,12 +196,10 @@ def _scaled_by_argument(session, res, a, n, tol, pv, idx) -> Signature | None:
     return None
 
 
-def _modified(res, a, n, tol, pv) -> Signature | None:
+def _modified(res, a, n, tol) -> Signature | None:
     """An identity forward (finite differences equal grad_output) whose backward returns
     something else that is no constant multiple of it: an intended modification of the
     gradient (a projection, a mask, a clip), which no forward's gradient can be."""
-    if pv is None or a.numel() == 0 or not bool(((n - pv).abs() <= tol).all()):
-        return None
     if not bool(((a - n).abs() > tol).any()):
         return None
     return Signature(res.t, res.label, "modified", total=a.numel(), identity_forward=True)

@@ -195,15 +195,6 @@ def describe_mean(problem: Problem, r: MeanResult, against: str) -> str:
             f"{problem.element(r.t, int(j))}: mean {mean:.6g}, expected {ref:.6g})")
 
 
-def random_forward(session: Session) -> bool:
-    """True when two forwards from different random states differ (a random forward)."""
-    subject = session.subject
-    base = subject.base()
-    a, b = (subject.select(subject.call([x.clone() for x in base], seed=subject.seed + k))
-            for k in (1, 2))
-    return not all(torch.equal(x, y) for x, y in zip(a, b))
-
-
 def estimator_finding(session: Session, problem: Problem, random: RandomSignature,
                       results: list[InputResult]) -> Finding:
     """A backward that draws random numbers: unbiased (declare ``unbiased=True``, verified by
