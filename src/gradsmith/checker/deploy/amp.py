@@ -14,6 +14,7 @@ a Function that cannot run on CUDA at all is reported as info).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -64,7 +65,8 @@ def _run(session: Session) -> list[Finding]:
 def _one(session: Session, device: str, dtype: torch.dtype,
          want32: Evaluation) -> list[Finding]:
     label = f"{device} {str(dtype).removeprefix('torch.')} autocast"
-    here = session.subject.base()[0].device.type if session.subject.base() else "cpu"
+    base = session.subject.base()
+    here = base[0].device.type if base else "cpu"
     if device != here:  # the float32 reference on that device, and whether it runs there
         try:
             want32 = _evaluate(session, session.subject.target.call, device, None)
@@ -125,8 +127,6 @@ def _evaluate(session: Session, call: Any, device: str, dtype: torch.dtype | Non
 
 def _to_device(args: Any, device: str) -> Any:
     """Every tensor (and module argument) on ``device``; a no-op for those already there."""
-    import copy
-
     from torch.utils._pytree import tree_map
 
     def move(a: Any) -> Any:

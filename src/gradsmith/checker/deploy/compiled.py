@@ -10,6 +10,7 @@ one Function can decide another's verdict.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -190,8 +191,6 @@ def _short_reason(reason: str) -> str:
 
 def _classmethods(cls: type | None) -> list[str]:
     """forward/backward/setup_context defined as @classmethod (legal in eager)."""
-    import inspect
-
     if cls is None:
         return []
     return [m for m in ("forward", "backward", "setup_context")
