@@ -127,9 +127,7 @@ def _candidates(session, names, t, sig, k, gname, numbers) -> list[str]:
 
 
 def _source(params: str, names: list[str], chosen: dict[int, str]) -> str:
-    result = chosen.get(0, "None") if len(names) == 1 else "(" + ", ".join(
-        chosen.get(i, "None") for i in range(len(names))) + ")"
-    return f"lambda {params}: {result}"
+    return f"lambda {params}: {suggest.returned(names, chosen)}"
 
 
 def _evaluate(session, params, names, chosen, split) -> list[torch.Tensor] | None:

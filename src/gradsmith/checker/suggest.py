@@ -232,9 +232,7 @@ def _scaled(session, names, sigs, v, grads) -> str | None:
     if sig.identity_forward and len(split) == 1 and not others and top is not None:
         grad = _grad_name(names)
         value = f"-{grad}" if factor == "-1" else f"{factor} * {grad}"
-        result = value if len(names) == 1 else "(" + ", ".join(
-            value if i == top else "None" for i in range(len(names))) + ")"
-        kind, source = "intended", f"lambda {params}, {grad}: {result}"
+        kind, source = "intended", f"lambda {params}, {grad}: {returned(names, {top: value})}"
     elif session.function_cls is not None and overrides(session.function_cls, "setup_context"):
         call = f"{session.function_cls.__name__}.forward({params})"
         kind, source = "surrogate", f"lambda {params}: {factor} * {call}"
@@ -264,13 +262,19 @@ def _modification(session, names, sigs, v, grads) -> str | None:
     grad = _grad_name(names)
     params = ", ".join(names)
     for body in _modifications(session, names, problem.xs[sig.t], grad):
-        result = body if len(names) == 1 else "(" + ", ".join(
-            body if i == top else "None" for i in range(len(names))) + ")"
-        source = f"lambda {params}, {grad}: {result}"
+        source = f"lambda {params}, {grad}: {returned(names, {top: body})}"
         got = _try(session, "intended", _compile(source, session), v, problem.xs, split)
         if got is not None and all(_matches(g, w, session) for g, w in zip(grads, got)):
             return f"intended={source}"
     return None
+
+
+def returned(names: list[str], chosen: dict[int, str]) -> str:
+    """Python source for what backward returns: ``chosen[i]`` for forward argument ``i``,
+    ``None`` for the others; a bare value when forward takes one argument."""
+    if len(names) == 1:
+        return chosen.get(0, "None")
+    return "(" + ", ".join(chosen.get(i, "None") for i in range(len(names))) + ")"
 
 
 def _modifications(session, names, x, grad) -> list[str]:
