@@ -261,7 +261,7 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
             raise GradsmithError(
                 f"check: unknown check name(s) {bad}; choose from {list(CHECK_NAMES)}")
         selected = [c for c in CHECK_NAMES if c in wanted]
-    if not options.get("compat", True):  # also over an example's own checks= list
+    if not opts.extra["compat"]:  # also over an example's own checks= list
         selected = [c for c in selected if c not in DEPLOY_MODULES]
     return opts, selected, options.get("name")
 
