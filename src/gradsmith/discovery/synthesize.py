@@ -165,19 +165,10 @@ def _first_working(call, slots: list[_Slot], seed: int,
         return _first_with_functions(call, slots, functions, seed, dtype)
     last_error = "no layout tried"
     for layout in _layouts(slots):
-        # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
-        # finite, for forwards defined on a positive domain only (log, sqrt, pow, ...).
-        for positive in (False, True):
-            built = _build(slots, layout, seed, positive, dtype=dtype)
-            outcome = _probe(call, built[0])
-            if isinstance(outcome, str):
-                last_error = outcome
-                break
-            if outcome or positive:
-                # Fresh copies: the probe may have modified its inputs, the check must see it.
-                args, parts = _build(slots, layout, seed, positive, dtype=dtype)
-                variants = tuple(_variants(call, slots, layout, seed, positive, args, dtype))
-                return Synthesized(tuple(args), ", ".join(parts), variants, seed)
+        found = _on_layout(call, slots, layout, seed, dtype)
+        if isinstance(found, Synthesized):
+            return found
+        last_error = found
     return last_error
 
 
@@ -193,19 +184,32 @@ def _first_with_functions(call, slots: list[_Slot], functions: list[_Slot], seed
         for flags in flavours(len(functions)):
             for slot, reduce in zip(functions, flags):
                 slot.value = reduce
-            for positive in (False, True):
-                outcome = _probe(call, _build(slots, layout, seed, positive, dtype=dtype)[0],
-                                 backward=True)
-                if isinstance(outcome, str):
-                    last_error = outcome
-                    break
-                if outcome or positive:
-                    args, parts = _build(slots, layout, seed, positive, dtype=dtype)
-                    variants = tuple(_variants(call, slots, layout, seed, positive, args, dtype))
-                    return Synthesized(tuple(args), ", ".join(parts), variants, seed)
+            found = _on_layout(call, slots, layout, seed, dtype, backward=True)
+            if isinstance(found, Synthesized):
+                return found
+            last_error = found
     for slot in functions:  # the suggested decorator shows the plain (tensor-valued) one
         slot.value = False
     return last_error
+
+
+def _on_layout(call, slots: list[_Slot], layout, seed: int, dtype: str,
+               backward: bool = False) -> Synthesized | str:
+    """Inputs on ``layout`` if the probe (forward, and backward when asked) runs on them, else
+    why it failed."""
+    # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
+    # finite, for forwards defined on a positive domain only (log, sqrt, pow, ...).
+    positive = False
+    outcome = _probe(call, _build(slots, layout, seed, positive, dtype=dtype)[0], backward)
+    if not isinstance(outcome, str) and not outcome:
+        positive = True
+        outcome = _probe(call, _build(slots, layout, seed, positive, dtype=dtype)[0], backward)
+    if isinstance(outcome, str):
+        return outcome
+    # Fresh copies: the probe may have modified its inputs, the check must see it.
+    args, parts = _build(slots, layout, seed, positive, dtype=dtype)
+    variants = tuple(_variants(call, slots, layout, seed, positive, args, dtype))
+    return Synthesized(tuple(args), ", ".join(parts), variants, seed)
 
 
 def parameter_names(fn: Any) -> list[str]:
