@@ -31,6 +31,7 @@ from gradsmith.isolation.processes import (
     adopting,
     available_memory,
     children,
+    describe_returncode,
     kill_tree,
     usable_cpus,
 )
@@ -320,12 +321,7 @@ class WorkerPool:
             code = self._proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             return "it hung"
-        if code < 0:
-            try:
-                return f"signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"signal {-code}"
-        return f"exit code {code}"
+        return describe_returncode(code)
 
     def _describe(self, kind: str, info: dict) -> str:
         tail = _format_tail(info.get("tail", ""))

@@ -118,20 +118,21 @@ def kill_tree(root: int, include_root: bool = False) -> set[int]:
     """
     victims: set[int] = {root} if include_root else set()
     if include_root:
-        _signal(root, signal.SIGSTOP)
+        signal_quietly(root, signal.SIGSTOP)
     for _ in range(100):
         new = descendants(root) - victims
         if not new:
             break
         for pid in new:
-            _signal(pid, signal.SIGSTOP)
+            signal_quietly(pid, signal.SIGSTOP)
         victims |= new
     for pid in victims:
-        _signal(pid, signal.SIGKILL)
+        signal_quietly(pid, signal.SIGKILL)
     return victims
 
 
-def _signal(pid: int, sig: int) -> None:
+def signal_quietly(pid: int, sig: int) -> None:
+    """``os.kill(pid, sig)``, ignoring a process that is already gone."""
     try:
         os.kill(pid, sig)
     except OSError:  # already gone
@@ -179,10 +180,20 @@ def describe_exit(status: int) -> str:
         >>> describe_exit(9 << 8)
         'exit code 9'
     """
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
+    return describe_returncode(os.waitstatus_to_exitcode(status))
+
+
+def describe_returncode(code: int) -> str:
+    """``exit code N`` or ``signal SIGKILL`` for a returncode (negative: killed by a signal),
+    as :attr:`subprocess.Popen.returncode` and :func:`os.waitstatus_to_exitcode` give it.
+
+    Example:
+        >>> describe_returncode(-9)
+        'signal SIGKILL'
+    """
+    if code < 0:
         try:
-            return f"signal {signal.Signals(sig).name}"
+            return f"signal {signal.Signals(-code).name}"
         except ValueError:
-            return f"signal {sig}"
-    return f"exit code {os.waitstatus_to_exitcode(status)}"
+            return f"signal {-code}"
+    return f"exit code {code}"

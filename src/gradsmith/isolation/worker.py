@@ -42,6 +42,7 @@ from gradsmith.isolation.processes import (
     children,
     die_with_parent,
     kill_tree,
+    signal_quietly,
 )
 from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_all
 
@@ -255,13 +256,13 @@ class Server:
                 if task.terminated is None:
                     self._terminate(task)
                 else:  # the keeper did not clean up in time: kill it, strays later
-                    _signal(task.keeper, signal.SIGKILL)
+                    signal_quietly(task.keeper, signal.SIGKILL)
                     self.strays = True
 
     def _terminate(self, task: _Task) -> None:
         if task.terminated is None:
             task.terminated = time.monotonic()
-            _signal(task.keeper, signal.SIGTERM)
+            signal_quietly(task.keeper, signal.SIGTERM)
 
     def _finish(self, task: _Task, now: float) -> None:
         del self.running[task.keeper]
@@ -288,13 +289,6 @@ def _drain(fd: int) -> None:
         while os.read(fd, 4096):
             pass
     except (BlockingIOError, OSError):
-        pass
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:
         pass
 
 
