@@ -121,9 +121,16 @@ def raised_result(task: tuple, exc: BaseException, last: dict) -> Any:
                         "Exception (KeyboardInterrupt, SystemExit, ...) stops any training loop: "
                         "raise an Exception subclass instead")
     if last:
-        result.update(checks=last["checks"], report=partial_report(label, last, running),
-                      text=last["text"] or None, _text_brief=last["text_brief"] or None)
+        add_partial(result, label, last)
     return result
+
+
+def add_partial(result: dict, label: str, snap: dict) -> None:
+    """Put into ``result`` (a row) what the checks that finished had found: ``snap``'s checks,
+    findings (as a report unfinished in its ``running`` check) and text."""
+    result.update(checks=list(snap["checks"]),
+                  report=partial_report(label, snap, snap.get("running")),
+                  text=snap["text"] or None, _text_brief=snap["text_brief"] or None)
 
 
 def _user_frame(exc: BaseException) -> str:

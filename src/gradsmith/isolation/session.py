@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from gradsmith.discovery import Candidate, Source
-from gradsmith.isolation.partial import partial_report, raised_result
+from gradsmith.isolation.partial import add_partial, partial_report, raised_result
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
 from gradsmith.isolation.tasks import display_name, row, run_task
 
@@ -202,9 +202,7 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
     out = row(candidate, label, "fail", error=outcome.kind, reason=reason,
               elapsed=outcome.elapsed, repro=repro)
     if snap is not None:
-        out.update(checks=list(snap["checks"]), text=snap["text"] or None,
-                   _text_brief=snap["text_brief"] or None,
-                   report=partial_report(label, snap, snap.get("running")))
+        add_partial(out, label, snap)
     return out
 
 
