@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from gradsmith._errors import GradsmithUsageError
-from gradsmith.cli._paths import writable_file
 from gradsmith.isolation.processes import usable_cpus
 
 _SUFFIX = {"json": "json", "markdown": "md", "plot": "png"}
@@ -181,6 +180,8 @@ def _measure(args, cases, sources, device, progress):
 
 
 def _validate_paths(args: argparse.Namespace) -> None:
+    from gradsmith.cli._paths import writable_file  # imports gradsmith.discovery: only here
+
     for option in ("json", "markdown", "plot"):
         value = getattr(args, option)
         if value is not None and not value.strip():
