@@ -3,12 +3,15 @@ path wherever the kernels must not run (vmap, compile tracing, double backward, 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
 import gradsmith.functional as G
 from gradsmith.ops import _fused_native as native
 from gradsmith.ops._bitmask import pack_mask, unpack_mask
+from gradsmith.ops._native_build import open_library
 
 
 def _pair(n, dtype, seed=0):
@@ -52,6 +55,50 @@ def test_native_mask_has_the_torch_layout():
     v[5] = float("nan")
     torch.testing.assert_close(native.pack_positive(v), pack_mask(~(v <= 0)), rtol=0, atol=0)
     assert torch.equal(unpack_mask(native.pack_positive(v), v.shape), ~(v <= 0))
+    x, y = _pair(1001, torch.float64)
+    out, bits = native.add_relu(x.detach(), y.detach())  # the mask written by the forward pass
+    assert torch.equal(bits, pack_mask(~(out <= 0)))
+
+
+def _kernel_results(n, dtype):
+    x, y = (t.detach() for t in _pair(n, dtype))
+    x[4::7] = -0.0  # -0 + -0 = -0 must come out as +0, as relu's does
+    y[4::7] = -0.0
+    out, bits = native.add_relu(x, y)
+    g = torch.randn(n, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    one = torch.tensor(1.5, dtype=dtype).expand(n)
+    return (out, bits, native.pack_positive(out), native.relu_mask_backward(g, bits, out.shape),
+            native.relu_mask_backward(one, bits, out.shape))
+
+
+@pytest.mark.parametrize("variant", [(), ("-DGRADSMITH_NO_AVX2",), ("-DGRADSMITH_PORTABLE",)],
+                         ids=["widest", "sse2", "portable"])
+def test_every_build_of_the_kernels_gives_the_same_bits(variant, monkeypatch):
+    # The CPU here takes the widest loops; the narrower builds are what other CPUs run.
+    # 100,003 elements: over the parallel grain, two threads' ranges, a short last byte.
+    assert native.usable(torch.ones(8), torch.ones(8))
+    threads = bool(native._STATE["threads"])
+    flags = ("-fopenmp", *variant) if threads else variant
+    lib = native._bind(open_library("fused", native._SOURCE, flags))
+    for dtype in (torch.float32, torch.float64):
+        expected = _kernel_results(100_003, dtype)
+        monkeypatch.setitem(native._STATE, "lib", lib)
+        got = _kernel_results(100_003, dtype)
+        monkeypatch.undo()
+        for a, b in zip(got, expected):
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))  # bit for bit
+        out, bits = expected[:2]
+        assert not out.signbit().any()
+        assert torch.equal(bits, pack_mask(~(out <= 0)))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="torch's libgomp: Linux wheels")
+def test_kernels_run_on_torchs_own_openmp_workers():
+    # One OpenMP runtime in the process (torch's), and the kernels built to use it: a second
+    # pool on the same cores would compete with torch's spinning workers.
+    assert native.usable(torch.ones(8), torch.ones(8))
+    assert native._STATE["threads"] is True
+    assert len(native._openmp_runtimes()) == 1
 
 
 def test_double_backward_takes_the_differentiable_path():
@@ -86,8 +133,8 @@ def test_wrapped_and_traced_tensors_are_not_native():
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_every_thread_count_matches_relu_of_sum(threads):
-    # 1 thread: the native add-and-clamp kernel; more: torch's add and in-place relu, with the
-    # native mask packing and backward either way (300,001 elements: the last mask byte short)
+    # The native kernels split over torch's threads above the grain (300,001 elements: the
+    # last mask byte short, and 3 threads' ranges not a multiple of 64)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -96,5 +143,18 @@ def test_every_thread_count_matches_relu_of_sum(threads):
         out = G.fused_add_relu(x, y)
         (gx, _) = torch.autograd.grad(out.sum(), (x, y))  # broadcast scalar gradient path
         torch.testing.assert_close(gx, (~(x.detach() + y.detach() <= 0)).float())
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_without_shared_openmp_the_forward_is_torchs_parallel_add(monkeypatch):
+    # Where the kernels cannot use torch's workers they run on one thread, and at 2 threads
+    # the forward's add-and-clamp is torch's (the mask is still packed natively).
+    assert native.usable(torch.ones(8), torch.ones(8))
+    monkeypatch.setitem(native._STATE, "threads", False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        test_values_and_gradients_match_relu_of_sum(300_001, torch.float32)
     finally:
         torch.set_num_threads(before)

@@ -136,28 +136,31 @@ class FusedLinearReLU(nn.Linear):
 
 
 class _FusedAddReLUFn(torch.autograd.Function):
+    """``relu(x + y)`` and its bit-packed mask: a second output, not differentiable, so that
+    the native kernel writes both in one pass (as ``torch.native_dropout`` returns its mask)."""
+
     generate_vmap_rule = True
 
     @staticmethod
     def forward(x, y):
         if x.shape == y.shape and _native.usable(x, y):
             return _native.add_relu(x, y)
-        return torch.relu(x + y)
+        out = torch.relu(x + y)
+        # ~(out <= 0), not out > 0: a NaN passes its gradient, as in torch.relu's backward
+        return out, pack_mask(~(out <= 0))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         x, y = inputs
+        out, packed = output
+        ctx.mark_non_differentiable(packed)
         ctx.shapes = (x.shape, y.shape)
         ctx.dtypes = (x.dtype, y.dtype)
-        ctx.out_shape = output.shape
-        if _native.usable(output):
-            ctx.save_for_backward(_native.pack_positive(output))
-        else:
-            # ~(y <= 0), not y > 0: a NaN passes its gradient, as in torch.relu's backward
-            ctx.save_for_backward(pack_mask(~(output <= 0)))
+        ctx.out_shape = out.shape
+        ctx.save_for_backward(packed)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, grad, _grad_mask):
         (packed,) = ctx.saved_tensors
         if grad.shape == ctx.out_shape and not (torch.is_grad_enabled() and grad.requires_grad) \
                 and _native.usable(grad) \
@@ -202,5 +205,5 @@ def fused_add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     check_floating("fused_add_relu", "y", y)
     check_devices("fused_add_relu", ("x", x), ("y", y))
     check_broadcastable("fused_add_relu", "x", x, "y", y)
-    return _FusedAddReLUFn.apply(x, y)
+    return _FusedAddReLUFn.apply(x, y)[0]
 

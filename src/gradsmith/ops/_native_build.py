@@ -37,33 +37,33 @@ def _compiler() -> str:
     return compiler
 
 
-def _build(source: str, target: Path) -> None:
+def _build(source: str, target: Path, flags: tuple[str, ...]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         src = Path(tmp) / f"{target.stem}.c"
         src.write_text(source)
         out = Path(tmp) / target.name
-        subprocess.run([_compiler(), "-O3", "-shared", "-fPIC", "-o", str(out), str(src), "-lm"],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run([_compiler(), "-O3", *flags, "-shared", "-fPIC", "-o", str(out), str(src),
+                        "-lm"], check=True, capture_output=True, timeout=120)
         os.replace(out, target)  # atomic: concurrent builders never see a partial library
 
 
-def library_path(stem: str, source: str) -> Path:
-    """The cached library's path for ``source`` (it may not exist yet)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+def library_path(stem: str, source: str, flags: tuple[str, ...] = ()) -> Path:
+    """The cached library's path for ``source`` built with ``flags`` (it may not exist yet)."""
+    digest = hashlib.sha256("\0".join((source, *flags)).encode()).hexdigest()[:16]
     return cache_dir() / f"{stem}-{digest}.so"
 
 
-def open_library(stem: str, source: str) -> ctypes.CDLL:
-    """Build ``source`` if it is not cached yet, and load it.
+def open_library(stem: str, source: str, flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """Build ``source`` with the compiler ``flags`` if it is not cached yet, and load it.
 
     Raises:
         NativeUnavailable: no compiler, the build failed, or the library cannot be loaded.
     """
-    target = library_path(stem, source)
+    target = library_path(stem, source, flags)
     try:
         if not target.exists():
-            _build(source, target)
+            _build(source, target, flags)
         return ctypes.CDLL(str(target))
     except NativeUnavailable:
         raise
