@@ -148,6 +148,21 @@ def test_unbiased_option_is_validated():
     assert random_intended.codes("error") == {"intended-error"}
 
 
+@pytest.mark.parametrize("kind", ["surrogate", "intended"])
+def test_a_raising_declaration_under_unbiased_is_a_declaration_error(kind):
+    # Before: the on-average check wrapped every exception as the Function's backward-error,
+    # blaming a correct backward for the declaration's own mistake.
+    def broken(*args):
+        raise ZeroDivisionError("oops in the declaration")
+
+    report = gradsmith.check(SampledLogSumExp, _r(3, 4), unbiased=True, compat=False,
+                             **{kind: broken})
+    assert f"{kind}-error" in report.codes("error"), str(report)
+    assert "backward-error" not in report.codes(), str(report)
+    (f,) = [f for f in report.errors if f.code == f"{kind}-error"]
+    assert "ZeroDivisionError" in f.message and "oops in the declaration" in f.message
+
+
 MODIFIED = [
     # (Function, inputs, the suggested intended= body), each checked against plain PyTorch
     (SparseMaxGrad, lambda: (_simplex(1),),

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradsmith.checker import numerics, suggest
+from gradsmith.checker.declared import DeclarationError
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -152,6 +153,8 @@ def on_average(session: Session, problem: Problem, reference, check: str,
         else:
             ref, full = reference(problem.xs, problem.split(v)), True
         results = mean_test(session, problem, v, ref, full)
+    except DeclarationError:
+        raise  # the surrogate or intended raised: the caller reports the declaration
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
         raise backward_error(exc, check, session.function_cls) from None
     findings = []
