@@ -152,6 +152,8 @@ def check_same_shape(fn: str, name_a: str, a: torch.Tensor, name_b: str,
 def check_broadcastable(fn: str, name_a: str, a: torch.Tensor, name_b: str,
                         b: torch.Tensor) -> torch.Size:
     """Require two tensors whose shapes broadcast; return the broadcast shape."""
+    if a.shape == b.shape:  # the common case, without torch.broadcast_shapes' Python
+        return a.shape
     try:
         return torch.broadcast_shapes(a.shape, b.shape)
     except RuntimeError:
