@@ -268,6 +268,10 @@ def test_cli_quick_run_writes_json_and_markdown(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert [r["op"] for r in data["results"]] == ["clipped_relu", "pact"] and data["quick"]
     assert "| pact | eager |" in md.read_text()
+    env = data["environment"]  # the file says where it was measured
+    first = md.read_text().splitlines()[0]
+    assert f"torch {env['torch']}" in first and env["date_utc"] in first
+    assert f"{env['torch_threads']} threads" in first
     assert "clipped_relu" in capsys.readouterr().out
 
 

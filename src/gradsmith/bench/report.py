@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["table", "markdown", "notes", "rows", "write_json", "write_results", "plot"]
+__all__ = ["title", "table", "markdown", "notes", "rows", "write_json", "write_results", "plot"]
 
 _HEADERS = ("op", "mode", "reference", "size", "op ms (IQR)", "ref ms (IQR)", "time x (IQR)",
             "op saved", "ref saved", "saved x", "op peak", "ref peak", "peak x")
@@ -65,15 +65,29 @@ def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
+def title(report: dict[str, Any], full: bool = False) -> str:
+    """What was measured and where; ``full`` adds the CPU, the date and the load (for files).
+
+    Example:
+        >>> title({"repeat": 3, "environment": {"torch": "2.13.0", "torch_threads": 2}})
+        'gradsmith bench: forward+backward, median of 3 interleaved runs; torch 2.13.0, 2 threads, cpu'
+    """
+    env = report["environment"]
+    text = (f"gradsmith bench: forward+backward, median of {report['repeat']} interleaved runs; "
+            f"torch {env['torch']}, {env['torch_threads']} threads, {env.get('device', 'cpu')}")
+    if full:
+        text += (f" ({env.get('cpu')}, {env.get('cpu_count')} CPUs, Python {env.get('python')}, "
+                 f"{env.get('platform')}); measured {env.get('date_utc')}, 1-minute load "
+                 f"average {env.get('load_average_1min')}")
+    return text
+
+
 def table(report: dict[str, Any]):
     """A ``rich.table.Table`` of the report (ratios < 1 mean the op is cheaper), with the
     notes and errors as its caption."""
     from rich.table import Table
 
-    env = report["environment"]
-    t = Table(title=f"gradsmith bench: forward+backward, median of {report['repeat']} "
-                    f"interleaved runs; torch {env['torch']}, {env['torch_threads']} threads, "
-                    f"{env.get('device', 'cpu')}",
+    t = Table(title=title(report),
               caption="\n".join(notes(report)) or None, caption_justify="left")
     body = rows(report)
     widest = max((len(r[0]) for r in body), default=2)

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         render.write_json(result, args.json)
     if args.markdown:
-        Path(args.markdown).write_text(render.markdown(result), encoding="utf-8")
+        text = f"{render.title(result, full=True)}\n\n{render.markdown(result)}"
+        Path(args.markdown).write_text(text, encoding="utf-8")
     if args.plot:
         render.plot(result, args.plot)
     return 1 if failed else 0
