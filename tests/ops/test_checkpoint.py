@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -224,3 +227,14 @@ def test_under_torch_compile_segments_run_eagerly_and_match():
     compiled = step(torch.compile(checkpoint_sequential, backend="aot_eager"))
     for a, b in zip(compiled, eager):
         torch.testing.assert_close(a, b)
+
+
+def test_importing_the_catalog_does_not_import_dynamo():
+    # torch.compiler.disable imports torch._dynamo as it decorates: 0.6 s of every
+    # `import gradsmith.functional` before the decorator on checkpoint segments was made lazy.
+    code = ("import sys, torch, gradsmith.functional, gradsmith.nn\n"
+            "print('torch._dynamo' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False", proc.stdout + proc.stderr

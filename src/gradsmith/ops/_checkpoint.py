@@ -91,7 +91,12 @@ class _autocast:
 
 # Under torch.compile a segment runs eagerly (a graph break here): its forward must save the
 # same tensors as its eager recompute in backward, which a compiled forward does not.
-@torch.compiler.disable
+# torch.compiler.disable imports torch._dynamo when it decorates (0.6 s at import); torch's own
+# lazy form defers that to the first call. Older or newer torch without it: the public one.
+_eager = getattr(torch, "_disable_dynamo", torch.compiler.disable)
+
+
+@_eager
 def _checkpoint(run, x: torch.Tensor, preserve_rng_state: bool) -> torch.Tensor:
     segment = _Segment(run, x, preserve_rng_state)
     with torch.autograd.graph.saved_tensors_hooks(segment.pack, segment.unpack):
