@@ -80,6 +80,47 @@ def test_synthesised_inputs_are_flagged():
     assert case.reference_name == "autograd of its forward" and "synthesised" in case.note
 
 
+def test_synthesised_inputs_grow_along_the_batch_to_realistic_sizes():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    case = _case("FusedAddReLU", None, lambda: (x, y))
+    grown = case.inputs(False)
+    # 3 x 4 repeated 4x at a time while the largest input stays within 2^20 elements
+    assert [tuple(t.shape) for t in grown] == [(3 * 4 ** 8, 4)] * 2
+    assert "repeated 65536x along their first dimension" in case.note
+    # rows are the synthesised rows, repeated (values kept)
+    torch.testing.assert_close(grown[0].detach()[3:6], x, rtol=0, atol=0)
+    row = run_case(case, repeat=2, warmup=0)
+    # saved bytes of the grown inputs: the bool mask against relu's float32 output
+    n = 3 * 4 ** 8 * 4
+    assert row["saved_bytes"] == {"op": n, "reference": 4 * n}
+
+
+def test_growth_stops_where_the_function_rejects_a_larger_batch():
+    from gradsmith.bench.sizes import grow_batch
+
+    def three_rows(x):
+        if x.shape[0] > 48:
+            raise ValueError("at most 48 rows")
+        return x * 2
+
+    grown, factor = grow_batch(three_rows, (torch.randn(3, 5, requires_grad=True),))
+    assert factor == 16 and grown[0].shape == (48, 5) and grown[0].requires_grad
+
+
+def test_growth_repeats_only_the_tensors_that_share_the_batch():
+    from gradsmith.bench.sizes import grow_batch
+
+    x, w, b = torch.randn(3, 4), torch.randn(5, 4), torch.randn(5)
+    (gx, gw, gb, k), factor = grow_batch(
+        lambda x, w, b, k: torch.nn.functional.linear(x, w, b) * k,
+        (x.requires_grad_(), w.requires_grad_(), b.requires_grad_(), 2.0), target=3072)
+    assert factor == 256 and gx.shape == (768, 4)
+    assert gw is w and gb is b and k == 2.0  # weight and bias are not the batch
+    assert gx.grad is None  # the probe's gradients are not left on the inputs
+    no_batch, one = grow_batch(lambda s: s * 2, (torch.tensor(1.5, requires_grad=True),))
+    assert one == 1 and no_batch[0].shape == ()
+
+
 def test_mask_relu_keeps_a_quarter_of_autograds_bytes():
     row = run_case(_case("MaskReLU"), repeat=2, warmup=0)
     # a bool mask (1 byte per element) vs clamp's saved float32 input (4 bytes per element)

@@ -10,8 +10,9 @@ A Function (or a function with a registered example) is measured against, in thi
 3. its ``surrogate=`` (straight-through estimators), when the forward is not differentiable
    or its autograd gradient is not what the backward computes (the declared surrogate is).
 
-Inputs come from the registered example, else from input synthesis (tiny shapes: the row says
-so). Each example gives one case.
+Inputs come from the registered example, else from input synthesis, repeated along their batch
+dimension towards realistic sizes (:mod:`gradsmith.bench.sizes`; the row says so). Each example
+gives one case.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from gradsmith.bench.cases import BenchCase
+from gradsmith.bench.sizes import grow_batch
 from gradsmith.bench.timing import differentiable_loss
 
 __all__ = ["autograd_of_forward", "case_for", "same_gradient"]
@@ -174,10 +176,14 @@ def case_for(obj: Any, label: str, example_index: int | None,
         example = examples_of(obj)[example_index]
         make_args = example.make_args
         registered, surrogate = example.reference, example.surrogate
-    else:
-        notes.append("inputs synthesised from the signature (tiny shapes: register an example "
-                     "with realistic sizes for meaningful numbers)")
     template = _template(tuple(make_args()))
+    if example_index is None:
+        template, factor = grow_batch(op, template)
+        notes.append(
+            f"inputs synthesised from the signature and repeated {factor}x along their first "
+            "dimension (register an example with your real sizes for numbers to rely on)"
+            if factor > 1 else "inputs synthesised from the signature (tiny shapes: register "
+            "an example with realistic sizes for meaningful numbers)")
     make = lambda quick: _fresh(template)  # noqa: E731
     shape = _shape(template)
     reference, ref_name = None, "none"
