@@ -100,9 +100,11 @@ GS119 = Rule(
 )
 GS304 = Rule(
     "GS304", "saved-never-used", "info",
-    "Tensors are saved for backward but backward never reads ctx.saved_tensors",
-    "They stay in memory until backward runs, for nothing.",
-    "drop the save_for_backward call (or use what you saved).",
+    "A tensor is saved for backward but backward never reads it",
+    "It stays in memory until backward runs, for nothing: backward never reads "
+    "ctx.saved_tensors, or unpacks a saved tensor into a name it never uses "
+    "(`_, alpha = ctx.saved_tensors`).",
+    "drop it from save_for_backward (or use what you saved).",
     bad=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)  # GS304\n"
     "        return x * 3\n" + _B + "        return g * 3\n",
     good=_H + "    def forward(ctx, x):\n        return x * 3\n" + _B + "        return g * 3\n",
@@ -318,6 +320,48 @@ def check_saved_reads(facts: Facts, report) -> None:
             if isinstance(idx, ast.Constant) and isinstance(idx.value, int) \
                     and not -n_saved <= idx.value < n_saved:
                 report("GS119", src, node, f"index {idx.value}, {n_saved} tensors saved")
+    if len(saves) == 1 and len(reads) == 1:
+        _unpacked_unused(facts, backward, ctx, saves[0], report)
+
+
+def _unpacked_unused(facts: Facts, backward, ctx: str, save: ast.Call, report) -> None:
+    """GS304 for each saved tensor that backward's one unpacking binds to a name it never
+    reads (``_`` included); names read anywhere in backward, nested functions too, count."""
+    loaded = {n.id for n in ast.walk(backward.node)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stand_ins = {t.id for n in ast.walk(facts.fc.node) if isinstance(n, ast.Assign)
+                 and _stand_in(n.value, set()) for t in n.targets if isinstance(t, ast.Name)}
+    for node in nodes(backward):
+        if not (isinstance(node, ast.Assign) and attr_of(node.value, ctx, "saved_tensors",
+                                                          "saved_variables")):
+            continue
+        for target in node.targets:
+            if not isinstance(target, (ast.Tuple, ast.List)) \
+                    or len(target.elts) != len(save.args):
+                continue
+            for i, (name, arg) in enumerate(zip(target.elts, save.args)):
+                if isinstance(name, ast.Name) and name.id not in loaded \
+                        and not _stand_in(arg, stand_ins):
+                    text = short(ast.unparse(arg))
+                    into = "" if name.id == text else f", unpacked into `{name.id}`"
+                    report("GS304", _src_of(facts, save), arg,
+                           f"`{text}` (saved tensor {i}{into}) is never read in backward")
+
+
+_CONSTRUCTORS = {"empty", "zeros", "ones", "tensor", "new_empty", "new_zeros", "new_ones",
+                 "new_tensor"}
+
+
+def _stand_in(arg: ast.expr, names: set[str]) -> bool:
+    """``None``, a tensor built from literals (``torch.empty([0])``, a placeholder keeping a
+    slot), or a name bound to one: saving it costs nothing worth reporting."""
+    if isinstance(arg, ast.Constant) and arg.value is None:
+        return True
+    if isinstance(arg, ast.Name):
+        return arg.id in names
+    return isinstance(arg, ast.Call) and isinstance(arg.func, (ast.Attribute, ast.Name)) \
+        and (arg.func.attr if isinstance(arg.func, ast.Attribute) else arg.func.id) \
+        in _CONSTRUCTORS
 
 
 def _reads_saved(method) -> bool:
