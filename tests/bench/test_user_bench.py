@@ -61,7 +61,10 @@ def test_reference_is_registered_then_autograd_then_surrogate(name, expected):
 
 def test_notes_say_why_a_reference_differs_or_is_missing():
     assert "another gradient" in _case("SignSTENoSurrogate").note
-    assert "reference=fn" in _case("NumpyTanh").note
+    note = _case("NumpyTanh").note
+    assert "reference=fn" in note
+    # and why the autograd of the forward cannot be the reference: the error it raised
+    assert "not differentiable as ordinary code (its output does not require grad" in note
     assert _case("MaskReLU").note is None
 
 
@@ -188,3 +191,19 @@ def test_cli_cuda_without_a_gpu_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["bench", "pact", "--device", "cuda", "--quick"]) == 2
     assert "no CUDA GPU is available" in capsys.readouterr().err
+
+
+def test_a_forward_that_fails_under_autograd_is_named_in_the_note():
+    class InPlaceOnInput(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.mul_(2)  # in place on a leaf: autograd of this forward cannot run
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    case = case_for(InPlaceOnInput, "InPlaceOnInput", None, lambda: (torch.randn(3, 4),))
+    assert case.reference is None
+    assert "not differentiable as ordinary code (RuntimeError: a leaf Variable that requires " \
+           "grad" in case.note

@@ -191,7 +191,8 @@ def case_for(obj: Any, label: str, example_index: int | None,
         reference, ref_name = registered, f"reference={_name(registered)}"
     else:
         own = autograd_of_forward(obj) if is_function else None
-        agrees = _agrees(op, own, lambda: _fresh(template)) if own is not None else None
+        agrees, why = _agrees(op, own, lambda: _fresh(template)) if own is not None \
+            else (None, None)
         if own is not None and agrees is not None and (agrees or surrogate is None):
             reference, ref_name = own, "autograd of its forward"
             if not agrees:
@@ -201,18 +202,26 @@ def case_for(obj: Any, label: str, example_index: int | None,
             reference, ref_name = surrogate, f"surrogate={_name(surrogate)}"
         else:
             notes.append("no reference: " + (
-                "the forward is not differentiable as ordinary code; " if is_function else "")
-                + "register one with @gradsmith.example(..., reference=fn)")
+                f"the forward is not differentiable as ordinary code ({why}); "
+                if is_function else "") + "register one with @gradsmith.example(..., "
+                "reference=fn)")
     return BenchCase(label, op, reference, ref_name, make, (shape, shape),
                      note="; ".join(notes) or None)
 
 
 def _agrees(op: Callable[..., Any], own: Callable[..., Any],
-            make: Callable[[], Sequence[Any]]) -> bool | None:
+            make: Callable[[], Sequence[Any]]) -> tuple[bool | None, str | None]:
+    """Whether the op's gradient is the autograd of its forward's; ``(None, why)`` when that
+    autograd cannot be taken."""
     try:
-        return same_gradient(op, own, make)
-    except Exception:  # the forward does not run under autograd (NumPy, in-place on a leaf)
-        return None
+        same = same_gradient(op, own, make)
+    except Exception as exc:  # noqa: BLE001 - user code (NumPy, in-place on a leaf, no_grad)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        text = f"{type(exc).__name__}: {first}"
+        return None, text if len(text) <= 160 else text[:157] + "..."
+    if same is None:
+        return None, "its output does not require grad under autograd"
+    return same, None
 
 
 def bench_candidate(candidate: Any, example_index: int | None, options: dict) -> list[dict]:
