@@ -158,3 +158,33 @@ def test_without_shared_openmp_the_forward_is_torchs_parallel_add(monkeypatch):
         test_values_and_gradients_match_relu_of_sum(300_001, torch.float32)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("why", ["openmp-build-fails", "two-openmp-runtimes"])
+def test_kernels_fall_back_to_one_thread_when_they_cannot_share_torchs_pool(why, monkeypatch):
+    # A compiler without OpenMP (clang without libomp) or a process with a second OpenMP
+    # runtime: the kernels are built without OpenMP and stay correct, on one thread.
+    from gradsmith.ops import _native_build
+
+    real = _native_build.open_library
+
+    def no_openmp(stem, source, flags=()):
+        if "-fopenmp" in flags:
+            raise _native_build.NativeUnavailable("no OpenMP here")
+        return real(stem, source, flags)
+
+    if why == "openmp-build-fails":
+        monkeypatch.setattr(native, "open_library", no_openmp)
+    else:
+        monkeypatch.setattr(native, "_openmp_runtimes", lambda: {"/a/libgomp.so.1",
+                                                                   "/b/libgomp.so.1"})
+    monkeypatch.setattr(native, "_STATE", {})
+    assert native.usable(torch.ones(8), torch.ones(8))
+    assert native._STATE["threads"] is False and native._load().gradsmith_openmp() == 0
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        test_values_and_gradients_match_relu_of_sum(300_001, torch.float32)
+        test_values_and_gradients_match_relu_of_sum(1000, torch.float64)
+    finally:
+        torch.set_num_threads(before)
