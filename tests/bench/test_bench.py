@@ -313,7 +313,8 @@ def test_soft_sort_without_torchsort_has_no_reference_not_a_self_comparison(monk
     assert row["time_ms"]["reference"] is None and row["time_ratio"] is None
     assert row["saved_ratio"] is None and "torchsort is not installed" in row["note"]
     lines = markdown({"results": [row]}).splitlines()
-    assert "| - |" in lines[2] and lines[-1].startswith("- [1] soft_rank-8x1000")
+    assert "| - |" in lines[2] and "soft_rank-8x1000 [1]" in lines[2]
+    assert lines[-1].startswith("- [1] ") and "torchsort is not installed" in lines[-1]
 
 
 def test_plot_draws_every_row_on_a_log_axis(tmp_path, monkeypatch):
@@ -349,3 +350,20 @@ def test_plot_draws_every_row_on_a_log_axis(tmp_path, monkeypatch):
     assert "0.5x" in texts and "69x" in texts  # values written on the bars
     assert any("no reference" in t for t in texts) and any("error" in t for t in texts)
     assert len(time_ax.patches) == 2  # only the two real comparisons are drawn as bars
+
+
+def test_a_note_many_rows_share_is_printed_once_and_rows_carry_its_number():
+    from gradsmith.bench.report import notes, rows
+
+    def row(op, note=None, error=None):
+        return {"op": op, "mode": "eager", "reference": "-", "shape": "-", "note": note,
+                "error": error, "time_ms": {"op": None, "reference": None}, "time_ratio": None,
+                "saved_bytes": {"op": None, "reference": None}, "saved_ratio": None}
+
+    synth = "inputs synthesised from the signature"
+    report = {"results": [row("f.py::A", synth), row("f.py::B", f"{synth}; no reference: x"),
+                          row("f.py::C"), row("f.py::D", error="import failed: y")]}
+    assert notes(report) == [f"[1] {synth}", "[2] no reference: x",
+                             "[3] error: import failed: y"]
+    assert [r[0] for r in rows(report)] == ["f.py::A [1]", "f.py::B [1,2]", "f.py::C",
+                                            "f.py::D [3]"]

@@ -207,3 +207,13 @@ def test_a_forward_that_fails_under_autograd_is_named_in_the_note():
     assert case.reference is None
     assert "not differentiable as ordinary code (RuntimeError: a leaf Variable that requires " \
            "grad" in case.note
+
+
+def test_a_rows_notes_stay_separate_parts_through_the_run():
+    from gradsmith.bench.report import notes
+
+    case = _case("SignSTENoSurrogate", None, lambda: (torch.randn(3, 4),))
+    row = run_case(case, repeat=1, warmup=0)
+    printed = notes({"results": [row]})
+    assert len(printed) == 2, printed
+    assert printed[0].startswith("[1] inputs synthesised") and "another gradient" in printed[1]

@@ -34,28 +34,46 @@ def _ratio(r: float | None, spread: list[float] | None = None) -> str:
     return f"{r:.2f}" if not spread else f"{r:.2f} ({spread[0]:.2f}-{spread[1]:.2f})"
 
 
-def notes(report: dict[str, Any]) -> list[str]:
-    """``[n] op (mode): text`` for every row with an error or a note, numbered in row order."""
-    out = []
+def _parts(row: dict[str, Any]) -> list[str]:
+    """A row's error, or the parts of its note (joined with ``"; "`` when the row was made)."""
+    if row.get("error"):
+        return [f"error: {row['error']}"]
+    return [part for part in (row.get("note") or "").split("; ") if part]
+
+
+def _numbers(report: dict[str, Any]) -> dict[str, int]:
+    """Each distinct note part or error, numbered in the order the rows first show it."""
+    order: dict[str, int] = {}
     for r in report["results"]:
-        text = r.get("error") or r.get("note")
-        if text:
-            kind = "error" if r.get("error") else "note"
-            out.append(f"[{len(out) + 1}] {r['op']} ({r.get('mode', 'eager')}), {kind}: {text}")
-    return out
+        for part in _parts(r):
+            order.setdefault(part, len(order) + 1)
+    return order
+
+
+def notes(report: dict[str, Any]) -> list[str]:
+    """``[n] text`` once for every distinct note or error; rows carry the numbers, so a note
+    that many rows share (synthesised inputs, a missing torchsort) is printed once.
+
+    Example:
+        >>> notes({"results": [{"op": "a", "note": "x; y"}, {"op": "b", "note": "y"},
+        ...                    {"op": "c", "error": "boom"}]})
+        ['[1] x', '[2] y', '[3] error: boom']
+    """
+    return [f"[{n}] {text}" for text, n in _numbers(report).items()]
 
 
 def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     """One row of strings per result, in the column order of :data:`_HEADERS`.
 
-    A row with an error or a note gets a ``[n]`` marker after its name (see :func:`notes`).
+    A row with an error or notes gets their ``[n]`` markers after its name (see :func:`notes`).
     """
-    out, n = [], 0
+    numbers = _numbers(report)
+    out = []
     for r in report["results"]:
         name = r["op"]
-        if r.get("error") or r.get("note"):
-            n += 1
-            name = f"{name} [{n}]"
+        marks = [str(numbers[part]) for part in _parts(r)]
+        if marks:
+            name = f"{name} [{','.join(marks)}]"
         t, s, p = r["time_ms"], r["saved_bytes"], r.get("peak_bytes") or {}
         out.append((name, r.get("mode", "eager"), r["reference"], r["shape"], _ms(t["op"]),
                     _ms(t["reference"]), _ratio(r["time_ratio"], r.get("time_ratio_iqr")),

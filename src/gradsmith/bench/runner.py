@@ -20,7 +20,13 @@ import torch
 from gradsmith._errors import GradsmithUsageError
 from gradsmith.bench.cases import BenchCase
 from gradsmith.bench.memory import peak_bytes, saved_bytes
-from gradsmith.bench.timing import Stats, forward_backward, interleaved_samples, ratio_spread
+from gradsmith.bench.timing import (
+    Stats,
+    forward_backward,
+    interleaved_samples,
+    join_notes,
+    ratio_spread,
+)
 
 __all__ = ["run_case", "run", "environment", "SCHEMA_VERSION", "MODES"]
 
@@ -171,7 +177,7 @@ def run_case(case: BenchCase, repeat: int = 10, warmup: int = 2, quick: bool = F
     def make() -> Sequence[Any]:
         return to_device(tuple(case.inputs(quick)), device)
 
-    notes = [case.note] if case.note else []
+    notes = case.note.split("; ") if case.note else []  # parts joined by join_notes
     op, op_first, op_problem = _prepare(case.op, compiled, make)
     ref = ref_first = None
     if case.reference is not None:
@@ -205,7 +211,7 @@ def run_case(case: BenchCase, repeat: int = 10, warmup: int = 2, quick: bool = F
             row["time_ratio"], row["time_ratio_iqr"] = median, [q1, q3]
             row["saved_ratio"] = _ratio(row["saved_bytes"]["op"], row["saved_bytes"]["reference"])
             row["peak_ratio"] = _ratio(row["peak_bytes"]["op"], row["peak_bytes"]["reference"])
-    row["note"] = "; ".join(notes) or None
+    row["note"] = join_notes(notes)
     return row
 
 

@@ -66,6 +66,17 @@ def forward_backward(fn: Callable[..., Any], inputs: Sequence[Any]) -> None:
         loss.backward()
 
 
+def join_notes(notes: Sequence[str]) -> str | None:
+    """A row's notes as one string, ``"; "`` between them (and only there: a note's own
+    ``"; "``, e.g. in an exception message, becomes ``", "``, so reports can split them).
+
+    Example:
+        >>> join_notes(["inputs synthesised", "reference: ValueError: a; b"])
+        'inputs synthesised; reference: ValueError: a, b'
+    """
+    return "; ".join(n.replace("; ", ", ") for n in notes) or None
+
+
 def differentiable_loss(out: Any) -> torch.Tensor | None:
     """The sum of every output tensor that requires grad (``None`` when there is none).
 

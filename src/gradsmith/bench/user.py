@@ -24,7 +24,7 @@ import torch
 
 from gradsmith.bench.cases import BenchCase
 from gradsmith.bench.sizes import grow_batch
-from gradsmith.bench.timing import differentiable_loss
+from gradsmith.bench.timing import differentiable_loss, join_notes
 
 __all__ = ["autograd_of_forward", "case_for", "same_gradient"]
 
@@ -197,16 +197,16 @@ def case_for(obj: Any, label: str, example_index: int | None,
             reference, ref_name = own, "autograd of its forward"
             if not agrees:
                 notes.append("the autograd of the forward computes another gradient than this "
-                             "backward: run gradsmith check; register surrogate= or reference=")
+                             "backward: run gradsmith check, and register surrogate= or reference=")
         elif surrogate is not None:
             reference, ref_name = surrogate, f"surrogate={_name(surrogate)}"
         else:
             notes.append("no reference: " + (
-                f"the forward is not differentiable as ordinary code ({why}); "
+                f"the forward is not differentiable as ordinary code ({why}), "
                 if is_function else "") + "register one with @gradsmith.example(..., "
                 "reference=fn)")
     return BenchCase(label, op, reference, ref_name, make, (shape, shape),
-                     note="; ".join(notes) or None)
+                     note=join_notes(notes))
 
 
 def _agrees(op: Callable[..., Any], own: Callable[..., Any],
