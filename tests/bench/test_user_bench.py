@@ -217,3 +217,13 @@ def test_a_rows_notes_stay_separate_parts_through_the_run():
     printed = notes({"results": [row]})
     assert len(printed) == 2, printed
     assert printed[0].startswith("[1] inputs synthesised") and "another gradient" in printed[1]
+
+
+def test_growth_keeps_the_last_fast_size_when_the_cost_outgrows_the_batch(monkeypatch):
+    from gradsmith.bench import sizes
+
+    # the first probe (12 rows) takes 0.01 s, the second (48 rows) 1 s: keep 12 rows
+    times = iter([0.0, 0.01, 1.0, 2.0])
+    monkeypatch.setattr(sizes.time, "perf_counter", lambda: next(times))
+    grown, factor = sizes.grow_batch(torch.tanh, (torch.randn(3, 4, requires_grad=True),))
+    assert factor == 4 and grown[0].shape == (12, 4)

@@ -3,8 +3,10 @@
 Input synthesis finds the smallest arguments a Function accepts (a ``3 x 4`` tensor), which
 time Python overhead, not the Function. ``gradsmith bench`` with no registered example grows
 them: every tensor whose first dimension is the first tensor's (the batch) is repeated along
-it, 4x at a time, while one forward+backward still runs, takes under a quarter of a second, and
-the largest input stays within about a million elements (the tutorials' size). Repeating keeps
+it, 4x at a time, while one forward+backward still runs and takes under a quarter of a second
+at the new size, and the largest input stays within about a million elements (the tutorials'
+size). A Function whose cost grows faster than its batch (pairwise over rows) stops at the last
+size that was fast. Repeating keeps
 each row's values, so constraints the synthesis met per row (a simplex, a sorted row, a
 positive scale) still hold; dimensions other than the batch are left as found.
 """
@@ -63,10 +65,10 @@ def grow_batch(op: Callable[..., Any], args: tuple,
             forward_backward(op, grown)
         except Exception:  # noqa: BLE001 - user code: this size is not accepted, keep the last
             break
+        if time.perf_counter() - start > _SLOW_S:
+            break  # too slow at this size (a cost that grows faster than the batch): keep the last
         for a in grown:  # the probe's gradients are not part of the inputs
             if isinstance(a, torch.Tensor):
                 a.grad = None
         best, factor = grown, factor * _STEP
-        if time.perf_counter() - start > _SLOW_S:
-            break
     return best, factor
