@@ -39,11 +39,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Returns the exit code: 0 success, 1 findings/failures, 2 usage error.
 
+    A reader that closes stdout early (``gradsmith lint | head``) ends the command quietly
+    with 141, as SIGPIPE would; stdout that cannot be written (a full disk) is one line on
+    stderr and 2 (see :mod:`gradsmith.cli._output_errors`).
+
     Args:
         argv: arguments; ``None`` means the process's own command line (the ``gradsmith``
             console script, ``python -m gradsmith``): the process is then gradsmith's alone
             and adopts the orphans of what its run starts, so it can kill them at the end.
     """
+    from gradsmith.cli._output_errors import StdoutError, exit_status, guarded_stdout
+
+    command = None
+    try:
+        with guarded_stdout():
+            command = (argv if argv is not None else sys.argv[1:])[:1]
+            command = command[0] if command and command[0] in SUBCOMMANDS else None
+            return _main(argv)
+    except StdoutError as exc:
+        return exit_status(exc, command)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
