@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Options that [tool.gradsmith.check] may set default to None here: gradsmith._config
     # fills what the command line left unset (command line > pyproject > built-in default).
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
-                        help="seconds allowed per Function and example (default 30); a hang "
+                        help="seconds allowed per Function and example for its eager checks "
+                             "(default 30), and as many again for its deployment checks; "
+                             "worker start-up and torch's warm-up are not counted; a hang "
                              "becomes a failed row")
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="Functions checked at once (default: number of CPUs, at most 4; "

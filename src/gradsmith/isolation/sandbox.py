@@ -13,7 +13,9 @@ user code. For every task it forks a *keeper*, which forks the *task process*:
   not a timeout.
 
 Frames on the pipe (see :mod:`.protocol`): one kind byte, then ``e`` progress (a pickled
-snapshot), ``r`` the result (pickled), ``x`` the exit status (4 bytes, keeper only). The
+snapshot), ``r`` the result (pickled), ``x`` the exit status (4 bytes, keeper only), ``d``
+(empty) the deployment checks start: the server then gives them a time limit of their own,
+so compiling and exporting never eat into the eager checks' (nor the other way round). The
 server forwards ``e`` and ``r`` to ``gradsmith check`` without unpickling them.
 """
 
@@ -34,7 +36,7 @@ from gradsmith.isolation.processes import (
 )
 from gradsmith.isolation.protocol import frame, write_all
 
-EVENT, RESULT, EXIT = b"e", b"r", b"x"
+EVENT, RESULT, EXIT, DEPLOY = b"e", b"r", b"x", b"d"
 #: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
 LOST_PIPE = 113
 #: Exit code of a task process whose gradsmith code failed (its traceback is in the log).
@@ -129,18 +131,28 @@ def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int
     torch.set_num_threads(threads)
     me = os.getpid()
 
-    def emit(kind: bytes, message: Any) -> None:
+    def emit(kind: bytes, message: Any = None) -> None:
         if os.getpid() != me:  # a fork made by user code reached gradsmith's code: stop it
             os._exit(0)
-        data = frame(kind + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        body = b"" if message is None else pickle.dumps(message,
+                                                          protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            write_all(pipe, data)
+            write_all(pipe, frame(kind + body))
         except OSError:  # user code closed or replaced the descriptor
             os._exit(LOST_PIPE)
 
     from gradsmith.isolation.partial import run_in_worker
 
-    result = run_in_worker(task, lambda snapshot: emit(EVENT, snapshot))
+    deploying = False
+
+    def progress(snapshot: dict) -> None:
+        nonlocal deploying
+        if snapshot.get("in_deployment") and not deploying:
+            deploying = True
+            emit(DEPLOY)  # before the snapshot: the server restarts the clock for them
+        emit(EVENT, snapshot)
+
+    result = run_in_worker(task, progress)
     emit(RESULT, result)
     sys.stdout.flush()
     sys.stderr.flush()

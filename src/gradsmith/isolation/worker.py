@@ -13,6 +13,8 @@ Messages (:mod:`.protocol`) on the original stdin/stdout:
 - to ``gradsmith check``: ``("ready", pid)``; ``("started", index)``; ``("progress", index,
   bytes)`` and
   ``("result", index, bytes, elapsed)``, whose bytes are the task process's pickles,
+  forwarded without unpickling; ``("started", index)`` again when the task's deployment
+  checks begin: they get a time limit of their own (the parent's watchdog restarts too);
   forwarded without unpickling; ``("ended", index, kind, info, elapsed)`` when a task ended
   without a result, ``kind`` ``crash`` or ``timeout`` and ``info`` a dict with ``exit`` (how
   the task process ended) and ``tail`` (its last output).
@@ -59,7 +61,9 @@ class _Task:
     fd: int
     log: str
     timeout: float
-    started: float = field(default_factory=time.monotonic)
+    started: float = field(default_factory=time.monotonic)  # of the current time limit
+    launched: float = field(default_factory=time.monotonic)
+    deploying: bool = False
     reader: FrameReader = field(default_factory=FrameReader)
     result: bytes | None = None
     status: int | None = None  # the task process's, from the keeper
@@ -108,6 +112,9 @@ class Server:
         self.jobs = max(1, int(init.get("jobs", 1)))
         self.threads = max(1, int(init.get("threads", 1)))
         self.queue.extend(m[1:] for m in messages[1:] if m[0] == "task")
+        from gradsmith._triton import prepare
+
+        prepare()  # once here (imports triton when installed), not in every task's fork
         return True
 
     def serve(self) -> None:
@@ -116,9 +123,11 @@ class Server:
         signal.set_wakeup_fd(self.wake_w)
         self.send(("ready", os.getpid()))
         while True:
+            # Before a check task forks, not after: its time limit measures the user's code,
+            # never torch's lazy imports or the first compile's set-up.
+            self._warm_for_queue()
             while self.queue and len(self.running) < self.jobs:
                 self._launch(*self.queue.popleft())
-            self._warm_for_queue()
             if self.strays:
                 self._kill_strays()
             now = time.monotonic()
@@ -143,10 +152,9 @@ class Server:
 
     def _warm_for_queue(self) -> None:
         """Pay the verifier's lazy imports (torch.func, Dynamo; for the deployment checks,
-        compile and export: seconds) once in the server, so every later fork inherits them,
-        but only when check tasks wait for a free job and would gain. Not earlier: the tasks
-        running now would wait for their results to be forwarded, and a single Function is
-        quicker importing only what its own checks need."""
+        compile and export and their first-call set-up: seconds, tens of seconds on a loaded
+        machine) once in the server, before the first check task forks, so that every fork
+        inherits them and no task's time limit pays for them."""
         checks = [t for _, t, _ in self.queue if t[0] == "check"]
         if not checks:
             return
@@ -155,6 +163,15 @@ class Server:
         if wanted not in self.warmed:
             _warm_up(deploy=deploy)
             self.warmed |= {"core", wanted}
+
+    def _deploying(self, task: _Task) -> None:
+        """The task's deployment checks begin: they get ``timeout`` seconds of their own
+        (once per task), and the parent hears of it to restart its watchdog."""
+        if task.deploying or task.terminated is not None:
+            return
+        task.deploying = True
+        task.started = time.monotonic()
+        self.send(("started", task.index))
 
     def _kill_strays(self) -> None:
         """Kill what a dead keeper kept, at once: the processes it left were adopted by this
@@ -224,6 +241,8 @@ class Server:
                     task.result = body
                 elif kind == sandbox.EXIT:
                     task.status = sandbox.exit_status(payload)
+                elif kind == sandbox.DEPLOY:
+                    self._deploying(task)
                 else:
                     raise FrameError(f"a frame of unknown kind {kind!r}")
         except FrameError:  # user code wrote into gradsmith's pipe: end the task
@@ -268,7 +287,7 @@ class Server:
         del self.running[task.keeper]
         if not task.eof:
             os.close(task.fd)
-        elapsed = now - task.started
+        elapsed = now - task.launched
         if task.result is not None and task.terminated is None:
             self.send(("result", task.index, task.result, elapsed))
         else:
