@@ -46,17 +46,18 @@ def run(args: argparse.Namespace) -> int:
         print("gradsmith lint: error: no PATH given; pass files or directories to lint "
               "(or --explain CODE)", file=sys.stderr)
         return 2
+    failed: dict[str, str] = {}
     try:
         _validate(args.paths)
         if args.fix or args.diff:
-            write = args.fix and not args.diff  # --diff is a preview, even with --fix
-            result = fix(args.paths, args.select, args.ignore, config=args.config, write=write)
+            result = fix(args.paths, args.select, args.ignore, config=args.config)
             findings = result.findings
-            if args.diff:
+            if args.diff:  # a preview, even with --fix (as in ruff)
                 sys.stdout.write("".join(result.diffs[p] for p in sorted(result.diffs)))
-            if write:
-                print(f"fixed {result.applied} finding(s) in {len(result.texts)} file(s)",
-                      file=sys.stderr)
+            else:
+                failed = _write(result)
+                if failed:  # what is on disk now, not what the fixes would have left
+                    findings = lint(args.paths, args.select, args.ignore, config=args.config)
         else:
             findings = lint(args.paths, args.select, args.ignore, config=args.config)
     except GradsmithError as exc:
@@ -66,7 +67,20 @@ def run(args: argparse.Namespace) -> int:
         out = render(findings, args.format, __version__)
         if out:
             print(out)
+    if failed:
+        return 2
     return 1 if any(f.severity == "error" for f in findings) else 0
+
+
+def _write(result) -> dict[str, str]:
+    """Write the fixed files; one line on stderr per file not written, then a summary."""
+    failed = result.write()
+    for path, reason in failed.items():
+        print(f"gradsmith lint: error: {path}: {reason}", file=sys.stderr)
+    written = [p for p in result.data if p not in failed]
+    print(f"fixed {sum(result.counts[p] for p in written)} finding(s) in {len(written)} file(s)",
+          file=sys.stderr)
+    return failed
 
 
 def _validate(paths: list[str]) -> None:

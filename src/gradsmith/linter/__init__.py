@@ -97,7 +97,13 @@ def fix(
 ) -> _run.FixResult:
     """Apply the safe fixes; returns new texts, unified diffs and the remaining findings.
 
-    Files are only written when ``write=True``. Arguments are as for :func:`lint`.
+    Files are only written when ``write=True``: each is replaced whole, in its own encoding,
+    BOM and line endings, and only if it still holds what was read. Arguments are as for
+    :func:`lint`.
+
+    Raises:
+        GradsmithError: as :func:`lint`, and when a file could not be written (it is then
+            left as it was; the others are written).
 
     Example:
         >>> code = "import torch\\nclass F(torch.autograd.Function):\\n" \\
@@ -111,8 +117,9 @@ def fix(
     opts = _run.options(paths, select, ignore, False if raws and config is None else config)
     raws = raws or _run.gather(paths, opts)
     result = _run.fix(raws, opts)
-    if write:
-        for path, text in result.texts.items():
-            with open(path, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
+    if write and paths:
+        failed = result.write()
+        if failed:
+            raise GradsmithError("lint: fixes not written to " + "; ".join(
+                f"{path}: {reason}" for path, reason in failed.items()))
     return result

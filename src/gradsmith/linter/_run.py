@@ -12,9 +12,16 @@ from gradsmith._errors import GradsmithError
 from gradsmith.linter import _config
 from gradsmith.linter._engine import RawFile, analyse, iter_files, selected, suppressed
 from gradsmith.linter._finding import LintFinding
-from gradsmith.linter._fix import MAX_ROUNDS, apply_edits, edits_by_path, unified_diff
+from gradsmith.linter._fix import (
+    MAX_ROUNDS,
+    FileChangedError,
+    apply_edits,
+    edits_by_path,
+    unified_diff,
+    write_file,
+)
 from gradsmith.linter._registry import RULES
-from gradsmith.linter._source import decode
+from gradsmith.linter._source import decode, encode, split_lines
 
 
 @dataclass
@@ -89,7 +96,7 @@ def _lines(raws: list[RawFile], paths: set[str]) -> dict[str, list[str]]:
         if raw.path not in paths:
             continue
         try:
-            out[raw.path] = decode(raw.data).splitlines()
+            out[raw.path] = split_lines(decode(raw.data))
         except Exception:  # undecodable: nothing to suppress
             out[raw.path] = []
     return out
@@ -105,18 +112,42 @@ def run(raws: list[RawFile], opts: Options) -> list[LintFinding]:
 
 @dataclass
 class FixResult:
-    """Outcome of :func:`fix`: new texts, their diffs, and the findings left afterwards."""
+    """Outcome of :func:`fix`: new texts, their diffs, and the findings left afterwards.
+
+    ``data`` holds each changed file's new bytes (in its own encoding), ``original`` the bytes
+    it was read with and ``counts`` how many fixes it got.
+    """
 
     texts: dict[str, str]
     diffs: dict[str, str]
     applied: int
     findings: list[LintFinding]
+    data: dict[str, bytes] = field(default_factory=dict)
+    original: dict[str, bytes] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def write(self) -> dict[str, str]:
+        """Replace each changed file on disk, whole (see :func:`~gradsmith.linter._fix.write_file`).
+
+        Returns:
+            ``{path: reason}`` for the files not written; each of them is left as it is.
+        """
+        failed = {}
+        for path in sorted(self.data):
+            try:
+                write_file(path, self.data[path], self.original[path])
+            except FileChangedError as exc:
+                failed[path] = str(exc)
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                failed[path] = f"cannot write it ({reason}); the file is unchanged"
+        return failed
 
 
 def fix(raws: list[RawFile], opts: Options) -> FixResult:
     """Apply safe fixes until no fixable finding remains (or MAX_ROUNDS)."""
     original = {r.path: r.data for r in raws}
-    applied = 0
+    applied, counts = 0, {}
     findings = run(raws, opts)
     for _ in range(MAX_ROUNDS):
         edits = edits_by_path(findings)
@@ -127,16 +158,22 @@ def fix(raws: list[RawFile], opts: Options) -> FixResult:
             text = decode(raw.data)
             new, n = apply_edits(text, edits[raw.path])
             if n and new != text:
-                raw.data = new.encode("utf-8")
+                try:
+                    raw.data = encode(new, raw.data)  # the file's own encoding and BOM
+                except UnicodeEncodeError:  # a fix the file's encoding cannot hold: none
+                    continue
                 applied += n
+                counts[raw.path] = counts.get(raw.path, 0) + n
                 changed = True
         if not changed:
             break
         findings = run(raws, opts)
-    texts, diffs = {}, {}
+    result = FixResult({}, {}, applied, findings)
     for raw in raws:
         if raw.data != original[raw.path]:
             before, after = decode(original[raw.path]), decode(raw.data)
-            texts[raw.path] = after
-            diffs[raw.path] = unified_diff(raw.path, before, after)
-    return FixResult(texts, diffs, applied, findings)
+            result.texts[raw.path] = after
+            result.diffs[raw.path] = unified_diff(raw.path, before, after)
+            result.data[raw.path], result.original[raw.path] = raw.data, original[raw.path]
+            result.counts[raw.path] = counts.get(raw.path, 0)
+    return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 import warnings
 from dataclasses import dataclass, field
@@ -39,7 +40,11 @@ class SourceFile:
     lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.lines = self.text.splitlines()
+        self.lines = split_lines(self.text)
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        return line_starts(self.text)
 
     @cached_property
     def functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -70,10 +75,48 @@ class SourceFile:
             (l1, c1), (l2, c2) = self.start(node), self.end(node)
         except (AttributeError, TypeError):
             return ""
-        if l1 == l2:
-            return self.lines[l1 - 1][c1:c2]
-        parts = [self.lines[l1 - 1][c1:], *self.lines[l1 : l2 - 1], self.lines[l2 - 1][:c2]]
-        return "\n".join(parts)
+        return self.text[offset(self._starts, (l1, c1)) : offset(self._starts, (l2, c2))]
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """Split ``text`` into lines as Python numbers them: only ``\\n``, ``\\r\\n`` and ``\\r`` end one.
+
+    ``str.splitlines()`` also breaks at form feeds, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028 and
+    U+2029, which Python keeps inside a line (in a comment, a string or as whitespace): every
+    (line, column) from ``ast`` must be looked up with this function instead.
+
+    Example:
+        >>> split_lines("a\\x0cb\\u2028c\\r\\nd\\re\\n")
+        ['a\\x0cb\\u2028c', 'd', 'e']
+        >>> "a\\x0cb".splitlines()
+        ['a', 'b']
+    """
+    lines = _LINE.findall(text)
+    return lines if keepends else [line.rstrip("\r\n") for line in lines]
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset in ``text`` of each line's first character (Python's numbering), plus the end."""
+    starts, pos = [0], 0
+    for line in split_lines(text, keepends=True):
+        pos += len(line)
+        starts.append(pos)
+    return starts
+
+
+def offset(starts: list[int], pos: tuple[int, int]) -> int:
+    """Offset of (1-based line, 0-based character column), given :func:`line_starts`."""
+    line, col = pos
+    return starts[min(max(line, 1) - 1, len(starts) - 1)] + col
+
+
+def newline_of(text: str) -> str:
+    """The line ending a new line in ``text`` should use: its first one (``\\n`` if none)."""
+    match = re.search(r"\r\n|\r|\n", text)
+    return match.group() if match else "\n"
 
 
 def decode(data: bytes) -> str:
@@ -88,6 +131,20 @@ def decode(data: bytes) -> str:
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         raise SourceError("GS002", 1, 1, f"cannot decode the file: {exc}") from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def encode(text: str, like: bytes) -> bytes:
+    """Encode ``text`` the way the source bytes ``like`` are: its PEP 263 encoding and BOM.
+
+    Raises:
+        UnicodeEncodeError: ``text`` has a character that encoding cannot hold.
+
+    Example:
+        >>> encode("# -*- coding: latin-1 -*-\\ns = 'é'\\n", b"# -*- coding: latin-1 -*-\\n")[-3:]
+        b"\\xe9'\\n"
+    """
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(like).readline)
+    return text.encode(encoding)  # "utf-8-sig" (a BOM was there) writes the BOM back
 
 
 def parse(text: str, path: str, module: str = "", is_package: bool = False) -> SourceFile:
