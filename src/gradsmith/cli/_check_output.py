@@ -31,7 +31,7 @@ from rich.table import Table
 
 from gradsmith import __version__
 from gradsmith.cli._compat_output import render_compat
-from gradsmith.cli._text import escape
+from gradsmith.cli._text import escape, escape_line, one_line
 
 _VERDICT_STYLE = {"pass": "[green]PASS[/green]", "fail": "[bold red]FAIL[/bold red]",
                   "skip": "[yellow]SKIP[/yellow]"}
@@ -41,7 +41,7 @@ _PIPE_WIDTH = 1000
 # Width of the "── FAIL name ───" heading lines when piped (on a terminal: rich's full rule).
 _PIPE_RULE = 100
 _ERROR_LABEL = {"crash": "crashed", "timeout": "timed out", "import": "import error",
-                "exception": "error"}
+                "exception": "error", "incomplete": "incomplete"}
 
 
 class Output:
@@ -65,10 +65,11 @@ class Output:
         """Say what is going on: a live line on a terminal (text format); elsewhere one line on
         stderr if no check has finished after 10 s, so a slow start is not silent."""
         if self.fmt == "text" and self.console.is_terminal:
-            self._live().update(self._task, description=escape(text))
+            self._live().update(self._task, description=escape_line(text))
         elif not self._said_slow and time.monotonic() - self._started >= 10:
             self._said_slow = True
-            print(f"gradsmith check: still working: {text}", file=sys.stderr, flush=True)
+            print(f"gradsmith check: still working: {one_line(text)}", file=sys.stderr,
+                  flush=True)
 
     def progress(self, done: int, total: int, row: dict) -> None:
         """Advance the progress bar (text format on a terminal only)."""
@@ -76,19 +77,20 @@ class Output:
         if self.fmt != "text" or not self.console.is_terminal:
             return
         self._live().update(self._task, total=total, completed=done,
-                            description=escape(row["name"]))
+                            description=escape_line(row["name"]))
 
     def eager(self, name: str, snap: dict) -> None:
         """On a terminal, print a Function's core verdict as soon as its eager checks are
         done, while its deployment checks (or other input sets) still run."""
         if self.fmt != "text" or not self.console.is_terminal:
             return
-        errors = [f for f in snap["findings"] if f["severity"] == "error"]
+        errors = [f for f in snap["findings"]
+                  if f["severity"] == "error" or f["details"].get("incomplete")]
         verdict = _VERDICT_STYLE["fail" if errors else "pass"]
         codes = ", ".join(dict.fromkeys(f["code"] for f in errors))
         self._live()
         then = f"; {snap['following']} follow..." if snap.get("following") else ""
-        self.console.print(f"{verdict} {escape(name)} [dim]eager checks{': ' if codes else ''}"
+        self.console.print(f"{verdict} {escape_line(name)} [dim]eager checks{': ' if codes else ''}"
                            f"{escape(codes)}{escape(then)}[/dim]")
 
     def _live(self):
@@ -144,7 +146,7 @@ class Output:
             if r["error"]:
                 verdict += f" ({_ERROR_LABEL[r['error']]})"
             checks = ", ".join(r["checks"]) if r["checks"] else "-"
-            table.add_row(escape(r["name"]), verdict, escape(inputs_cell(r.get("inputs"))),
+            table.add_row(escape_line(r["name"]), verdict, escape_line(inputs_cell(r.get("inputs"))),
                           f"{r['elapsed']:.2f}s", escape(checks))
         self.console.print(table)
 
@@ -158,30 +160,30 @@ class Output:
                 self._section(r, "green", "PASS")
             elif r["report"] and any(f["severity"] == "warning" for f in r["report"]["findings"]):
                 warnings = [f for f in r["report"]["findings"] if f["severity"] == "warning"]
-                self.console.print(f"[yellow]warnings[/yellow] {escape(r['name'])}:")
+                self.console.print(f"[yellow]warnings[/yellow] {escape_line(r['name'])}:")
                 for f in warnings:
                     self._text(f"  {f['code']}: {f['message']}")
                     if f.get("hint"):
                         self._text(f"    fix: {f['hint']}")
 
     def _section(self, r: dict, colour: str, word: str) -> None:
-        title = f"[{colour}]{word}[/{colour}] {escape(r['name'])}"
+        title = f"[{colour}]{word}[/{colour}] {escape_line(r['name'])}"
         if self.tty:
             self.console.rule(title, align="left")
         else:
-            plain = f"── {word} {r['name']} "
+            plain = f"── {word} {one_line(r['name'])} "
             self.console.print(f"── {title} " + "─" * max(3, _PIPE_RULE - len(plain)))
         if r["inputs"]:
-            self.console.print(f"inputs: {escape(r['inputs'])}")
+            self.console.print(f"inputs: {escape_line(r['inputs'])}")
         if r.get("repro"):
             self.console.print(f"seed: {r['repro']['seed']}; exact input values: --format json "
                                "(results[].repro), or --repro DIR for plain-PyTorch scripts")
         if r["reason"]:
-            self._text(r["reason"])
+            self._text(_name_on_one_line(r["reason"], r["name"]))
         # "skipped <check>: <reason>" lines only with -v: they repeat for every Function
         text = r["text"] if self.verbose else r.get("_text_brief", r["text"])
         if text:
-            self._text(text)
+            self._text(_name_on_one_line(text, r["name"]))
 
     def _text(self, text: str) -> None:
         """Print plain report text: piped as it is; on a terminal wrapped to its width."""
@@ -191,6 +193,12 @@ class Output:
         width = max(40, self.console.width)
         self.console.print(escape("\n".join(wrap_line(line, width)
                                              for line in text.splitlines())), soft_wrap=True)
+
+
+def _name_on_one_line(text: str, name: str) -> str:
+    """Report ``text`` with the row's name shown on one line wherever it appears (the report's
+    heading names it: a line break in an example or file name must not start a line there)."""
+    return text.replace(name, one_line(name)) if name and one_line(name) != name else text
 
 
 # An index or a short bracketed list (`x[2, 2]`, `[weight]`): never split across lines.

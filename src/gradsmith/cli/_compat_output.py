@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gradsmith.cli._text import escape
+from gradsmith.cli._text import escape, one_line
 
 _CELL = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]",
          "fail": "[bold red]FAIL[/bold red]", "gap": "[cyan]gap[/cyan]", "n/a": "n/a",
@@ -47,7 +47,7 @@ def render_compat(console: Console, result, verbose: bool = False) -> None:
         table.add_column(HEADERS[column], no_wrap=True)
     for r in rows:
         compat = r["report"]["compat"]
-        table.add_row(escape(r["name"]), *(_CELL[compat[c]["status"]] if c in compat else "-"
+        table.add_row(escape(one_line(r["name"])), *(_CELL[compat[c]["status"]] if c in compat else "-"
                                            for c in COLUMNS))
     console.print(table)
     console.print(LEGEND, soft_wrap=True)
@@ -62,5 +62,5 @@ def notes(rows: list[dict]) -> list[str]:
     for r in rows:
         for column, cell in r["report"]["compat"].items():
             if cell["status"] in ("gap", "n/a") and cell.get("note"):
-                found.append(f"{r['name']}: {column} {cell['status']}: {cell['note']}")
+                found.append(f"{one_line(r['name'])}: {column} {cell['status']}: {cell['note']}")
     return found
