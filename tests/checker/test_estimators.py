@@ -169,7 +169,7 @@ def test_second_order_is_judged_against_the_surrogate():
     assert f.code == "double-backward-mismatch" and "surrogate's second derivative" in f.message
 
 
-def test_second_order_skipped_with_the_reason_when_the_surrogate_cannot_be_evaluated():
+def test_second_order_incomplete_with_the_reason_when_the_surrogate_cannot_be_evaluated():
     calls = []
 
     def works_twice(x):  # enough for the first-order comparison (two directions), no more
@@ -180,8 +180,12 @@ def test_second_order_skipped_with_the_reason_when_the_surrogate_cannot_be_evalu
 
     report = gradsmith.check(estimators.SignHardtanhSTE, _r(8) * 2, surrogate=works_twice,
                              checks=["surrogate", "second_order"])
-    assert report.passed and report.checks == ["surrogate"], str(report)
-    reason = report.skipped["second_order"]
+    # second order applies and was not established: never a plain PASS
+    assert not report.errors and report.verdict == "INCOMPLETE", str(report)
+    assert report.checks == ["surrogate"]
+    (finding,) = report.incomplete
+    reason = finding.details["reason"]
+    assert finding.check == "second_order"
     assert "surrogate unavailable" in reason and "not the real forward" in reason
 
 

@@ -13,6 +13,8 @@ CODES: dict[str, tuple[str, str]] = {
     "user-warning": ("info", "setup"),
     "constant-input": ("info", "setup"),
     "check-crashed": ("warning", "any"),
+    "check-incomplete": ("warning", "any"),
+    "not-exercised": ("warning", "gradients"),
     "backward-error": ("error", "any"),
     "wrong-grad-count": ("error", "structure"),
     "non-tensor-grad": ("error", "structure"),

@@ -82,7 +82,10 @@ def _surrogate_vjp(session, surrogate, xs, vs, seed) -> list[torch.Tensor]:
         try:
             out = seeded(seed, surrogate, *args)
         except Exception as exc:  # noqa: BLE001 - user code
-            raise DeclarationError(f"the surrogate raised {type(exc).__name__}: {exc}") from None
+            raise DeclarationError(f"the surrogate raised {type(exc).__name__}: {exc}"
+                                   f"{_placeholder(exc)}") from None
+        if not _tensors(out):
+            raise DeclarationError(f"the surrogate returned {_what(out)}")
         outs = [as_real(out)] if isinstance(out, torch.Tensor) else subject.select(out)
         shapes = [tuple(o.shape) for o in outs]
         want = [tuple(v.shape) for v in vs]
@@ -106,7 +109,10 @@ def _intended(session, xs, vs, seed) -> list[torch.Tensor]:
         with torch.no_grad():
             result = seeded(seed, session.intended, *args, *incoming)
     except Exception as exc:  # noqa: BLE001 - user code
-        raise DeclarationError(f"intended raised {type(exc).__name__}: {exc}") from None
+        raise DeclarationError(f"intended raised {type(exc).__name__}: {exc}"
+                               f"{_placeholder(exc)}") from None
+    if result is Ellipsis or (isinstance(result, (tuple, list)) and Ellipsis in result):
+        raise DeclarationError(f"intended returned {_what(result)}")
     result = result if isinstance(result, (tuple, list)) else (result,)
     if len(result) != len(args):
         raise DeclarationError(
@@ -137,6 +143,37 @@ def _intended(session, xs, vs, seed) -> list[torch.Tensor]:
                     f"whose shape is {tuple(x.shape)}") from None
         grads.append(g.detach().to(x.dtype))
     return grads
+
+
+def _tensors(out: Any) -> bool:
+    """True for a tensor, or a tuple/list holding one (the shapes of a Function's outputs)."""
+    if isinstance(out, torch.Tensor):
+        return True
+    return isinstance(out, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in out)
+
+
+def _what(value: Any) -> str:
+    if value is Ellipsis or (isinstance(value, (tuple, list)) and Ellipsis in value):
+        return ("`...` (Ellipsis): the declaration is a placeholder, as gradsmith prints it "
+                "when it cannot write the line itself; complete it")
+    what = "None" if value is None else f"a {type(value).__name__}"
+    return f"{what}, not tensors shaped like the Function's outputs"
+
+
+def _placeholder(exc: BaseException) -> str:
+    if isinstance(exc, NotImplementedError):
+        return " (the declaration is a template: complete it)"
+    return ""
+
+
+def describe(fn: Any) -> str:
+    """Where a declaration was written (``file.py:12``), for messages that name it."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return repr(fn)
+    import os
+
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
 def grad_outputs(session: Any, vs: list[torch.Tensor]) -> list[torch.Tensor | None]:

@@ -20,6 +20,7 @@ from gradsmith.checker.deploy.fallback import first_forward
 from gradsmith.checker.inputs import resolve_target
 from gradsmith.checker.report import Finding, Report
 from gradsmith.checker.session import (
+    Incomplete,
     Options,
     Session,
     Skip,
@@ -72,7 +73,11 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             ``min_cosine`` instead of exact agreement), ``seed``,
             ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
             size for element-by-element differences, default 1000), ``name``, ``compat``
-            (False: skip the deployment checks and the compatibility matrix), ``gaps``
+            (True: also run the deployment checks, compile, export, autocast, float32,
+            checkpoint, torch.func and vmap, and build the compatibility matrix; False: none
+            of them, even those named in ``checks``; default: only those named in
+            ``checks``, so a plain call answers "are my gradients right" in a fraction of
+            the time; ``gradsmith check`` runs them all unless ``--no-compat``), ``gaps``
             (matrix column -> why it is a known gap), ``compile_backend`` (``"aot_eager"``),
             ``unbiased`` (True: backward draws random numbers by design and the *mean* of its
             draws must be the gradient, of forward or of the declared ``surrogate``/
@@ -169,6 +174,8 @@ def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Repor
                 f"check: example {label!r} of {target.name} returned no arguments; make its "
                 "factory return the input tuple, e.g. `lambda: (torch.randn(4, 3),)`")
         report = check(fn, *args, surrogate=surrogate or ex.surrogate, **opts)
+        if i:
+            merged.merge_exercised(report)
         for f in report.findings:
             f.details["example"] = label
             f.message = f"[example {label}] {f.message}"
@@ -251,7 +258,14 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
         raise GradsmithError(f"check: compile_backend must be 'aot_eager', 'inductor' or "
                              f"'eager', got {backend!r}")
     opts.extra["compile_backend"] = backend
-    opts.extra["compat"] = bool(options.get("compat", True))
+    compat = options.get("compat")
+    if compat is not None and not isinstance(compat, bool):
+        raise GradsmithError(f"check: compat must be True or False, got {compat!r}; "
+                             "compat=True also runs the deployment checks (compile, export, "
+                             "autocast, ...)")
+    # Default: the deployment checks only when checks= names them (a unit test asking for
+    # gradients does not pay seconds of compile and export).
+    opts.extra["compat"] = compat if compat is not None else options.get("checks") is not None
     selected = list(CHECK_NAMES)
     if options.get("checks") is not None:
         wanted = [options["checks"]] if isinstance(options["checks"], str) else list(
@@ -261,7 +275,7 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
             raise GradsmithError(
                 f"check: unknown check name(s) {bad}; choose from {list(CHECK_NAMES)}")
         selected = [c for c in CHECK_NAMES if c in wanted]
-    if not opts.extra["compat"]:  # also over an example's own checks= list
+    if not opts.extra["compat"]:  # compat=False also wins over an example's own checks=
         selected = [c for c in selected if c not in DEPLOY_MODULES]
     return opts, selected, options.get("name")
 
@@ -313,7 +327,13 @@ def _low_precision(session: Session, dtype: torch.dtype, announce: bool) -> None
 
 
 def _run_checks(session: Session, selected: Iterable[str]) -> None:
+    """Run the selected checks. Each ends as held or failed (it returned; its name goes into
+    ``report.checks``), not applicable (``Skip``: ``report.skipped`` says why), or not
+    established (``Incomplete``, a crash, or a skip relying on a check that did not run to the
+    end): an INCOMPLETE finding, so the verdict can only be PASSED when every planned check
+    that applies held."""
     report = session.report
+    relied: dict[str, str] = {}
     for name in selected:
         progress.notify(name, report)
         if any(f.code in FATAL for f in report.findings):
@@ -322,18 +342,39 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
         module = import_module(CHECK_MODULES[name])
         try:
             found = module.run(session)
+        except Incomplete as why:
+            report.findings.append(_incomplete(name, str(why)))
+            continue
         except Skip as skip:
             report.skipped[name] = str(skip)
+            if skip.relies_on is not None:
+                relied[name] = skip.relies_on
             continue
         except UserCodeError as err:
             found = [err.finding]
         except Exception as exc:  # noqa: BLE001 - never let user code crash the report
-            found = [Finding(
+            report.findings.append(Finding(
                 "check-crashed", "warning",
-                f"the {name} check could not run: {type(exc).__name__}: {exc}",
+                f"the {name} check could not run: {type(exc).__name__}: {exc}; what it "
+                "verifies is unverified, so the verdict is INCOMPLETE",
                 "run the Function by hand on the example inputs; report a gradsmith bug if "
-                "it works there", name)]
+                "it works there", name, details={"incomplete": True}))
+            continue
         report.checks.append(name)
         known = {(f.code, f.input) for f in report.findings}
         report.findings += [f for f in found if (f.code, f.input) not in known]
+    unfinished = {f.check for f in report.incomplete if f.code != "not-exercised"}
+    for name, other in relied.items():
+        if other not in report.checks or other in unfinished:
+            report.findings.append(_incomplete(
+                name, f"{report.skipped.pop(name)}, but the {other} check "
+                f"{'did not run to the end' if other in unfinished else 'did not run'}"))
     progress.notify(None, report)
+
+
+def _incomplete(name: str, why: str) -> Finding:
+    return Finding("check-incomplete", "warning",
+                   f"the {name} check could not be completed: {why}; what it verifies is "
+                   "unverified, so the verdict is INCOMPLETE",
+                   "see the reason; fix the declaration or the example inputs it names", name,
+                   details={"reason": why, "incomplete": True})

@@ -44,10 +44,10 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
 def run(session: Session) -> list[Finding]:
     if session.surrogate is not None or session.intended is not None:
         raise Skip("a surrogate= or intended= gradient was declared: backward is compared "
-                   "with it instead")
+                   "with it instead", relies_on="surrogate")
     if session.options.approximate:
         raise Skip("approximate=True: gradient quality is measured and judged against the "
-                   "approximate-mode thresholds instead")
+                   "approximate-mode thresholds instead", relies_on="approximate")
     if session.options.unbiased:
         return stochastic.on_average(session, session.problem, None, NAME)
     problem = session.problem
@@ -59,7 +59,34 @@ def run(session: Session) -> list[Finding]:
     for res in results:
         if res.t not in replaced:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
+    if not any(res.failed for res in results):
+        findings += not_exercised(session.cache["vjp:gradients"][1], results, NAME)
     return findings
+
+
+def not_exercised(grads: list[list[torch.Tensor]], results: list[numerics.InputResult],
+                  check: str) -> list[Finding]:
+    """A ``not-exercised`` finding when the comparison held only vacuously: backward gave 0
+    for every input and direction (and finite differences agreed: forward is constant at
+    these inputs), or forward is NaN/inf next to every element, so nothing was compared."""
+    zero = all(bool((g == 0).all()) for per_v in grads for g in per_v)
+    numels = [g.numel() for g in grads[0]] if grads else []
+    uncompared = bool(results) and all(
+        len(res.nan_numerical) >= n for res, n in zip(results, numels))
+    if not (zero or uncompared):
+        return []
+    why = ("backward returned 0 for every input on every direction tried, and finite "
+           "differences agree: forward is constant at these inputs (an empty quantizer "
+           "window, a step function away from its threshold, inputs outside the region where "
+           "forward changes)" if zero else
+           "forward is NaN/inf next to every input element, so no element was compared")
+    return [Finding(
+        "not-exercised", "warning",
+        f"backward was never exercised: {why}; zeros agreeing with zeros verify nothing, so "
+        "the verdict is INCOMPLETE",
+        "give example inputs where forward changes (inside a quantizer's clipping range, "
+        "next to a step's threshold, a non-empty window: grad_min < grad_max)", check,
+        details={"incomplete": True})]
 
 
 def _params_without_gradient(session: Session, results: list[numerics.InputResult]

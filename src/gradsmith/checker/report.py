@@ -43,6 +43,13 @@ class Finding:
     def is_error(self) -> bool:
         return self.severity == "error"
 
+    @property
+    def is_incomplete(self) -> bool:
+        """A planned check did not establish its property (it crashed, could not compare or
+        compared nothing but zeros): the report is INCOMPLETE, never PASSED. Said by
+        ``details["incomplete"]``, so the report's JSON carries it too."""
+        return bool(self.details.get("incomplete")) and not self.is_error
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["details"] = _jsonable(self.details)
@@ -88,8 +95,22 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when no finding has severity "error"."""
-        return not any(f.is_error for f in self.findings)
+        """True when no finding has severity "error" and every planned check that applies
+        ran to the end and was exercised (no finding :attr:`Finding.is_incomplete`)."""
+        return not self.errors and not self.incomplete
+
+    @property
+    def incomplete(self) -> list[Finding]:
+        """Findings saying a planned check did not establish its property."""
+        return [f for f in self.findings if f.is_incomplete]
+
+    @property
+    def verdict(self) -> str:
+        """``"FAILED"`` (an error), ``"INCOMPLETE"`` (no error, but a planned check crashed,
+        could not compare or was never exercised) or ``"PASSED"``."""
+        if self.errors:
+            return "FAILED"
+        return "INCOMPLETE" if self.incomplete else "PASSED"
 
     @property
     def errors(self) -> list[Finding]:
@@ -104,6 +125,7 @@ class Report:
         return {
             "name": self.name,
             "passed": self.passed,
+            "verdict": self.verdict,
             "elapsed": round(self.elapsed, 4),
             "checks": list(self.checks),
             "skipped": dict(self.skipped),
@@ -128,8 +150,7 @@ class Report:
             >>> Report(name="f", skipped={"vmap": "no vmap rule"}).format(skipped=False)
             'gradsmith check f: PASSED (0.00s, checks: none)'
         """
-        verdict = "PASSED" if self.passed else "FAILED"
-        lines = [f"gradsmith check {self.name}: {verdict} ({self.elapsed:.2f}s, "
+        lines = [f"gradsmith check {self.name}: {self.verdict} ({self.elapsed:.2f}s, "
                  f"checks: {', '.join(self.checks) or 'none'})"]
         lines += [f"  {line}" for f in self.findings for line in str(f).splitlines()]
         by_reason: dict[str, list[str]] = {}
@@ -145,6 +166,15 @@ class Report:
 
     def sort(self) -> None:
         self.findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+
+    def merge_exercised(self, other: Report) -> None:
+        """Before merging ``other`` (a further input set or example) into this report:
+        backward counts as exercised when any set exercised it, so ``not-exercised`` stays
+        only when both say it (``other``'s own is dropped; it adds nothing new)."""
+        ran = any(c in other.checks for c in ("gradients", "surrogate"))
+        if ran and "not-exercised" not in other.codes():
+            self.findings = [f for f in self.findings if f.code != "not-exercised"]
+        other.findings = [f for f in other.findings if f.code != "not-exercised"]
 
 
 def _jsonable(value: Any) -> Any:

@@ -17,7 +17,7 @@ from gradsmith.checker import declared, gradients
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.problem import Problem, seeded_grad
 from gradsmith.checker.report import Finding
-from gradsmith.checker.session import Session, Skip
+from gradsmith.checker.session import Incomplete, Session, Skip
 
 NAME = "second_order"
 
@@ -88,8 +88,8 @@ def run(session: Session) -> list[Finding]:
         try:
             problem.value()
         except declared.DeclarationError as err:
-            raise Skip(f"the declared {kind} cannot be evaluated ({err}): second order is "
-                       f"judged against the {kind}, not the real forward") from None
+            raise Incomplete(f"the declared {kind} cannot be evaluated ({err}): second order "
+                             f"is judged against the {kind}, not the real forward") from None
     try:
         results = gradients.compare(session, problem, NAME)
     except Exception as exc:  # noqa: BLE001 - double backward crashing is a finding

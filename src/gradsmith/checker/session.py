@@ -14,7 +14,21 @@ from gradsmith.checker.subject import Subject
 
 
 class Skip(Exception):  # noqa: N818 - control flow, not an error
-    """Raised by a check that does not apply; the message is the reason."""
+    """Raised by a check that does not apply; the message is the reason.
+
+    ``relies_on`` names the check that judges the property instead (the gradients check
+    skipped for a declared surrogate relies on the surrogate check): unless that one runs to
+    the end, the property is unverified and the report is INCOMPLETE.
+    """
+
+    def __init__(self, reason: str, relies_on: str | None = None):
+        super().__init__(reason)
+        self.relies_on = relies_on
+
+
+class Incomplete(Skip):
+    """Raised by a check that applies but could not establish its property (could not
+    compare, a declaration it needs cannot be evaluated): the report is INCOMPLETE."""
 
 
 class UserCodeError(Exception):

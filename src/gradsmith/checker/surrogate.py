@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import declared, stochastic
+from gradsmith.checker import declared, gradients, stochastic
 from gradsmith.checker.problem import index_str
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, backward_error
@@ -24,21 +24,22 @@ def run(session: Session) -> list[Finding]:
     mine.linearize()
     if session.options.unbiased:
         if declared.uses_rng(session):
-            return [_error(kind, f"unbiased=True compares the mean of backward's draws with "
-                           f"the declared {kind}, which then must not draw random numbers "
-                           "itself (a random declaration is compared draw for draw: drop "
-                           "unbiased=True)")]
+            return [_error(kind, f"unbiased=True compares the mean of backward's draws "
+                           f"with the declared {kind}, which then must not draw random "
+                           "numbers itself (a random declaration is compared draw for draw: "
+                           "drop unbiased=True)", session)]
         against = {"surrogate": "the surrogate's gradient",
                    "intended": "the declared intended gradient"}[kind]
         try:
             return stochastic.on_average(session, mine, declared.reference(session), NAME,
                                          against)
         except declared.DeclarationError as err:
-            return [_error(kind, str(err))]
+            return [_error(kind, str(err), session)]
     gen = session.generator(17)
     s = session.settings
     ref = declared.reference(session)
     findings: list[Finding] = []
+    seen: list[list[torch.Tensor]] = []
     for _ in range(2):
         v = torch.randn(mine.m, generator=gen, dtype=torch.float64).to(mine.xs[0].dtype)
         try:
@@ -48,7 +49,8 @@ def run(session: Session) -> list[Finding]:
         try:
             want = ref(mine.xs, mine.split(v))
         except declared.DeclarationError as err:
-            return [_error(kind, str(err))]
+            return [_error(kind, str(err), session)]
+        seen += [got, want]
         for t, (a, b) in enumerate(zip(got, want)):
             bad = ((a - b).abs() > s.atol + s.rtol * b.abs()) | (a.isnan() != b.isnan())
             if bad.any():
@@ -56,10 +58,12 @@ def run(session: Session) -> list[Finding]:
                                           t in mine.complex_inputs))
         if findings:
             break
-    return findings
+    return findings or gradients.not_exercised(seen, [], NAME)
 
 
-def _error(kind: str, text: str) -> Finding:
+def _error(kind: str, text: str, session: Session) -> Finding:
+    fn = session.surrogate if kind == "surrogate" else session.intended
+    text = f"the {kind}= declared at {declared.describe(fn)} cannot be used: {text}"
     if kind == "surrogate":
         return Finding("surrogate-error", "error", text,
                        "give a differentiable function with the Function's signature, "

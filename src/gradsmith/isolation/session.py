@@ -129,7 +129,8 @@ def _is_row(value: object) -> bool:
     data user code could have forged; what the output code needs must be there)."""
     return (isinstance(value, dict) and _ROW_KEYS <= set(value)
             and value["verdict"] in ("pass", "fail", "skip") and isinstance(value["name"], str)
-            and value["error"] in (None, "import", "crash", "timeout", "exception")
+            and value["error"] in (None, "import", "crash", "timeout", "exception",
+                                   "incomplete")
             and (value["report"] is None or isinstance(value["report"], dict)))
 
 
@@ -222,7 +223,8 @@ def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
                 "or torch.export hangs where it is deployed that way",
         "check": running, "input": None, "details": {}}
     findings = snap["findings"] + [finding]
-    passed = not any(f["severity"] == "error" for f in findings)
+    passed = not any(f["severity"] == "error" or f["details"].get("incomplete")
+                     for f in findings)
     line = f"  WARNING deployment-timeout: {finding['message']}\n    fix: {finding['hint']}"
     out = row(candidate, label, "pass" if passed else "fail", elapsed=outcome.elapsed,
               reason=f"the deployment checks ran out of time in {running}; the eager checks "

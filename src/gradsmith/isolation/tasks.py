@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
+from gradsmith._triton import prepare as prepare_triton
 from gradsmith.discovery import (
     Candidate,
     NoInputs,
@@ -40,6 +41,8 @@ INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
 def run_task(task: tuple) -> Any:
     """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)`` or
     ``("bench", Candidate, example_index, options)`` (``gradsmith bench`` on user code)."""
+    # Before any user module is imported: Triton kernels run in its interpreter without a GPU.
+    prepare_triton()
     if task[0] == "list":
         return list_source(task[1])
     if task[0] == "check":
@@ -69,7 +72,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     Args:
         candidate: what to check.
         example_index: index into the candidate's registered examples, or ``None``.
-        options: options overriding the example's own (``approximate=True`` from the CLI).
+        options: options overriding the example's own (``approximate=True`` from the CLI);
+            ``_defaults``, options the example's own override (the CLI's ``compat=True``).
         html: also return the Jacobians of a gradient mismatch, for heatmaps.
 
     Returns:
@@ -83,8 +87,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         return row(candidate, label, "fail", error="import", reason=f"import failed: {exc}")
     options = dict(options)
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
+    defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
     try:
         args, surrogate, merged, inputs, variants = _inputs(obj, example_index, options)
+        merged = {**defaults, **merged}
     except _Skip as skip:
         return row(candidate, label, "skip", reason=str(skip))
     except Exception as exc:
@@ -115,7 +121,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     if variants:
         inputs += "; also: " + "; ".join(v.change for v in variants)
     result = row(candidate, label, "pass" if report.passed else "fail", inputs=inputs,
-                 elapsed=time.perf_counter() - started, report=report, repro=repro)
+                 elapsed=time.perf_counter() - started, report=report, repro=repro,
+                 error="incomplete" if report.verdict == "INCOMPLETE" else None)
     if html and not report.passed:
         result["_jacobians"] = _jacobians(report)
     return result
@@ -151,6 +158,7 @@ def _variant_checks(options: dict) -> list[str]:
 
 def _merge(report: Any, index: int, change: str, other: Any) -> None:
     """Add a variant's new findings to the first report, saying on which inputs they arose."""
+    report.merge_exercised(other)
     known = {(f.code, f.input) for f in report.findings}
     for f in other.findings:
         if (f.code, f.input) in known or f.code in ("constant-input", "user-warning"):
@@ -189,7 +197,8 @@ def row(candidate: Candidate | None, name: str, verdict: str, *, error: str | No
 
     Keys: ``name``, ``target``, ``file`` and ``line`` (where the candidate is defined; ``None``
     when unknown), ``verdict`` (``pass`` | ``fail`` | ``skip``), ``error``
-    (``None`` | ``import`` | ``crash`` | ``timeout`` | ``exception``), ``reason``, ``inputs``,
+    (``None`` | ``import`` | ``crash`` | ``timeout`` | ``exception`` | ``incomplete``: no error,
+    but a planned check did not establish its property), ``reason``, ``inputs``,
     ``elapsed`` (seconds), ``checks`` (names run), ``report`` (``Report.to_dict()`` or ``None``),
     ``text`` (``str(report)`` or ``None``) and ``repro`` (failing checked rows: seed, source
     and exact inputs, see :mod:`gradsmith.repro`; else ``None``); ``_text_brief`` is ``text``
