@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
-from gradsmith._triton import prepare as prepare_triton
 from gradsmith.discovery import (
     Candidate,
     NoInputs,
@@ -41,8 +40,6 @@ INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
 def run_task(task: tuple) -> Any:
     """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)`` or
     ``("bench", Candidate, example_index, options)`` (``gradsmith bench`` on user code)."""
-    # Before any user module is imported: Triton kernels run in its interpreter without a GPU.
-    prepare_triton()
     if task[0] == "list":
         return list_source(task[1])
     if task[0] == "check":
@@ -72,8 +69,7 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     Args:
         candidate: what to check.
         example_index: index into the candidate's registered examples, or ``None``.
-        options: options overriding the example's own (``approximate=True`` from the CLI);
-            ``_defaults``, options the example's own override (the CLI's ``compat=True``).
+        options: options overriding the example's own (``approximate=True`` from the CLI).
         html: also return the Jacobians of a gradient mismatch, for heatmaps.
 
     Returns:
@@ -87,10 +83,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         return row(candidate, label, "fail", error="import", reason=f"import failed: {exc}")
     options = dict(options)
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
-    defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
     try:
         args, surrogate, merged, inputs, variants = _inputs(obj, example_index, options)
-        merged = {**defaults, **merged}
     except _Skip as skip:
         return row(candidate, label, "skip", reason=str(skip))
     except Exception as exc:
