@@ -55,3 +55,17 @@ def test_bad_example_triggers_and_good_example_does_not(code):
         assert {f.line for f in bad if f.code == code} == set(marked)
     assert code not in {f.code for f in lint(source=rule.good)}
     assert not [f for f in lint(source=rule.good) if f.severity == "error"]
+
+
+def test_missing_staticmethod_is_a_warning_that_does_not_claim_failure():
+    """torch 2.13 calls forward/backward on the class: a plain `def` runs correctly."""
+    src = (
+        "import torch\n\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        return x.exp()\n\n"
+        "    def backward(ctx, g):\n        return g\n"
+    )
+    (finding,) = [f for f in lint(source=src) if f.code == "GS113"]
+    assert finding.severity == "warning"
+    rule = RULES["GS113"]
+    assert "fail" not in rule.why.lower() and "runs correctly" in rule.why
+    assert RULES["GS117"].severity == "error"

@@ -1,6 +1,6 @@
 """One root cause, one finding: drop the echoes of a finding, and findings that cannot matter.
 
-- A method that is not a ``@staticmethod`` (GS113) or a ``forward(ctx, ...)`` beside a
+- A method that takes ``self`` before ``ctx`` (GS117) or a ``forward(ctx, ...)`` beside a
   ``setup_context`` (GS114) shifts every parameter: the counts that depend on them (GS108,
   GS110, GS116, GS118, GS119, GS209) are wrong until the cause is fixed, so only the cause
   is reported.
@@ -16,7 +16,7 @@ from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._finding import LintFinding
 from gradsmith.linter._flow import walk_shallow
 
-ROOT_CAUSES = frozenset({"GS113", "GS114"})
+ROOT_CAUSES = frozenset({"GS117", "GS114"})
 ECHOES = frozenset({"GS108", "GS110", "GS116", "GS118", "GS119", "GS209"})
 #: What only matters when a gradient flows back through the Function.
 BACKWARD_ONLY = frozenset(

@@ -46,18 +46,61 @@ GS112 = Rule(
     scope="module",
     brief="keyword arguments passed to .apply",
 )
+GS121 = Rule(
+    "GS121", "apply-count", "error",
+    "Function.apply is called with a number of arguments that forward cannot take",
+    "apply passes its arguments to forward unchanged: too many or too few raise TypeError "
+    "when the line runs.",
+    "pass exactly the arguments forward declares (ctx excluded), in order.",
+    bad=_H + "    @staticmethod\n    def forward(ctx, x, k):\n        ctx.k = k\n        return x * k\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
+    "y = Fn.apply(torch.ones(2))  # GS121\n",
+    good=_H + "    @staticmethod\n    def forward(ctx, x, k):\n        ctx.k = k\n        return x * k\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
+    "y = Fn.apply(torch.ones(2), 3.0)\n",
+    scope="module",
+    brief="apply argument count does not fit forward (TypeError)",
+)
+GS214 = Rule(
+    "GS214", "forward-called-without-ctx", "warning",
+    "`Fn.forward(None, ...)` is called where a gradient may be needed",
+    "Passing None as ctx runs forward on purpose without a graph node: outside "
+    "`torch.no_grad()` autograd differentiates forward's own operations (or nothing, for a "
+    "custom kernel) and the Function's backward is never used.",
+    "call `Fn.apply(...)`, or run the call under `torch.no_grad()` / on detached inputs "
+    "when no gradient is wanted (then nothing is reported).",
+    bad=_FN + "y = Fn.forward(None, torch.ones(2, requires_grad=True))  # GS214\n",
+    good=_FN + "with torch.no_grad():\n    y = Fn.forward(None, torch.ones(2))\n",
+    scope="module",
+    brief="forward called with ctx=None outside no_grad: backward is bypassed",
+)
 GS113 = Rule(
-    "GS113", "not-staticmethod", "error",
+    "GS113", "not-staticmethod", "warning",
     "forward/backward/setup_context/jvp/vmap is not a @staticmethod",
-    "PyTorch calls these on the class with ctx as the first argument; instance methods are "
-    "the removed legacy API and fail.",
+    "PyTorch calls these on the class with ctx as the first argument, so a plain `def` "
+    "still runs correctly (checked on torch 2.13: eager, gradcheck and torch.compile); it is "
+    "the legacy style, reads like an instance method, and tools that bind it to an instance "
+    "(or a future PyTorch) would shift every argument by one.",
     "decorate it with `@staticmethod` (outermost decorator).",
     bad=_H + "    def forward(ctx, x):  # GS113\n        return x * 2\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
     good=_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
     autofix=True,
-    brief="not a @staticmethod",
+    brief="not a @staticmethod (runs, but legacy style)",
+)
+GS117 = Rule(
+    "GS117", "self-before-ctx", "error",
+    "forward/backward takes `self` before `ctx` without being a @staticmethod",
+    "PyTorch calls these on the class as `forward(ctx, *inputs)`: `self` receives ctx, "
+    "`ctx` the first input, and every argument shifts by one, so the call raises TypeError "
+    "(a missing argument) or runs on the wrong values.",
+    "drop `self` and decorate the method with `@staticmethod`.",
+    bad=_H + "    def forward(self, ctx, x):  # GS117\n        return x * 2\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+    good=_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n",
+    brief="`self` before `ctx`: arguments shift by one (TypeError or wrong values)",
 )
 GS114 = Rule(
     "GS114", "forward-ctx-with-setup-context", "error",
@@ -78,7 +121,7 @@ _CTX_USES = ("save_for_backward", "mark_dirty", "mark_non_differentiable", "set_
              "save_for_forward")
 
 
-@checker(GS113, GS114)
+@checker(GS113, GS117, GS114)
 def check_declaration(facts: Facts, report) -> None:
     fc = facts.fc
     for stmt in fc.node.body:
@@ -88,14 +131,16 @@ def check_declaration(facts: Facts, report) -> None:
         if method is None or method.node is not stmt or method.static or method.classmethod:
             continue  # PyTorch binds cls for a classmethod and passes ctx after it
         params = [a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args)]
+        if len(params) > 1 and params[1] in ("ctx", "context"):
+            report("GS117", method.source, stmt, f"`{stmt.name}({params[0]}, {params[1]}, ...)`")
+            continue
         fix = ()
-        if not (len(params) > 1 and params[1] in ("ctx", "context")):  # else: drop `self` too
-            src = method.source
-            anchor = stmt.decorator_list[0] if stmt.decorator_list else stmt
-            line = anchor.lineno
-            indent = src.lines[stmt.lineno - 1][: src.char_col(stmt.lineno, stmt.col_offset)]
-            if indent.strip() == "":
-                fix = (Edit((line, 0), (line, 0), f"{indent}@staticmethod\n"),)
+        src = method.source
+        anchor = stmt.decorator_list[0] if stmt.decorator_list else stmt
+        line = anchor.lineno
+        indent = src.lines[stmt.lineno - 1][: src.char_col(stmt.lineno, stmt.col_offset)]
+        if indent.strip() == "":
+            fix = (Edit((line, 0), (line, 0), f"{indent}@staticmethod\n"),)
         report("GS113", method.source, stmt, f"`{stmt.name}`", fix)
     fwd = fc.methods.get("forward")
     if fc.setup_style and fwd is not None and "forward" in fc.own and fwd.params:
@@ -121,7 +166,7 @@ def _function_of(target, expr: ast.expr):
     return None
 
 
-@checker(GS111, GS112, scope="module")
+@checker(GS111, GS112, GS121, GS214, scope="module")
 def check_calls(target, report) -> None:
     src = target.source
     names = getattr(target.index, "names", set())
@@ -182,6 +227,65 @@ def _calls_on(tree: ast.Module, hits: set[int]):
                 yield from ast.walk(part)
 
 
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
+
+
+_NO_GRAD = ("no_grad", "inference_mode")
+
+
+def _no_grad_expr(expr: ast.expr) -> bool:
+    call = expr if isinstance(expr, ast.Call) else None
+    head = call.func if call else expr
+    name = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
+    if name in _NO_GRAD:
+        return not (call and call.args and isinstance(call.args[0], ast.Constant)
+                    and call.args[0].value is False)
+    return name == "set_grad_enabled" and bool(call and call.args) and isinstance(
+        call.args[0], ast.Constant) and call.args[0].value is False
+
+
+def _gradless(src, call: ast.Call) -> bool:
+    """Whether ``call`` runs where no gradient can be needed: in a no-grad block or
+    function, or on inputs that carry no autograd history (``.detach()``, ``.data``)."""
+    spans = src.__dict__.get("_no_grad_spans")
+    if spans is None:
+        spans = []
+        for stmt in statements(src.tree.body):
+            if isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
+                _no_grad_expr(item.context_expr) for item in stmt.items
+            ) or isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _no_grad_expr(d) for d in stmt.decorator_list
+            ):
+                spans.append((stmt.lineno, stmt.end_lineno))
+        src.__dict__["_no_grad_spans"] = spans
+    if any(a <= call.lineno <= b for a, b in spans):
+        return True
+    rest = call.args[1:]
+    return bool(rest) and all(
+        isinstance(a, ast.Constant)
+        or isinstance(a, ast.Attribute) and a.attr == "data"
+        or isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "detach"
+        for a in rest
+    )
+
+
+def _check_apply_count(report, src, node: ast.Call, fc) -> None:
+    """GS121: ``Fn.apply`` with more positional arguments than forward takes, or fewer
+    than it requires (counted only when no ``*args``/``**kwargs`` hide the number)."""
+    inputs = fc.inputs()
+    if inputs is None or fc.unknown_base or node.keywords or any(
+        isinstance(a, ast.Starred) for a in node.args
+    ):
+        return
+    params, ndefault, vararg = inputs
+    given, required = len(node.args), len(params) - ndefault
+    if given < required:
+        report("GS121", src, node, f"{given} argument(s), forward requires {required}")
+    elif given > len(params) and not vararg:
+        report("GS121", src, node, f"{given} argument(s), forward takes at most {len(params)}")
+
+
 def _has_init(target, fc) -> bool:
     """Whether the Function (or a linted base) defines ``__init__`` (legacy, with state)."""
     for stmt in fc.node.body:
@@ -223,9 +327,16 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
         explicit = [k.arg for k in node.keywords if k.arg is not None]
         if explicit:  # `**kwargs` may be empty: only named keywords are certain errors
             report("GS112", src, node, f"keywords {short(', '.join(explicit))}")
+        _check_apply_count(report, src, node, fc)
         return
     if in_method:
         return  # delegating to a base Function's forward/backward from inside a Function
+    if func.attr == "forward" and node.args and _is_none(node.args[0]):
+        # `Fn.forward(None, ...)`: run on purpose without a graph node. Fine where no
+        # gradient can be needed; elsewhere gradients bypass the custom backward.
+        if not _gradless(src, node):
+            report("GS214", src, node, f"`{short(src.segment(func))}(None, ...)`")
+        return
     fix = ()
     inputs = fc.inputs()
     if func.attr == "forward" and inputs and not node.keywords and not inputs[2] and (
