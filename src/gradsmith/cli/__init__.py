@@ -21,6 +21,22 @@ SUBCOMMANDS = {
 NEEDS_TORCH = ("check", "bench")
 
 
+def usage_error(command: str, message: str) -> str:
+    """The one form of every usage error, argparse's own: ``gradsmith <command>: error: ...``.
+
+    A message that already names the command (``lint: path ...``) is not prefixed twice.
+
+    Example:
+        >>> usage_error("lint", "lint: path 'x.py' does not exist")
+        "gradsmith lint: error: path 'x.py' does not exist"
+    """
+    for prefix in (f"gradsmith {command}: ", f"{command}: "):
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+            break
+    return f"gradsmith {command}: error: {message}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradsmith",
@@ -32,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"gradsmith.cli.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _parser=p)
     return parser
 
 
@@ -63,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # with the subcommand's usage, not the top-level one
+            unknown_text = " ".join(unknown)
+            getattr(args, "_parser", parser).error(f"unrecognized arguments: {unknown_text}")
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     if args.command is None:
@@ -75,7 +94,7 @@ def _main(argv: list[str] | None) -> int:
         try:
             require_torch(f"gradsmith {args.command}")
         except TorchMissingError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(usage_error(args.command, str(exc)), file=sys.stderr)
             return 2
         if argv is None:  # not when called from another program: its children are its own
             import signal

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from gradsmith._errors import GradsmithUsageError
+from gradsmith.cli import usage_error
 from gradsmith.isolation.processes import usable_cpus
 
 _SUFFIX = {"json": "json", "markdown": "md", "plot": "png"}
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         result, failed = _measure(args, cases, sources, device,
                                   lambda name: err.print(f"[dim]measuring {name}...[/dim]"))
     except GradsmithUsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(usage_error("bench", str(exc)), file=sys.stderr)
         return 2
     from gradsmith.bench import report as render
 

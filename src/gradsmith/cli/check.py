@@ -13,6 +13,7 @@ import os
 
 from gradsmith._config import apply_check_config
 from gradsmith._errors import GradsmithError
+from gradsmith.cli import usage_error
 from gradsmith.isolation.pool import STARTUP_TIMEOUT
 
 
@@ -73,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compat", dest="no_compat", action="store_const", const=False,
                         help="run the deployment checks (the default; overrides compat = false "
                              "in pyproject)")
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 even when a Function fails (2 still means a usage or "
+                             "import error)")
     parser.add_argument("--compile-backend", choices=("aot_eager", "inductor", "eager"),
                         default=None,
                         help="torch.compile backend of the compile check (default aot_eager; "
@@ -91,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         _validate(args)
         sources = _sources(args.targets)
     except GradsmithError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        err.print(f"[red]{escape(usage_error('check', str(exc)))}[/red]", soft_wrap=True)
         return 2
     from gradsmith.cli._check_output import Output
     from gradsmith.isolation.session import run_check
@@ -115,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except GradsmithError as exc:  # the worker pool could not start at all
         output.close()
-        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        err.print(f"[red]{escape(usage_error('check', str(exc)))}[/red]", soft_wrap=True)
         return 2
     except KeyboardInterrupt:  # workers are already stopped by the pool's context manager
         output.close()
@@ -126,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     output.close()
     for message in result.usage_errors:
-        err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+        err.print(f"[red]{escape(usage_error('check', message))}[/red]", soft_wrap=True)
     output.render(result, args.targets)
     if args.repro:
         from gradsmith.repro import write_scripts
@@ -141,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         write_html(args.html, result)
         if args.format == "text":
             output.console.print(f"HTML report written to {escape(str(args.html))}")
-    return result.exit_code()
+    code = result.exit_code()
+    return 0 if code == 1 and args.exit_zero else code
 
 
 def _options(args: argparse.Namespace) -> dict:

@@ -6,11 +6,13 @@ import argparse
 import sys
 
 from gradsmith._errors import GradsmithError
+from gradsmith.cli import usage_error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``gradsmith lint``."""
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories to lint")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="files or directories to lint (default: the current directory)")
     parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
                         help="output format (default: text)")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
@@ -25,13 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated codes or prefixes to drop")
     parser.add_argument("--config", default=None, metavar="PYPROJECT",
                         help="pyproject.toml with [tool.gradsmith.lint] (default: nearest)")
+    parser.add_argument("--statistics", action="store_true",
+                        help="print how many findings of each code instead of the findings "
+                             "(text or json)")
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 even with error-level findings (2 still means a usage "
+                             "error or a file --fix could not write)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Lint, print, and return 0 (no error-level finding), 1 (errors) or 2 (usage error)."""
+    from dataclasses import replace
+
     from gradsmith import __version__
     from gradsmith.linter import fix, lint
-    from gradsmith.linter._formats import render
+    from gradsmith.linter._formats import render, statistics
 
     if args.explain is not None:
         from gradsmith.linter.docs import explain
@@ -39,37 +49,44 @@ def run(args: argparse.Namespace) -> int:
         try:
             print(explain(args.explain))
         except GradsmithError as exc:
-            print(f"gradsmith lint: error: {exc}", file=sys.stderr)
+            print(usage_error("lint", str(exc)), file=sys.stderr)
             return 2
         return 0
-    if not args.paths:
-        print("gradsmith lint: error: no PATH given; pass files or directories to lint "
-              "(or --explain CODE)", file=sys.stderr)
+    if args.statistics and args.format not in ("text", "json"):
+        print(f"gradsmith lint: error: --statistics prints text or json, got --format "
+              f"{args.format}; drop one of them", file=sys.stderr)
         return 2
+    paths = args.paths or ["."]  # as ruff and flake8: the current directory
     failed: dict[str, str] = {}
     try:
-        _validate(args.paths)
+        _validate(paths)
         if args.fix or args.diff:
-            result = fix(args.paths, args.select, args.ignore, config=args.config)
+            result = fix(paths, args.select, args.ignore, config=args.config)
             findings = result.findings
             if args.diff:  # a preview, even with --fix (as in ruff)
                 sys.stdout.write("".join(result.diffs[p] for p in sorted(result.diffs)))
             else:
                 failed = _write(result)
                 if failed:  # what is on disk now, not what the fixes would have left
-                    findings = lint(args.paths, args.select, args.ignore, config=args.config)
+                    findings = lint(paths, args.select, args.ignore, config=args.config)
+                else:  # what is left was tried and dropped: not offered as fixable again
+                    findings = [replace(f, fix=()) for f in findings]
         else:
-            findings = lint(args.paths, args.select, args.ignore, config=args.config)
+            findings = lint(paths, args.select, args.ignore, config=args.config)
     except GradsmithError as exc:
-        print(f"gradsmith lint: error: {exc}", file=sys.stderr)
+        print(usage_error("lint", str(exc)), file=sys.stderr)
         return 2
     if not args.diff or args.format != "text":
-        out = render(findings, args.format, __version__)
+        if args.statistics:
+            out = statistics(findings, args.format)
+        else:
+            out = render(findings, args.format, __version__)
         if out:
             print(out)
     if failed:
         return 2
-    return 1 if any(f.severity == "error" for f in findings) else 0
+    errors = any(f.severity == "error" for f in findings)
+    return 1 if errors and not args.exit_zero else 0
 
 
 def _write(result) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
@@ -15,21 +16,24 @@ _GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def text(findings: list[LintFinding]) -> str:
-    """Human-readable, grouped by file, with a summary line.
+    """Human-readable, grouped by file, with a summary line; ``[*]`` marks what --fix fixes.
 
     Example:
-        >>> from gradsmith.linter._finding import LintFinding
-        >>> print(text([LintFinding("a.py", 3, 5, "GS201", "warning", "uses .data")]))
+        >>> from gradsmith.linter._finding import Edit, LintFinding
+        >>> fixable = (Edit((3, 5), (3, 10), ".detach()"),)
+        >>> print(text([LintFinding("a.py", 3, 5, "GS201", "warning", "uses .data", fixable)]))
         a.py
-          3:5  warning  GS201  uses .data
+          3:5  warning  GS201  [*] uses .data
         <BLANKLINE>
         1 finding: 0 errors, 1 warning, 0 info
+        [*] 1 fixable with `gradsmith lint --fix`
     """
     lines = []
     for path, group in groupby(findings, key=lambda f: f.path):
         lines.append(path)
         for f in group:
-            lines.append(f"  {f.line}:{f.col}  {f.severity:<7}  {f.code}  {f.message}")
+            mark = "[*] " if f.fixable else ""
+            lines.append(f"  {f.line}:{f.col}  {f.severity:<7}  {f.code}  {mark}{f.message}")
         lines.append("")
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
     noun = "finding" if len(findings) == 1 else "findings"
@@ -37,7 +41,32 @@ def text(findings: list[LintFinding]) -> str:
         f"{len(findings)} {noun}: {counts['error']} error{'s' * (counts['error'] != 1)}, "
         f"{counts['warning']} warning{'s' * (counts['warning'] != 1)}, {counts['info']} info"
     )
+    fixable = sum(f.fixable for f in findings)
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with `gradsmith lint --fix`")
     return "\n".join(lines)
+
+
+def statistics(findings: list[LintFinding], fmt: str = "text") -> str:
+    """How many findings of each code, most frequent first (``--statistics``).
+
+    ``fmt`` is ``"text"`` (count, code, ``[*]`` when fixable, rule name) or ``"json"``.
+
+    Example:
+        >>> from gradsmith.linter._finding import LintFinding
+        >>> found = [LintFinding("a.py", n, 1, "GS201", "warning", "uses .data") for n in (3, 7)]
+        >>> print(statistics(found))
+        2  GS201       dot-data
+    """
+    counts = Counter(f.code for f in findings)
+    fixable = {f.code for f in findings if f.fixable}
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    if fmt == "json":
+        return json.dumps([{"code": code, "name": RULES[code].name, "count": n,
+                            "fixable": code in fixable} for code, n in rows], indent=2)
+    width = max((len(str(n)) for n in counts.values()), default=1)
+    return "\n".join(f"{n:>{width}}  {code}  {'[*]' if code in fixable else '   '}  "
+                     f"{RULES[code].name}" for code, n in rows)
 
 
 def as_json(findings: list[LintFinding]) -> str:

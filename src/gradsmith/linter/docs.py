@@ -17,16 +17,20 @@ subclasses by resolving imports and base classes across the linted modules (not 
 finds `ctx` by position, and follows values through each method: inputs, `grad_output`,
 saved tensors and their views versus fresh tensors.
 
-    gradsmith lint src/                       # text, grouped by file
+    gradsmith lint                            # the current directory (same as `lint .`)
+    gradsmith lint src/                       # text, grouped by file; [*] marks fixable ones
     gradsmith lint src/ --format json         # or sarif (code scanning), github (annotations)
     gradsmith lint src/ --fix                 # apply safe fixes; --diff to preview
     gradsmith lint src/ --select GS1 --ignore GS104
+    gradsmith lint src/ --statistics          # count per code (also --format json)
 
-Exit status: 0 when there is no error-level finding, 1 otherwise, 2 on usage errors: a path
-that does not exist or is a symbolic link loop, a FIFO, socket or device (`/dev/null`: opening a
-FIFO would block forever), or a named file that is not Python (no `.py` or `.pyi` suffix and no
-`python` `#!` line: a hostname file parses as Python, but is not). Such a special file found
-while walking a directory is a GS002 finding; it is never opened.
+Exit status: 0 when there is no error-level finding, 1 otherwise (0 with `--exit-zero`), 2 on
+usage errors (`gradsmith lint: error: ...`, as for every command; an unknown option prints
+`lint`'s usage): a path that does not exist or is a symbolic link loop, a FIFO, socket or
+device (`/dev/null`: opening a FIFO would block forever), or a named file that is not Python
+(no `.py` or `.pyi` suffix and no `python` `#!` line: a hostname file parses as Python, but is
+not), and when `--fix` could not write a file. Such a special file found while walking a
+directory is a GS002 finding; it is never opened.
 
 - `--select` / `--ignore` take codes or prefixes (`GS1`, `GS203`); the longer match wins.
 - Configuration: `[tool.gradsmith.lint]` in the nearest `pyproject.toml` (or `--config`),
@@ -38,6 +42,14 @@ while walking a directory is a GS002 finding; it is never opened.
 - flake8: `flake8 --select GS` (single-file resolution); pre-commit: hook id `gradsmith-lint`.
 - Fixes are text edits; each round is re-linted until nothing fixable is left, and an edit
   that would produce invalid Python is dropped.
+- `--fix` changes only the intended tokens: positions count lines as Python does (a form
+  feed, U+2028 or `\\x1c` in a comment or string is not a line break), and a file keeps its
+  encoding (PEP 263 `coding:` line), BOM and line endings (an inserted line in a CRLF file
+  ends in CRLF). Each file is written to a temporary file in its folder, synced, given the
+  original's mode and renamed over it, so a full disk or quota leaves the original whole. A
+  file that changed on disk since it was read is not written (your newer text is kept), and
+  a file that cannot be written is one line, `gradsmith lint: error: PATH: reason`; both
+  exit 2, the other files are still fixed.
 - Large trees (more than 4 MB of walked files, such as an installed torch) are pre-filtered
   by text: only files with a class deriving from something named `Function` (or its
   `import ... as` alias), and then files subclassing or applying a discovered Function, are
