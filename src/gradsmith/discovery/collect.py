@@ -21,7 +21,8 @@ from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
 from gradsmith._example import examples_of
-from gradsmith.discovery.targets import Source
+from gradsmith.discovery.static import class_lines
+from gradsmith.discovery.targets import Source, identity_key
 
 
 class TargetImportError(Exception):
@@ -208,7 +209,7 @@ def _candidate(module: ModuleType, source: Source, label: str, attr: str, obj: A
     ref = Ref(source.kind if source.kind == "file" else "module",
               source.location if source.kind == "file" else module.__name__,
               attr, f"{label}::{attr}")
-    key = f"{getattr(obj, '__module__', module.__name__)}.{getattr(obj, '__qualname__', attr)}"
+    key = identity_key(obj, module, attr)
     names = tuple(e.name or f"example{i}" for i, e in enumerate(examples))
     return Candidate(ref, key, names, *_where(obj))
 
@@ -220,6 +221,9 @@ def _where(obj: Any) -> tuple[str | None, int | None]:
         file = inspect.getsourcefile(target)
         if not file:
             return None, None
+        line = class_lines(file).get(target.__qualname__) if isinstance(target, type) else None
+        if line is not None:  # one parse per file, not one per class (linear listing)
+            return str(Path(file).resolve()), line
         lines, first = inspect.getsourcelines(target)
     except (TypeError, OSError, ValueError):  # builtins, C extensions, source not on disk
         return None, None

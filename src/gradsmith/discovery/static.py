@@ -11,6 +11,7 @@ running code (a package that edits its ``__path__``, a module with ``import *`` 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
 import importlib.util
 from dataclasses import dataclass
@@ -159,3 +160,47 @@ def _is_candidate(node: ast.stmt) -> bool:
     if isinstance(node, ast.ClassDef):
         return decorated or any("Function" in ast.unparse(b) for b in node.bases)
     return decorated
+
+
+def class_lines(path: str) -> dict[str, int]:
+    """Line of every ``class`` statement in the file at ``path``, by qualified name
+    (``Outer.Inner``; a class inside a function is left out: its name is not unique).
+
+    The file is parsed once and remembered while it is unchanged (:func:`inspect.getsourcelines`
+    parses the whole file again for every class, which made listing a module of n Functions
+    take time in n squared: 26 s for 200, over 600 s for 1,000).
+
+    Example:
+        >>> class_lines(__file__)["ModuleLookup"] > 0
+        True
+    """
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return {}
+    return _class_lines(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _class_lines(path: str, _mtime: int, _size: int) -> dict[str, int]:
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
+        return {}
+    found: dict[str, int] = {}
+    twice: set[str] = set()  # defined in two places (if/else): only inspect can tell which
+    stack: list[tuple[str, list[ast.stmt]]] = [("", tree.body)]
+    while stack:
+        prefix, body = stack.pop()
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                name = prefix + node.name
+                if name in found:
+                    twice.add(name)
+                found[name] = node.lineno
+                stack.append((name + ".", node.body))
+            elif isinstance(node, (ast.If, ast.Try)):  # classes defined conditionally
+                stack.append((prefix, [*node.body, *node.orelse,
+                                       *getattr(node, "finalbody", []),
+                                       *[s for h in getattr(node, "handlers", []) for s in h.body]]))
+    return {name: line for name, line in found.items() if name not in twice}

@@ -14,9 +14,13 @@ import difflib
 import errno
 import os
 import stat
+import sys
 import tokenize
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
 from gradsmith.discovery.static import locate_module, module_names
@@ -268,3 +272,49 @@ def _label(path: Path, base: Path) -> str:
 
 def _is_dotted(name: str) -> bool:
     return bool(name) and all(part.isidentifier() for part in name.split("."))
+
+
+def identity_key(obj: Any, module: ModuleType, attr: str) -> str:
+    """What makes a candidate itself, for de-duplicating re-exports: the place its
+    ``__qualname__`` names, when that place holds this very object (``pkg.ops.Swish``, the
+    same wherever it is re-exported); else the attribute it is bound to here. Classes built
+    by one factory share ``make.<locals>.Scaled``: each is its own target, keyed by the
+    module attribute it is bound to (``Double``, ``WrongTriple``).
+
+    Example:
+        >>> import gradsmith.discovery.targets as here
+        >>> identity_key(here.Source, here, "Alias")
+        'gradsmith.discovery.targets.Source'
+    """
+    home_name = getattr(obj, "__module__", None) or module.__name__
+    qualname = getattr(obj, "__qualname__", None) or attr
+    home = sys.modules.get(home_name) if isinstance(home_name, str) else None
+    if home is not None and "<locals>" not in qualname:
+        found: Any = home
+        try:
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+        except Exception:  # noqa: BLE001 - a user object whose attribute access raises
+            found = None
+        if found is obj:
+            return f"{home_name}.{qualname}"
+    if home is not None:  # the first name its own module binds it to, whoever re-exports it
+        attr = _bound_names(home).get(id(obj), attr)
+        module = home
+    return f"{home_name}.{qualname}@{module.__name__}.{attr}"
+
+
+_BOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _bound_names(module: ModuleType) -> dict[int, str]:
+    """``id(value) -> first attribute name`` of a module, built once per module state (one
+    pass over the module for all its candidates: listing stays linear)."""
+    size = len(vars(module))
+    cached = _BOUND.get(module)
+    if cached is None or cached[0] != size:
+        names: dict[int, str] = {}
+        for name, value in list(vars(module).items()):
+            names.setdefault(id(value), name)
+        cached = _BOUND[module] = (size, names)
+    return cached[1]
