@@ -12,6 +12,7 @@ import ast
 from collections.abc import Callable
 
 from gradsmith.linter._flow import Flow, Val
+from gradsmith.linter._kernels import is_kernel, launched, stored_params
 from gradsmith.linter._source import SourceFile
 from gradsmith.linter._walk import run
 
@@ -33,8 +34,10 @@ class Helpers:
         mutations: ``mutations(stmt, flow, helpers)`` from the in-place rules.
     """
 
-    def __init__(self, source: SourceFile, cls: ast.ClassDef, resolve, mutations) -> None:
+    def __init__(self, source: SourceFile, cls: ast.ClassDef, resolve, mutations,
+                 kernels: Callable[[ast.expr], ast.FunctionDef | None] | None = None) -> None:
         self.functions = source.functions
+        self.kernels = kernels
         self.methods = {s.name: s for s in cls.body
                         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.cls_name = cls.name
@@ -60,6 +63,9 @@ class Helpers:
 
     def edits(self, call: ast.Call, depth: int = 0) -> list[tuple[ast.expr, str, bool]]:
         """(argument, description, proven tensor) for each argument ``call`` edits in place."""
+        head = launched(call)
+        if head is not None:
+            return self._launch(call, head)
         found = self.target(call)
         if found is None or depth > _MAX_DEPTH:
             return []
@@ -70,6 +76,23 @@ class Helpers:
             pos = index - bound
             if 0 <= pos < len(call.args) and not isinstance(call.args[pos], ast.Starred):
                 out.append((call.args[pos], f"`{node.name}()` (in place)", proven))
+        return out
+
+    def _launch(self, call: ast.Call, head: ast.expr) -> list[tuple[ast.expr, str, bool]]:
+        """Arguments a Triton launch ``kernel[grid](...)`` stores through (kernel read here)."""
+        kernel = self.kernels(head) if self.kernels is not None else None
+        if kernel is None and isinstance(head, ast.Name):
+            kernel = self.functions.get(head.id)
+        if kernel is None or not is_kernel(kernel):
+            return []
+        params = [a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)]
+        by_name = {k.arg: k.value for k in call.keywords if k.arg}
+        out = []
+        for index in stored_params(kernel):
+            arg = call.args[index] if index < len(call.args) else by_name.get(params[index])
+            if arg is None or any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                continue
+            out.append((arg, f"kernel `{kernel.name}`", True))
         return out
 
     def summary(self, node: ast.FunctionDef, depth: int = 0) -> dict[int, bool]:

@@ -6,6 +6,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _ctx_state,
     _hygiene,
     _inplace,
+    _kernels,
     _meta,
     _needs_grad,
     _perf,

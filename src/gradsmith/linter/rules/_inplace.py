@@ -11,6 +11,7 @@ from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow, Val
 from gradsmith.linter._helpers import COLLECTIVES, HelperEdits, Helpers
+from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import nodes, own, short
 
@@ -63,6 +64,23 @@ GS103 = Rule(
     "        return g * 2 * x\n",
     brief="saved tensor modified in place",
 )
+GS217 = Rule(
+    "GS217", "inplace-option", "warning",
+    "A call with an explicit `inplace=True` writes into a forward input, grad_output or "
+    "a saved tensor",
+    "The option was chosen on purpose, so the write may be intended (memory), but the "
+    "caller's tensor changes and autograd is not told: uses of it after the call see the "
+    "new values.",
+    "pass `inplace=False` (or clone first) unless no one else uses the tensor; for a forward "
+    "input, call `ctx.mark_dirty(x)` and return it.",
+    bad=_IMPORT + "import torch.nn.functional as F\n\n\nclass Act(torch.autograd.Function):\n"
+    "    @staticmethod\n    def forward(ctx, x):\n        return F.relu(x, inplace=True)  # GS217\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+    good=_IMPORT + "import torch.nn.functional as F\n\n\nclass Act(torch.autograd.Function):\n"
+    "    @staticmethod\n    def forward(ctx, x):\n        return F.relu(x)\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
+    brief="`inplace=True` writes into a tensor autograd relies on",
+)
 GS115 = Rule(
     "GS115", "mark-dirty-non-input", "error",
     "ctx.mark_dirty() called on a tensor that is not an input",
@@ -89,6 +107,9 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
 _ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
 #: Running-statistics buffers: updating them in place in forward is the BatchNorm idiom.
 _STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
+
+
+_OPTION = "`inplace=True`"
 
 
 def _root(expr: ast.expr) -> ast.expr:
@@ -128,7 +149,7 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
                 yield node, kw.value, "`out=`", True
             elif kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
                 if node.args:
-                    yield node, node.args[0], "`inplace=True`", True
+                    yield node, node.args[0], _OPTION, True
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
             if isinstance(target, ast.Subscript):
@@ -158,12 +179,13 @@ def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...
     return (Edit(src.start(stmt), src.end(stmt), f"{name} = {name} {op} {value}"),)
 
 
-@checker(GS101, GS102, GS103, GS115)
+@checker(GS101, GS102, GS103, GS115, GS217)
 def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
     buffers = facts.none_gradients  # state updated in place, never differentiated
+    kernels = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
     helpers = Helpers(facts.fc.source, facts.fc.node, facts.resolver(facts.method("forward")
-                      or facts.method("backward")), mutations).edits if (
+                      or facts.method("backward")), mutations, kernels).edits if (
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
         def visit(stmt, flow: Flow, method=method):
@@ -181,7 +203,8 @@ def check_inplace(facts: Facts, report) -> None:
                 elif all(n in dirty for n in names):
                     continue
                 shown = ", ".join(n for n in names if n not in dirty)
-                report("GS101", method.source, node, f"{what} modifies input `{shown}`")
+                code = "GS217" if what == _OPTION else "GS101"
+                report(code, method.source, node, f"{what} modifies input `{shown}`")
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "mark_dirty"):
                     for arg in node.args:
@@ -204,10 +227,10 @@ def check_inplace(facts: Facts, report) -> None:
                     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) \
                             and node is stmt and val.tensor:
                         fix = _augassign_fix(facts, method, stmt)
-                    report("GS102", method.source, node,
-                           f"{what} on `{label}`", fix)
+                    report("GS217" if what == _OPTION else "GS102", method.source, node,
+                           f"{what} on `{label}`", fix if what != _OPTION else ())
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
-                    report("GS103", method.source, node,
+                    report("GS217" if what == _OPTION else "GS103", method.source, node,
                            f"{what} on `{label}`")
 
         facts.walk(method, visit_b)

@@ -1,0 +1,165 @@
+"""Triton kernels of the linted code: which pointer parameters a ``@triton.jit`` body stores
+through, so that a launch ``kernel[grid](x, ...)`` counts as an in-place write of ``x``.
+
+A parameter is written when it is the base of the pointer given to ``tl.store`` (or an
+atomic): the names of the pointer expression, followed back through the kernel's own
+assignments (``ptrs = X + offs``, ``tl.make_block_ptr(base=X, ...)``). Values read with
+``tl.load`` are data, not pointers, so an index loaded from ``Idx`` does not make ``Idx``
+written.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._symbols import dotted, statements
+
+#: Decorators that make a function a Triton kernel (``@triton.jit``, ``@triton.autotune``...).
+KERNEL_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
+_STORES = frozenset({"store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
+                     "atomic_cas", "atomic_and", "atomic_or", "atomic_xor"})
+#: Calls whose result is still a pointer into their argument.
+_POINTER_CALLS = frozenset({"make_block_ptr", "advance", "multiple_of", "max_contiguous",
+                            "to", "cast", "make_tensor_descriptor"})
+_MAX_ROUNDS = 8
+
+
+def is_kernel(node: ast.AST) -> bool:
+    """A ``def`` decorated with ``triton.jit`` (or autotune/heuristics around it)."""
+    if not isinstance(node, ast.FunctionDef):
+        return False
+    for dec in node.decorator_list:
+        parts = dotted(dec.func if isinstance(dec, ast.Call) else dec)
+        if parts and parts[-1] in KERNEL_DECORATORS and (len(parts) == 1 or parts[0] in (
+            "triton", "tl", "libentry", "libtuner"
+        ) or parts[-1] == "jit"):
+            return True
+    return False
+
+
+def _names(expr: ast.AST) -> set[str]:
+    """Names an expression's value can point into (not entering non-pointer calls)."""
+    out: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in _POINTER_CALLS:
+                stack.extend(node.args)
+                stack.extend(k.value for k in node.keywords if k.arg in (None, "base"))
+                if isinstance(func, ast.Attribute):
+                    stack.append(func.value)
+        elif isinstance(node, (ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Subscript, ast.Attribute,
+                               ast.Tuple, ast.List, ast.Starred)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def stored_params(kernel: ast.FunctionDef) -> list[int]:
+    """Indexes of the kernel's parameters that it stores through."""
+    cache = kernel.__dict__.get("_gs_stored")
+    if cache is not None:
+        return cache
+    params = [a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)]
+    deps: dict[str, set[str]] = {}
+    roots: set[str] = set()
+    for stmt in statements(kernel.body):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = _names(stmt.value)
+            for target in targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        deps.setdefault(node.id, set()).update(names)
+        for node in ast.walk(stmt) if not isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)) \
+                else _header(stmt):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else None
+                if name not in _STORES:
+                    continue
+                module = dotted(func.value)
+                if module and module[-1] in ("tl", "language", "triton"):
+                    ptr = node.args[0] if node.args else next(
+                        (k.value for k in node.keywords if k.arg in ("pointer", "ptr")), None)
+                    if ptr is not None:
+                        roots |= _names(ptr)
+                elif name == "store":
+                    roots |= _names(func.value)  # a block or tensor descriptor's .store(...)
+    seen = set(roots)
+    frontier = set(roots)
+    for _ in range(_MAX_ROUNDS):
+        nxt = set()
+        for name in frontier:
+            nxt |= deps.get(name, set()) - seen
+        if not nxt:
+            break
+        seen |= nxt
+        frontier = nxt
+    result = [i for i, p in enumerate(params) if p in seen]
+    kernel.__dict__["_gs_stored"] = result
+    return result
+
+
+def _header(stmt: ast.stmt):
+    """Nodes of a compound statement's own header (its body is visited on its own)."""
+    for field in ("test", "iter", "target"):
+        part = getattr(stmt, field, None)
+        if part is not None:
+            yield from ast.walk(part)
+    for item in getattr(stmt, "items", ()):
+        yield from ast.walk(item.context_expr)
+
+
+def launched(call: ast.Call) -> ast.expr | None:
+    """The kernel expression of a launch ``kernel[grid](...)``, else None."""
+    func = call.func
+    if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
+        return func.value
+    return None
+
+
+def finder(sym, sym_of: dict):
+    """Resolve a launched kernel expression to its ``def`` in the linted modules.
+
+    ``sym`` is the launching module's symbols; ``sym_of`` maps every linted source to its
+    symbols (imports such as ``from .kernels import _fwd`` are followed to that module).
+    """
+    def find(head: ast.expr) -> ast.FunctionDef | None:
+        parts = dotted(head)
+        if not parts:
+            return None
+        if len(parts) == 1 and parts[0] in sym.source.functions:
+            return sym.source.functions[parts[0]]
+        qual = sym.imports.get(parts[0])
+        if qual is None:
+            return None
+        qual = ".".join([qual, *parts[1:]])
+        module, _, name = qual.rpartition(".")
+        modules = _modules(sym_of)
+        other = modules.get(module)
+        if other is None:
+            return None
+        node = other.source.functions.get(name)
+        return node if isinstance(node, ast.FunctionDef) else None
+
+    return find
+
+
+_MODULES: dict[int, tuple[int, dict]] = {}
+
+
+def _modules(sym_of: dict) -> dict:
+    """Module name -> symbols (built once per run's ``sym_of``)."""
+    entry = _MODULES.get(id(sym_of))
+    if entry is None or entry[0] != len(sym_of):
+        _MODULES.clear()
+        entry = _MODULES[id(sym_of)] = (len(sym_of), {s.module: s for s in sym_of.values()})
+    return entry[1]
+
+
+__all__ = ["finder", "is_kernel", "launched", "stored_params"]

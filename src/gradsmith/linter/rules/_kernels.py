@@ -1,0 +1,153 @@
+"""GS215-GS217: custom kernels in backward, `.view` on incoming gradients, inplace options."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._facts import Facts
+from gradsmith.linter._flow import Flow
+from gradsmith.linter._kernels import finder, is_kernel, launched
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter._symbols import dotted
+from gradsmith.linter.rules._common import nodes, once_differentiable, own, short
+
+_H = "import torch\nimport triton\n\n\n@triton.jit\ndef _k(X, Y):\n    tl.store(Y, tl.load(X) * 2)\n\n\n"
+_CLS = "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n" \
+       "        return x * 2\n\n"
+GS215 = Rule(
+    "GS215", "opaque-kernel-in-backward", "warning",
+    "backward runs a custom kernel (Triton launch, torch.ops) and is not @once_differentiable",
+    "autograd cannot see inside the kernel: the gradient it returns has no graph, so a "
+    "second derivative (create_graph=True, gradcheck's gradgradcheck, Hessian-vector "
+    "products) is silently missing this term instead of raising.",
+    "decorate backward with `@once_differentiable` (from torch.autograd.function) so double "
+    "backward raises, or write backward with differentiable torch operations.",
+    bad=_H + _CLS + "    @staticmethod\n    def backward(ctx, g):\n        out = torch.empty_like(g)\n"
+    "        _k[(1,)](g, out)  # GS215\n        return out\n",
+    good="from torch.autograd.function import once_differentiable\n" + _H + _CLS
+    + "    @staticmethod\n    @once_differentiable\n    def backward(ctx, g):\n"
+    "        out = torch.empty_like(g)\n        _k[(1,)](g, out)\n        return out\n",
+    brief="custom kernel in backward without @once_differentiable",
+)
+GS216 = Rule(
+    "GS216", "view-in-backward", "warning",
+    "`.view(...)` on grad_output or a saved tensor in backward",
+    "grad_output is non-contiguous whenever the caller transposes, slices or expands the "
+    "output (and saved tensors may be views); `.view` then raises 'view size is not "
+    "compatible with input tensor's size and stride'.",
+    "use `.reshape(...)`, or `.contiguous().view(...)`.",
+    bad="import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        return g.view(-1).mul(2).view(g.shape)  # GS216\n",
+    good="import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        return g.reshape(-1).mul(2).reshape(g.shape)\n",
+    brief="`.view` fails on a non-contiguous gradient/saved tensor",
+)
+
+
+@checker(GS215)
+def check_opaque_backward(facts: Facts, report) -> None:
+    find = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
+    functions = facts.fc.source.functions
+    for method in own(facts, "backward", "vjp"):
+        if once_differentiable(method):
+            continue
+        for node in nodes(method):
+            if isinstance(node, ast.Call):
+                what = _opaque(node, find) or _via_helper(node, functions, find)
+                if what:
+                    report("GS215", method.source, node, what)
+                    break
+
+
+def _opaque(call: ast.Call, find) -> str | None:
+    head = launched(call)
+    if head is not None:
+        kernel = find(head)
+        if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
+            return f"`{short(ast.unparse(head))}[...]()`"
+        return None
+    parts = dotted(call.func)
+    if parts and len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in (
+        "aten", "prims"
+    ):  # aten/prims ops have autograd formulas; custom namespaces usually do not
+        return f"`{short('.'.join(parts))}()`"
+    if parts:
+        kernel = find(call.func)
+        if kernel is not None and is_kernel(kernel):
+            return f"`{short('.'.join(parts))}()`"
+    return None
+
+
+def _looks_like_kernel(head: ast.expr) -> bool:
+    """An unresolved ``name[grid](...)``: Triton's launch syntax, kernels named as such."""
+    name = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", "")
+    return "kernel" in name.lower() or name.startswith("_")
+
+
+def _via_helper(call: ast.Call, functions: dict, find) -> str | None:
+    """A same-module helper whose body launches a kernel (one level deep)."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    helper = functions.get(call.func.id)
+    if helper is None or is_kernel(helper):
+        return None
+    for node in ast.walk(helper):
+        if isinstance(node, ast.Call) and _opaque(node, find):
+            return f"`{call.func.id}()` runs a custom kernel"
+    return None
+
+
+@checker(GS216)
+def check_view_in_backward(facts: Facts, report) -> None:
+    for method in own(facts, "backward", "vjp"):
+        contiguous: set[str] = set()
+
+        def visit(stmt, flow: Flow, method=method, contiguous=contiguous):
+            for node in _calls(stmt):
+                func = node.func
+                if not (isinstance(func, ast.Attribute) and func.attr == "view"):
+                    continue
+                if _dtype_view(node) or _made_contiguous(func.value, contiguous):
+                    continue
+                val = flow.eval(func.value)
+                if val.tensor is not False and ({"grad", "saved"} & val.origins):
+                    label = short(method.source.segment(func.value) or "tensor")
+                    report("GS216", method.source, node, f"`{label}.view(...)`")
+            if isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name):
+                        contiguous.discard(target.id)
+                        if _made_contiguous(stmt.value, contiguous):
+                            contiguous.add(target.id)
+
+        facts.walk(method, visit)
+
+
+def _calls(stmt: ast.stmt):
+    from gradsmith.linter._facts import statement_nodes
+
+    for node in statement_nodes(stmt):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def _made_contiguous(expr: ast.expr, names: set[str]) -> bool:
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and (
+        expr.func.attr in ("contiguous", "reshape", "clone", "flatten", "view")
+        or any(k.arg == "memory_format" for k in expr.keywords))
+
+
+def _dtype_view(call: ast.Call) -> bool:
+    """``x.view(torch.int32)``: a dtype view works on any layout."""
+    if len(call.args) != 1 or call.keywords:
+        return bool(call.keywords) and all(k.arg == "dtype" for k in call.keywords)
+    arg = call.args[0]
+    parts = dotted(arg)
+    return bool(parts) and (parts[0] in ("torch", "tl") or "dtype" in parts[-1])
+
+
+__all__ = ["GS215", "GS216"]
