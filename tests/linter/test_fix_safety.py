@@ -293,3 +293,15 @@ def test_unwritable_file_is_one_line_and_exit_2(tmp_path, read_only, capsys):
     assert len(errors) == 1
     assert errors[0].startswith(f"gradsmith lint: error: {path}: cannot write it (")
     assert "Traceback" not in err
+
+
+def test_link_and_target_named_together_are_fixed_once(tmp_path, capsys):
+    src = "import torch\n\n\n" + BODY
+    target = tmp_path / "real.py"
+    target.write_bytes(src.encode("utf-8"))
+    link = tmp_path / "link.py"
+    link.symlink_to(target.name)
+    assert main(["lint", "--fix", str(link), str(target)]) == 0
+    assert link.is_symlink()
+    assert target.read_bytes() == src.replace(OLD, NEW).encode("utf-8")
+    assert "error" not in capsys.readouterr().err

@@ -132,10 +132,17 @@ class FixResult:
         Returns:
             ``{path: reason}`` for the files not written; each of them is left as it is.
         """
-        failed = {}
+        failed: dict[str, str] = {}
+        done: dict[str, bytes] = {}  # one file named twice (a link and its target): once
         for path in sorted(self.data):
+            real = os.path.realpath(path)
+            if real in done:
+                if done[real] != self.data[path]:
+                    failed[path] = "it is the same file as another path given; not fixed twice"
+                continue
             try:
                 write_file(path, self.data[path], self.original[path])
+                done[real] = self.data[path]
             except FileChangedError as exc:
                 failed[path] = str(exc)
             except OSError as exc:
