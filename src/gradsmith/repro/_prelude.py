@@ -10,6 +10,7 @@ PRELUDE = r'''
 import importlib
 import importlib.util
 import math
+import os
 import random
 import sys
 import traceback
@@ -21,6 +22,19 @@ SEED = {seed}
 BACKWARD_SEED = SEED + 7919  # backward runs from its own replayed random state, as in gradsmith
 H = 1e-6                 # central-difference step (float64)
 ATOL, RTOL = 1e-5, 1e-3  # first-order tolerances: |analytic - numerical| <= ATOL + RTOL * scale
+
+
+# this script's folder: the user's code and the larger tensors are found relative to it
+HERE = os.path.dirname(os.path.abspath(globals().get("__file__", "repro.py")))
+
+
+def _found(folders, inside):
+    """The first of ``folders`` (relative ones taken from HERE) that holds ``inside``."""
+    for folder in folders:
+        folder = os.path.normpath(os.path.join(HERE, folder))
+        if os.path.exists(os.path.join(folder, inside)):
+            return folder
+    return folders[-1]
 
 
 def load():

@@ -58,11 +58,16 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"type": "dict", "items": {k: capture_value(v, inline_limit)
                                           for k, v in value.items()}}
-    if value is None or isinstance(value, (bool, int, str)):
-        return {"type": "value", "repr": repr(value)}
+    # the base type's repr, a literal even for a subclass (an IntEnum, a str with its own
+    # __repr__): the script pastes it as code
+    if value is None or isinstance(value, bool):
+        return {"type": "value", "repr": repr(None if value is None else bool(value))}
+    if isinstance(value, (int, str)):
+        base = int if isinstance(value, int) else str
+        return {"type": "value", "repr": base.__repr__(value)}
     if isinstance(value, float):
-        return {"type": "value", "repr": repr(value) if math.isfinite(value) else
-                f"float({str(value)!r})"}
+        return {"type": "value", "repr": float.__repr__(value) if math.isfinite(value) else
+                f"float({float.__repr__(value)!r})"}
     if isinstance(value, torch.dtype):
         return {"type": "value", "repr": str(value)}
     return {"type": "opaque", "repr": _short(repr(value))}

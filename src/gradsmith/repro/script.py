@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -52,6 +54,10 @@ def _unpickle(module_name, data):
 def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
     """Write one script per error finding of every failing row that carries a repro record.
 
+    File names are unique within the run: two targets whose short names agree (``ops.py::Fn``
+    in two packages) get the longer name, or a number, so no script replaces another and the
+    count returned is the number of files written.
+
     Args:
         directory: where to write (created if missing).
         rows: rows of a check run (``CheckRun.rows``).
@@ -62,6 +68,7 @@ def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    taken: set[str] = set()  # lower case: one file on a case-insensitive file system
     for r in rows:
         repro = r.get("repro")
         if r.get("verdict") != "fail" or not repro or not r.get("report"):
@@ -75,14 +82,29 @@ def write_scripts(directory: str | Path, rows: list[dict]) -> list[Path]:
             if key in seen:
                 continue
             seen.add(key)
-            short = r["name"].rsplit("/", 1)[-1]  # file.py::Fn[example], without the folders
-            name = "__".join(_safe(p) for p in (short, finding["code"], finding.get("input"),
-                                                 f"set{set_index}" if set_index else None) if p)
+            name = _unique_name(r["name"], finding, set_index, taken)
             path = out / f"{name}.py"
             path.write_text(render_script(repro, finding, set_index, r["name"],
-                                          side_file=path.with_suffix(".pt")))
+                                          side_file=path.with_suffix(".pt")),
+                            encoding="utf-8")
             written.append(path)
     return written
+
+
+def _unique_name(row_name: str, finding: dict, set_index: int, taken: set[str]) -> str:
+    """``<row>__<code>__<input>[__setN]``: the row without its folders when that is free, else
+    with them, else with a number; the name is added to ``taken``."""
+    tail = [finding["code"], finding.get("input"), f"set{set_index}" if set_index else None]
+    short = row_name.rsplit("/", 1)[-1]  # file.py::Fn[example], without the folders
+    candidates = ["__".join(_safe(p) for p in (row, *tail) if p) for row in (short, row_name)]
+    name = next((c for c in candidates if c.lower() not in taken), None)
+    number = 2
+    while name is None:
+        name = f"{candidates[0]}__{number}"
+        name = None if name.lower() in taken else name
+        number += 1
+    taken.add(name.lower())
+    return name
 
 
 def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str = "",
@@ -108,49 +130,95 @@ def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str 
 
         torch.save([torch.tensor(values, dtype=getattr(torch, dtype)).reshape(shape)
                     for values, dtype, shape in side], side_file)
-        args_text = (f"side = torch.load({str(side_file)!r})  # the larger tensors, exact\n"
-                     + args_text)
-    prelude = PRELUDE.format(seed=int(repro.get("seed", 0)), loader=_loader(repro["source"]),
+        args_text = (f"side = torch.load(os.path.join(HERE, {side_file.name!r}))  # the larger "
+                     "tensors, exact\n" + args_text)
+    here = side_file.parent if side_file is not None else None
+    prelude = PRELUDE.format(seed=int(repro.get("seed", 0)),
+                             loader=_loader(repro["source"], here),
                              names=list(chosen.get("names", [])),
                              ties=[tuple(t) for t in chosen.get("ties", [])],
                              make_args=textwrap.indent(args_text, "    "))
-    header = (f'"""Reproduce a gradsmith finding with plain PyTorch (this script never imports '
-              f'gradsmith).\n\n{row_name}: {finding["code"]}'
-              f'{" [" + finding["input"] + "]" if finding.get("input") else ""} on inputs '
-              f'{chosen.get("label", "")!s}\n\ngradsmith reported:\n'
-              f'{textwrap.indent(textwrap.fill(finding["message"], 96), "    ")}\n\n'
-              f'Run `python {{this file}}`: it prints the same numbers and ends with '
-              f'REPRODUCED (exit 0) or NOT REPRODUCED (exit 3).\n"""\n')
+    header = _header(row_name, finding, str(chosen.get("label", "")))
     constants = (f"\nFN_NAME = {row_name!r}\nCODE = {finding['code']!r}\n"
                  f"INPUT = {finding.get('input')!r}\nELEMENTS = {elements[:64]!r}\n"
                  f"NAN_ELEMENTS = {nan_elements[:64]!r}\nREPORTED = {reported!r}\n"
                  f"MESSAGE = {finding['message']!r}\n"
                  f"EXCEPTION = {details.get('exception')!r}\n")
     module_class = (_MODULE_CLASS if needs_module else "") + _UNPICKLE
-    text = header.replace("{this file}", "this_file.py") + prelude.replace(
+    text = header + prelude.replace(
         "\nFN = load()", module_class + "\nFN = load()") + constants + body
     return text
 
 
-def _loader(source: dict) -> str:
+#: The first line of every script: ``gradsmith check DIR`` leaves files that start with it alone.
+MARKER = "# gradsmith-repro: generated"
+
+
+def _header(row_name: str, finding: dict, label: str) -> str:
+    """The marker line, a fixed docstring, and what gradsmith reported as comments: user text
+    (names, exception messages) only ever in comments, shown with ``repr``'s escapes, so no
+    quote, backslash or line break in it can end the comment or become code."""
+    where = f" [{finding['input']}]" if finding.get("input") else ""
+    message = textwrap.wrap(_shown(finding["message"]), 92, break_long_words=False,
+                            break_on_hyphens=False) or [""]
+    lines = [MARKER,
+             '"""Reproduce a gradsmith finding with plain PyTorch (this script never imports '
+             "gradsmith).",
+             "",
+             "Run `python this_file.py`: it prints the same numbers and ends with REPRODUCED "
+             "(exit 0)",
+             "or NOT REPRODUCED (exit 3). The finding is in the comments below.",
+             '"""',
+             f"# {_shown(row_name)}: {_shown(finding['code'] + where)} on inputs "
+             f"{_shown(label)}",
+             "# gradsmith reported:",
+             *(f"#     {line}" for line in message)]
+    return "\n".join(lines) + "\n"
+
+
+def _shown(text: str) -> str:
+    """``text`` as ``repr`` shows it, without the quotes: one line, every escape visible."""
+    return repr(str(text))[1:-1]
+
+
+def _loader(source: dict, here: Path | None = None) -> str:
+    """The body of the script's ``load()``. A file is looked for relative to the script's own
+    folder first (the script and the code moved or checked out elsewhere together), then at
+    the absolute path it had when the script was written."""
     attr = source["attr"]
     if source["kind"] == "module":
         lines = [f"module = importlib.import_module({source['location']!r})"]
     else:
-        package, root = _package_of(Path(source["location"]))
+        path = Path(source["location"])
+        package, root = _package_of(path)
         if package:
-            lines = [f"sys.path.insert(0, {str(root)!r})",
+            inside = str(path.resolve().relative_to(root))
+            lines = [f"root = _found({_candidates(root, here)!r}, {inside!r})",
+                     "sys.path.insert(0, root)",
                      f"module = importlib.import_module({package!r})"]
         else:
-            path = source["location"]
-            lines = [f"sys.path.insert(0, {str(Path(path).parent)!r})",
-                     f"spec = importlib.util.spec_from_file_location('user_module', {path!r})",
+            lines = [f"folder = _found({_candidates(path.resolve().parent, here)!r}, "
+                     f"{path.name!r})",
+                     f"path = os.path.join(folder, {path.name!r})",
+                     "sys.path.insert(0, folder)",
+                     "spec = importlib.util.spec_from_file_location('user_module', path)",
                      "module = importlib.util.module_from_spec(spec)",
                      "sys.modules['user_module'] = module",
                      "spec.loader.exec_module(module)"]
     lines += ["obj = module", f"for part in {attr.split('.')!r}:",
               "    obj = getattr(obj, part)", "return obj"]
     return textwrap.indent("\n".join(lines), "    ")
+
+
+def _candidates(folder: Path, here: Path | None) -> list[str]:
+    """``folder`` relative to the script's folder (when it has one), then absolute."""
+    found = []
+    if here is not None:
+        try:
+            found.append(os.path.relpath(folder, here.resolve()))
+        except ValueError:  # another drive (Windows): no relative path
+            pass
+    return [*found, str(folder)]
 
 
 def _package_of(path: Path) -> tuple[str, Path]:
@@ -218,11 +286,28 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
         inner = ", ".join(f"{k!r}: {p}" for k, (p, _) in parts.items())
         return "{" + inner + "}", any(u for _, u in parts.values())
     if kind == "value":
-        return spec["repr"], False
+        return (spec["repr"] if _is_literal(spec["repr"]) else "None"), False
     if kind == "pickled":  # a module, saved with torch.save; its class comes from its module
-        summary = " ".join(spec["repr"].split())[:60]
-        return f"_unpickle({spec['module']!r}, {spec['data']!r})  # {summary}", False
+        return f"_unpickle({spec['module']!r}, {spec['data']!r})", False
     return "None", False  # an opaque object (a user's module...): not recordable
+
+
+# What capture_value writes for plain values besides Python literals.
+_NON_FINITE = re.compile(r"float\('(-?inf|nan)'\)")
+_DTYPE = re.compile(r"torch\.[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _is_literal(text: str) -> bool:
+    """Whether ``text`` is safe to paste into the script as an expression: a Python literal
+    (``repr`` of None, a bool, int or str), ``float('nan')`` or a ``torch.<dtype>``. A str
+    subclass's own ``__repr__`` is not: it could be any code."""
+    if _NON_FINITE.fullmatch(text) or _DTYPE.fullmatch(text):
+        return True
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return value is None or type(value) in (bool, int, float, str)
 
 
 def _number(v) -> str:
