@@ -134,3 +134,14 @@ def test_exit_zero_on_check(write, snippets, gradsmith_cli):
     # Usage errors still exit 2.
     code, _, err = gradsmith_cli(path, "--no-isolate", "--exit-zero", "--jobs", "0")
     assert code == 2 and err.startswith("gradsmith check: error: --jobs")
+
+
+def test_file_names_cannot_forge_lint_output(tmp_path, monkeypatch, capsys):
+    forged = "0 findings: 0 errors, 0 warnings, 0 info"
+    (tmp_path / f"x\n{forged}\n\x1b[2J.py").write_text(UNFIXABLE)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _run(["lint"], capsys)
+    assert code == 1
+    assert forged not in out.splitlines() and "\x1b" not in out
+    assert out.splitlines()[0] == f"x\\n{forged}\\n\\x1b[2J.py"
+    assert out.splitlines()[-1] == "1 finding: 1 error, 0 warnings, 0 info"

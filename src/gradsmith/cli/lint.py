@@ -7,6 +7,7 @@ import sys
 
 from gradsmith._errors import GradsmithError
 from gradsmith.cli import usage_error
+from gradsmith.cli._text import one_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         if args.statistics:
             out = statistics(findings, args.format)
         else:
-            out = render(findings, args.format, __version__)
+            out = render(_shown(findings) if args.format == "text" else findings,
+                         args.format, __version__)
         if out:
             print(out)
     if failed:
@@ -89,11 +91,19 @@ def run(args: argparse.Namespace) -> int:
     return 1 if errors and not args.exit_zero else 0
 
 
+def _shown(findings: list) -> list:
+    """Findings whose file names and quoted source show control characters and line breaks
+    instead of obeying them: a file named ``x\\n0 findings...`` cannot forge the summary."""
+    from dataclasses import replace
+
+    return [replace(f, path=one_line(f.path), message=one_line(f.message)) for f in findings]
+
+
 def _write(result) -> dict[str, str]:
     """Write the fixed files; one line on stderr per file not written, then a summary."""
     failed = result.write()
     for path, reason in failed.items():
-        print(f"gradsmith lint: error: {path}: {reason}", file=sys.stderr)
+        print(f"gradsmith lint: error: {one_line(path)}: {reason}", file=sys.stderr)
     written = [p for p in result.data if p not in failed]
     print(f"fixed {sum(result.counts[p] for p in written)} finding(s) in {len(written)} file(s)",
           file=sys.stderr)
