@@ -32,7 +32,7 @@ from gradsmith.isolation.processes import (
     available_memory,
     children,
     describe_returncode,
-    kill_tree,
+    kill_below,
     usable_cpus,
 )
 from gradsmith.isolation.protocol import FIELDS, FrameReader, plain, send, server_message
@@ -270,12 +270,7 @@ class WorkerPool:
         processes became its children instead of init's."""
         if not adopting():
             return
-        for pid in children(os.getpid()) - self._before:
-            kill_tree(pid, include_root=True)
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:  # reaped elsewhere (subprocess's own bookkeeping)
-                pass
+        kill_below(keep=self._before)
 
     def _next(self, waiting_since: float, started: dict[int, float]) -> tuple | None:
         """The server's next message; None when it died or stopped answering."""

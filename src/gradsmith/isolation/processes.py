@@ -9,8 +9,9 @@ which escapes a process-group kill. Two Linux mechanisms make every such process
 - a *parent-death signal* (``PR_SET_PDEATHSIG``) tells a process that its parent died, so a
   worker learns at once that ``gradsmith check`` was killed (SIGKILL cannot be caught).
 
-:func:`kill_tree` then stops every descendant (a stopped process cannot fork or exit), looks
-again until no new one appears, and kills them all. On other systems the prctl calls do
+:func:`kill_below` then kills every living descendant, and looks again until two looks in a
+row find none (a process killed while forking leaves an orphan that the subreaper adopts).
+Nothing is ever stopped with SIGSTOP, so a cleanup cut short leaves no stopped process. On other systems the prctl calls do
 nothing and the pipes' end-of-file still tells a worker that its parent is gone.
 """
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from collections.abc import Collection
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -72,28 +75,31 @@ def die_with_parent(sig: int, parent: int) -> None:
 
 def children(parent: int) -> set[int]:
     """Pids of the processes whose parent is ``parent`` (from ``/proc``)."""
-    return set(_children_map().get(parent, []))
+    return set(_process_table()[0].get(parent, []))
 
 
-def descendants(root: int) -> set[int]:
-    """Pids of every living process below ``root`` (from the parent links in ``/proc``)."""
-    children = _children_map()
+def descendants(root: int, keep: Collection[int] = ()) -> set[int]:
+    """Pids of every living process below ``root`` (from the parent links in ``/proc``),
+    except those in ``keep`` and everything below them; zombies are left out."""
+    children, dead = _process_table()
     found: set[int] = set()
     stack = [root]
     while stack:
         for child in children.get(stack.pop(), []):
-            if child not in found:
+            if child not in found and child not in keep:
                 found.add(child)
                 stack.append(child)
-    return found
+    return found - dead
 
 
-def _children_map() -> dict[int, list[int]]:
+def _process_table() -> tuple[dict[int, list[int]], set[int]]:
+    """``({parent: [children]}, zombies)`` from ``/proc``."""
     children: dict[int, list[int]] = {}
+    dead: set[int] = set()
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return children
+        return children, dead
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -106,29 +112,52 @@ def _children_map() -> dict[int, list[int]]:
         fields = stat[stat.rfind(b")") + 2:].split()
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(entry))
-    return children
+            if fields[0] in (b"Z", b"X"):
+                dead.add(int(entry))
+    return children, dead
 
 
-def kill_tree(root: int, include_root: bool = False) -> set[int]:
-    """SIGKILL every descendant of ``root`` (and ``root`` itself if asked); return their pids.
+def kill_below(keep: Collection[int] = (), limit: float = 30.0) -> set[int]:
+    """SIGKILL every living process below this one, except ``keep`` and what is below them,
+    until none is left; return their pids.
 
-    Processes are stopped first and the tree is walked again until no new process appears,
-    so a process forking while it is being killed cannot leave a child behind. Zombies are
-    left for their parent (or the subreaper that adopts them) to reap.
+    Meant for a child subreaper (:func:`become_subreaper`): a process killed while it forked
+    leaves a child that this process adopts, so the next look finds it, and the looks go on
+    until two in a row find nothing alive. Nothing is ever stopped (SIGSTOP): a cleanup cut
+    short, by a kill from outside or a time limit, would leave stopped processes to ``init``
+    for good. What this process is the parent of is reaped, except ``keep``.
+
+    Args:
+        keep: pids to spare, with everything below them (the server's running keepers).
+        limit: seconds after which the cleanup gives up (a process stuck in the kernel).
     """
-    victims: set[int] = {root} if include_root else set()
-    if include_root:
-        signal_quietly(root, signal.SIGSTOP)
-    for _ in range(100):
-        new = descendants(root) - victims
-        if not new:
-            break
-        for pid in new:
-            signal_quietly(pid, signal.SIGSTOP)
-        victims |= new
-    for pid in victims:
-        signal_quietly(pid, signal.SIGKILL)
+    me = os.getpid()
+    victims: set[int] = set()
+    quiet = 0
+    end = time.monotonic() + limit
+    while quiet < 2 and time.monotonic() < end:
+        found = descendants(me, keep)
+        if not found:
+            quiet += 1
+            time.sleep(0.005)
+            continue
+        quiet = 0
+        for pid in found:
+            signal_quietly(pid, signal.SIGKILL)
+        victims |= found
+        time.sleep(0.001)  # let the kernel deliver them before looking again
+        for pid in children(me) - set(keep):
+            _reap_quietly(pid)
+    for pid in children(me) - set(keep):
+        _reap_quietly(pid)
     return victims
+
+
+def _reap_quietly(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours to reap (a Popen reaps its own), or gone
+        pass
 
 
 def signal_quietly(pid: int, sig: int) -> None:

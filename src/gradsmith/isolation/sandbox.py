@@ -6,9 +6,9 @@ user code. For every task it forks a *keeper*, which forks the *task process*:
 - the task process starts from the server's clean state (nothing an earlier task patched,
   imported or seeded is there), runs the task and writes its progress and result to a pipe;
 - the keeper runs no user code. It is a child subreaper, so every process the task starts
-  stays below it even if it starts a new session; when the task process ends (result, crash,
-  or SIGTERM from the server on timeout) it kills everything left below it, writes the task
-  process's exit status and exits. The pipe therefore reaches end-of-file exactly when the
+  stays below it even if it starts a new session, and it reaps those that end meanwhile;
+  when the task process ends (result, crash, or SIGTERM from the server on timeout) it kills
+  everything left below it, writes the task process's exit status and exits. The pipe therefore reaches end-of-file exactly when the
   task and all it started are gone: a task that forks and then crashes is a crash at once,
   not a timeout.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -32,7 +33,8 @@ from gradsmith.isolation.processes import (
     become_subreaper,
     describe_exit,
     die_with_parent,
-    kill_tree,
+    kill_below,
+    signal_quietly,
 )
 from gradsmith.isolation.protocol import frame, write_all
 
@@ -67,7 +69,7 @@ def start(task: tuple, *, threads: int, log_fd: int, close_fds: list[int]) -> tu
             code = _keeper(task, threads, log_fd, write_end, server)
         finally:
             if code:
-                kill_tree(os.getpid())
+                kill_below()
             os._exit(code)
     os.close(write_end)
     return pid, read_end
@@ -80,9 +82,14 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
     def on_term(signum: int, frame_: Any) -> None:  # timeout, or the server is shutting down
         nonlocal timed_out
         timed_out = True
-        if child:
-            kill_tree(child, include_root=True)
+        if child:  # the loop below sees it end and kills the rest
+            signal_quietly(child, signal.SIGKILL)
 
+    wake_r, wake_w = os.pipe()  # SIGCHLD wakes the loop that reaps
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGTERM, on_term)
     die_with_parent(signal.SIGTERM, server)
     become_subreaper()
@@ -91,6 +98,9 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
     if child == 0:
         code = INTERNAL
         try:
+            signal.set_wakeup_fd(-1)
+            os.close(wake_r)
+            os.close(wake_w)
             code = _task_process(task, threads, log_fd, pipe, keeper)
         except BaseException:  # gradsmith's own code failed (user code's errors are results)
             import traceback
@@ -99,19 +109,39 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
         finally:
             os._exit(code)
     if timed_out:  # SIGTERM came before the fork returned
-        kill_tree(child, include_root=True)
+        signal_quietly(child, signal.SIGKILL)
     os.close(log_fd)
-    _, status = os.waitpid(child, 0)
+    status = _reap_until(child, wake_r)
     _killpg(child)  # its process group: all there is to find where /proc is missing (macOS)
-    if _has_children():  # whatever the task started, in any session, is below the keeper
-        kill_tree(keeper)
-        while True:
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
+    kill_below()  # whatever the task started, in any session, is below the keeper
     write_all(pipe, frame(EXIT + _STATUS.pack(status)))
     return 0
+
+
+def _reap_until(child: int, wake: int) -> int:
+    """Reap every process that ends below the keeper until ``child`` (the task process) has
+    ended; return its status. Orphans the task leaves are adopted by the keeper and reaped
+    as they end, so a task forking thousands of short-lived processes leaves no zombies."""
+    while True:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:  # cannot happen while the child is unreaped
+                return 0
+            if pid == child:
+                return status
+            if pid == 0:
+                break
+        select.select([wake], [], [], 1.0)
+        _drain(wake)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:  # BlockingIOError: nothing more for now
+        pass
 
 
 def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int) -> int:
@@ -218,19 +248,6 @@ def _killpg(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
     except OSError:  # no process left in it
         pass
-
-
-def _has_children() -> bool:
-    """True while this process has a child (reaping those already dead): every process a task
-    started and that is still alive descends from a living child of the keeper, so without
-    one there is nothing to kill and ``/proc`` need not be read."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        if pid == 0:
-            return True
 
 
 def _prefer_for_oom_killer() -> None:

@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 from gradsmith.isolation import sandbox
 from gradsmith.isolation.processes import (
     become_subreaper,
-    children,
     die_with_parent,
-    kill_tree,
+    kill_below,
     signal_quietly,
 )
 from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_all
@@ -158,7 +157,8 @@ class Server:
         checks = [t for _, t, _ in self.queue if t[0] == "check"]
         if not checks:
             return
-        deploy = any(t[3].get("compat", True) is not False for t in checks)
+        deploy = any(t[3].get("compat", t[3].get("_defaults", {}).get("compat")) is True
+                     for t in checks)
         wanted = "deploy" if deploy else "core"
         if wanted not in self.warmed:
             _warm_up(deploy=deploy)
@@ -180,8 +180,7 @@ class Server:
         below it. Waiting until no task runs would leave them to the next attack: user code
         that kills the server too sends them to init."""
         self.strays = False
-        for pid in children(os.getpid()) - set(self.running):
-            kill_tree(pid, include_root=True)
+        kill_below(keep=set(self.running))
 
     def send(self, message: object) -> None:
         write_all(self.proto_out, encode(message))
@@ -191,7 +190,7 @@ class Server:
         # The parent-death SIGTERM may come now, after the end-of-file that started this:
         # it must not cut the cleanup short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        kill_tree(os.getpid())
+        kill_below()
         while True:
             try:
                 os.waitpid(-1, 0)
