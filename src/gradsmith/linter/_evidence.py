@@ -89,7 +89,8 @@ def _isinstance_target(node: ast.Call) -> tuple[str, bool] | None:
 
 
 def evidence(method: Method, names: list[str], ctx: str | None,
-             resolve=None, returned: bool = True) -> dict[str, bool | None]:
+             resolve=None, returned: bool = True,
+             passed: frozenset[str] = frozenset()) -> dict[str, bool | None]:
     """Is each name a tensor? True/False with evidence from ``method``, None if unknown.
 
     Strong evidence against (a builtin or process-group annotation, use as ``group=``,
@@ -97,7 +98,8 @@ def evidence(method: Method, names: list[str], ctx: str | None,
     tensor subclass, an ``isinstance`` test), which beats uses as a tensor, which beat weak
     evidence against (a non-None constant default, ``int(x)``, a hyper-parameter name).
     ``returned``: whether being returned by forward counts as evidence (not when asking
-    whether a returned value is a tensor).
+    whether a returned value is a tensor). ``passed``: names some call site passes a
+    tensor for (``Fn.apply(x, torch.ones(3))``), which beats a number as default.
     """
     found: dict[str, bool | None] = dict.fromkeys(names)
     strong_false, weak_false, ambiguous = set(), set(), set()
@@ -143,6 +145,10 @@ def evidence(method: Method, names: list[str], ctx: str | None,
                 mark(value)  # forward outputs are tensors
         elif isinstance(node, ast.Call):
             _call_evidence(node, found, strong_false, weak_false, ambiguous, ctx, resolve, mark)
+    for name in passed & set(names):
+        weak_false.discard(name)
+        if name not in strong_false and name not in ambiguous:
+            found[name] = True
     for name in names:
         if name in strong_false:
             found[name] = False

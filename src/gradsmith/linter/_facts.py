@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from gradsmith.linter._callsites import call_site_tensors
 from gradsmith.linter._discovery import FunctionClass, Method
 from gradsmith.linter._evidence import evidence
 from gradsmith.linter._flow import SCALAR, Flow, Val, join, walk_shallow
@@ -80,7 +81,8 @@ class Facts:
         vararg = method.node.args.vararg
         if method.name == "forward":
             names = params if self.fc.setup_style else params[1:]
-            ev = evidence(method, names, self.ctx_of(method), self.resolver(method))
+            ev = evidence(method, names, self.ctx_of(method), self.resolver(method),
+                          passed=self.passed_tensors)
             for name in names:
                 env[name] = Val(frozenset({f"input:{name}"}), ev[name], single=ev[name] is True)
             if vararg:
@@ -95,7 +97,8 @@ class Facts:
             elements = None
             if inputs and not inputs[2] and inputs[1] == 0:
                 fwd = self.method("forward")
-                ev = evidence(fwd, inputs[0], None, self.resolver(fwd)) if fwd else {}
+                ev = evidence(fwd, inputs[0], None, self.resolver(fwd),
+                              passed=self.passed_tensors) if fwd else {}
                 elements = tuple(
                     Val(frozenset({f"input:{n}"}), ev.get(n), single=ev.get(n) is True)
                     for n in inputs[0]
@@ -103,6 +106,25 @@ class Facts:
             env[params[1]] = Val(frozenset({"input:*"}), False, elements)
             env[params[2]] = self.output_val
         return env
+
+    @cached_property
+    def passed_tensors(self) -> frozenset[str]:
+        """Inputs with a number as default that some linted call site passes a tensor for.
+
+        Only those defaults are weak evidence worth overturning, so only Functions that
+        have them pay for reading their call sites (files that mention ``Name.apply``).
+        """
+        fwd, inputs = self.method("forward"), self.inputs
+        if fwd is None or inputs is None or inputs[2]:
+            return frozenset()
+        params, ndefault, _ = inputs
+        defaults = fwd.node.args.defaults[len(fwd.node.args.defaults) - ndefault:] if ndefault else []
+        numeric = {params[len(params) - ndefault + i] for i, d in enumerate(defaults)
+                   if isinstance(d, ast.Constant) and isinstance(d.value, (int, float))
+                   and not isinstance(d.value, bool)}
+        if not numeric:
+            return frozenset()
+        return frozenset(call_site_tensors(self.fc.name, params, numeric, self.sym_of, torchish))
 
     @cached_property
     def output_val(self) -> Val:
@@ -198,8 +220,10 @@ class Facts:
             def visit(stmt, flow, ctx=ctx):
                 nonlocal unknown
                 for node in statement_nodes(stmt):
-                    if is_ctx_call(node, ctx, "mark_dirty"):
-                        for arg in node.args:
+                    marked = node.args if is_ctx_call(node, ctx, "mark_dirty") else (
+                        self._dirty_via_helper(node, ctx))
+                    if marked:
+                        for arg in marked:
                             origins = flow.eval(arg).origins if not isinstance(
                                 arg, ast.Starred) else frozenset()
                             inputs = {o[6:] for o in origins if o.startswith("input:")}
@@ -209,6 +233,42 @@ class Facts:
 
             self.walk(method, visit)
         return names, unknown
+
+    def _dirty_via_helper(self, node: ast.AST, ctx: str | None, depth: int = 0) -> list[ast.expr]:
+        """Arguments of ``node`` that a same-module helper receiving ctx marks dirty.
+
+        ``_inplace_op(ctx, x)`` whose body calls ``ctx.mark_dirty(x)`` declares the change as
+        surely as forward itself would (followed a few helpers deep, like in-place edits).
+        """
+        if ctx is None or depth > 3 or not isinstance(node, ast.Call) \
+                or not isinstance(node.func, ast.Name):
+            return []
+        helper = self.fc.source.functions.get(node.func.id)
+        if helper is None:
+            return []
+        params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+        pos = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id == ctx]
+        pos += [params.index(k.arg) for k in node.keywords if k.arg in params
+                and isinstance(k.value, ast.Name) and k.value.id == ctx]
+        if not pos or pos[0] >= len(params):
+            return []
+        inner_ctx = params[pos[0]]
+        out: list[ast.expr] = []
+        for inner in walk_shallow(helper):
+            marked = inner.args if is_ctx_call(inner, inner_ctx, "mark_dirty") else (
+                self._dirty_via_helper(inner, inner_ctx, depth + 1))
+            for arg in marked:
+                if isinstance(arg, ast.Name) and arg.id in params:
+                    index = params.index(arg.id)
+                    if index < len(node.args):
+                        out.append(node.args[index])
+                        continue
+                    kw = next((k.value for k in node.keywords if k.arg == arg.id), None)
+                    if kw is not None:
+                        out.append(kw)
+                        continue
+                out.append(ast.Starred(ast.Constant(None)))  # cannot say which: unknown
+        return out
 
     @cached_property
     def saves(self) -> list[ast.Call]:

@@ -188,8 +188,12 @@ def check_inplace(facts: Facts, report) -> None:
                       or facts.method("backward")), mutations, kernels).edits if (
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
-        def visit(stmt, flow: Flow, method=method):
+        fresh: set[str] = set()
+
+        def visit(stmt, flow: Flow, method=method, fresh=fresh):
             for node, target, what, proven in mutations(stmt, flow, helpers):
+                if _reshapes_fresh_view(node, target, fresh):
+                    continue
                 val: Val = flow.eval(target)
                 names = sorted(o[6:] for o in val.origins if o.startswith("input:")
                                and not _STATS.match(o[6:]) and o[6:] not in buffers)
@@ -212,15 +216,22 @@ def check_inplace(facts: Facts, report) -> None:
                         if val.tensor and not val.origins and not isinstance(arg, ast.Starred):
                             report("GS115", method.source, arg,
                                    f"`{short(method.source.segment(arg))}` is computed in forward")
+            _track_fresh_views(stmt, fresh)
 
         facts.walk(method, visit)
     for method in own(facts, "backward", "vjp"):
         opt_in = any(isinstance(n, ast.Name) and n.id == "inplace" or isinstance(
             n, ast.Attribute) and n.attr == "inplace" for n in nodes(method))
 
-        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in):
-            for node, target, what, _proven in mutations(stmt, flow, helpers):
+        fresh_b: set[str] = set()
+
+        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b):
+            for node, target, what, proven in mutations(stmt, flow, helpers):
                 val = flow.eval(target)
+                if not proven and val.tensor is False:
+                    continue  # `grads[i] = ...` rebinds a slot of a list, no tensor changes
+                if _reshapes_fresh_view(node, target, fresh):
+                    continue
                 label = short(method.source.segment(target)) or "tensor"
                 if "grad" in val.origins:
                     fix = ()
@@ -233,4 +244,34 @@ def check_inplace(facts: Facts, report) -> None:
                     report("GS217" if what == _OPTION else "GS103", method.source, node,
                            f"{what} on `{label}`")
 
+            _track_fresh_views(stmt, fresh)
+
         facts.walk(method, visit_b)
+
+
+#: In-place ops that change only the shape/strides of the tensor object they are called on.
+_VIEW_INPLACE = frozenset({"unsqueeze_", "squeeze_", "transpose_", "t_", "swapdims_",
+                           "swapaxes_", "as_strided_"})
+#: Calls that always return a new tensor object (a view or a copy), never their receiver.
+_NEW_OBJECT = frozenset({"view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute",
+                         "expand", "expand_as", "narrow", "squeeze", "unsqueeze", "select",
+                         "diagonal", "unfold", "as_strided", "movedim", "moveaxis", "detach",
+                         "clone", "unflatten"})
+
+
+def _reshapes_fresh_view(node: ast.AST, target: ast.expr, fresh: set[str]) -> bool:
+    """``v = x.view(-1); v.unsqueeze_(0)``: only the local view object changes shape."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in _VIEW_INPLACE and node.func.value is target \
+        and isinstance(target, ast.Name) and target.id in fresh
+
+
+def _track_fresh_views(stmt: ast.stmt, fresh: set[str]) -> None:
+    if not isinstance(stmt, ast.Assign):
+        return
+    value = stmt.value
+    new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+        and value.func.attr in _NEW_OBJECT or isinstance(value, ast.Subscript)
+    for target in stmt.targets:
+        if isinstance(target, ast.Name):
+            (fresh.add if new else fresh.discard)(target.id)
