@@ -305,3 +305,9 @@ def test_link_and_target_named_together_are_fixed_once(tmp_path, capsys):
     assert link.is_symlink()
     assert target.read_bytes() == src.replace(OLD, NEW).encode("utf-8")
     assert "error" not in capsys.readouterr().err
+
+
+def test_source_text_with_a_coding_line_is_not_garbled():
+    src = "# -*- coding: latin-1 -*-\nimport torch\nLABEL = 'café'\n\n\n" + BODY
+    assert fix(source=src).texts["<string>"] == src.replace(OLD, NEW)
+    assert [f.code for f in lint(source=src)] == ["GS202"]

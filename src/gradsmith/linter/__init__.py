@@ -30,13 +30,25 @@ def _targets(target, source: str | None, filename: str) -> tuple[list[str], list
                 "lint: got both paths and source=; pass one of them (paths to lint files, "
                 "source= to lint a string)"
             )
-        return [], [RawFile(filename, source.encode("utf-8"), "", False, True)]
+        return [], [RawFile(filename, _source_bytes(source), "", False, True)]
     if target is None:
         raise GradsmithError("lint: nothing to lint; pass paths or source='...'")
     paths = [os.fspath(target)] if isinstance(target, (str, os.PathLike)) else [
         os.fspath(p) for p in target
     ]
     return paths, []
+
+
+def _source_bytes(source: str) -> bytes:
+    """``source`` as the bytes of a file: in the encoding its PEP 263 line names, so that
+    decoding them (and a fix written back) gives ``source`` again, not mojibake."""
+    from gradsmith.linter._source import encode
+
+    data = source.encode("utf-8")
+    try:
+        return encode(source, data)
+    except (SyntaxError, LookupError, UnicodeEncodeError):  # bad cookie: reported as GS002
+        return data
 
 
 def lint(
