@@ -4,6 +4,9 @@
   ``setup_context`` (GS114) shifts every parameter: the counts that depend on them (GS108,
   GS110, GS116, GS118, GS119, GS209) are wrong until the cause is fixed, so only the cause
   is reported.
+- A Function with no backward at all raises as soon as a gradient reaches it, so its
+  in-place edits of inputs (the cache-update idiom: write ``kv_cache`` and return it) cannot
+  give a wrong gradient: GS101 is not reported for it.
 - When every output of forward is marked non-differentiable, backward never runs: findings
   about backward, about what is kept for it and about gradient counts cannot matter.
 """
@@ -30,6 +33,8 @@ def prune(facts: Facts, findings: list[LintFinding]) -> list[LintFinding]:
     codes = {f.code for f in findings}
     if codes & ROOT_CAUSES:
         findings = [f for f in findings if f.code not in ECHOES]
+    if "GS101" in codes and facts.method("backward") is None and not facts.fc.unknown_base:
+        findings = [f for f in findings if f.code != "GS101"]
     if findings and non_differentiable(facts):
         spans = _backward_spans(facts)
         findings = [

@@ -11,4 +11,5 @@ from gradsmith.linter.rules import (  # noqa: F401
     _needs_grad,
     _perf,
     _shape,
+    _slots,
 )
