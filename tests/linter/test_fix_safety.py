@@ -184,16 +184,20 @@ def test_enospc_on_sync_leaves_the_original(tmp_path, monkeypatch, capsys):
 
 
 def test_file_is_replaced_whole_with_its_mode(tmp_path, capsys):
-    """A reader that opened the file before the fix reads the old file whole, not a mix."""
+    """A reader that opened the file before the fix reads the old file whole, not a mix;
+    mode and owner are kept."""
     src = "import torch\n\n\n" + BODY
     path = tmp_path / "m.py"
     path.write_bytes(src.encode("utf-8"))
     path.chmod(0o640)
+    owner = (65534, 65534) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    os.chown(path, *owner)  # root fixing a user's file leaves it theirs
     with open(path, "rb") as reader:
         assert main(["lint", "--fix", str(path)]) == 0
         assert reader.read() == src.encode("utf-8")
     assert path.read_bytes() == src.replace(OLD, NEW).encode("utf-8")
     assert path.stat().st_mode & 0o7777 == 0o640
+    assert (path.stat().st_uid, path.stat().st_gid) == owner
     assert _leftovers(tmp_path, {"m.py"}) == []
 
 

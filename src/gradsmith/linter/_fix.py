@@ -112,7 +112,7 @@ def write_file(path: str, data: bytes, expected: bytes) -> None:
     real = os.path.realpath(path)
     before = os.stat(real)
     if not os.access(real, os.W_OK):
-        raise PermissionError(13, "the file is read-only")
+        raise PermissionError(errno.EACCES, "the file is read-only")
     folder, name = os.path.split(real)
     handle, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".gradsmith-fix", dir=folder)
     try:
@@ -120,12 +120,12 @@ def write_file(path: str, data: bytes, expected: bytes) -> None:
             fh.write(data)
             fh.flush()
             _sync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(before.st_mode))
         if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
             try:  # keep the owner where we may (root fixing a user's file)
                 os.chown(tmp, before.st_uid, before.st_gid)
             except OSError:
                 pass
+        os.chmod(tmp, stat.S_IMODE(before.st_mode))  # after chown, which clears set-id bits
         with open(real, "rb") as fh:
             if fh.read() != expected:
                 raise FileChangedError(
