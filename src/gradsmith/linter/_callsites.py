@@ -25,12 +25,7 @@ def call_site_tensors(name: str, params: list[str], wanted: set[str], sym_of: di
         if needle not in src.text:
             continue
         resolve = torchish(sym)
-        calls = src.__dict__.get("_gs_apply_calls")
-        if calls is None:  # once per file, however many Functions ask
-            calls = src.__dict__["_gs_apply_calls"] = [
-                n for n in ast.walk(src.tree) if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute) and n.func.attr == "apply"]
-        for node in calls:
+        for node in _apply_calls(src):
             if _last(node.func.value) != name:
                 continue
             for index, arg in enumerate(node.args):
@@ -39,6 +34,32 @@ def call_site_tensors(name: str, params: list[str], wanted: set[str], sym_of: di
                 if index < len(params) and params[index] in wanted and _torch_made(arg, resolve):
                     found.add(params[index])
     return found
+
+
+def apply_counts(name: str, sym_of: dict) -> set[int | None]:
+    """Positional argument counts of the linted ``<name>.apply(...)`` calls (None: unknown,
+    a ``*args`` or ``**kwargs`` hides the count)."""
+    counts: set[int | None] = set()
+    needle = f"{name}.apply"
+    for sym in sym_of.values():
+        src = sym.source
+        if needle not in src.text:
+            continue
+        for node in _apply_calls(src):
+            if _last(node.func.value) == name:
+                hidden = any(isinstance(a, ast.Starred) for a in node.args) or any(
+                    k.arg is None for k in node.keywords)
+                counts.add(None if hidden else len(node.args))
+    return counts
+
+
+def _apply_calls(src) -> list[ast.Call]:
+    calls = src.__dict__.get("_gs_apply_calls")
+    if calls is None:  # once per file, however many Functions ask
+        calls = src.__dict__["_gs_apply_calls"] = [
+            n for n in ast.walk(src.tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr == "apply"]
+    return calls
 
 
 def _last(expr: ast.expr) -> str | None:
@@ -57,4 +78,4 @@ def _torch_made(expr: ast.expr, resolve) -> bool:
     return module == "torch" and fname not in T.TORCH_NON_TENSOR and not fname[:1].isupper()
 
 
-__all__ = ["call_site_tensors"]
+__all__ = ["apply_counts", "call_site_tensors"]

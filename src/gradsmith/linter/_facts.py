@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gradsmith.linter._callsites import call_site_tensors
+from gradsmith.linter._callsites import apply_counts, call_site_tensors
 from gradsmith.linter._discovery import FunctionClass, Method
 from gradsmith.linter._evidence import evidence
 from gradsmith.linter._flow import SCALAR, Flow, Val, join, walk_shallow
@@ -125,6 +125,11 @@ class Facts:
         if not numeric:
             return frozenset()
         return frozenset(call_site_tensors(self.fc.name, params, numeric, self.sym_of, torchish))
+
+    @cached_property
+    def apply_counts(self) -> set[int | None]:
+        """Argument counts of the linted ``Name.apply(...)`` calls (for ``*args`` forwards)."""
+        return apply_counts(self.fc.name, self.sym_of)
 
     @cached_property
     def output_val(self) -> Val:

@@ -155,6 +155,9 @@ class Flow:
             return SCALAR
         if isinstance(node.op, ast.Add) and left.elements is not None and right.elements is not None:
             return Val(tensor=False, elements=left.elements + right.elements)
+        if isinstance(node.op, ast.Mult) and isinstance(node.left, ast.Tuple) and left.elements \
+                is not None and isinstance(node.right, ast.Constant) and type(node.right.value) is int:
+            return Val(tensor=False, elements=left.elements * max(node.right.value, 0))
         if left.tensor is False and right.tensor is False:
             return NOT_TENSOR
         return UNKNOWN
@@ -202,11 +205,36 @@ class Flow:
                 return TENSOR
             return UNKNOWN
         if isinstance(func, ast.Name):
+            if func.id == "tuple" and len(node.args) == 1 and not node.keywords \
+                    and func.id not in self.env:
+                items = self._sequence(node.args[0])
+                if items is not None:
+                    return Val(tensor=False, elements=items)
             if func.id in ("len", "int", "float", "bool", "str", "repr", "isinstance", "abs"):
                 return SCALAR
             if func.id in ("range", "list", "tuple", "dict", "set", "sorted", "enumerate", "zip"):
                 return NOT_TENSOR
         return UNKNOWN
+
+    def _sequence(self, node: ast.expr, depth: int = 0) -> tuple[Val, ...] | None:
+        """Items of a list/tuple display built with ``+`` and ``* n`` (``[None] * 6 + [g]``)."""
+        if depth > 20:
+            return None
+        if isinstance(node, (ast.List, ast.Tuple)):
+            if any(isinstance(e, ast.Starred) for e in node.elts):
+                return None
+            return tuple(self.eval(e) for e in node.elts)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self._sequence(node.left, depth + 1), self._sequence(node.right, depth + 1)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            seq, times = node.left, node.right
+            if isinstance(seq, ast.Constant):
+                seq, times = times, seq
+            items = self._sequence(seq, depth + 1)
+            if items is not None and isinstance(times, ast.Constant) and type(times.value) is int:
+                return items * max(times.value, 0)
+        return None
 
     def _torch_call(self, qual: str, node: ast.Call) -> Val:
         module, _, name = qual.rpartition(".")

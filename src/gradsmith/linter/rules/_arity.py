@@ -137,7 +137,13 @@ def check_returns(facts: Facts, report) -> None:
             report("GS108", src, ret, f"returns {count}, forward takes {required}"
                    + (" or more" if vararg or ndefault else ""))
         elif vararg:
-            if count == len(params):
+            calls = facts.apply_counts
+            if calls and None not in calls and count not in calls and (
+                count < min(calls) or _not_none_beyond(value, max(calls))
+            ):
+                report("GS108", src, ret, f"returns {count}, every call passes "
+                       f"{' or '.join(map(str, sorted(calls)))}")
+            elif count == len(params):
                 report("GS209", src, ret, f"returns {count}, forward also takes `*"
                        f"{forward.node.args.vararg.arg}`: calls passing extra arguments fail")
             continue
@@ -149,6 +155,35 @@ def check_returns(facts: Facts, report) -> None:
             if not all(isinstance(e, ast.Constant) and e.value is None for e in extra):
                 report("GS108", src, ret, f"returns {count}, forward takes {total}")
     _check_arity(facts, report, forward, backward)
+
+
+def _not_none_beyond(value: ast.expr | None, count: int) -> bool:
+    """Whether a returned sequence has something other than None after ``count`` items
+    (autograd accepts extra trailing Nones)."""
+    items = _items(value)
+    return items is not None and any(
+        not (isinstance(e, ast.Constant) and e.value is None) for e in items[count:])
+
+
+def _items(node: ast.expr | None, depth: int = 0) -> list[ast.expr] | None:
+    """Item expressions of ``(a, b)``, ``tuple([None] * 6 + [g])`` and the like."""
+    if node is None or depth > 20:
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tuple" \
+            and len(node.args) == 1:
+        return _items(node.args[0], depth + 1)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return None if any(isinstance(e, ast.Starred) for e in node.elts) else list(node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _items(node.left, depth + 1), _items(node.right, depth + 1)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        seq, times = (node.right, node.left) if isinstance(node.left, ast.Constant) else (
+            node.left, node.right)
+        items = _items(seq, depth + 1)
+        if items is not None and isinstance(times, ast.Constant) and type(times.value) is int:
+            return items * max(times.value, 0)
+    return None
 
 
 def _idle_fallthrough(facts: Facts, backward, forward, total: int) -> bool:
