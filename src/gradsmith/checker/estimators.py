@@ -120,8 +120,9 @@ def _elements(session, problem, res, v, g):
         cols, scales = [], []
         for j in idx.tolist():
             fp, fm = numerics.pair(problem, res.t, j, session.settings.h)
-            cols.append(float(V @ (fp - fm)) / (2 * session.settings.h))
-            scales.append(float(V.abs() @ (fp - fm).abs()) / (2 * session.settings.h))
+            hj = numerics.step(problem, res.t, j, session.settings.h)
+            cols.append(float(V @ (fp - fm)) / (2 * hj))
+            scales.append(float(V.abs() @ (fp - fm).abs()) / (2 * hj))
         a = torch.zeros(x.numel(), dtype=torch.float64)
         n, tol = a.clone(), a.clone()
         a[idx] = g.reshape(-1)[idx].to(torch.float64)

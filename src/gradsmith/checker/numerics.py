@@ -100,13 +100,22 @@ def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
     C, S, L, R = (torch.empty(len(vs), n, dtype=torch.float64) for _ in range(4))
     for j in range(n):
         fp, fm = pair(problem, t, j, s.h)
-        C[:, j] = V @ (fp - fm)
-        S[:, j] = Vabs @ (fp - fm).abs()
-        L[:, j] = V @ (f0 - fm)
-        R[:, j] = V @ (fp - f0)
-    C, S, L, R = C / (2 * s.h), S / (2 * s.h), L / s.h, R / s.h
+        hj = step(problem, t, j, s.h)
+        C[:, j] = V @ (fp - fm) / (2 * hj)
+        S[:, j] = Vabs @ (fp - fm).abs() / (2 * hj)
+        L[:, j] = V @ (f0 - fm) / hj
+        R[:, j] = V @ (fp - f0) / hj
     numeric_ok = torch.isfinite(C).all(0) & torch.isfinite(L).all(0) & torch.isfinite(R).all(0)
     analytic_ok = torch.isfinite(A).all(0)
+    # Where the absolute step failed (NaN outside the domain, or a disagreement) at a value
+    # below 1 in magnitude, a step relative to it decides.
+    first = ((A - C).abs() > s.atol + s.rtol * S).any(0) & analytic_ok
+    for j in torch.nonzero(~numeric_ok | first).reshape(-1).tolist():
+        retried = small_step(problem, t, j, V, s.h)
+        if retried is not None and (not bool(numeric_ok[j]) or bool(
+                ((A[:, j] - retried[0]).abs() <= s.atol + s.rtol * retried[1]).all())):
+            C[:, j], S[:, j], L[:, j], R[:, j] = retried
+            numeric_ok[j] = True
     res.nan_numerical = torch.nonzero(~numeric_ok).reshape(-1).tolist()
     res.nan_analytic = torch.nonzero(numeric_ok & ~analytic_ok).reshape(-1).tolist()
     res.projection = (A[0], C[0], s.atol + s.rtol * S[0])
@@ -140,7 +149,7 @@ def _jumps(problem, t, j, V, C, s) -> bool:
     """A difference quotient that grows like 1/h as h shrinks: the function itself jumps at
     this point (e.g. the derivative of sign(x) at 0), so it has no derivative to compare."""
     fp, fm = pair(problem, t, j, s.h / 8)
-    small = V @ (fp - fm) / (2 * s.h / 8)
+    small = V @ (fp - fm) / (2 * step(problem, t, j, s.h / 8))
     grows = small.abs() > 4 * C.abs()
     return bool(grows.any() and (C.abs() > 1e3 * (s.atol + s.rtol)).any())
 
@@ -151,8 +160,9 @@ def _agrees_at_larger_steps(problem, t, j, V, a, s) -> bool:
     prev = None
     for h in (1e-4, 5e-5, 1e-3, 5e-4):
         fp, fm = pair(problem, t, j, h)
-        C = V @ (fp - fm) / (2 * h)
-        S = V.abs() @ (fp - fm).abs() / (2 * h)
+        hj = step(problem, t, j, h)
+        C = V @ (fp - fm) / (2 * hj)
+        S = V.abs() @ (fp - fm).abs() / (2 * hj)
         tol = s.atol + s.rtol * S
         if prev is not None:
             consistent = bool(((C - prev).abs() <= tol).all())
@@ -165,16 +175,55 @@ def _agrees_at_larger_steps(problem, t, j, V, a, s) -> bool:
 
 
 def pair(problem: Problem, t: int, j: int, h: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward at ``x_t[j] +- step(problem, t, j, h)``: callers divide by that step."""
     x = problem.xs[t]
     delta = torch.zeros_like(x).reshape(-1)
-    delta[j] = h
+    delta[j] = step(problem, t, j, h)
     delta = delta.reshape(x.shape)
     fp = problem.shifted(t, delta).to(torch.float64)
     fm = problem.shifted(t, -delta).to(torch.float64)
     return fp, fm
 
 
+def step(problem: Problem, t: int, j: int, h: float) -> float:
+    """The finite-difference step at element ``j`` of input ``t``: ``h`` up to 1 in
+    magnitude, ``h * |x_j|`` beyond. At ``x = 1e12`` an absolute step of 1e-6 is below the
+    spacing of float64 numbers (``x + h == x``), and a correct ``2 * x`` looked flat, an
+    undeclared estimator."""
+    big = abs(float(problem.xs[t].reshape(-1)[j]))
+    return h * big if big > 1.0 and math.isfinite(big) else h
+
+
+def _base(problem: Problem) -> torch.Tensor:
+    """``f(x)`` in float64, computed once per problem."""
+    f0 = problem.__dict__.get("_fd_base")
+    if f0 is None:
+        f0 = problem.__dict__["_fd_base"] = problem.value().to(torch.float64)
+    return f0
+
+
+def small_step(problem: Problem, t: int, j: int, V: torch.Tensor, h: float
+               ) -> tuple[torch.Tensor, ...] | None:
+    """``(C, S, L, R)`` at element ``j`` with the step relative to a value below 1 in
+    magnitude (``h * |x_j|``), or None (``x_j`` is 0, 1 or more, or the result is not
+    finite). Tried where the absolute step failed: at ``x = 1e-12`` a step of 1e-6 leaves the
+    domain of ``log`` or ``sqrt``."""
+    value = abs(float(problem.xs[t].reshape(-1)[j]))
+    if not 0.0 < value < 1.0:
+        return None
+    hj = h * value
+    delta = torch.zeros_like(problem.xs[t]).reshape(-1)
+    delta[j] = hj
+    delta = delta.reshape(problem.xs[t].shape)
+    fp = problem.shifted(t, delta).to(torch.float64)
+    fm = problem.shifted(t, -delta).to(torch.float64)
+    f0 = _base(problem)
+    out = (V @ (fp - fm) / (2 * hj), V.abs() @ (fp - fm).abs() / (2 * hj),
+           V @ (f0 - fm) / hj, V @ (fp - f0) / hj)
+    return out if all(bool(torch.isfinite(c).all()) for c in out) else None
+
+
 def column(problem: Problem, t: int, j: int, h: float) -> torch.Tensor:
     """Numerical Jacobian column ``d out / d x_t[j]`` (central difference)."""
     fp, fm = pair(problem, t, j, h)
-    return (fp - fm) / (2 * h)
+    return (fp - fm) / (2 * step(problem, t, j, h))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradsmith.checker.numerics import BEAM, InputResult, Settings, judge_element, pair
+from gradsmith.checker.numerics import BEAM, InputResult, Settings, judge_element, pair, step
 from gradsmith.checker.problem import Problem
 
 
@@ -83,6 +83,9 @@ def probe(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
             u = (torch.randint(0, 2, x.shape, generator=gen, dtype=torch.int8) * 2 - 1).to(x.dtype)
             if smooth is not None:
                 u = u * smooth
+            # the step follows each element's scale (see numerics.step): at 1e12 a step
+            # of 1e-6 is lost in rounding; <g, u> is taken along the same direction
+            u = u * x.detach().abs().clamp(min=1).nan_to_num(1.0, 1.0, 1.0)
             d = directional(problem, t, gt, v, u, f0, s)
             if d.bad and (worst is None or _excess(d) > _excess(worst[0])):
                 worst = (d, v, gt, u)
@@ -125,9 +128,10 @@ def _check_elements(problem, res, t, v, gt, f0, s, elements) -> None:
     a_all = gt.reshape(-1).to(torch.float64)
     for j in dict.fromkeys(elements):
         fp, fm = pair(problem, t, j, s.h)
-        C = V @ (fp - fm) / (2 * s.h)
-        S = V.abs() @ (fp - fm).abs() / (2 * s.h)
-        L, R = V @ (f0 - fm) / s.h, V @ (fp - f0) / s.h
+        hj = step(problem, t, j, s.h)
+        C = V @ (fp - fm) / (2 * hj)
+        S = V.abs() @ (fp - fm).abs() / (2 * hj)
+        L, R = V @ (f0 - fm) / hj, V @ (fp - f0) / hj
         a = a_all[j:j + 1]
         if bool(((a - C).abs() > s.atol + s.rtol * S).any()):
             judge_element(problem, res, t, j, V, a, C, S, L, R, s)

@@ -99,7 +99,7 @@ def numerical_reference(session: Session, problem: Problem, v: torch.Tensor
         cols = []
         for j in examined(problem, t, session).tolist():
             fp, fm = numerics.pair(problem, t, j, h)
-            cols.append(float(V @ (fp - fm)) / (2 * h))
+            cols.append(float(V @ (fp - fm)) / (2 * numerics.step(problem, t, j, h)))
         refs.append(torch.tensor(cols, dtype=torch.float64))
     return refs
 
