@@ -12,7 +12,7 @@ from gradsmith.checker import structure
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
-from gradsmith.checker.tensors import close
+from gradsmith.checker.tensors import address, close
 
 NAME = "hygiene"
 
@@ -30,7 +30,7 @@ def _ctx_findings(session: Session) -> list[Finding]:
     saved: dict[tuple, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        saved[(t.data_ptr(), tuple(t.shape), t.dtype)] = t.numel() * t.element_size()
+        saved[(address(t), tuple(t.shape), t.dtype)] = t.numel() * t.element_size()
         return t
 
     values = [x.requires_grad_(True).clone() for x in subject.args.working_copies(None)]
@@ -173,7 +173,7 @@ def _free(raw: tuple, pos: int, grad_outputs: tuple) -> bool:
         return False
     others = [t for k, t in enumerate(raw) if k != pos and isinstance(t, torch.Tensor)]
     others += [t for t in grad_outputs if isinstance(t, torch.Tensor)]
-    return any(g.data_ptr() == t.data_ptr() and g.shape == t.shape for t in others)
+    return any(address(g) == address(t) and g.shape == t.shape for t in others)
 
 
 def _only_top_level(args, pos: int) -> bool:

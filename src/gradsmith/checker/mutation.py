@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, backward_error, forward_error
+from gradsmith.checker.tensors import address, same_values
 
 NAME = "mutation"
 
@@ -52,8 +53,7 @@ class Snapshot:
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.equal(a, b) or (
-        a.is_floating_point() and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)))
+    return same_values(a, b)
 
 
 def run(session: Session) -> list[Finding]:
@@ -100,11 +100,11 @@ def run(session: Session) -> list[Finding]:
 def _saved_then_modified(saved, tensors, marked) -> list[torch.Tensor]:
     """Tensors modified in place after an op saved them, still inside forward (``y =
     x.exp(); y += 1``): autograd raises "modified by an inplace operation" at backward."""
-    known = {x.data_ptr() for x in tensors}  # inputs are reported as input-mutated
+    known = {address(x) for x in tensors}  # inputs are reported as input-mutated
     snap = Snapshot([t for t, _ in saved])
     snap.values = [v for _, v in saved]
     changed = [snap.tensors[i] for i in snap.changed()]
-    return [t for t in changed if id(t) not in marked and t.data_ptr() not in known]
+    return [t for t in changed if id(t) not in marked and address(t) not in known]
 
 
 def _saved_in_forward(t: torch.Tensor) -> Finding:
@@ -145,10 +145,10 @@ def _backward(session, out, values, labels, tensors, saved, reported) -> list[Fi
             "input-mutated-in-backward", "error",
             f"backward modified the forward input {labels[i]} in place",
             "never write into inputs from backward; build new tensors", NAME, labels[i]))
-    known = {x.data_ptr() for x in tensors}  # inputs are reported above
+    known = {address(x) for x in tensors}  # inputs are reported above
     for i in saved_snap.changed():
         t = saved_snap.tensors[i]
-        if t.data_ptr() in known or id(t) in reported:
+        if address(t) in known or id(t) in reported:
             continue
         findings.append(Finding(
             "saved-tensor-mutated", "error",

@@ -9,8 +9,10 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     """Same values, non-contiguous storage that ``.view(-1)`` cannot flatten.
 
     Two or more dims: column-major (a transposed copy); one dim: every other element of a
-    larger buffer.
+    larger buffer. A sparse tensor has no strides: it is returned as it is.
     """
+    if t.layout != torch.strided:
+        return t
     if t.dim() == 0 or t.numel() == 0:
         return t.clone()
     if t.dim() >= 2:
@@ -42,3 +44,19 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 def _wide(t: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """float64, or complex128 when either is complex (never dropping an imaginary part)."""
     return t.to(torch.complex128 if t.is_complex() or other.is_complex() else torch.float64)
+
+
+def address(t: torch.Tensor) -> int:
+    """Where a tensor's values live (``data_ptr``), to tell views of one buffer apart from
+    other tensors; a sparse tensor has no single buffer and is known by its identity."""
+    return t.data_ptr() if t.layout == torch.strided else id(t)
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-equal values (NaN equal to NaN), sparse tensors compared as dense ones."""
+    if a.layout != torch.strided or b.layout != torch.strided:
+        if a.layout != b.layout or a.shape != b.shape:
+            return False
+        a, b = a.to_dense(), b.to_dense()
+    return a.shape == b.shape and bool(torch.equal(a, b) or (
+        a.is_floating_point() and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)))

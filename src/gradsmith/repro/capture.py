@@ -1,7 +1,7 @@
 """Record the exact inputs of a check as JSON-ready data, so a failing row can be replayed.
 
 Tensors keep their exact values (Python floats round-trip float16/32/64 exactly), dtype, shape
-and ``requires_grad``; plain values keep their ``repr``; gradsmith's synthetic modules and
+and ``requires_grad`` (a sparse tensor its dense values and its ``layout``); plain values keep their ``repr``; gradsmith's synthetic modules and
 functions keep their weight (and a function whether it sums to a single number); a user's
 module or top-level function is pickled (a function by reference). Anything else (a lambda, an
 arbitrary object) is recorded as opaque: its script says so instead of guessing.
@@ -37,9 +37,13 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
 
     if isinstance(value, torch.Tensor):
         t = value.detach()
+        sparse = t.layout != torch.strided
         spec = {"type": "tensor", "dtype": str(t.dtype).replace("torch.", ""),
                 "shape": list(t.shape), "requires_grad": bool(value.requires_grad),
-                "contiguous": bool(t.is_contiguous()), "values": None}
+                "contiguous": sparse or bool(t.is_contiguous()), "values": None}
+        if sparse:  # its values as a dense tensor's (a sparse one has no reshape)
+            spec["layout"] = str(t.layout).replace("torch.", "")
+            t = t.to_dense()
         if t.numel() <= inline_limit and t.device.type != "meta":
             spec["values"] = [_number(v) for v in t.reshape(-1).cpu().tolist()]
         return spec
