@@ -10,6 +10,7 @@ CODES: dict[str, tuple[str, str]] = {
     "nan-output": ("warning", "setup"),
     "float64-unsupported": ("info", "setup"),
     "low-precision-numerics": ("info", "setup"),
+    "triton-interpreted": ("info", "setup"),
     "user-warning": ("info", "setup"),
     "constant-input": ("info", "setup"),
     "check-crashed": ("warning", "any"),

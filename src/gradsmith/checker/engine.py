@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
-from gradsmith.checker import approximate, declared, progress
+from gradsmith.checker import approximate, declared, effective_dtype, kernels, progress
 from gradsmith.checker.deploy import DEPLOY_MODULES
 from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
@@ -118,6 +118,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     session = Session(subject, opts, report, surrogate, intended)
     session.settings.atol, session.settings.rtol = opts.atol, opts.rtol
     session.settings.user_tolerance = opts.user_tolerance
+    launched = kernels.launches()
     # Warnings from user code must not abort the check (e.g. under `-W error`); they are
     # reported as info findings instead.
     with torch.enable_grad(), warnings.catch_warnings(record=True) as caught, _threads_for(
@@ -129,6 +130,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
         compat_matrix.apply_gaps(report, opts.extra.get("gaps", {}))
         report.compat = compat_matrix.build(report)
     report.findings += _warning_findings(caught) + _constant_findings(subject)
+    report.findings += kernels.interpreted(launched)
     report.sort()
     report.elapsed = time.perf_counter() - start
     return report
@@ -297,6 +299,9 @@ def _prepare(session: Session) -> bool:
     if subject.dtype is None or low:
         dtype = max((o.dtype for o in outs), key=lambda d: torch.finfo(d).eps)
         _low_precision(session, dtype, announce=subject.dtype == torch.float64)
+    elif (computed := effective_dtype.computed_dtype(session, outs)) is not None:
+        _low_precision(session, computed, announce=False)  # float64 holding float32 values
+        report.findings.append(effective_dtype.finding(computed, session))
     return True
 
 

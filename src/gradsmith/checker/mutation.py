@@ -15,6 +15,7 @@ import torch
 from torch.autograd.function import FunctionCtx
 from torch.utils._pytree import tree_flatten
 
+from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, backward_error, forward_error
 from gradsmith.checker.tensors import address, same_values
@@ -150,10 +151,27 @@ def _backward(session, out, values, labels, tensors, saved, reported) -> list[Fi
         t = saved_snap.tensors[i]
         if address(t) in known or id(t) in reported:
             continue
-        findings.append(Finding(
-            "saved-tensor-mutated", "error",
-            f"backward modified a tensor saved for backward in place (shape "
-            f"{tuple(t.shape)}); a second backward (retain_graph) or double backward then "
-            "uses corrupted values",
-            "treat ctx.saved_tensors as read-only: x = x * 2, not x *= 2", NAME))
+        findings.append(_saved_in_backward(t, is_once_differentiable(session.function_cls)))
     return findings
+
+
+def _saved_in_backward(t: torch.Tensor, once: bool) -> Finding:
+    if once:
+        # No double backward exists; what breaks is a second backward through the same graph
+        # (retain_graph=True), which fused kernels trade away for memory on purpose (a fused
+        # loss scales the gradient it saved in forward in place). A hazard, not a wrong
+        # gradient of the usual training step, which gradsmith checks on a fresh graph.
+        return Finding(
+            "saved-tensor-mutated", "warning",
+            f"backward modifies a tensor saved for backward in place (shape "
+            f"{tuple(t.shape)}): one backward per graph is right, but a second backward "
+            "through the same graph (retain_graph=True) gets corrupted gradients",
+            "if that memory saving is intended, say so in the docstring (retain_graph=True "
+            "is unsupported); otherwise treat ctx.saved_tensors as read-only: x = x * 2, "
+            "not x *= 2", NAME)
+    return Finding(
+        "saved-tensor-mutated", "error",
+        f"backward modified a tensor saved for backward in place (shape "
+        f"{tuple(t.shape)}); a second backward (retain_graph) or double backward then "
+        "uses corrupted values",
+        "treat ctx.saved_tensors as read-only: x = x * 2, not x *= 2", NAME)

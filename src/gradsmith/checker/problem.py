@@ -64,17 +64,22 @@ class Problem:
 
     # -- analytic --------------------------------------------------------------------------------
     def linearize(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """One forward pass with a graph; kept for repeated VJPs."""
+        """One forward pass with a graph, kept until the next :meth:`vjp` consumes it."""
         if self._graph is None:
             leaves = [x.clone().requires_grad_(True) for x in self.xs]
             outs = self.f(leaves, set())
             self.out_shapes = [o.shape for o in outs]
+            self._shaped = True
             self._graph = (leaves, outs)
         return self._graph
 
+    def _shapes(self) -> None:
+        if not getattr(self, "_shaped", False):
+            self.linearize()
+
     @property
     def m(self) -> int:
-        self.linearize()
+        self._shapes()
         return sum(s.numel() for s in self.out_shapes)
 
     def split(self, v: torch.Tensor) -> list[torch.Tensor]:
@@ -90,6 +95,10 @@ class Problem:
         """Analytic ``J^T v`` per input (zeros where autograd reports no dependence), backward
         run from random state ``seed`` (default: :attr:`backward_seed`)."""
         leaves, outs = self.linearize()
+        # Every backward gets a graph of its own, as in training: a backward may legitimately
+        # write into the tensors it saved (fused losses scale their saved gradient in place),
+        # so a second backward through the same graph would see its own leftovers.
+        self._graph = None
         pieces = [p.to(o.dtype).clone() for p, o in zip(self.split(v), outs)]
         used = [(o, p) for o, p in zip(outs, pieces) if o.requires_grad]
         if not used:
@@ -107,7 +116,7 @@ class Problem:
 
     def out_label(self, i: int) -> str:
         """Label of flat output element ``i`` (e.g. ``out[1][2, 0]``)."""
-        self.linearize()
+        self._shapes()
         for k, shape in enumerate(self.out_shapes):
             if i < shape.numel():
                 name = self._out_labels[k] if self._out_labels else (

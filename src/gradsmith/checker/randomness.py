@@ -37,13 +37,17 @@ def run(session: Session) -> list[Finding]:
             "forward gives different outputs for the same inputs and random state (global "
             "state, time, or unseeded generators): finite differences are unreliable",
             "make forward a function of its inputs and the torch random state", NAME))
-    leaves = [x.clone().requires_grad_(True) for x in base]
-    outs = subject.select(subject.call([x.clone() for x in leaves]))
+    shapes = [o.shape for o in subject.select(subject.call([x.clone() for x in base]))]
     gen = session.generator(13)
-    grads = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
+    grads = [torch.randn(s, generator=gen, dtype=torch.float64).to(base[0].dtype)
+             for s in shapes]
+
     def grad_at(seed):
-        return seeded(seed, torch.autograd.grad, outs, leaves, grads, retain_graph=True,
-                      allow_unused=True)
+        # A graph per backward: a backward may write into what it saved (see Problem.vjp).
+        leaves = [x.clone().requires_grad_(True) for x in base]
+        outs = subject.select(subject.call([x.clone() for x in leaves]))
+        return seeded(seed, torch.autograd.grad, outs, leaves,
+                      [g.to(o.dtype) for g, o in zip(grads, outs)], allow_unused=True)
 
     first, again = grad_at(1234), grad_at(1234)
     # More states only while some gradient has not changed: a sampler can draw the same

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
+from gradsmith._triton import prepare as prepare_triton
 from gradsmith.discovery import (
     Candidate,
     NoInputs,
@@ -40,6 +41,8 @@ INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
 def run_task(task: tuple) -> Any:
     """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)`` or
     ``("bench", Candidate, example_index, options)`` (``gradsmith bench`` on user code)."""
+    # Before any user module is imported: Triton kernels run in its interpreter without a GPU.
+    prepare_triton()
     if task[0] == "list":
         return list_source(task[1])
     if task[0] == "check":

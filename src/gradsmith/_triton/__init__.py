@@ -1,0 +1,101 @@
+"""Triton kernels on a machine without a GPU: the interpreter, set up before user code loads.
+
+``gradsmith check`` runs user code that may launch Triton kernels. Without a GPU, Triton's own
+interpreter (``TRITON_INTERPRET=1``) runs those kernels on CPU tensors, with numpy, so their
+Functions can be checked like any other. Two things must happen *before* the user's module is
+imported, which is why the isolation worker calls :func:`prepare` first thing:
+
+- ``TRITON_INTERPRET=1`` is read when ``@triton.jit`` decorates a kernel (set later, every launch
+  fails with "0 active drivers");
+- some kernels bind interpreter-incompatible names at import (``from triton.language.extra.
+  libdevice import tanh``), so the shims (:mod:`gradsmith._triton.shims`) must be in place.
+
+The decision is deliberately simple and documented (docs and ``gradsmith check --help``):
+the interpreter is switched on when triton is installed, no CUDA device is visible, and the
+user has not set ``TRITON_INTERPRET`` themselves. It costs nothing to code without kernels (a
+variable in the environment; triton is imported once per run, ~0.3 s), and a text pre-check of
+the file would miss kernels in the packages it imports. This module imports neither the
+verifier nor the CLI (it sits below the isolation runner).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+__all__ = ["interpreting", "launches", "prepare", "status"]
+
+_ENV = "TRITON_INTERPRET"
+_state: dict[str, object] = {}
+
+
+def prepare() -> bool:
+    """Switch Triton's interpreter on (when it applies) and apply the shims; idempotent.
+
+    Returns:
+        True when kernels will run interpreted.
+    """
+    if "interpreting" in _state:
+        return bool(_state["interpreting"])
+    on = _decide()
+    _state["interpreting"] = on
+    if on:
+        from gradsmith._triton import shims
+
+        _state["shims"] = shims.apply()
+    return on
+
+
+def interpreting() -> bool:
+    """Whether Triton kernels launched in this process run in the interpreter."""
+    return os.environ.get(_ENV, "").strip().lower() in ("1", "true", "on", "yes") \
+        and importlib.util.find_spec("triton") is not None
+
+
+def launches() -> int:
+    """Triton kernel launches the interpreter has run in this process so far (0 when the
+    shims are not in place)."""
+    if "shims" not in _state:
+        return 0
+    from gradsmith._triton.shims import LAUNCHES
+
+    return LAUNCHES[0]
+
+
+def status() -> dict[str, object]:
+    """What :func:`prepare` did, for reports: ``interpreting``, ``triton`` (version or None),
+    ``shims`` (name -> "applied" / "not needed" / why skipped)."""
+    version = None
+    if importlib.util.find_spec("triton") is not None:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
+
+        try:
+            version = dist_version("triton")
+        except PackageNotFoundError:
+            version = "unknown"
+    return {"interpreting": interpreting(), "triton": version,
+            "shims": dict(_state.get("shims") or {})}  # type: ignore[call-overload]
+
+
+def _decide() -> bool:
+    # The interpreter runs kernels with numpy; without it there is nothing to switch on.
+    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("numpy") is None:
+        return False
+    if _ENV in os.environ:  # the user's own choice, either way
+        return interpreting()
+    if _cuda_visible():
+        return False
+    os.environ[_ENV] = "1"
+    return True
+
+
+def _cuda_visible() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA setup is no GPU for our purpose
+        return False

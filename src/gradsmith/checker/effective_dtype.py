@@ -1,0 +1,81 @@
+"""The precision a Function really computes in, which may be lower than the dtype it is handed.
+
+Fused kernels (Triton, CUDA) load whatever they are given, compute in float32 and store in the
+output's dtype. Handed float64, they return float64 tensors holding float32 values, and a
+float64 finite difference at step 1e-6 is then off by up to 10% (or exactly 0, a "piecewise
+constant" forward): every verdict would be gradsmith's own artifact. The signature is exact and
+cheap: every output value of such a Function is representable in float32 although its inputs
+are not, while a float64 computation on random float64 inputs lands on a float32 value with
+probability ~2^-29 per element. Outputs that are integers (rounding, counting) or short dyadic values say
+nothing about precision and are left out.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+
+# Coarsest first: the lowest precision in which every output value is exact.
+_CANDIDATES = (torch.bfloat16, torch.float16, torch.float32)
+# Short dyadic values (multiples of 1/256: 0.5, 0.75, ...) are exact in every dtype and come
+# out of float64 code too (means of integers, halves); one other value is evidence enough
+# (a scalar loss has only one).
+_SHORT = 256
+
+
+def computed_dtype(session: Session, outs: list[torch.Tensor]) -> torch.dtype | None:
+    """The dtype the forward really computed ``outs`` in, when below their float64; else None.
+
+    Args:
+        session: the check's session (its inputs show whether float64 went in).
+        outs: the differentiable outputs of the first float64 forward.
+    """
+    if session.subject.dtype != torch.float64:
+        return None
+    ins = [x.detach() for x in session.subject.base() if x.dtype == torch.float64]
+    if not ins or not any(bool((_exact_in(x, torch.float32) == 0).any()) for x in ins):
+        return None  # the inputs themselves are float32 values: nothing to tell apart
+    values = _informative(outs)
+    if values is None:
+        return None
+    for dtype in _CANDIDATES:
+        if bool(_exact_in(values, dtype).all()):
+            return dtype
+    return None
+
+
+def finding(dtype: torch.dtype, session: Session) -> Finding:
+    """The info finding that says what was detected and how the check adapted."""
+    s = session.settings
+    name = str(dtype).removeprefix("torch.")
+    return Finding(
+        "low-precision-numerics", "info",
+        f"forward computes in {name} although it returns float64 for float64 inputs (every "
+        f"output value is exactly a {name} value, the inputs are not): typical of fused "
+        f"kernels that load any dtype and compute in {name}. Finite differences use step "
+        f"{s.h:.1g} and tolerances atol={s.atol:.1g}, rtol={s.rtol:.1g}, calibrated to {name}",
+        "nothing to fix if the kernels are meant to compute in this precision; pass a "
+        "reference= (plain PyTorch of the same inputs) to judge outputs and gradients "
+        "against it at the Function's own precision", "setup",
+        details={"computes_in": name})
+
+
+def _exact_in(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    finite = torch.isfinite(x)
+    safe = torch.where(finite, x, torch.zeros_like(x))
+    with torch.no_grad():
+        return (safe.to(dtype).to(x.dtype) == safe) | ~finite
+
+
+def _informative(outs: list[torch.Tensor]) -> torch.Tensor | None:
+    flat = [o.detach().reshape(-1) for o in outs if o.dtype == torch.float64]
+    if not flat or len(flat) != len(outs):
+        return None
+    values = torch.cat(flat)
+    scaled = values * _SHORT
+    values = values[torch.isfinite(values) & (scaled != scaled.round())]
+    if values.numel() == 0:
+        return None
+    return values
