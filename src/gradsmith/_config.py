@@ -84,7 +84,8 @@ CHECK_SETTINGS = {s.key: s for s in (
     Setting("jobs", "jobs", None, _positive_int, "jobs = 2"),
     Setting("isolate", "no_isolate", False, _negated_bool, "isolate = false"),
     Setting("approximate", "approximate", False, _bool, "approximate = true"),
-    Setting("compat", "no_compat", False, _negated_bool, "compat = false"),
+    # None: the command's default (the deployment checks run) below an example's own compat=
+    Setting("compat", "no_compat", None, _negated_bool, "compat = false"),
 )}
 """The keys of ``[tool.gradsmith.check]``. A new command-line option that makes sense per
 project gets a line here (and its ``dest`` defaults to ``None`` on the command line)."""

@@ -26,8 +26,9 @@ _INI = {
     "gradsmith_approximate": ("bool", False, "judge gradient quality (relative error, "
                                              "cosine) instead of exactness, like gradsmith "
                                              "check --approximate"),
-    "gradsmith_compat": ("bool", True, "run the deployment checks (compile, export, autocast, "
-                                       "...); false is like gradsmith check --no-compat"),
+    "gradsmith_compat": ("bool", False, "also run the deployment checks (compile, export, "
+                                        "autocast, ...: seconds per Function), like gradsmith "
+                                        "check; default false, like gradsmith.check"),
 }
 
 
@@ -72,7 +73,7 @@ def _settings(config: pytest.Config) -> tuple[list[str], dict]:
             f"{', '.join(sorted(_INI))}")
     options = {}
     for name, key, meaning in (("gradsmith_approximate", "approximate", True),
-                               ("gradsmith_compat", "compat", False)):
+                               ("gradsmith_compat", "compat", True)):
         try:
             value = bool(config.getini(name))
         except (ValueError, pytest.UsageError) as exc:  # pytest >= 9 raises UsageError

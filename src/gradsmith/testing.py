@@ -11,7 +11,9 @@ def assert_gradients(fn: Any, *args: Any, **kwargs: Any) -> None:
     Args:
         fn: Function subclass, its ``.apply``, or a callable of tensors.
         *args: example inputs.
-        **kwargs: forwarded to :func:`gradsmith.check` (``surrogate``, ``atol`` ...).
+        **kwargs: forwarded to :func:`gradsmith.check` (``surrogate``, ``atol`` ...). Like
+            it, the eager checks only (gradients, second order, mutation, ...) unless
+            ``compat=True`` adds the deployment checks (compile, export, autocast, ...).
 
     Raises:
         AssertionError: with the readable report (findings and fixes; ``str(report)`` also

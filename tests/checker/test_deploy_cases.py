@@ -53,7 +53,7 @@ DEPLOY_COLUMNS = ("compile", "export", "autocast", "float32", "checkpoint", "tor
 def reports():
     found = {}
     for name in [*BROKEN, *OK]:
-        found[name] = check(getattr(D, name))
+        found[name] = check(getattr(D, name), compat=True)
     return found
 
 
@@ -222,7 +222,7 @@ def test_checkpoint_recomputes_a_private_generator_mask_wrongly():
 
 
 def test_unreplayable_randomness_is_flagged_under_checkpoint_and_compared_nowhere_else():
-    report = check(D.BrokenPrivateGeneratorDropout)
+    report = check(D.BrokenPrivateGeneratorDropout, compat=True)
     assert "nondeterministic-forward" in report.codes("warning")  # eager says why
     assert report.compat["checkpoint"]["status"] == "fail"
     assert "checkpoint-mismatch" in report.compat["checkpoint"]["codes"]
@@ -235,7 +235,7 @@ def test_unreplayable_randomness_is_flagged_under_checkpoint_and_compared_nowher
         assert "not compared" in cell["note"], cell
     assert not {"vmap-mismatch", "func-mismatch", "export-mismatch"} & report.codes()
     # The same Function drawing from torch's default generator is compared everywhere.
-    ok = check(D.OkDropout)
+    ok = check(D.OkDropout, compat=True)
     assert "deploy-not-comparable" not in ok.codes()
 
 

@@ -89,8 +89,8 @@ def test_bad_compile_backend_is_a_clear_error():
 
 
 def test_documented_gap_keeps_the_report_clean():
-    report = check(D.BrokenExportedSTE, gaps={"export": "trained in eager, exported for "
-                                                         "inference"})
+    report = check(D.BrokenExportedSTE, compat=True,
+                   gaps={"export": "trained in eager, exported for inference"})
     assert report.compat["export"]["status"] == "gap"
     assert not [f for f in report.findings if f.severity != "info"]
     assert "documented gap (trained in eager" in str(report)
@@ -104,7 +104,7 @@ def test_no_compat_skips_every_deployment_check():
 
 
 def test_report_json_and_text_carry_the_matrix():
-    report = check(D.BrokenNaiveVariance, *D._offset())
+    report = check(D.BrokenNaiveVariance, *D._offset(), compat=True)
     data = report.to_dict()
     assert data["compat"]["float32"]["status"] == "fail"
     assert "float32 fail" in str(report)
@@ -139,10 +139,10 @@ def test_rewrite_moves_ctx_statements_and_names_forward_intermediates():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_float16_autocast_is_checked_where_a_gpu_exists():
-    broken = check(D.BrokenAutocastMatmul)
+    broken = check(D.BrokenAutocastMatmul, compat=True)
     devices = {f.details.get("device") for f in broken.findings if f.code == "autocast-error"}
     assert devices == {"cpu", "cuda"}
-    fixed = check(D.OkAutocastCast)
+    fixed = check(D.OkAutocastCast, compat=True)
     assert fixed.compat["autocast"]["status"] == "ok", fixed
 
 

@@ -203,7 +203,7 @@ def test_ini_approximate_and_its_command_line_override(pytester, user_file):
      ["unknown ini option 'gradsmith_target'",
       "valid options: gradsmith_approximate, gradsmith_compat, gradsmith_targets"]),
     ("gradsmith_compat = 'sometimes'",
-     ["gradsmith_compat must be true or false", "sometimes", "gradsmith_compat = false"]),
+     ["gradsmith_compat must be true or false", "sometimes", "gradsmith_compat = true"]),
     ("gradsmith_approximate = 'maybe'",
      ["gradsmith_approximate must be true or false", "maybe"]),
 ])

@@ -73,7 +73,11 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             ``min_cosine`` instead of exact agreement), ``seed``,
             ``checks`` (subset of :data:`CHECK_NAMES`), ``exact_max`` (largest total input
             size for element-by-element differences, default 1000), ``name``, ``compat``
-            (False: skip the deployment checks and the compatibility matrix), ``gaps``
+            (True: also run the deployment checks, compile, export, autocast, float32,
+            checkpoint, torch.func and vmap, and build the compatibility matrix; False: none
+            of them, even those named in ``checks``; default: only those named in
+            ``checks``, so a plain call answers "are my gradients right" in a fraction of
+            the time; ``gradsmith check`` runs them all unless ``--no-compat``), ``gaps``
             (matrix column -> why it is a known gap), ``compile_backend`` (``"aot_eager"``),
             ``unbiased`` (True: backward draws random numbers by design and the *mean* of its
             draws must be the gradient, of forward or of the declared ``surrogate``/
@@ -256,7 +260,14 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
         raise GradsmithError(f"check: compile_backend must be 'aot_eager', 'inductor' or "
                              f"'eager', got {backend!r}")
     opts.extra["compile_backend"] = backend
-    opts.extra["compat"] = bool(options.get("compat", True))
+    compat = options.get("compat")
+    if compat is not None and not isinstance(compat, bool):
+        raise GradsmithError(f"check: compat must be True or False, got {compat!r}; "
+                             "compat=True also runs the deployment checks (compile, export, "
+                             "autocast, ...)")
+    # Default: the deployment checks only when checks= names them (a unit test asking for
+    # gradients does not pay seconds of compile and export).
+    opts.extra["compat"] = compat if compat is not None else options.get("checks") is not None
     selected = list(CHECK_NAMES)
     if options.get("checks") is not None:
         wanted = [options["checks"]] if isinstance(options["checks"], str) else list(
@@ -266,7 +277,7 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
             raise GradsmithError(
                 f"check: unknown check name(s) {bad}; choose from {list(CHECK_NAMES)}")
         selected = [c for c in CHECK_NAMES if c in wanted]
-    if not opts.extra["compat"]:  # also over an example's own checks= list
+    if not opts.extra["compat"]:  # compat=False also wins over an example's own checks=
         selected = [c for c in selected if c not in DEPLOY_MODULES]
     return opts, selected, options.get("name")
 

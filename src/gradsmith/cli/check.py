@@ -156,6 +156,10 @@ def _options(args: argparse.Namespace) -> dict:
         options["_repro_full"] = True  # every tensor's values, however large
     if args.no_compat:
         options["compat"] = False
+    elif args.no_compat is None:  # the command's default, below an example's own compat=
+        options["_defaults"] = {"compat": True}
+    else:
+        options["compat"] = True
     if args.compile_backend:
         options["compile_backend"] = args.compile_backend
     return options

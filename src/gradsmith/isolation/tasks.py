@@ -72,7 +72,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     Args:
         candidate: what to check.
         example_index: index into the candidate's registered examples, or ``None``.
-        options: options overriding the example's own (``approximate=True`` from the CLI).
+        options: options overriding the example's own (``approximate=True`` from the CLI);
+            ``_defaults``, options the example's own override (the CLI's ``compat=True``).
         html: also return the Jacobians of a gradient mismatch, for heatmaps.
 
     Returns:
@@ -86,8 +87,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         return row(candidate, label, "fail", error="import", reason=f"import failed: {exc}")
     options = dict(options)
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
+    defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
     try:
         args, surrogate, merged, inputs, variants = _inputs(obj, example_index, options)
+        merged = {**defaults, **merged}
     except _Skip as skip:
         return row(candidate, label, "skip", reason=str(skip))
     except Exception as exc:
