@@ -37,6 +37,7 @@ from gradsmith.isolation.processes import (
     signal_quietly,
 )
 from gradsmith.isolation.protocol import frame, write_all
+from gradsmith.isolation.tasklog import TaskLog
 
 EVENT, RESULT, EXIT, DEPLOY = b"e", b"r", b"x", b"d"
 #: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
@@ -44,7 +45,6 @@ LOST_PIPE = 113
 #: Exit code of a task process whose gradsmith code failed (its traceback is in the log).
 INTERNAL = 70
 _STATUS = struct.Struct(">i")
-_TAIL_LINES = 12
 
 
 def start(task: tuple, *, threads: int, log_fd: int, close_fds: list[int]) -> tuple[int, int]:
@@ -53,7 +53,9 @@ def start(task: tuple, *, threads: int, log_fd: int, close_fds: list[int]) -> tu
     Args:
         task: a task for :func:`gradsmith.isolation.tasks.run_task`.
         threads: torch intra-op threads for the task.
-        log_fd: file the task's stdout and stderr go to (faulthandler writes there too).
+        log_fd: file the task's stdout and stderr are kept in, within a bound (its keeper
+            reads them from a pipe into a :class:`~.tasklog.TaskLog`; faulthandler writes
+            there too).
         close_fds: the server's own descriptors, closed in the fork before user code runs.
     """
     read_end, write_end = os.pipe()
@@ -94,14 +96,15 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
     die_with_parent(signal.SIGTERM, server)
     become_subreaper()
     keeper = os.getpid()
+    out_r, out_w = os.pipe()  # the task's stdout and stderr, kept bounded in the log
     child = os.fork()
     if child == 0:
         code = INTERNAL
         try:
             signal.set_wakeup_fd(-1)
-            os.close(wake_r)
-            os.close(wake_w)
-            code = _task_process(task, threads, log_fd, pipe, keeper)
+            for fd in (wake_r, wake_w, out_r, log_fd):
+                os.close(fd)
+            code = _task_process(task, threads, out_w, pipe, keeper)
         except BaseException:  # gradsmith's own code failed (user code's errors are results)
             import traceback
 
@@ -110,18 +113,24 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
             os._exit(code)
     if timed_out:  # SIGTERM came before the fork returned
         signal_quietly(child, signal.SIGKILL)
-    os.close(log_fd)
-    status = _reap_until(child, wake_r)
+    os.close(out_w)
+    os.set_blocking(out_r, False)
+    log = TaskLog(log_fd)
+    status = _reap_until(child, wake_r, out_r, log)
     _killpg(child)  # its process group: all there is to find where /proc is missing (macOS)
     kill_below()  # whatever the task started, in any session, is below the keeper
+    _drain(out_r, log.write)  # what the task and its processes wrote before they ended
+    os.close(log_fd)
     write_all(pipe, frame(EXIT + _STATUS.pack(status)))
     return 0
 
 
-def _reap_until(child: int, wake: int) -> int:
-    """Reap every process that ends below the keeper until ``child`` (the task process) has
-    ended; return its status. Orphans the task leaves are adopted by the keeper and reaped
-    as they end, so a task forking thousands of short-lived processes leaves no zombies."""
+def _reap_until(child: int, wake: int, out: int, log: TaskLog) -> int:
+    """Copy the task's output to ``log`` and reap every process that ends below the keeper,
+    until ``child`` (the task process) has ended; return its status. Orphans the task leaves
+    are adopted by the keeper and reaped as they end, so a task forking thousands of
+    short-lived processes leaves no zombies."""
+    watched = [wake, out]
     while True:
         while True:
             try:
@@ -132,23 +141,32 @@ def _reap_until(child: int, wake: int) -> int:
                 return status
             if pid == 0:
                 break
-        select.select([wake], [], [], 1.0)
+        readable = select.select(watched, [], [], 1.0)[0]
+        if out in readable and not _drain(out, log.write, chunks=16):  # then reap
+            watched = [wake]  # every writer closed it: only endings to wait for
         _drain(wake)
 
 
-def _drain(fd: int) -> None:
+def _drain(fd: int, sink=None, chunks: int = 1 << 40) -> bool:
+    """Read what ``fd`` (non-blocking) holds now, at most ``chunks`` reads, into ``sink``;
+    False at end-of-file."""
     try:
-        while os.read(fd, 4096):
-            pass
+        for _ in range(chunks):
+            data = os.read(fd, 1 << 16)
+            if not data:
+                return False
+            if sink is not None:
+                sink(data)
     except OSError:  # BlockingIOError: nothing more for now
         pass
+    return True
 
 
-def _task_process(task: tuple, threads: int, log_fd: int, pipe: int, keeper: int) -> int:
+def _task_process(task: tuple, threads: int, out: int, pipe: int, keeper: int) -> int:
     os.setpgid(0, 0)  # its own process group: os.kill(0, ...) in user code hits only the task
-    os.dup2(log_fd, 1)  # user prints and faulthandler tracebacks go to this task's log
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
+    os.dup2(out, 1)  # user prints and faulthandler tracebacks go to this task's log
+    os.dup2(out, 2)
+    os.close(out)
     for sig in (signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     # As in any Python program: a SIGINT (only user code can send one: the task has its own
@@ -216,26 +234,6 @@ def describe_end(status: int | None, *, corrupt: bool = False, killed: bool = Fa
     if how == "signal SIGKILL" and not killed:
         how += " (sent by the Function itself, from outside, or by the kernel when memory ran out)"
     return how
-
-
-def log_tail(path: str) -> str:
-    """The last lines a task printed; for a crash, the traceback faulthandler wrote, without
-    gradsmith's own frames (the worker calling the check says nothing about the user's bug)."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(max(0, os.path.getsize(path) - 65536))
-            text = log.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    lines = text.splitlines()
-    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
-    if fatal:  # faulthandler prints the innermost (user) frames first
-        block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
-                 and "<frozen runpy>" not in ln]
-        if "" in block[2:]:  # the traceback ends at the first blank line after it
-            block = block[:block.index("", 2)]
-        return "\n".join(block[:_TAIL_LINES])
-    return "\n".join(lines[-_TAIL_LINES:])
 
 
 def exit_status(payload: bytes) -> int:

@@ -46,6 +46,7 @@ from gradsmith.isolation.processes import (
     signal_quietly,
 )
 from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_all
+from gradsmith.isolation.tasklog import log_tail
 
 # A keeper that has not exited this long after SIGTERM is killed outright.
 _KILL_GRACE = 5.0
@@ -294,7 +295,7 @@ class Server:
             how = sandbox.describe_end(task.status, corrupt=task.corrupt,
                                        killed=task.terminated is not None)
             self.send(("ended", task.index, kind, {"exit": how,
-                                                   "tail": sandbox.log_tail(task.log)},
+                                                   "tail": log_tail(task.log)},
                        elapsed))
         try:
             os.unlink(task.log)

@@ -1,0 +1,72 @@
+"""A task's output: what user code prints, kept on disk within a bound, and its last lines (private).
+
+A task process's stdout and stderr are a pipe that its keeper (:mod:`.sandbox`) reads into a
+:class:`TaskLog`: the file holds the last :data:`KEEP` bytes at least and never more than twice
+that, however much a Function prints (5 MB per forward call grew a plain log file to 195 MB).
+Only the end is ever shown (:func:`log_tail`), so nothing shown is lost.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Bytes of a task's latest output always kept (the file grows to at most twice this).
+KEEP = 256 * 1024
+_TAIL_LINES = 12
+
+
+class TaskLog:
+    """Writes output to ``fd`` (a regular file) and, past ``2 * keep`` bytes, rewrites the file
+    with only the last ``keep`` bytes. Write errors (a full disk) are ignored: the task must
+    not block on its output, and the log only explains a crash.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryFile() as f:
+        ...     log = TaskLog(f.fileno(), keep=4)
+        ...     for chunk in (b"abc", b"def", b"gh"):
+        ...         log.write(chunk)
+        ...     _ = f.seek(0)
+        ...     f.read()
+        b'efgh'
+    """
+
+    def __init__(self, fd: int, keep: int = KEEP) -> None:
+        self.fd, self.keep = fd, keep
+        self.size = 0
+        self.tail = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.tail += data
+        del self.tail[:-self.keep]
+        try:
+            if self.size + len(data) > 2 * self.keep:
+                os.ftruncate(self.fd, 0)
+                os.lseek(self.fd, 0, os.SEEK_SET)
+                data, self.size = bytes(self.tail), 0
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+            self.size += len(data)
+        except OSError:
+            pass
+
+
+def log_tail(path: str) -> str:
+    """The last lines a task printed; for a crash, the traceback faulthandler wrote, without
+    gradsmith's own frames (the worker calling the check says nothing about the user's bug)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, os.path.getsize(path) - 65536))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = text.splitlines()
+    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
+    if fatal:  # faulthandler prints the innermost (user) frames first
+        block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
+                 and "<frozen runpy>" not in ln]
+        if "" in block[2:]:  # the traceback ends at the first blank line after it
+            block = block[:block.index("", 2)]
+        return "\n".join(block[:_TAIL_LINES])
+    return "\n".join(lines[-_TAIL_LINES:])
