@@ -23,7 +23,10 @@ GS111 = Rule(
     "A Function is called directly (`Fn()(x)`, `Fn(x)` or `Fn.forward(...)`), not via "
     "`Fn.apply(x)`",
     "`Fn()(x)` is the removed legacy API and raises; `Fn(x)` builds a Function object instead "
-    "of a tensor; `Fn.forward` runs without recording a graph node, so backward is never used.",
+    "of a tensor; `Fn.forward` runs without recording a graph node, so backward is never used; "
+    "`Fn.forward(None, ...)` raises AttributeError when forward uses ctx. (`Fn.forward(None, "
+    "...)` under `torch.no_grad()` or on detached inputs, with a forward that tolerates a "
+    "None ctx, is a deliberate graph-less call and is not reported; elsewhere it is GS214.)",
     "call `Fn.apply(x)`. The automatic fix rewrites only `Fn()(x)` and `Fn.forward(x)`; "
     "`Fn()` alone (a class used as a namespace) is not reported.",
     bad=_FN + "y = Fn()(torch.ones(2))  # GS111\n",
@@ -227,6 +230,26 @@ def _calls_on(tree: ast.Module, hits: set[int]):
                 yield from ast.walk(part)
 
 
+def _unguarded_ctx_use(fc) -> str | None:
+    """``ctx.<attr>`` that forward reaches without testing ``ctx`` first, else None."""
+    fwd = fc.methods.get("forward")
+    if fwd is None or fc.setup_style or not fwd.params:
+        return None
+    ctx = fwd.params[0]
+    for stmt in fwd.node.body:
+        if isinstance(stmt, (ast.If, ast.While, ast.Try, ast.With, ast.For)) or isinstance(
+            stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
+            return None  # from here on, paths depend on tests we do not follow
+        for node in walk_shallow(stmt):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == ctx:
+                return f"{ctx}.{node.attr}"
+            if isinstance(node, ast.IfExp):
+                break
+    return None
+
+
 def _is_none(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is None
 
@@ -334,7 +357,10 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
     if func.attr == "forward" and node.args and _is_none(node.args[0]):
         # `Fn.forward(None, ...)`: run on purpose without a graph node. Fine where no
         # gradient can be needed; elsewhere gradients bypass the custom backward.
-        if not _gradless(src, node):
+        used = _unguarded_ctx_use(fc)
+        if used:
+            report("GS111", src, node, f"ctx is None but forward uses `{used}` (AttributeError)")
+        elif not _gradless(src, node):
             report("GS214", src, node, f"`{short(src.segment(func))}(None, ...)`")
         return
     fix = ()
