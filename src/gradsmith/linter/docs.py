@@ -78,6 +78,12 @@ What the analysis takes into account, so that an error is always worth stopping 
   class (`_reduce(grad_output)`), and in-place `torch.distributed` collectives
   (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
   `_functional_collectives` do not.
+- Triton: a launch `kernel[grid](x, ...)` of a `@triton.jit` kernel defined in the linted
+  code (same module, or imported from a linted module) writes every argument whose pointer
+  the kernel stores through (`tl.store`, atomics, block pointers; a value read with
+  `tl.load` is data, not a pointer), so it counts as an in-place edit (GS101-GS103).
+  `ctx.mark_dirty` called by a helper that receives ctx counts as forward's own, and a
+  tensor passed at a linted `Fn.apply(...)` call beats a number as the parameter's default.
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103. A backward that only raises
@@ -87,10 +93,20 @@ Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
 `num_batches_tracked`, or whose gradient backward always returns as `None` (state such as
 statistics buffers and codebooks, never differentiated), are not reported by GS101.
 
-Severities: **error** = a wrong gradient, a crash or a leak, and nothing else (no false
-errors is the design goal: where the analysis is unsure the rule stays silent or reports a
-warning); **warning** = fragile or wrong in some uses (double backward, other dtypes,
-deprecated, skipped version checks); **info** = wasted work.
+## Severity policy
+
+Every rule is held to this; a finding's severity is its rule's.
+
+- **error**: a demonstrated run-time failure on the pinned torch: an exception (TypeError,
+  a count error, AttributeError), a wrong gradient or a corrupted tensor, on a path that
+  runs when the code is used as written. Each error's message says what fails. Where the
+  analysis cannot prove the path runs (a fall-through that needs no input to want a
+  gradient, a `forward(None, ...)` under `torch.no_grad()`, a forward-only Function) the
+  rule stays silent or reports a warning. No false errors is the design goal.
+- **warning**: a likely problem, or one that bites only in some uses (double backward,
+  non-contiguous gradients, other dtypes, call sites not in the linted code), and accurate
+  but harmless cases of legacy style (a plain `def backward` runs correctly: GS113).
+- **info**: wasted work (memory, time, host syncs) with correct results.
 
 Real-code evaluation: `benchmarks/lint_realcode.py` lints 14 public projects (pinned
 commits) and looks up a judgement for every error-level finding and a sample of the others
