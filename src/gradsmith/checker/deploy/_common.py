@@ -257,12 +257,33 @@ def quiet_dynamo() -> Iterator[None]:
         lg.setLevel(logging.CRITICAL)
     torch._dynamo.reset()
     try:
-        with redirect_stderr(io.StringIO()):
+        with redirect_stderr(io.StringIO()), no_trace_log():
             yield
     finally:
         torch._dynamo.reset()
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+
+
+@contextmanager
+def no_trace_log() -> Iterator[None]:
+    """Mute torch's structured trace log (``torch.__trace``) while gradsmith compiles and exports.
+
+    That logger is always at DEBUG and never propagates; torch writes to it whenever it has a
+    handler. pytest (>= 8.4) attaches its capture handlers to every non-propagating logger, so
+    each failing test item would carry a hundred empty ``DEBUG torch.__trace`` lines from
+    gradsmith's own compile and export. Its handlers are taken off for the duration and put
+    back exactly as they were; a trace the user asked for (``TORCH_TRACE``) is kept.
+    """
+    trace = logging.getLogger("torch.__trace")
+    before = list(trace.handlers)
+    keep = [h for h in before if type(h).__name__ == "LazyTraceHandler"
+            and getattr(h, "root_dir", None)]
+    trace.handlers = keep
+    try:
+        yield
+    finally:
+        trace.handlers = before
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker.deploy._common import first_line
+from gradsmith.checker.deploy._common import first_line, no_trace_log
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
@@ -36,7 +36,8 @@ def run(session: Session) -> list[Finding]:
     args = subject.args.build([x.clone().requires_grad_(True) for x in subject.base()],
                               subject.dtype)
     try:
-        results = torch.library.opcheck(op, args, raise_exception=False)
+        with no_trace_log():
+            results = torch.library.opcheck(op, args, raise_exception=False)
     except Exception as exc:  # noqa: BLE001 - opcheck itself could not run
         return [Finding("custom-op-check-error", "warning",
                         f"torch.library.opcheck could not run: {first_line(exc)}",
