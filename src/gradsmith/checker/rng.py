@@ -52,13 +52,19 @@ def torch_seed_only() -> Iterator[None]:
 def preserved_global_rng() -> Iterator[None]:
     """Restore the global random states user code may draw from: torch's CPU generator,
     Python's ``random`` and NumPy's legacy global generator (when NumPy is imported), so a
-    check leaves the caller's random streams exactly where they were."""
+    check leaves the caller's random streams exactly where they were; and torch's default
+    device, so a ``torch.set_default_device(...)`` in user code moves neither the tensors
+    gradsmith makes afterwards (random directions, finite-difference steps) nor the caller's
+    default."""
     numpy = sys.modules.get("numpy")
     states = (torch.get_rng_state(), random.getstate(),
               numpy.random.get_state() if numpy is not None else None)
+    device = torch.get_default_device()
     try:
         yield
     finally:
+        if torch.get_default_device() != device:  # torch.set_default_device in user code:
+            torch.set_default_device(device)      # gradsmith's probe tensors must not follow
         torch.set_rng_state(states[0])
         random.setstate(states[1])
         if states[2] is not None:
