@@ -24,6 +24,14 @@ _POINTER_CALLS = frozenset({"make_block_ptr", "advance", "multiple_of", "max_con
 _MAX_ROUNDS = 8
 
 
+def is_custom_op(node: ast.AST) -> bool:
+    """A ``def`` registered with ``@torch.library.custom_op`` (opaque to autograd unless a
+    formula is registered for it)."""
+    return isinstance(node, ast.FunctionDef) and any(
+        (dotted(d.func if isinstance(d, ast.Call) else d) or [""])[-1] == "custom_op"
+        for d in node.decorator_list)
+
+
 def is_kernel(node: ast.AST) -> bool:
     """A ``def`` decorated with ``triton.jit`` (or autotune/heuristics around it)."""
     if not isinstance(node, ast.FunctionDef):
@@ -134,7 +142,9 @@ def finder(sym, sym_of: dict):
         if not parts:
             return None
         if len(parts) == 1 and parts[0] in sym.source.functions:
-            return sym.source.functions[parts[0]]
+            node = sym.source.functions[parts[0]]
+            node.__dict__.setdefault("_gs_sym", sym)
+            return node
         qual = sym.imports.get(parts[0])
         if qual is None:
             return None
@@ -145,7 +155,10 @@ def finder(sym, sym_of: dict):
         if other is None:
             return None
         node = other.source.functions.get(name)
-        return node if isinstance(node, ast.FunctionDef) else None
+        if not isinstance(node, ast.FunctionDef):
+            return None
+        node.__dict__.setdefault("_gs_sym", other)  # its module, to resolve what it calls
+        return node
 
     return find
 
@@ -162,4 +175,4 @@ def _modules(sym_of: dict) -> dict:
     return entry[1]
 
 
-__all__ = ["finder", "is_kernel", "launched", "stored_params"]
+__all__ = ["finder", "is_custom_op", "is_kernel", "launched", "stored_params"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
-from gradsmith.linter._kernels import finder, is_kernel, launched
+from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import nodes, once_differentiable, own, short
@@ -53,15 +54,23 @@ def check_opaque_backward(facts: Facts, report) -> None:
     for method in own(facts, "backward", "vjp"):
         if once_differentiable(method):
             continue
+        local = _assigned(method.node)
         for node in nodes(method):
             if isinstance(node, ast.Call):
-                what = _opaque(node, find) or _via_helper(node, functions, find)
+                what = _opaque(node, find, local) or _via_helper(
+                    node, functions, find, facts.sym_of)
                 if what:
                     report("GS215", method.source, node, what)
                     break
 
 
-def _opaque(call: ast.Call, find) -> str | None:
+#: Names native extensions are bound to (`_C`, `_backend`, `wkv_cuda`, `_nvdiffrast_c`...).
+_EXTENSION = re.compile(r"^_?C$|_c$|cuda|backend|^_?ext$|_ext$|^ext_|_cpp$|plugin|_lib$", re.I)
+_NOT_EXTENSION = frozenset({"torch", "F", "nn", "np", "numpy", "math", "triton", "tl", "ctx",
+                            "self", "cls", "os", "sys", "dist"})
+
+
+def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset()) -> str | None:
     head = launched(call)
     if head is not None:
         kernel = find(head)
@@ -69,15 +78,26 @@ def _opaque(call: ast.Call, find) -> str | None:
             return f"`{short(ast.unparse(head))}[...]()`"
         return None
     parts = dotted(call.func)
-    if parts and len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in (
-        "aten", "prims"
-    ):  # aten/prims ops have autograd formulas; custom namespaces usually do not
+    if not parts:
+        return None
+    if len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in ("aten", "prims"):
+        return f"`{short('.'.join(parts))}()`"  # aten/prims have autograd formulas
+    if len(parts) >= 2 and parts[0] not in local and parts[0] not in _NOT_EXTENSION \
+            and _EXTENSION.search(parts[0]):
+        return f"`{short('.'.join(parts))}()`"  # a compiled extension's function
+    kernel = find(call.func)
+    if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
-    if parts:
-        kernel = find(call.func)
-        if kernel is not None and is_kernel(kernel):
-            return f"`{short('.'.join(parts))}()`"
     return None
+
+
+def _assigned(node: ast.AST) -> frozenset[str]:
+    """Parameters and local names of a function (never extension modules)."""
+    names = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            names.add(sub.id)
+    return frozenset(names)
 
 
 def _looks_like_kernel(head: ast.expr) -> bool:
@@ -86,16 +106,22 @@ def _looks_like_kernel(head: ast.expr) -> bool:
     return "kernel" in name.lower() or name.startswith("_")
 
 
-def _via_helper(call: ast.Call, functions: dict, find) -> str | None:
-    """A same-module helper whose body launches a kernel (one level deep)."""
-    if not isinstance(call.func, ast.Name):
+def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict) -> str | None:
+    """A helper (this module or an imported linted one) that runs a custom kernel."""
+    parts = dotted(call.func)
+    if not parts:
         return None
-    helper = functions.get(call.func.id)
-    if helper is None or is_kernel(helper):
+    helper = functions.get(parts[0]) if len(parts) == 1 else None
+    if helper is None:
+        helper = find(call.func)
+    if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
+    local = _assigned(helper)
+    owner = helper.__dict__.get("_gs_sym")
+    inner = finder(owner, sym_of) if owner is not None else find
     for node in ast.walk(helper):
-        if isinstance(node, ast.Call) and _opaque(node, find):
-            return f"`{call.func.id}()` runs a custom kernel"
+        if isinstance(node, ast.Call) and _opaque(node, inner, local):
+            return f"`{short('.'.join(parts))}()` runs a custom kernel"
     return None
 
 
