@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -52,6 +54,7 @@ def run(session: Session) -> list[Finding]:
         return stochastic.on_average(session, session.problem, None, NAME)
     problem = session.problem
     results = compare(session, problem, NAME)
+    at_returned_precision(session, results)
     findings, replaced = estimators.detect(session, problem, results)
     missing, covered = _params_without_gradient(session, results)
     findings += missing
@@ -62,6 +65,58 @@ def run(session: Session) -> list[Finding]:
     if not any(res.failed for res in results):
         findings += not_exercised(session.cache["vjp:gradients"][1], results, NAME)
     return findings
+
+
+def _returned_eps(session: Session) -> dict[str | None, float]:
+    """Input label -> machine epsilon of the gradient backward returns for it, where that is
+    a lower precision than the input's (``.float()`` for a float64 input: the structure
+    check's grad-dtype-mismatch warning)."""
+    found = {}
+    for f in session.report.findings:
+        if f.code == "grad-dtype-mismatch" and f.details.get("precision"):
+            dtype = getattr(torch, str(f.details["got"]).replace("torch.", ""), None)
+            if isinstance(dtype, torch.dtype) and torch.finfo(dtype).eps > session.settings.eps:
+                found[f.input] = torch.finfo(dtype).eps
+    return found
+
+
+def _tolerances(session: Session, eps: float) -> tuple[float, float]:
+    """First-order tolerances at precision ``eps`` (as the setup's low-precision mode)."""
+    s = session.settings
+    return max(s.atol, 1e4 * eps), max(s.rtol, 1e5 * eps)
+
+
+def at_returned_precision(session: Session, results: list[numerics.InputResult]) -> None:
+    """Judge an input whose gradient backward returns in a lower precision at that
+    precision: disagreements within it are the precision problem the grad-dtype-mismatch
+    warning names, not a wrong gradient."""
+    lower = _returned_eps(session)
+    for res in results:
+        eps = lower.get(res.label)
+        if eps is None or not res.mismatches or res.nan_analytic or res.probe.get("failed"):
+            continue
+        atol, rtol = _tolerances(session, eps)
+        if all(abs(e.analytic - e.numerical) <= atol + rtol * abs(e.numerical)
+               for e in res.mismatches):
+            res.mismatches = []
+
+
+@contextmanager
+def returned_precision(session: Session) -> Iterator[None]:
+    """Finite-difference step and tolerances of the lowest precision backward returns a
+    gradient in, for differentiating backward itself (second order); restored afterwards."""
+    lower = _returned_eps(session)
+    s = session.settings
+    saved = (s.h, s.atol, s.rtol, s.eps)
+    if lower:
+        eps = max(lower.values())
+        s.h, s.eps = max(s.h, 2 * eps ** (1 / 3)), eps
+        if not s.user_tolerance:
+            s.atol, s.rtol = _tolerances(session, eps)
+    try:
+        yield
+    finally:
+        s.h, s.atol, s.rtol, s.eps = saved
 
 
 def not_exercised(grads: list[list[torch.Tensor]], results: list[numerics.InputResult],

@@ -91,7 +91,10 @@ def run(session: Session) -> list[Finding]:
             raise Incomplete(f"the declared {kind} cannot be evaluated ({err}): second order "
                              f"is judged against the {kind}, not the real forward") from None
     try:
-        results = gradients.compare(session, problem, NAME)
+        # Backward's result in a lower precision (.float()): its finite differences need
+        # that precision's step, as forward's do in low-precision mode.
+        with gradients.returned_precision(session):
+            results = gradients.compare(session, problem, NAME)
     except Exception as exc:  # noqa: BLE001 - double backward crashing is a finding
         return [_crash(getattr(exc, "exc", None) or exc, session.function_cls)]
     findings = []

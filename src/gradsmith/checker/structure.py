@@ -1,6 +1,7 @@
 """Point 5: what backward returns, before autograd silently fixes it up.
 
-Autograd casts a float32 gradient to a float64 input's dtype without a word (an error here),
+Autograd casts a float32 gradient to a float64 input's dtype without a word (a precision
+warning here: the values are judged by the gradients check at the precision backward chose),
 and sums a gradient of the broadcast shape down to the input's shape (legal, as in gradcheck:
 a warning about the memory it wastes). To see what backward really returns, the check
 calls the Function's backward itself: the output's ``grad_fn`` *is* the ctx, and
@@ -120,6 +121,31 @@ def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
     return findings
 
 
+def _dtype_finding(arg: torch.Tensor, g: torch.Tensor, label: str) -> Finding:
+    """A gradient in another dtype than its input's. Between real floating dtypes autograd
+    casts it to the input's: the values are right (the gradients check judges them), only
+    their precision is not the input's (a ``.float()`` in backward gives a float64 or
+    bfloat16 user float32 values): a warning. Anything else (a complex gradient for a real
+    input loses its imaginary part) is an error."""
+    details = {"expected": str(arg.dtype), "got": str(g.dtype)}
+    fix = ("compute the gradient in the input's dtype: avoid .float()/.double() and tensors "
+           "created without dtype=; use torch.empty_like/zeros_like or .to(x.dtype)")
+    if arg.is_floating_point() and g.is_floating_point():
+        details["precision"] = True
+        return Finding(
+            "grad-dtype-mismatch", "warning",
+            f"gradient for {label} is {g.dtype} but the input is {arg.dtype}: a dtype and "
+            f"precision problem, not a wrong gradient. Autograd casts it to {arg.dtype}, so "
+            f"{arg.dtype} users get gradients of {g.dtype} precision (a .float() in backward "
+            "gives float64 users 7 digits, and makes bfloat16 training pay float32 memory "
+            "and a cast)", fix, NAME, label, details)
+    return Finding(
+        "grad-dtype-mismatch", "error",
+        f"gradient for {label} is {g.dtype} but the input is {arg.dtype} (autograd casts "
+        "it silently, losing its imaginary part or hiding a hard-coded dtype)",
+        fix, NAME, label, details)
+
+
 def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str) -> list[Finding]:
     out = []
     if g.shape != arg.shape and _expandable(arg.shape, g.shape):
@@ -144,13 +170,7 @@ def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str) -> list[Findin
             "keepdim where the input had size 1) or reshape it", NAME, label,
             {"expected": list(arg.shape), "got": list(g.shape)}))
     if g.dtype != arg.dtype:
-        out.append(Finding(
-            "grad-dtype-mismatch", "error",
-            f"gradient for {label} is {g.dtype} but the input is {arg.dtype} (autograd casts "
-            "it silently, losing precision or hiding a hard-coded dtype)",
-            "compute the gradient in the input's dtype: avoid .float()/.double() and tensors "
-            "created without dtype=; use torch.empty_like/zeros_like or .to(x.dtype)",
-            NAME, label, {"expected": str(arg.dtype), "got": str(g.dtype)}))
+        out.append(_dtype_finding(arg, g, label))
     if g.device != arg.device:
         out.append(Finding(
             "grad-device-mismatch", "error",

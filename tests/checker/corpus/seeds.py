@@ -284,7 +284,8 @@ class SeedBroadcastMul(Function):
 
 
 CASES = [
-    Case("seed-max-float32-grad", SeedMax, lambda: (_r(3, 4), 1), False, ("grad-dtype-mismatch",)),
+    # right to float32 precision: a precision warning, not a wrong gradient (issue 18)
+    Case("seed-max-float32-grad", SeedMax, lambda: (_r(3, 4), 1), True, ("grad-dtype-mismatch",)),
     Case("seed-logsumexp-saved-softmax", SeedLogSumExp, lambda: (_r(3, 4), 1), False,
          ("double-backward-mismatch",)),
     Case("seed-swish-saved-sigmoid", SeedSwish,
