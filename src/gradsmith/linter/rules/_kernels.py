@@ -9,7 +9,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter._symbols import dotted
+from gradsmith.linter._symbols import dotted, statements
 from gradsmith.linter.rules._common import nodes, once_differentiable, own, short
 
 _H = "import torch\nimport triton\n\n\n@triton.jit\ndef _k(X, Y):\n    tl.store(Y, tl.load(X) * 2)\n\n\n"
@@ -54,10 +54,11 @@ def check_opaque_backward(facts: Facts, report) -> None:
     for method in own(facts, "backward", "vjp"):
         if once_differentiable(method):
             continue
-        local = _assigned(method.node)
+        extensions = _loaded_extensions(method.source)
+        local = _assigned(method.node) - extensions
         for node in nodes(method):
             if isinstance(node, ast.Call):
-                what = _opaque(node, find, local) or _via_helper(
+                what = _opaque(node, find, local, extensions) or _via_helper(
                     node, functions, find, facts.sym_of)
                 if what:
                     report("GS215", method.source, node, what)
@@ -70,7 +71,8 @@ _NOT_EXTENSION = frozenset({"torch", "F", "nn", "np", "numpy", "math", "triton",
                             "self", "cls", "os", "sys", "dist"})
 
 
-def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset()) -> str | None:
+def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset(),
+            extensions: frozenset[str] = frozenset()) -> str | None:
     head = launched(call)
     if head is not None:
         kernel = find(head)
@@ -82,13 +84,32 @@ def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset()) -> str | 
         return None
     if len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in ("aten", "prims"):
         return f"`{short('.'.join(parts))}()`"  # aten/prims have autograd formulas
-    if len(parts) >= 2 and parts[0] not in local and parts[0] not in _NOT_EXTENSION \
-            and _EXTENSION.search(parts[0]):
+    if len(parts) >= 2 and parts[0] not in local and parts[0] not in _NOT_EXTENSION and (
+        _EXTENSION.search(parts[0]) or parts[0] in extensions
+    ):
         return f"`{short('.'.join(parts))}()`"  # a compiled extension's function
     kernel = find(call.func)
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
     return None
+
+
+def _loaded_extensions(source) -> frozenset[str]:
+    """Names bound to ``torch.utils.cpp_extension.load(...)`` (or ``load_inline``) in
+    ``source``'s module (computed once per file)."""
+    found = source.__dict__.get("_gs_extensions")
+    if found is None:
+        names = set()
+        if "load" in source.text:
+            for stmt in statements(source.tree.body):
+                value = getattr(stmt, "value", None)
+                if isinstance(stmt, ast.Assign) and isinstance(value, ast.Call) and (
+                    (dotted(value.func) or [""])[-1] in ("load", "load_inline")
+                    and any(k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords)
+                ):
+                    names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        found = source.__dict__["_gs_extensions"] = frozenset(names)
+    return found
 
 
 def _assigned(node: ast.AST) -> frozenset[str]:
@@ -116,11 +137,12 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict) -> str | No
         helper = find(call.func)
     if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
-    local = _assigned(helper)
     owner = helper.__dict__.get("_gs_sym")
     inner = finder(owner, sym_of) if owner is not None else find
+    extensions = _loaded_extensions(owner.source) if owner is not None else frozenset()
+    local = _assigned(helper) - extensions
     for node in ast.walk(helper):
-        if isinstance(node, ast.Call) and _opaque(node, inner, local):
+        if isinstance(node, ast.Call) and _opaque(node, inner, local, extensions):
             return f"`{short('.'.join(parts))}()` runs a custom kernel"
     return None
 
