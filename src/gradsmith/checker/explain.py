@@ -42,6 +42,33 @@ class Explanation:
 
 Rule = Callable[[re.Match, str], Explanation]
 
+# torch's own advice to its developers, in the text of its exceptions: addressed to whoever
+# debugs torch, not to a user of gradsmith, whose code raised (a finding never says it).
+_BOILERPLATE = re.compile("|".join((
+    r"Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace[^\n]*",
+    r"You can suppress this exception and fall back to eager by setting:\s*"
+    r"import torch\._dynamo\s*torch\._dynamo\.config\.suppress_errors = True",
+    r"Please file an issue(?: at \S+| on GitHub| to Github)?[^.\n]*\.?",
+    r"If you (?:believe|think) (?:this|it) is a bug[^.\n]*\.?",
+    r",? *please report (?:a bug|an issue|this issue|this)(?: to PyTorch)?\.?",
+)), re.IGNORECASE)
+
+
+def strip_boilerplate(text: str) -> str:
+    """``text`` without torch's "please file an issue" / "reporting a bug" advice.
+
+    Example:
+        >>> strip_boilerplate("Graph break: foo\\n\\nSet TORCHDYNAMO_VERBOSE=1 for the internal "
+        ...                   "stack trace (please do this especially if you're reporting a "
+        ...                   "bug to PyTorch).\\n")
+        'Graph break: foo'
+    """
+    if not text or not _BOILERPLATE.search(text):
+        return text
+    stripped = _BOILERPLATE.sub("", text)
+    stripped = re.sub(r"[ \t]+\n", "\n", stripped)
+    return re.sub(r"\n{3,}", "\n\n", stripped).strip().replace(" .", ".").replace("  ", " ")
+
 
 def _count(m: re.Match, where: str) -> Explanation:
     want, got = m.group(1), m.group(2)

@@ -39,6 +39,13 @@ class Finding:
     input: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # a message quoting torch's exception must not pass on torch's "please file an issue"
+        from gradsmith.checker.explain import strip_boilerplate
+
+        self.message = strip_boilerplate(self.message)
+        self.hint = strip_boilerplate(self.hint)
+
     @property
     def is_error(self) -> bool:
         return self.severity == "error"
