@@ -37,3 +37,34 @@ def test_torch_boilerplate_never_reaches_a_finding() -> None:
             low = text.lower()
             assert "file an issue" not in low and "reporting a bug" not in low
             assert "torchdynamo_verbose" not in low and "report this bug" not in low
+
+
+class _Scale(torch.autograd.Function):
+    """Correct, and computes both gradients whether or not each is needed (most code does)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w, grad * x
+
+
+def test_unneeded_grad_is_info_not_a_warning() -> None:
+    import gradsmith
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    report = gradsmith.check(_Scale, x, w)
+    unneeded = [f for f in report.findings if f.code == "unneeded-grad"]
+    assert {f.input for f in unneeded} == {"x", "w"}  # still said: wasted work
+    assert all(f.severity == "info" for f in unneeded)  # but no harm: not a warning
+    assert report.passed and not [f for f in report.findings if f.severity != "info"]
+    # the gradients it computes are right: autograd of the same expression
+    ref = torch.autograd.grad((x * w).sum(), (x, w))
+    got = torch.autograd.grad(_Scale.apply(x, w).sum(), (x, w))
+    torch.testing.assert_close(got, ref)

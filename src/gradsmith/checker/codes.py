@@ -57,7 +57,7 @@ CODES: dict[str, tuple[str, str]] = {
     "fresh-noise-in-backward": ("error", "randomness"),
     "tensor-on-ctx": ("warning", "hygiene"),
     "ctx-leak": ("warning", "hygiene"),
-    "unneeded-grad": ("warning", "hygiene"),
+    "unneeded-grad": ("info", "hygiene"),
     "needs-input-grad-mismatch": ("error", "hygiene"),
     "float64-crash": ("warning", "setup"),
     "gap-not-observed": ("info", "setup"),

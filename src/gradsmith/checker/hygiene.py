@@ -134,8 +134,10 @@ def _unneeded(session: Session) -> list[Finding]:
 def _unneeded_finding(label: str, pos: int, frozen: bool) -> Finding:
     how = ("it was passed without requires_grad (frozen) while other inputs require grad"
            if frozen else "it does not require grad")
+    # info: the gradient is right and autograd drops it; only time is lost (not shown by
+    # default, so it does not drown the findings that matter)
     return Finding(
-        "unneeded-grad", "warning",
+        "unneeded-grad", "info",
         f"backward computes a gradient for {label} although {how}: ctx.needs_input_grad[{pos}]"
         " is False, the work is wasted and autograd discards the result",
         f"guard the computation with `if ctx.needs_input_grad[{pos}]:` and return None "
