@@ -149,16 +149,20 @@ def finder(sym, sym_of: dict):
         if qual is None:
             return None
         qual = ".".join([qual, *parts[1:]])
-        module, _, name = qual.rpartition(".")
         modules = _modules(sym_of)
-        other = modules.get(module)
-        if other is None:
-            return None
-        node = other.source.functions.get(name)
-        if not isinstance(node, ast.FunctionDef):
-            return None
-        node.__dict__.setdefault("_gs_sym", other)  # its module, to resolve what it calls
-        return node
+        for _ in range(4):  # follow re-exports (`from .mv import mv` in a package __init__)
+            module, _, name = qual.rpartition(".")
+            other = modules.get(module)
+            if other is None:
+                return None
+            node = other.source.functions.get(name)
+            if isinstance(node, ast.FunctionDef):
+                node.__dict__.setdefault("_gs_sym", other)  # its module, to resolve its calls
+                return node
+            qual = other.imports.get(name)
+            if qual is None:
+                return None
+        return None
 
     return find
 
