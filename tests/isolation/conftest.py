@@ -90,6 +90,24 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def task_log(task_pid: int) -> str:
+    """The log file of the task process ``task_pid``: its keeper (the parent) writes what the
+    task prints there."""
+    with open(f"/proc/{task_pid}/stat", "rb") as handle:
+        stat = handle.read()
+    keeper = int(stat[stat.rfind(b")") + 2:].split()[1])
+    for fd in os.listdir(f"/proc/{keeper}/fd"):
+        if int(fd) <= 2:  # its stdio is the server's
+            continue
+        try:
+            target = os.readlink(f"/proc/{keeper}/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith(".log") and "gradsmith-worker-" in target:
+            return target
+    raise AssertionError(f"no task log open in the keeper {keeper} of {task_pid}")
+
+
 def wait_until(condition, timeout: float, step: float = 0.1) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -175,4 +193,4 @@ def write(tmp_path: Path):
 def procs():
     """The process helpers above, by name (tests cannot import conftest in importlib mode)."""
     return SimpleNamespace(alive=alive, children_of=children_of, wait_until=wait_until,
-                           kill_if_alive=kill_if_alive, good=GOOD, square=SQUARE)
+                           kill_if_alive=kill_if_alive, task_log=task_log, good=GOOD, square=SQUARE)

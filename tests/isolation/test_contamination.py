@@ -100,16 +100,29 @@ def test_functions_that_patch_state_do_not_change_later_verdicts(runner, write, 
 
 
 
-# Removes the folder gradsmith keeps the task logs in (found from its own stdout), then
-# returns correctly: the server could not create the next task's log and died with it.
+# Removes the folder gradsmith keeps the task logs in (found from the files its keeper, the
+# parent, holds open) and puts a file in its place, then returns correctly: the server could
+# not create the next task's log and died with it.
 REMOVES_THE_LOGS = """
 import shutil
 
+def _log_folder():
+    folder = f"/proc/{os.getppid()}/fd"
+    logs = [os.readlink(f"{folder}/{fd}") for fd in os.listdir(folder) if int(fd) > 2]
+    (log,) = [target for target in logs if target.endswith(".log")]
+    return os.path.dirname(log)
+
 @gradsmith.example(_x)
 class RemovesTheLogFolder(Function):
+    done = False
+
     @staticmethod
     def forward(ctx, x):
-        shutil.rmtree(os.path.dirname(os.readlink("/proc/self/fd/1")), ignore_errors=True)
+        if not RemovesTheLogFolder.done:
+            RemovesTheLogFolder.done = True
+            folder = _log_folder()
+            shutil.rmtree(folder)
+            open(folder, "w").close()
         return x * 2
 
     @staticmethod

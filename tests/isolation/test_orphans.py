@@ -96,7 +96,7 @@ def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, w
 
     (server,) = procs.children_of(cli.pid)
     files = {os.readlink(f"/proc/{server}/fd/2"),  # the server's log, and the task logs' folder
-             os.path.dirname(os.readlink(f"/proc/{pid['spinning']}/fd/1"))}
+             os.path.dirname(procs.task_log(pid["spinning"]))}
     assert all(os.path.exists(f) for f in files)
     os.kill(cli.pid, sig)
     _, err = cli.communicate(timeout=30)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import pickle
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,6 +122,7 @@ class WorkerPool:
         self._selector = selectors.DefaultSelector()
         self._ready = False
         self._log = ""
+        self._folder = ""  # the server's log and its task logs' folder: removed by close()
         self._before: set[int] = set()
 
     def __enter__(self) -> WorkerPool:
@@ -135,16 +137,24 @@ class WorkerPool:
             return
         # Children this process already had are not the run's (see _kill_adopted).
         self._before = children(os.getpid()) if adopting() else set()
-        fd, self._log = tempfile.mkstemp(prefix="gradsmith-server-", suffix=".log")
+        # Made and removed here, not by the server: a server killed from outside (or by user
+        # code) cannot remove its own files.
+        self._folder = tempfile.mkdtemp(prefix="gradsmith-worker-")
+        self._log = os.path.join(self._folder, "server.log")
+        fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
                                                           env.get("PYTHONPATH")]))
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gradsmith.isolation.worker", str(os.getpid())],
+                [sys.executable, "-m", "gradsmith.isolation.worker", str(os.getpid()),
+                 os.path.join(self._folder, "tasks")],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env,
                 start_new_session=True)  # Ctrl-C reaches gradsmith check, which stops it
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
         finally:
             os.close(fd)
         self._ready = False
@@ -259,10 +269,7 @@ class WorkerPool:
                 continue
         proc.stdout.close()
         self._kill_adopted()
-        try:
-            os.unlink(self._log)
-        except OSError:
-            pass
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     def _kill_adopted(self) -> None:
         """Kill what user code left after killing both its keeper and the server: the

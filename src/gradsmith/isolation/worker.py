@@ -1,4 +1,5 @@
-"""Worker server for isolated checks: ``python -m gradsmith.isolation.worker PARENT_PID`` (private).
+"""Worker server for isolated checks: ``python -m gradsmith.isolation.worker PARENT_PID [LOGS]``
+(private; LOGS: the folder for the task logs, which ``gradsmith check`` removes).
 
 One per ``gradsmith check`` run. It imports torch and the verifier once (and their lazy imports
 with a warm-up check, once tasks queue up) but never user code, answers ``ready``, and then runs
@@ -84,13 +85,18 @@ class _Task:
 class Server:
     """The server's loop; see the module docstring."""
 
-    def __init__(self, proto_in: int, proto_out: int) -> None:
+    def __init__(self, proto_in: int, proto_out: int, logs: str | None = None) -> None:
         self.proto_in, self.proto_out = proto_in, proto_out
         self.inbox = FrameReader()
         self.queue: deque[tuple[int, tuple, float]] = deque()
         self.running: dict[int, _Task] = {}  # by keeper pid
         self.jobs, self.threads = 1, 1
-        self.logs = tempfile.mkdtemp(prefix="gradsmith-worker-")
+        # The task logs' folder: inside the one gradsmith check made, which removes it even
+        # when this server is killed; a folder of its own when run alone.
+        if logs is not None:
+            os.makedirs(logs, exist_ok=True)
+        self.logs = logs or tempfile.mkdtemp(prefix="gradsmith-worker-")
+        self.spares: list[str] = []  # folders made when a task spoiled self.logs
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
@@ -197,7 +203,8 @@ class Server:
                 os.waitpid(-1, 0)
             except ChildProcessError:
                 break
-        shutil.rmtree(self.logs, ignore_errors=True)
+        for folder in (self.logs, *self.spares):
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _read_parent(self) -> bool:
         data = os.read(self.proto_in, 1 << 16)
@@ -214,8 +221,12 @@ class Server:
         try:
             fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
         except OSError:  # a task removed or spoiled the folder: the next must not pay for it
-            self.logs = tempfile.mkdtemp(prefix="gradsmith-worker-")
-            fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
+            try:
+                os.makedirs(self.logs, exist_ok=True)
+                fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
+            except OSError:  # replaced by a file: a folder of its own, removed at the end
+                self.spares.append(tempfile.mkdtemp(prefix="gradsmith-worker-"))
+                fd, log = tempfile.mkstemp(dir=self.spares[-1], suffix=".log")
         own = [self.proto_in, self.proto_out, self.wake_r, self.wake_w,
                *(t.fd for t in self.running.values() if not t.eof)]
         keeper, read_end = sandbox.start(task, threads=self.threads, log_fd=fd, close_fds=own)
@@ -331,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the server until stdin closes or SIGTERM; ends the process (exit code 0)."""
     argv = sys.argv[1:] if argv is None else argv
     parent = int(argv[0]) if argv else os.getppid()
+    logs = argv[1] if len(argv) > 1 else None
     proto_in, proto_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -346,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent(signal.SIGTERM, parent)
     become_subreaper()
     faulthandler.enable(file=sys.stderr)
-    server = Server(proto_in, proto_out)
+    server = Server(proto_in, proto_out, logs)
     code = 0
     try:
         if not server.configure():
