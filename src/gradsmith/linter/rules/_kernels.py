@@ -80,6 +80,10 @@ def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset(),
             return f"`{short(ast.unparse(head))}[...]()`"
         return None
     parts = dotted(call.func)
+    if not parts and isinstance(call.func, ast.Call):  # `_make_lazy_cuda_func("bwd")(...)`
+        inner = dotted(call.func.func)
+        if inner and inner[0] not in local and _EXTENSION.search(inner[-1]):
+            return f"`{short(ast.unparse(call.func))}(...)`"
     if not parts:
         return None
     if len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in ("aten", "prims"):
