@@ -76,6 +76,27 @@ def _targets(value: Any) -> list[str]:
     return list(value)
 
 
+def _names(valid: tuple[str, ...] | None) -> Callable[[Any], list[str]]:
+    """A list of strings (or one comma-separated string), each one of ``valid`` if given."""
+
+    def convert(value: Any) -> list[str]:
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ValueError("a list of strings")
+        items = [i.strip() for i in items if i.strip()]
+        bad = [i for i in items if valid is not None and i not in valid]
+        if bad:
+            raise ValueError(f"a list of deployment columns from {', '.join(valid)} "
+                             f"({bad[0]!r} is not one)")
+        return items
+
+    return convert
+
+
+#: Deployment columns a project can require: ``gradsmith.checker.deploy.matrix.COLUMNS``
+#: without ``eager`` (a test keeps them equal; this module must not import torch).
+REQUIRABLE = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func")
+
 CHECK_SETTINGS = {s.key: s for s in (
     Setting("targets", "targets", [], _targets, 'targets = ["src/my_ops", "tests/fns.py"]'),
     Setting("timeout", "timeout", 30.0, _positive_number, "timeout = 60"),
@@ -86,6 +107,9 @@ CHECK_SETTINGS = {s.key: s for s in (
     Setting("approximate", "approximate", False, _bool, "approximate = true"),
     # None: the command's default (the deployment checks run) below an example's own compat=
     Setting("compat", "no_compat", None, _negated_bool, "compat = false"),
+    Setting("require", "require", None, _names(REQUIRABLE), 'require = ["compile", "export"]'),
+    Setting("select", "select", None, _names(None), 'select = ["gradient-mismatch"]'),
+    Setting("ignore", "ignore", None, _names(None), 'ignore = ["unneeded-grad"]'),
 )}
 """The keys of ``[tool.gradsmith.check]``. A new command-line option that makes sense per
 project gets a line here (and its ``dest`` defaults to ``None`` on the command line)."""

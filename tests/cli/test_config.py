@@ -61,8 +61,8 @@ def test_unknown_key_is_an_error_naming_it_and_the_valid_ones(pyproject, gradsmi
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert "unknown key 'timout' in [tool.gradsmith.check]" in line
-    assert ("valid keys: approximate, compat, isolate, jobs, startup-timeout, targets, timeout"
-            in line)
+    assert ("valid keys: approximate, compat, ignore, isolate, jobs, require, select, "
+            "startup-timeout, targets, timeout" in line)
 
 
 def test_unknown_table_is_an_error(pyproject, gradsmith_cli):

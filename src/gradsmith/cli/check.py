@@ -24,8 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="file, directory, dotted module, or file.py::Name / module::Name "
              "(default: targets in [tool.gradsmith.check], else the embedded examples and "
              "the op catalog)")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="text table (default) or a JSON document on stdout")
+    parser.add_argument("--format", choices=("text", "json", "github", "sarif"),
+                        default="text",
+                        help="text table (default), a JSON document, GitHub Actions annotations "
+                             "or a SARIF 2.1.0 log (code scanning) on stdout")
     parser.add_argument("--html", metavar="FILE",
                         help="write a self-contained HTML report with Jacobian heatmaps of "
                              "gradient mismatches (needs: pip install 'gradsmith[html]')")
@@ -66,7 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(exact inputs and seed; prints the same numbers, no gradsmith "
                              "import)")
     parser.add_argument("--verbose", "-v", action="store_true",
-                        help="also print the full report of passing Functions")
+                        help="print every report in full: each finding (info ones too), the "
+                             "checks run and skipped, the full fixes, passing Functions too")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="print only the failing Functions and the summary line (text "
+                             "format)")
     parser.add_argument("--no-compat", dest="no_compat", action="store_const", const=True,
                         default=None,
                         help="skip the deployment checks (compile, export, autocast, float32, "
@@ -81,6 +87,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=None,
                         help="torch.compile backend of the compile check (default aot_eager; "
                              "inductor generates code: seconds per Function)")
+    parser.add_argument("--require", default=None, metavar="COLUMNS",
+                        help="comma-separated deployment columns that must hold (compile, "
+                             "export, autocast, float32, checkpoint, torch.func): their "
+                             "warnings fail the run like errors (also require in pyproject)")
+    parser.add_argument("--select", default=None, metavar="CODES",
+                        help="comma-separated finding codes or prefixes to report, the rest "
+                             "dropped (e.g. gradient-mismatch,compile-; also in pyproject)")
+    parser.add_argument("--ignore", default=None, metavar="CODES",
+                        help="comma-separated finding codes or prefixes to drop (e.g. "
+                             "unneeded-grad; also in pyproject)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         apply_check_config(args)
         _validate(args)
+        policy = _policy(args)
         sources = _sources(args.targets)
     except GradsmithError as exc:
         err.print(f"[red]{escape(usage_error('check', str(exc)))}[/red]", soft_wrap=True)
@@ -100,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from gradsmith.cli._check_output import Output
     from gradsmith.isolation.session import run_check
 
-    output = Output(args.format, verbose=args.verbose)
+    output = Output(args.format, verbose=args.verbose, quiet=args.quiet)
     output.status("starting")  # on a terminal, something on screen at once
     jobs = _jobs(args.jobs, err) if not args.no_isolate else 1
     try:
@@ -131,7 +148,15 @@ def run(args: argparse.Namespace) -> int:
     output.close()
     for message in result.usage_errors:
         err.print(f"[red]{escape(usage_error('check', message))}[/red]", soft_wrap=True)
-    output.render(result, args.targets)
+    from gradsmith.cli import _check_policy
+
+    _check_policy.apply(result.rows, **policy)
+    if args.format in ("github", "sarif"):
+        from gradsmith.cli._check_formats import render
+
+        print(render(result, args.format))
+    else:
+        output.render(result, args.targets)
     if args.repro:
         from gradsmith.repro import write_scripts
 
@@ -163,6 +188,20 @@ def _options(args: argparse.Namespace) -> dict:
     if args.compile_backend:
         options["compile_backend"] = args.compile_backend
     return options
+
+
+def _policy(args: argparse.Namespace) -> dict:
+    """``--select``, ``--ignore`` and ``--require`` (or pyproject's), validated."""
+    from gradsmith.cli._check_policy import split, validate_codes, validate_require
+
+    require = validate_require("--require", split("--require", args.require or []))
+    if require and args.no_compat:
+        raise GradsmithError(f"check: --require {','.join(require)} needs the deployment "
+                             "checks, which --no-compat (or compat = false) turns off; drop "
+                             "one of them")
+    return {"select": validate_codes("--select", split("--select", args.select or [])),
+            "ignore": validate_codes("--ignore", split("--ignore", args.ignore or [])),
+            "require": require}
 
 
 def _jobs(asked: int | None, err) -> int:
