@@ -87,12 +87,27 @@ class Helpers:
             return []
         params = [a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)]
         by_name = {k.arg: k.value for k in call.keywords if k.arg}
+
+        defaults = dict(zip(params[len(params) - len(kernel.args.defaults):], kernel.args.defaults))
+
+        def arg_of(index: int) -> ast.expr | None:
+            if any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                return None
+            if index < len(call.args):
+                return call.args[index]
+            return by_name.get(params[index], defaults.get(params[index]))
+
         out = []
-        for index in stored_params(kernel):
-            arg = call.args[index] if index < len(call.args) else by_name.get(params[index])
-            if arg is None or any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        for index, guards in stored_params(kernel).items():
+            arg = arg_of(index)
+            if arg is None:
                 continue
-            out.append((arg, f"kernel `{kernel.name}`", True))
+            verdicts = [_flags_verdict(flags, params, arg_of) for flags in guards]
+            if True in verdicts:
+                out.append((arg, f"kernel `{kernel.name}`", True))
+            elif None in verdicts:  # written only when a launch option is on
+                flag = sorted(next(f for f, v in zip(guards, verdicts) if v is None))[0]
+                out.append((arg, f"`{flag}=` of kernel `{kernel.name}`", True))
         return out
 
     def summary(self, node: ast.FunctionDef, depth: int = 0) -> dict[int, bool]:
@@ -123,6 +138,20 @@ class Helpers:
         self._busy.discard(key)
         self._summary[key] = result
         return result
+
+
+def _flags_verdict(flags, params: list[str], arg_of) -> bool | None:
+    """Whether a store guarded by ``flags`` happens: True (no flag, or every flag passed as a
+    true constant), False (some flag passed as a false constant), None (cannot tell)."""
+    verdict: bool | None = True
+    for flag in flags:
+        value = arg_of(params.index(flag)) if flag in params else None
+        if isinstance(value, ast.Constant):
+            if not value.value:
+                return False
+        else:
+            verdict = None
+    return verdict
 
 
 HelperEdits = Callable[[ast.Call], list[tuple[ast.expr, str, bool]]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from gradsmith.linter._symbols import dotted, statements
+from gradsmith.linter._symbols import dotted
 
 #: Decorators that make a function a Triton kernel (``@triton.jit``, ``@triton.autotune``...).
 KERNEL_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
@@ -67,50 +67,80 @@ def _names(expr: ast.AST) -> set[str]:
     return out
 
 
-def stored_params(kernel: ast.FunctionDef) -> list[int]:
-    """Indexes of the kernel's parameters that it stores through."""
+def stored_params(kernel: ast.FunctionDef) -> dict[int, list[frozenset[str]]]:
+    """Parameter index -> the compile-time flags guarding each store through it.
+
+    An empty flag set is an unconditional store; ``{"IN_PLACE"}`` a store under
+    ``if IN_PLACE:`` (a ``tl.constexpr`` or ALL-CAPS parameter: a launch option).
+    """
     cache = kernel.__dict__.get("_gs_stored")
     if cache is not None:
         return cache
     params = [a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)]
+    options = {a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)
+               if a.arg.isupper() or (a.annotation is not None
+                                      and "constexpr" in ast.unparse(a.annotation))}
     deps: dict[str, set[str]] = {}
-    roots: set[str] = set()
-    for stmt in statements(kernel.body):
-        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            names = _names(stmt.value)
-            for target in targets:
-                for node in ast.walk(target):
-                    if isinstance(node, ast.Name):
-                        deps.setdefault(node.id, set()).update(names)
-        for node in ast.walk(stmt) if not isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)) \
-                else _header(stmt):
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else None
-                if name not in _STORES:
-                    continue
-                module = dotted(func.value)
-                if module and module[-1] in ("tl", "language", "triton"):
-                    ptr = node.args[0] if node.args else next(
-                        (k.value for k in node.keywords if k.arg in ("pointer", "ptr")), None)
+    roots: list[tuple[set[str], frozenset[str]]] = []
+
+    def visit(body: list[ast.stmt], flags: frozenset[str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                names = _names(stmt.value)
+                for target in targets:
+                    for node in ast.walk(target):
+                        if isinstance(node, ast.Name):
+                            deps.setdefault(node.id, set()).update(names)
+            compound = isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try))
+            for node in (_header(stmt) if compound else ast.walk(stmt)):
+                if isinstance(node, ast.Call):
+                    ptr = _store_pointer(node)
                     if ptr is not None:
-                        roots |= _names(ptr)
-                elif name == "store":
-                    roots |= _names(func.value)  # a block or tensor descriptor's .store(...)
-    seen = set(roots)
-    frontier = set(roots)
-    for _ in range(_MAX_ROUNDS):
-        nxt = set()
-        for name in frontier:
-            nxt |= deps.get(name, set()) - seen
-        if not nxt:
-            break
-        seen |= nxt
-        frontier = nxt
-    result = [i for i, p in enumerate(params) if p in seen]
+                        roots.append((_names(ptr), flags))
+            inner = flags
+            if isinstance(stmt, ast.If):
+                inner = flags | {n.id for n in ast.walk(stmt.test)
+                                 if isinstance(n, ast.Name) and n.id in options}
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list) and not isinstance(
+                    stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                ):
+                    visit(block, inner if isinstance(stmt, ast.If) else flags)
+            for handler in getattr(stmt, "handlers", ()):
+                visit(handler.body, flags)
+
+    visit(kernel.body, frozenset())
+    result: dict[int, list[frozenset[str]]] = {}
+    for names, flags in roots:
+        seen, frontier = set(names), set(names)
+        for _ in range(_MAX_ROUNDS):
+            nxt = set()
+            for name in frontier:
+                nxt |= deps.get(name, set()) - seen
+            if not nxt:
+                break
+            seen |= nxt
+            frontier = nxt
+        for i, p in enumerate(params):
+            if p in seen:
+                result.setdefault(i, []).append(flags)
     kernel.__dict__["_gs_stored"] = result
     return result
+
+
+def _store_pointer(node: ast.Call) -> ast.expr | None:
+    """The pointer a ``tl.store``/atomic call writes through (a descriptor's ``.store``)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else None
+    if name not in _STORES:
+        return None
+    module = dotted(func.value)
+    if module and module[-1] in ("tl", "language", "triton"):
+        return node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg in ("pointer", "ptr")), None)
+    return func.value if name == "store" else None
 
 
 def _header(stmt: ast.stmt):

@@ -66,8 +66,8 @@ GS103 = Rule(
 )
 GS217 = Rule(
     "GS217", "inplace-option", "warning",
-    "A call with an explicit `inplace=True` writes into a forward input, grad_output or "
-    "a saved tensor",
+    "An explicit in-place option (`inplace=True`, a kernel launch flag such as `IN_PLACE=`) "
+    "writes into a forward input, grad_output or a saved tensor",
     "The option was chosen on purpose, so the write may be intended (memory), but the "
     "caller's tensor changes and autograd is not told: uses of it after the call see the "
     "new values.",
@@ -79,7 +79,7 @@ GS217 = Rule(
     good=_IMPORT + "import torch.nn.functional as F\n\n\nclass Act(torch.autograd.Function):\n"
     "    @staticmethod\n    def forward(ctx, x):\n        return F.relu(x)\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
-    brief="`inplace=True` writes into a tensor autograd relies on",
+    brief="in-place option writes into a tensor autograd relies on",
 )
 GS115 = Rule(
     "GS115", "mark-dirty-non-input", "error",
@@ -110,6 +110,11 @@ _STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
 
 
 _OPTION = "`inplace=True`"
+
+
+def _option(what: str) -> bool:
+    """A write chosen by an explicit option: ``inplace=True`` or a kernel launch flag."""
+    return what == _OPTION or "=` of kernel" in what
 
 
 def _root(expr: ast.expr) -> ast.expr:
@@ -207,7 +212,7 @@ def check_inplace(facts: Facts, report) -> None:
                 elif all(n in dirty for n in names):
                     continue
                 shown = ", ".join(n for n in names if n not in dirty)
-                code = "GS217" if what == _OPTION else "GS101"
+                code = "GS217" if _option(what) else "GS101"
                 report(code, method.source, node, f"{what} modifies input `{shown}`")
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "mark_dirty"):
@@ -238,10 +243,10 @@ def check_inplace(facts: Facts, report) -> None:
                     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) \
                             and node is stmt and val.tensor:
                         fix = _augassign_fix(facts, method, stmt)
-                    report("GS217" if what == _OPTION else "GS102", method.source, node,
-                           f"{what} on `{label}`", fix if what != _OPTION else ())
+                    report("GS217" if _option(what) else "GS102", method.source, node,
+                           f"{what} on `{label}`", () if _option(what) else fix)
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
-                    report("GS217" if what == _OPTION else "GS103", method.source, node,
+                    report("GS217" if _option(what) else "GS103", method.source, node,
                            f"{what} on `{label}`")
 
             _track_fresh_views(stmt, fresh)
