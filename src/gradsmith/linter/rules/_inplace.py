@@ -81,6 +81,26 @@ GS217 = Rule(
     "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
     brief="in-place option writes into a tensor autograd relies on",
 )
+GS220 = Rule(
+    "GS220", "kernel-overwrites-saved", "warning",
+    "A kernel launched in backward writes into a tensor forward saved (an intermediate)",
+    "Raw kernel writes do not bump the tensor's version, so autograd cannot notice: a "
+    "second backward through the same graph (retain_graph=True, or gradient accumulation "
+    "over one forward) silently reads the overwritten values.",
+    "write the gradient into a new tensor (`torch.empty_like(saved)`), or decorate backward "
+    "with `@once_differentiable` and document that the graph cannot be reused.",
+    bad=_IMPORT + "import triton\n\n\n@triton.jit\ndef _bwd(P, G):\n    tl.store(P, tl.load(P) * tl.load(G))\n\n\n"
+    "class Softmax(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        p = x.softmax(-1)\n        ctx.save_for_backward(p)\n        return p.clone()\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
+    "        _bwd[(1,)](p, g)  # GS220\n        return p\n",
+    good=_IMPORT + "import triton\n\n\n@triton.jit\ndef _bwd(P, G, D):\n    tl.store(D, tl.load(P) * tl.load(G))\n\n\n"
+    "class Softmax(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        p = x.softmax(-1)\n        ctx.save_for_backward(p)\n        return p.clone()\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
+    "        d = torch.empty_like(p)\n        _bwd[(1,)](p, g, d)\n        return d\n",
+    brief="kernel overwrites a saved tensor: a second backward reads garbage",
+)
 GS115 = Rule(
     "GS115", "mark-dirty-non-input", "error",
     "ctx.mark_dirty() called on a tensor that is not an input",
@@ -184,7 +204,7 @@ def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...
     return (Edit(src.start(stmt), src.end(stmt), f"{name} = {name} {op} {value}"),)
 
 
-@checker(GS101, GS102, GS103, GS115, GS217)
+@checker(GS101, GS102, GS103, GS115, GS217, GS220)
 def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
     buffers = facts.none_gradients  # state updated in place, never differentiated
@@ -245,6 +265,8 @@ def check_inplace(facts: Facts, report) -> None:
                         fix = _augassign_fix(facts, method, stmt)
                     report("GS217" if _option(what) else "GS102", method.source, node,
                            f"{what} on `{label}`", () if _option(what) else fix)
+                elif "saved:fresh" in val.origins and what.startswith("kernel `"):
+                    report("GS220", method.source, node, f"{what} on `{label}`")
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
                     report("GS217" if _option(what) else "GS103", method.source, node,
                            f"{what} on `{label}`")
