@@ -27,9 +27,12 @@ class Example:
         options: extra keyword options for :func:`gradsmith.check` (tolerances, ``approximate``,
             ``intended``).
         name: label shown in reports; defaults to the index of the example.
-        reference: what ``gradsmith bench`` times and measures this Function against: a
-            callable with the same signature (typically the plain-PyTorch code the Function
-            replaces). ``None``: the autograd of the Function's own forward, else ``surrogate``.
+        reference: the plain-PyTorch code this Function replaces, with the same signature.
+            ``gradsmith check`` judges the Function's outputs and gradients against its
+            autograd (tolerance from the reference's own error at the Function's precision),
+            and ``gradsmith bench`` times the Function against it. ``None``: finite
+            differences judge the gradients, and bench measures against the autograd of the
+            Function's own forward, else ``surrogate``.
     """
 
     make_args: Callable[[], tuple]
@@ -64,8 +67,10 @@ def example(*args: Any, surrogate: Callable[..., Any] | None = None,
             (one value per forward argument), e.g. ``lambda x, alpha, grad: (-alpha * grad,
             None)`` for gradient reversal.
         name: label for reports.
-        reference: the code this Function replaces, with the same signature, for
-            ``gradsmith bench`` (default: the autograd of the Function's own forward).
+        reference: the plain-PyTorch code this Function replaces, with the same signature:
+            ``gradsmith check`` judges outputs and every gradient against its autograd at
+            the Function's own precision (no atol to set: what Triton and other fused
+            kernels computing in float32 need), and ``gradsmith bench`` times against it.
         **options: forwarded to :func:`gradsmith.check` (e.g. ``atol=1e-6``, ``approximate=True``).
 
     Returns:

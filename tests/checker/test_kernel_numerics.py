@@ -132,3 +132,51 @@ def test_saved_tensor_written_by_a_twice_differentiable_backward_stays_an_error(
     report = gradsmith.check(Scales, x)
     mutated = [f for f in report.findings if f.code == "saved-tensor-mutated"]
     assert mutated and mutated[0].severity == "error"
+
+
+# -- reference= ---------------------------------------------------------------------------------
+def _ce_reference(z, t):
+    return torch.nn.functional.cross_entropy(z, t)
+
+
+def test_reference_judges_outputs_and_gradients_without_a_tolerance_to_set():
+    good = gradsmith.check(FusedCE, *_ce_args(), reference=_ce_reference)
+    assert good.passed, good
+    assert "reference" in good.checks and "gradients" in good.skipped
+    bad = gradsmith.check(FusedCEForgetsScale, *_ce_args(), reference=_ce_reference)
+    errors = [f for f in bad.findings if f.is_error]
+    assert [(f.code, f.input) for f in errors] == [("reference-mismatch", "z")]
+    # The tolerance comes from the reference's own float32 error, far below the bug's size.
+    assert errors[0].details["computes_in"] == "float32"
+    assert errors[0].details["tolerance"] < 1e-4
+
+
+def test_reference_catches_a_wrong_forward():
+    def off_by_a_bit(z, t):
+        return _ce_reference(z, t) * (1 + 1e-4)
+
+    report = gradsmith.check(FusedCE, *_ce_args(), reference=off_by_a_bit)
+    assert ("reference-mismatch", None) in {(f.code, f.input) for f in report.findings}
+
+
+def test_registered_example_reference_is_used_by_check():
+    class Registered(FusedCEForgetsScale):
+        pass
+
+    gradsmith.example(_ce_args, reference=_ce_reference)(Registered)
+    report = gradsmith.check(Registered)
+    assert "reference-mismatch" in report.codes("error")
+
+
+def test_reference_with_the_wrong_outputs_is_a_declaration_error():
+    report = gradsmith.check(FusedCE, *_ce_args(), reference=lambda z, t: (z.sum(), z.mean()))
+    assert "reference-error" in report.codes("error")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"reference": 3.0}, "reference must be a plain-PyTorch callable"),
+    ({"reference": _ce_reference, "surrogate": _ce_reference}, "do not combine"),
+])
+def test_bad_reference_argument_is_a_clear_error(kwargs, match):
+    with pytest.raises(gradsmith.GradsmithError, match=match):
+        gradsmith.check(FusedCE, *_ce_args(), **kwargs)

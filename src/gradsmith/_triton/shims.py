@@ -19,6 +19,10 @@ The gaps:
 - ``autotune``: ``@triton.autotune`` times each config through the GPU driver ("0 active
   drivers"). Timing is meaningless in the interpreter: the shim takes the first config (after
   the autotuner's own pruning), which runs the same kernel code.
+- ``imported-early``: Triton imported before the variable was set leaves its own device
+  functions (``tl.sum``, ...) in compiled mode, uncallable from interpreted kernels; the shim
+  runs them interpreted. (User kernels must still be imported after :func:`gradsmith._triton.
+  prepare`, which ``gradsmith check`` guarantees.)
 """
 
 from __future__ import annotations
@@ -72,9 +76,10 @@ def apply() -> dict[str, str]:
     major = int(str(triton.__version__).split(".")[0])
     if major < 3:
         return {name: f"skipped: Triton {triton.__version__} < 3.0 is not supported"
-                for name in ("float-args", "libdevice", "autotune")}
+                for name in ("float-args", "libdevice", "autotune", "imported-early")}
     _count_launches()
-    return {"float-args": _float_args(), "libdevice": _libdevice(), "autotune": _autotune()}
+    return {"float-args": _float_args(), "libdevice": _libdevice(), "autotune": _autotune(),
+            "imported-early": _imported_early()}
 
 
 #: Kernel launches run by the interpreter in this process (reports say kernels ran interpreted).
@@ -180,6 +185,33 @@ def _elementwise(name: str, fn: Callable[..., np.ndarray]) -> Callable[..., Any]
     op.__name__ = name
     setattr(op, _MARK, True)
     return op
+
+
+def _imported_early() -> str:
+    """Triton imported before ``TRITON_INTERPRET`` was set (by torch, a test plugin, a
+    notebook): its own device functions (``tl.sum``, ``tl.max``, ...) were then made
+    compiled-mode ``JITFunction``s, which refuse to be called ("Cannot call @triton.jit'd
+    outside of the scope of a kernel"). Calls to them run interpreted instead."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(getattr(tl.standard, "sum", None), JITFunction):
+        return "not needed"
+    original = JITFunction.__call__
+    if getattr(original, _MARK, False):
+        return "applied"
+    interpreted: dict[int, Any] = {}
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = interpreted.get(id(self))
+        if fn is None:
+            fn = interpreted[id(self)] = interpreter.InterpretedFunction(self.fn)
+        return fn(*args, **kwargs)
+
+    setattr(call, _MARK, True)
+    JITFunction.__call__ = call
+    return "applied"
 
 
 def _autotune() -> str:

@@ -11,6 +11,8 @@ CODES: dict[str, tuple[str, str]] = {
     "float64-unsupported": ("info", "setup"),
     "low-precision-numerics": ("info", "setup"),
     "triton-interpreted": ("info", "setup"),
+    "reference-mismatch": ("error", "reference"),
+    "reference-error": ("error", "reference"),
     "user-warning": ("info", "setup"),
     "constant-input": ("info", "setup"),
     "check-crashed": ("warning", "any"),

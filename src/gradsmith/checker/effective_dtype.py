@@ -34,9 +34,20 @@ def computed_dtype(session: Session, outs: list[torch.Tensor]) -> torch.dtype | 
     """
     if session.subject.dtype != torch.float64:
         return None
-    ins = [x.detach() for x in session.subject.base() if x.dtype == torch.float64]
-    if not ins or not any(bool((_exact_in(x, torch.float32) == 0).any()) for x in ins):
-        return None  # the inputs themselves are float32 values: nothing to tell apart
+    subject = session.subject
+    base = [x.detach() for x in subject.base()]
+    if not any(x.dtype == torch.float64 for x in base):
+        return None
+    if not any(bool((_exact_in(x, torch.float32) == 0).any()) for x in base
+               if x.dtype == torch.float64):
+        # The user's inputs are float32 values (upcast for the check): a copy or a ReLU of
+        # them is float32 too. Nudge them off the float32 grid and look again.
+        nudged = [x * (1 + 2.0 ** -40) if x.dtype == torch.float64 else x for x in base]
+        try:
+            with torch.no_grad():
+                outs = subject.select(subject.call(nudged))
+        except Exception:  # noqa: BLE001 - user code; the first forward already ran fine
+            return None
     values = _informative(outs)
     if values is None:
         return None
@@ -52,9 +63,9 @@ def finding(dtype: torch.dtype, session: Session) -> Finding:
     name = str(dtype).removeprefix("torch.")
     return Finding(
         "low-precision-numerics", "info",
-        f"forward computes in {name} although it returns float64 for float64 inputs (every "
-        f"output value is exactly a {name} value, the inputs are not): typical of fused "
-        f"kernels that load any dtype and compute in {name}. Finite differences use step "
+        f"forward computes in {name} whatever dtype it is handed: handed float64 values "
+        f"that are not {name} values, it returns float64 outputs that all are, as fused "
+        f"kernels do (they load any dtype and compute in {name}). Finite differences use step "
         f"{s.h:.1g} and tolerances atol={s.atol:.1g}, rtol={s.rtol:.1g}, calibrated to {name}",
         "nothing to fix if the kernels are meant to compute in this precision; pass a "
         "reference= (plain PyTorch of the same inputs) to judge outputs and gradients "

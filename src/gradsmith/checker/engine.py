@@ -34,6 +34,7 @@ from gradsmith.checker.subject import Subject, preserved_global_rng
 CHECK_MODULES = {
     "structure": "gradsmith.checker.structure",
     "mutation": "gradsmith.checker.mutation",
+    "reference": "gradsmith.checker.reference",
     "gradients": "gradsmith.checker.gradients",
     "surrogate": "gradsmith.checker.surrogate",
     "approximate": "gradsmith.checker.approximate",
@@ -53,7 +54,7 @@ _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "
 
 
 def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
-          **options: Any) -> Report:
+          reference: Any = None, **options: Any) -> Report:
     """Verify a custom autograd Function (or any differentiable callable) on example inputs.
 
     Args:
@@ -68,6 +69,12 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             returns what backward must return (one value per forward argument).
             With no ``args``, the examples registered with :func:`gradsmith.example` are
             used (all of them, findings merged into one report).
+        reference: plain PyTorch computing what the Function computes, with the same
+            signature: outputs and every gradient are judged against its float64 autograd,
+            within a tolerance derived from its own error at the Function's precision (no
+            atol to set; what kernels computing in float32 need), instead of by finite
+            differences (see :mod:`gradsmith.checker.reference`). Default: a registered
+            example's ``reference=``.
         **options: ``atol``/``rtol`` (first-order tolerances, default 1e-5/1e-3),
             ``approximate`` (judge gradient quality against ``max_relative_error`` and
             ``min_cosine`` instead of exact agreement), ``seed``,
@@ -105,6 +112,8 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
         True
     """
     if not args:
+        if reference is not None:
+            options = {**options, "reference": reference}
         return _check_registered(fn, surrogate, {**options, "intended": intended}
                                  if intended is not None else options)
     start = time.perf_counter()
@@ -119,6 +128,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             f"`gradsmith.check({target.name}, torch.randn(4, 3, dtype=torch.float64))`")
     report = Report(name=target.name)
     declared.validate(target.name, surrogate, intended, opts)
+    opts.extra["reference"] = _validated_reference(target.name, reference, surrogate, intended)
     session = Session(subject, opts, report, surrogate, intended)
     session.settings.atol, session.settings.rtol = opts.atol, opts.rtol
     session.settings.user_tolerance = opts.user_tolerance
@@ -138,6 +148,21 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     report.sort()
     report.elapsed = time.perf_counter() - start
     return report
+
+
+def _validated_reference(name: str, reference: Any, surrogate: Any, intended: Any) -> Any:
+    if reference is None:
+        return None
+    if not callable(reference):
+        raise GradsmithError(
+            f"check: reference must be a plain-PyTorch callable with the signature of {name}, "
+            f"got {type(reference).__name__}; e.g. reference=lambda x, w: x @ w")
+    if surrogate is not None or intended is not None:
+        raise GradsmithError(
+            f"check: reference= and {'surrogate=' if surrogate is not None else 'intended='} "
+            f"do not combine for {name}: a reference says backward is its autograd gradient, "
+            "a declaration says it is something else; give one")
+    return reference
 
 
 def _constant_findings(subject: Subject) -> list[Finding]:
@@ -175,6 +200,7 @@ def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Repor
             raise GradsmithError(
                 f"check: example {label!r} of {target.name} returned no arguments; make its "
                 "factory return the input tuple, e.g. `lambda: (torch.randn(4, 3),)`")
+        opts.setdefault("reference", ex.reference)
         report = check(fn, *args, surrogate=surrogate or ex.surrogate, **opts)
         if i:
             merged.merge_exercised(report)

@@ -50,6 +50,9 @@ def run(session: Session) -> list[Finding]:
     if session.options.approximate:
         raise Skip("approximate=True: gradient quality is measured and judged against the "
                    "approximate-mode thresholds instead", relies_on="approximate")
+    if session.options.extra.get("reference") is not None:
+        raise Skip("a reference= was given: every gradient is judged against its autograd "
+                   "at the Function's own precision instead", relies_on="reference")
     if session.options.unbiased:
         return stochastic.on_average(session, session.problem, None, NAME)
     problem = session.problem

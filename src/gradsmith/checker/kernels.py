@@ -8,10 +8,13 @@ conditions between programs), and the deployment columns that measure the device
 
 from __future__ import annotations
 
+import torch
+
 from gradsmith._triton import launches, status
 from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
 
-__all__ = ["interpreted", "launches"]
+__all__ = ["interpreted", "kernel_backward", "launches"]
 
 
 def interpreted(before: int) -> list[Finding]:
@@ -30,3 +33,44 @@ def interpreted(before: int) -> list[Finding]:
         "for what a GPU compiler makes of it",
         "run gradsmith check on a machine with a GPU to check the compiled kernels too",
         "setup", details={"launches": count, "triton": info["triton"], "shims": shims})]
+
+
+def kernel_backward(session: Session, findings: list[Finding]) -> list[Finding]:
+    """One finding, instead of a double-backward mismatch per input, when backward launches
+    Triton kernels and is not ``@once_differentiable``.
+
+    Autograd cannot see inside a kernel: the gradient backward returns carries no graph, so
+    double backward silently yields zeros (or partial terms) instead of raising. The
+    mismatches per input (already demonstrated by finite differences) all have that cause.
+    """
+    mismatches = [f for f in findings if f.code == "double-backward-mismatch"]
+    if not mismatches or not interpreted_launches_in_backward(session):
+        return findings
+    inputs = [f.input for f in mismatches if f.input]
+    rest = [f for f in findings if f.code != "double-backward-mismatch"]
+    return rest + [Finding(
+        "double-backward-mismatch", "error",
+        "backward launches Triton kernels and is not @once_differentiable: autograd cannot "
+        "differentiate through a kernel, so the gradient backward returns has no graph and "
+        "its second derivative is silently wrong instead of an error (finite differences of "
+        f"backward disagree for {', '.join(inputs)}; e.g. {mismatches[0].message})",
+        "decorate backward with @once_differentiable (double backward then raises a clear "
+        "error), or give the kernel's backward a Function of its own with a backward",
+        "second_order", None, {"inputs": inputs, "cause": "kernel-backward"})]
+
+
+def interpreted_launches_in_backward(session: Session) -> int:
+    """Triton kernel launches during one backward of the Function (0 without Triton)."""
+    if "kernels:backward" not in session.cache:
+        count = 0
+        if launches() or status()["interpreting"]:
+            problem = session.problem
+            try:
+                problem.linearize()
+                before = launches()
+                problem.vjp(torch.ones(problem.m, dtype=problem.xs[0].dtype))
+                count = launches() - before
+            except Exception:  # noqa: BLE001 - backward errors are reported elsewhere
+                count = 0
+        session.cache["kernels:backward"] = count
+    return session.cache["kernels:backward"]

@@ -13,7 +13,7 @@ import inspect
 
 import torch
 
-from gradsmith.checker import declared, gradients
+from gradsmith.checker import declared, gradients, kernels
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.problem import Problem, seeded_grad
 from gradsmith.checker.report import Finding
@@ -56,7 +56,7 @@ def backward_problem(session: Session) -> Problem:
 # First-order findings that make second order an echo: double backward differentiates the same
 # (wrong) backward, and through a saved output it runs that backward again.
 FIRST_ORDER = ("gradient-mismatch", "nan-gradient", "surrogate-mismatch", "surrogate-error",
-               "missing-param-grad",
+               "missing-param-grad", "reference-mismatch", "reference-error",
                "undeclared-estimator", "intended-mismatch", "intended-error", "gradient-quality",
                "biased-estimate")
 
@@ -114,7 +114,7 @@ def run(session: Session) -> list[Finding]:
                 f"make backward's own derivative agree with the declared {kind} (compute "
                 "backward from saved inputs with differentiable torch ops), or decorate "
                 "backward with @once_differentiable")
-    return findings
+    return kernels.kernel_backward(session, findings)
 
 
 class _AgainstDeclared(Problem):

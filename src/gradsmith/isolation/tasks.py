@@ -142,7 +142,10 @@ def _inputs(obj: Any, example_index: int | None, options: dict):
         return (found.args, None, dict(options), f"synthesised: {found.description}",
                 found.variants)
     ex = examples_of(obj)[example_index]
-    return ex.make_args(), ex.surrogate, {**ex.options, **options}, "registered example", ()
+    merged = {**ex.options, **options}
+    if ex.reference is not None:  # judged against it (outputs and gradients), see checker
+        merged.setdefault("reference", ex.reference)
+    return ex.make_args(), ex.surrogate, merged, "registered example", ()
 
 
 # Variant input sets re-run the checks that depend on the values and shapes; the rest
