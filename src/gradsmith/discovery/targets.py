@@ -145,6 +145,11 @@ def _from_path(target: str, path: Path, names: tuple[str, ...] | None, base: Pat
             f"check: target {target!r} is not a Python file (expected a .py file, a directory "
             "or a dotted module name)"
         )
+    if path.is_file() and repro_script(path):
+        raise GradsmithUsageError(
+            f"check: target {target!r} is a repro script gradsmith check --repro wrote, not "
+            f"code to check; run it with `python {target}` (it prints REPRODUCED or NOT "
+            "REPRODUCED)")
     return [_file_source(path, names, base, strict=True)]
 
 
@@ -242,8 +247,24 @@ def _python_files(root: Path) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
         found.extend(Path(dirpath) / f for f in sorted(filenames)
-                     if f.endswith(".py") and f not in _SKIP_FILES)
+                     if f.endswith(".py") and f not in _SKIP_FILES
+                     and not repro_script(Path(dirpath) / f))
     return found
+
+
+def repro_script(path: Path) -> bool:
+    """True for a script ``gradsmith check --repro`` wrote: it runs its reproduction at import
+    (and exits), so checking it would only report that exit. Known by its first line (the
+    marker), or by the docstring such scripts opened with before the marker existed."""
+    from gradsmith.repro.script import MARKER
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(160).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return head.startswith(MARKER) or head.startswith(
+        '"""Reproduce a gradsmith finding with plain PyTorch')
 
 
 def _parse(path: Path) -> tuple[ast.Module | None, str | None]:
