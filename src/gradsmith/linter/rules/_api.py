@@ -14,6 +14,7 @@ from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import statements
 from gradsmith.linter._walk import header_exprs
 from gradsmith.linter.rules._common import short
+from gradsmith.linter.rules._direct import check_apply_count, gradless, is_none, unguarded_ctx_use
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
 _FN = (_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
@@ -230,85 +231,6 @@ def _calls_on(tree: ast.Module, hits: set[int]):
                 yield from ast.walk(part)
 
 
-def _unguarded_ctx_use(fc) -> str | None:
-    """``ctx.<attr>`` that forward reaches without testing ``ctx`` first, else None."""
-    fwd = fc.methods.get("forward")
-    if fwd is None or fc.setup_style or not fwd.params:
-        return None
-    ctx = fwd.params[0]
-    for stmt in fwd.node.body:
-        if isinstance(stmt, (ast.If, ast.While, ast.Try, ast.With, ast.For)) or isinstance(
-            stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-        ):
-            return None  # from here on, paths depend on tests we do not follow
-        for node in walk_shallow(stmt):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id == ctx:
-                return f"{ctx}.{node.attr}"
-            if isinstance(node, ast.IfExp):
-                break
-    return None
-
-
-def _is_none(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Constant) and expr.value is None
-
-
-_NO_GRAD = ("no_grad", "inference_mode")
-
-
-def _no_grad_expr(expr: ast.expr) -> bool:
-    call = expr if isinstance(expr, ast.Call) else None
-    head = call.func if call else expr
-    name = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
-    if name in _NO_GRAD:
-        return not (call and call.args and isinstance(call.args[0], ast.Constant)
-                    and call.args[0].value is False)
-    return name == "set_grad_enabled" and bool(call and call.args) and isinstance(
-        call.args[0], ast.Constant) and call.args[0].value is False
-
-
-def _gradless(src, call: ast.Call) -> bool:
-    """Whether ``call`` runs where no gradient can be needed: in a no-grad block or
-    function, or on inputs that carry no autograd history (``.detach()``, ``.data``)."""
-    spans = src.__dict__.get("_no_grad_spans")
-    if spans is None:
-        spans = []
-        for stmt in statements(src.tree.body):
-            if isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
-                _no_grad_expr(item.context_expr) for item in stmt.items
-            ) or isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                _no_grad_expr(d) for d in stmt.decorator_list
-            ):
-                spans.append((stmt.lineno, stmt.end_lineno))
-        src.__dict__["_no_grad_spans"] = spans
-    if any(a <= call.lineno <= b for a, b in spans):
-        return True
-    rest = call.args[1:]
-    return bool(rest) and all(
-        isinstance(a, ast.Constant)
-        or isinstance(a, ast.Attribute) and a.attr == "data"
-        or isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "detach"
-        for a in rest
-    )
-
-
-def _check_apply_count(report, src, node: ast.Call, fc) -> None:
-    """GS121: ``Fn.apply`` with more positional arguments than forward takes, or fewer
-    than it requires (counted only when no ``*args``/``**kwargs`` hide the number)."""
-    inputs = fc.inputs()
-    if inputs is None or fc.unknown_base or node.keywords or any(
-        isinstance(a, ast.Starred) for a in node.args
-    ):
-        return
-    params, ndefault, vararg = inputs
-    given, required = len(node.args), len(params) - ndefault
-    if given < required:
-        report("GS121", src, node, f"{given} argument(s), forward requires {required}")
-    elif given > len(params) and not vararg:
-        report("GS121", src, node, f"{given} argument(s), forward takes at most {len(params)}")
-
-
 def _has_init(target, fc) -> bool:
     """Whether the Function (or a linted base) defines ``__init__`` (legacy, with state)."""
     for stmt in fc.node.body:
@@ -350,17 +272,17 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
         explicit = [k.arg for k in node.keywords if k.arg is not None]
         if explicit:  # `**kwargs` may be empty: only named keywords are certain errors
             report("GS112", src, node, f"keywords {short(', '.join(explicit))}")
-        _check_apply_count(report, src, node, fc)
+        check_apply_count(report, src, node, fc)
         return
     if in_method:
         return  # delegating to a base Function's forward/backward from inside a Function
-    if func.attr == "forward" and node.args and _is_none(node.args[0]):
+    if func.attr == "forward" and node.args and is_none(node.args[0]):
         # `Fn.forward(None, ...)`: run on purpose without a graph node. Fine where no
         # gradient can be needed; elsewhere gradients bypass the custom backward.
-        used = _unguarded_ctx_use(fc)
+        used = unguarded_ctx_use(fc)
         if used:
             report("GS111", src, node, f"ctx is None but forward uses `{used}` (AttributeError)")
-        elif not _gradless(src, node):
+        elif not gradless(src, node):
             report("GS214", src, node, f"`{short(src.segment(func))}(None, ...)`")
         return
     fix = ()
