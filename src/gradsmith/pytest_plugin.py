@@ -5,7 +5,8 @@ Installed with gradsmith (entry point ``pytest11: gradsmith``) and inert unless 
 ``file.py::Name``) and may be repeated. Each Function or registered function becomes one item
 per registered example (or one item on synthesised inputs); a failing item shows the
 verifier's report, and a Function without usable inputs is skipped with the fix. Items run in
-the pytest process (no isolation), and ``-k`` selects them like any test.
+the pytest process (no isolation), and ``-k`` selects them like any test. A Function that
+raises ``KeyboardInterrupt`` fails its own item (only a real Ctrl-C stops the session).
 
 ini options (``[tool.pytest.ini_options]``, validated: an unknown ``gradsmith_*`` key is a
 usage error naming the valid ones): ``gradsmith_targets`` (used when ``--gradsmith`` is not
@@ -13,6 +14,11 @@ given), ``gradsmith_approximate`` and ``gradsmith_compat``; ``-o name=value`` ov
 """
 
 from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -156,8 +162,19 @@ class GradsmithItem(pytest.Item):
     def runtest(self) -> None:
         from gradsmith.isolation.tasks import check_candidate
 
-        result = check_candidate(self.candidate, self.example_index,
-                                 getattr(self.config, "_gradsmith_options", {}))
+        options = getattr(self.config, "_gradsmith_options", {})
+        with _sigint_watch() as sigint:
+            try:
+                result = check_candidate(self.candidate, self.example_index, options)
+            except KeyboardInterrupt as exc:
+                if sigint:  # Ctrl-C: pytest stops the session, as for any test
+                    raise
+                # Raised by the Function: its item's failure, not the end of the session
+                # (pytest, and pytest-xdist's workers, stop everything on KeyboardInterrupt).
+                from gradsmith.isolation.partial import raised_result
+
+                task = ("check", self.candidate, self.example_index, options)
+                raise GradsmithCheckFailed(raised_result(task, exc, {})) from None
         if result["verdict"] == "skip":  # reported at the user's class (reportinfo), not here
             raise pytest.skip.Exception(result["reason"], _use_item_location=True)
         if result["verdict"] == "fail":
@@ -178,6 +195,28 @@ class GradsmithItem(pytest.Item):
         if self.candidate.file is not None:  # where the Function is defined (0-based line)
             return self.candidate.file, (self.candidate.line or 1) - 1, f"gradsmith: {self.name}"
         return self.path, None, f"gradsmith: {self.name}"
+
+
+@contextmanager
+def _sigint_watch() -> Iterator[list[int]]:
+    """A list that gets an entry when a real SIGINT (Ctrl-C) arrives meanwhile, so a
+    ``KeyboardInterrupt`` that user code raises can be told from one. The handler in place
+    still runs (and raises)."""
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield seen  # no handler to wrap: a KeyboardInterrupt can only come from user code
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        seen.append(signum)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class ImportFailedItem(pytest.Item):
