@@ -9,6 +9,8 @@ a missing torch is one line that names the command to run instead of a traceback
 from __future__ import annotations
 
 import importlib.util
+import sys
+import warnings
 
 #: The lowest torch version gradsmith is tested with (CI pins exactly this one).
 TORCH_REQUIREMENT = "torch>=2.13.0"
@@ -37,7 +39,8 @@ def require_torch(feature: str) -> None:
     """Raise :class:`TorchMissingError` naming ``feature`` if torch cannot be imported.
 
     Looks the module up without importing it, so the check costs nothing when torch is
-    there (the caller's own ``import torch`` follows).
+    there (the caller's own ``import torch`` follows); only without NumPy does it import
+    torch itself, silencing torch's "Failed to initialize NumPy" warning.
 
     Args:
         feature: What needs torch, as the user called it (``"gradsmith check"``).
@@ -48,3 +51,17 @@ def require_torch(feature: str) -> None:
     """
     if importlib.util.find_spec("torch") is None:
         raise TorchMissingError(torch_missing_message(feature), name="torch")
+    if "torch" not in sys.modules and _numpy_missing():
+        # NumPy is not a dependency, but torch says "Failed to initialize NumPy" at import
+        # when it is absent: the first thing a user would see of gradsmith bench.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy",
+                                    category=UserWarning)
+            import torch  # noqa: F401
+
+
+def _numpy_missing() -> bool:
+    try:
+        return importlib.util.find_spec("numpy") is None
+    except (ImportError, ValueError):  # sys.modules["numpy"] = None, a broken install
+        return True
