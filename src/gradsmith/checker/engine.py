@@ -132,7 +132,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     session = Session(subject, opts, report, surrogate, intended)
     session.settings.atol, session.settings.rtol = opts.atol, opts.rtol
     session.settings.user_tolerance = opts.user_tolerance
-    launched = kernels.launches()
+    launched = session.cache["kernels:before"] = kernels.launches()
     # Warnings from user code must not abort the check (e.g. under `-W error`); they are
     # reported as info findings instead.
     with torch.enable_grad(), warnings.catch_warnings(record=True) as caught, _threads_for(
@@ -372,6 +372,7 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
             continue
         module = import_module(CHECK_MODULES[name])
         try:
+            kernels.applies(name, session)
             found = module.run(session)
         except Incomplete as why:
             report.findings.append(_incomplete(name, str(why)))

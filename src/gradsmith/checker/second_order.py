@@ -90,6 +90,9 @@ def run(session: Session) -> list[Finding]:
         except declared.DeclarationError as err:
             raise Incomplete(f"the declared {kind} cannot be evaluated ({err}): second order "
                              f"is judged against the {kind}, not the real forward") from None
+    quick = None if kind is not None else kernels.kernel_double_backward(session, problem)
+    if quick is not None:
+        return quick
     try:
         # Backward's result in a lower precision (.float()): its finite differences need
         # that precision's step, as forward's do in low-precision mode.
