@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker import declared
+from gradsmith.checker import declared, surrogate_fit
 from gradsmith.checker.inputs import _parameter_names, overrides
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.session import Session
@@ -185,7 +185,8 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
         top = subject.args.position(t)
         if top is None or subject.args.inputs[t].is_complex:
             return None  # nested, a parameter, complex: no plain term to write
-        for term in _terms(names[top], numbers):
+        for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers,
+                                        _terms(names[top], numbers)):
             got = _try(session, "surrogate", _compile(f"lambda {params}: {term}", session), v,
                        problem.xs, split)
             if got is not None and _matches(grads[t], got[t], session):

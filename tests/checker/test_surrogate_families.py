@@ -1,0 +1,166 @@
+"""Every recognised estimator family gets a declaration that passes when pasted exactly as
+printed: surrogate gradients of step functions (arctan, sigmoid, fast sigmoid, triangle,
+rectangle, Gaussian, exponential, with their slope or width), quantizer STEs with clipping,
+windowed STEs and straight-through with a scale. Zero configuration: inputs synthesised, the
+printed line pasted above the class, the file imported and checked again; the same line on
+the Function with another hyperparameter fails."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+
+import pytest
+import torch
+
+import gradsmith
+from gradsmith.discovery import synthesize
+
+HEADER = """\
+import math
+
+import torch
+from torch.autograd import Function
+
+import gradsmith
+
+"""
+
+SPIKE = """
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        k = {k}
+        return g * ({derivative})
+"""
+
+FAMILIES = {
+    # name: (class template, derivative of x and k, right k, wrong k)
+    "ATanSpike": (SPIKE, "k / 2 / (1 + (math.pi / 2 * k * x) ** 2)", 2.0, 3.0),
+    "SigmoidSpike": (SPIKE, "k * torch.sigmoid(k * x) * (1 - torch.sigmoid(k * x))", 25.0,
+                     20.0),
+    "FastSigmoidSpike": (SPIKE, "1 / (k * x.abs() + 1) ** 2", 25.0, 10.0),
+    "TriangleSpike": (SPIKE, "(k - k * k * x.abs()).clamp(min=0)", 1.5, 1.0),
+    "RectangleSpike": (SPIKE, "(x.abs() < k / 2).to(g.dtype) / k", 0.8, 0.2),
+    "GaussianSpike": (SPIKE, "torch.exp(-x * x / (2 * k ** 2)) / (math.sqrt(2 * math.pi) * k)",
+                      0.5, 0.4),
+    "ExponentialSpike": (SPIKE, "k / 2 * torch.exp(-k * x.abs())", 2.0, 3.0),
+}
+
+OTHERS = {
+    "ClippedQuantizer": ("""
+class ClippedQuantizer(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x.clamp(-{k}, {k}) * 4).round() / 4
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ((x >= -{k}) & (x <= {k})).to(g.dtype)
+""", 2.0, 0.5),
+    "WindowedSign": ("""
+class WindowedSign(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x.abs() <= {k}).to(g.dtype)
+""", 1.2, 0.3),
+    "ScaledRound": ("""
+class ScaledRound(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return (x * {k}).round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * {k}
+""", 4.0, 3.0),
+    "ThresholdSpike": ("""
+class ThresholdSpike(Function):
+    @staticmethod
+    def forward(ctx, x, threshold):
+        ctx.save_for_backward(x)
+        ctx.threshold = threshold
+        return (x - threshold > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid({k} * (x - ctx.threshold))
+        return g * {k} * s * (1 - s), None
+""", 4.0, 5.0),
+}
+
+
+def _source(name: str, k: float) -> str:
+    if name in FAMILIES:
+        template, derivative, _, _ = FAMILIES[name]
+        return template.format(name=name, k=k, derivative=derivative)
+    return OTHERS[name][0].format(k=k)
+
+
+def _load(tmp_path, stem: str, text: str):
+    path = tmp_path / f"{stem}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"families_{stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _params(table, index):
+    return [pytest.param(name, row[index], row[index + 1], id=name)
+            for name, row in table.items()]
+
+
+CASES = _params(FAMILIES, 2) + _params(OTHERS, 1)
+
+
+@pytest.mark.parametrize("name, right, wrong", CASES)
+def test_the_printed_declaration_passes_as_printed_and_a_wrong_variant_fails(
+        tmp_path, name, right, wrong):
+    fn = getattr(_load(tmp_path, "plain", HEADER + _source(name, right)), name)
+    found = synthesize(fn)
+    report = gradsmith.check(fn, *found.args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"], line
+    assert f"`{line}`" in finding.hint and "..." not in line
+
+    # The independent reference: the surrogate's autograd gradient is backward's, on fresh
+    # inputs (plain PyTorch, no gradsmith).
+    source = re.search(r"surrogate=(lambda .*)\)$", line).group(1)
+    surrogate = eval(source, {"torch": torch})  # noqa: S307 - gradsmith's own suggestion
+    args = eval(line[len("@gradsmith.example("):].split(", surrogate=")[0],  # noqa: S307
+                {"torch": torch})()
+    x = args[0].detach().clone().requires_grad_(True)
+    rest = args[1:]
+    (want,) = torch.autograd.grad(surrogate(x, *rest).sum(), x)
+    x2 = args[0].detach().clone().requires_grad_(True)
+    (got,) = torch.autograd.grad(fn.apply(x2, *rest).sum(), x2)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9)
+
+    # Pasted exactly as printed, above the class: it passes (on fresh random inputs) ...
+    torch.manual_seed(0)  # the line's own torch.randn: a fixed draw, so no flaky window
+    pasted = getattr(_load(tmp_path, "pasted", HEADER + line + _source(name, right)), name)
+    again = gradsmith.check(pasted, compat=False)
+    assert again.passed, f"{line}\n{again}"
+    # ... and above the class with another hyperparameter, it fails.
+    other = getattr(_load(tmp_path, "other", HEADER + line + _source(name, wrong)), name)
+    torch.manual_seed(0)
+    assert "surrogate-mismatch" in gradsmith.check(other, compat=False).codes("error")
