@@ -231,6 +231,14 @@ def _calls_on(tree: ast.Module, hits: set[int]):
                 yield from ast.walk(part)
 
 
+def _unambiguous(target, fc) -> bool:
+    """Whether ``fc`` is the only class of its name in its module (test files define a
+    local ``MyFunc`` in many functions; resolution by name could pick the wrong one)."""
+    sym = target.index.by_source.get(id(fc.source))
+    classes = sym.all_classes if sym is not None else []
+    return sum(1 for c in classes if c.name == fc.name) == 1
+
+
 def _has_init(target, fc) -> bool:
     """Whether the Function (or a linted base) defines ``__init__`` (legacy, with state)."""
     for stmt in fc.node.body:
@@ -272,7 +280,8 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
         explicit = [k.arg for k in node.keywords if k.arg is not None]
         if explicit:  # `**kwargs` may be empty: only named keywords are certain errors
             report("GS112", src, node, f"keywords {short(', '.join(explicit))}")
-        check_apply_count(report, src, node, fc)
+        if _unambiguous(target, fc):
+            check_apply_count(report, src, node, fc)
         return
     if in_method:
         return  # delegating to a base Function's forward/backward from inside a Function

@@ -8,7 +8,7 @@ import re
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import attr_of, own
+from gradsmith.linter.rules._common import attr_of, own, terminates
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS218 = Rule(
@@ -53,8 +53,12 @@ def check_conditional_save(facts: Facts, report) -> None:
     if backward is None or not facts.saves:
         return
     bctx = facts.ctx_of(backward)
-    if not any(isinstance(s, ast.Assign) and attr_of(s.value, bctx, "saved_tensors")
-               for s in backward.node.body):
+    for stmt in backward.node.body:
+        if isinstance(stmt, ast.If) and (terminates(stmt.body) or terminates(stmt.orelse)):
+            return  # an early return: the unpacking may be reached only when saved
+        if isinstance(stmt, ast.Assign) and attr_of(stmt.value, bctx, "saved_tensors"):
+            break
+    else:
         return  # unpacked under a test of its own (or not at all)
     total = len(facts.inputs[0]) if facts.inputs else 0
     for method in own(facts, "forward", "setup_context"):
