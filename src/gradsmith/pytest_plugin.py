@@ -112,11 +112,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not sources:
         return
     from gradsmith.discovery import TargetImportError, list_candidates
+    from gradsmith.discovery.prefilter import needs_import
     from gradsmith.isolation.tasks import display_name
 
     seen: set[str] = set()
     ours: list[pytest.Item] = []
     for source in sources:
+        if not needs_import(source):  # certainly no candidate: importing it would only cost
+            continue
         try:
             listing = list_candidates(source)
         except GradsmithUsageError as exc:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from gradsmith.discovery import Candidate, Source
+from gradsmith.discovery.prefilter import needs_import
 from gradsmith.isolation.partial import add_partial, partial_report, raised_result
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
 from gradsmith.isolation.tasks import display_name, row, run_task
@@ -148,6 +149,9 @@ def _is_listing(value: object) -> bool:
 def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
     seen: set[str] = set()
     found: list[Candidate] = []
+    # A file that certainly holds no candidate is not imported (a task each: minutes for a
+    # directory of thousands of files); it makes no row, as when it is imported and has none.
+    sources = [s for s in sources if needs_import(s)]
     outcomes = {o.index: o for o in execute([("list", s) for s in sources], None)}
     for index, source in enumerate(sources):
         kind, value = outcomes[index].kind, outcomes[index].value
