@@ -67,8 +67,8 @@ def test_a_placeholder_intended_is_an_error():
 def test_a_crashing_check_makes_the_verdict_incomplete(monkeypatch):
     from gradsmith.checker import robustness
 
-    def crash(session):
-        raise RuntimeError("boom")
+    def crash(session):  # a dispatcher-style error: one line, then a page of backends
+        raise RuntimeError("boom\n" + "CPU: registered at ...\n" * 50)
 
     monkeypatch.setattr(robustness, "run", crash)
 
@@ -88,6 +88,7 @@ def test_a_crashing_check_makes_the_verdict_incomplete(monkeypatch):
     assert "robustness" not in report.checks
     (finding,) = report.incomplete
     assert finding.code == "check-crashed" and "boom" in finding.message
+    assert "registered at" not in finding.message
     assert str(report).startswith("gradsmith check Square: INCOMPLETE")
 
 

@@ -387,8 +387,8 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - never let user code crash the report
             report.findings.append(Finding(
                 "check-crashed", "warning",
-                f"the {name} check could not run: {type(exc).__name__}: {exc}; what it "
-                "verifies is unverified, so the verdict is INCOMPLETE",
+                f"the {name} check could not run: {type(exc).__name__}: {_first_line(exc)}; "
+                "what it verifies is unverified, so the verdict is INCOMPLETE",
                 "run the Function by hand on the example inputs; report a gradsmith bug if "
                 "it works there", name, details={"incomplete": True}))
             continue
@@ -402,6 +402,13 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
                 name, f"{report.skipped.pop(name)}, but the {other} check "
                 f"{'did not run to the end' if other in unfinished else 'did not run'}"))
     progress.notify(None, report)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's first line, at most 300 characters (PyTorch's dispatcher errors list
+    every backend over dozens of lines)."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _incomplete(name: str, why: str) -> Finding:
