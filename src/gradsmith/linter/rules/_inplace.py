@@ -79,7 +79,7 @@ GS217 = Rule(
     good=_IMPORT + "import torch.nn.functional as F\n\n\nclass Act(torch.autograd.Function):\n"
     "    @staticmethod\n    def forward(ctx, x):\n        return F.relu(x)\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
-    brief="in-place option writes into a tensor autograd relies on",
+    brief="explicit in-place option",
 )
 GS220 = Rule(
     "GS220", "kernel-overwrites-saved", "warning",
@@ -133,8 +133,33 @@ _OPTION = "`inplace=True`"
 
 
 def _option(what: str) -> bool:
-    """A write chosen by an explicit option: ``inplace=True`` or a kernel launch flag."""
-    return what == _OPTION or "=` of kernel" in what
+    """A write chosen by an explicit option: ``inplace=True``, a kernel launch flag, or a
+    statement/target selected by an ``inplace`` argument."""
+    return what == _OPTION or "=` of kernel" in what or what.endswith("(`inplace` option)")
+
+
+_INPLACE_WORD = re.compile(r"in_?place", re.I)
+
+
+def _chosen_by_option(func: ast.AST) -> tuple[set[int], set[str]]:
+    """Statements under ``if <...inplace...>:`` and names bound by ``x if inplace else ...``."""
+    stmts: set[int] = set()
+    names: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.If) and _INPLACE_WORD.search(ast.unparse(node.test)):
+            for sub in (*node.body, *node.orelse):
+                stmts.update(id(n) for n in ast.walk(sub) if isinstance(n, ast.stmt))
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) \
+                and _INPLACE_WORD.search(ast.unparse(node.value.test)):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return stmts, names
+
+
+def _by_option(what: str, stmt: ast.stmt, target: ast.expr, chosen) -> str:
+    stmts, names = chosen
+    if id(stmt) in stmts or isinstance(target, ast.Name) and target.id in names:
+        return what if _option(what) else f"{what} (`inplace` option)"
+    return what
 
 
 def _root(expr: ast.expr) -> ast.expr:
@@ -214,11 +239,13 @@ def check_inplace(facts: Facts, report) -> None:
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
         fresh: set[str] = set()
+        chosen = _chosen_by_option(method.node)
 
-        def visit(stmt, flow: Flow, method=method, fresh=fresh):
+        def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen):
             for node, target, what, proven in mutations(stmt, flow, helpers):
                 if _reshapes_fresh_view(node, target, fresh):
                     continue
+                what = _by_option(what, stmt, target, chosen)
                 val: Val = flow.eval(target)
                 names = sorted(o[6:] for o in val.origins if o.startswith("input:")
                                and not _STATS.match(o[6:]) and o[6:] not in buffers)
@@ -249,9 +276,11 @@ def check_inplace(facts: Facts, report) -> None:
             n, ast.Attribute) and n.attr == "inplace" for n in nodes(method))
 
         fresh_b: set[str] = set()
+        chosen_b = _chosen_by_option(method.node)
 
-        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b):
+        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b):
             for node, target, what, proven in mutations(stmt, flow, helpers):
+                what = _by_option(what, stmt, target, chosen)
                 val = flow.eval(target)
                 if not proven and val.tensor is False:
                     continue  # `grads[i] = ...` rebinds a slot of a list, no tensor changes
