@@ -14,6 +14,14 @@ from gradsmith.linter._helpers import COLLECTIVES, HelperEdits, Helpers
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import nodes, own, short
+from gradsmith.linter.rules._inplace_scope import (
+    OPTION,
+    by_option,
+    chosen_by_option,
+    option,
+    reshapes_fresh_view,
+    track_fresh_views,
+)
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -129,39 +137,6 @@ _ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
 _STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
 
 
-_OPTION = "`inplace=True`"
-
-
-def _option(what: str) -> bool:
-    """A write chosen by an explicit option: ``inplace=True``, a kernel launch flag, or a
-    statement/target selected by an ``inplace`` argument."""
-    return what == _OPTION or "=` of kernel" in what or what.endswith("(`inplace` option)")
-
-
-_INPLACE_WORD = re.compile(r"in_?place", re.I)
-
-
-def _chosen_by_option(func: ast.AST) -> tuple[set[int], set[str]]:
-    """Statements under ``if <...inplace...>:`` and names bound by ``x if inplace else ...``."""
-    stmts: set[int] = set()
-    names: set[str] = set()
-    for node in ast.walk(func):
-        if isinstance(node, ast.If) and _INPLACE_WORD.search(ast.unparse(node.test)):
-            for sub in (*node.body, *node.orelse):
-                stmts.update(id(n) for n in ast.walk(sub) if isinstance(n, ast.stmt))
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) \
-                and _INPLACE_WORD.search(ast.unparse(node.value.test)):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return stmts, names
-
-
-def _by_option(what: str, stmt: ast.stmt, target: ast.expr, chosen) -> str:
-    stmts, names = chosen
-    if id(stmt) in stmts or isinstance(target, ast.Name) and target.id in names:
-        return what if _option(what) else f"{what} (`inplace` option)"
-    return what
-
-
 def _root(expr: ast.expr) -> ast.expr:
     while isinstance(expr, ast.Subscript):
         expr = expr.value
@@ -199,7 +174,7 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
                 yield node, kw.value, "`out=`", True
             elif kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
                 if node.args:
-                    yield node, node.args[0], _OPTION, True
+                    yield node, node.args[0], OPTION, True
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
             if isinstance(target, ast.Subscript):
@@ -239,13 +214,13 @@ def check_inplace(facts: Facts, report) -> None:
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
         fresh: set[str] = set()
-        chosen = _chosen_by_option(method.node)
+        chosen = chosen_by_option(method.node)
 
         def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen):
             for node, target, what, proven in mutations(stmt, flow, helpers):
-                if _reshapes_fresh_view(node, target, fresh):
+                if reshapes_fresh_view(node, target, fresh):
                     continue
-                what = _by_option(what, stmt, target, chosen)
+                what = by_option(what, stmt, target, chosen)
                 val: Val = flow.eval(target)
                 names = sorted(o[6:] for o in val.origins if o.startswith("input:")
                                and not _STATS.match(o[6:]) and o[6:] not in buffers)
@@ -259,7 +234,7 @@ def check_inplace(facts: Facts, report) -> None:
                 elif all(n in dirty for n in names):
                     continue
                 shown = ", ".join(n for n in names if n not in dirty)
-                code = "GS217" if _option(what) else "GS101"
+                code = "GS217" if option(what) else "GS101"
                 report(code, method.source, node, f"{what} modifies input `{shown}`")
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "mark_dirty"):
@@ -268,7 +243,7 @@ def check_inplace(facts: Facts, report) -> None:
                         if val.tensor and not val.origins and not isinstance(arg, ast.Starred):
                             report("GS115", method.source, arg,
                                    f"`{short(method.source.segment(arg))}` is computed in forward")
-            _track_fresh_views(stmt, fresh)
+            track_fresh_views(stmt, fresh)
 
         facts.walk(method, visit)
     for method in own(facts, "backward", "vjp"):
@@ -276,15 +251,15 @@ def check_inplace(facts: Facts, report) -> None:
             n, ast.Attribute) and n.attr == "inplace" for n in nodes(method))
 
         fresh_b: set[str] = set()
-        chosen_b = _chosen_by_option(method.node)
+        chosen_b = chosen_by_option(method.node)
 
         def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b):
             for node, target, what, proven in mutations(stmt, flow, helpers):
-                what = _by_option(what, stmt, target, chosen)
+                what = by_option(what, stmt, target, chosen)
                 val = flow.eval(target)
                 if not proven and val.tensor is False:
                     continue  # `grads[i] = ...` rebinds a slot of a list, no tensor changes
-                if _reshapes_fresh_view(node, target, fresh):
+                if reshapes_fresh_view(node, target, fresh):
                     continue
                 label = short(method.source.segment(target)) or "tensor"
                 if "grad" in val.origins:
@@ -292,42 +267,14 @@ def check_inplace(facts: Facts, report) -> None:
                     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) \
                             and node is stmt and val.tensor:
                         fix = _augassign_fix(facts, method, stmt)
-                    report("GS217" if _option(what) else "GS102", method.source, node,
-                           f"{what} on `{label}`", () if _option(what) else fix)
+                    report("GS217" if option(what) else "GS102", method.source, node,
+                           f"{what} on `{label}`", () if option(what) else fix)
                 elif "saved:fresh" in val.origins and what.startswith("kernel `"):
                     report("GS220", method.source, node, f"{what} on `{label}`")
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
-                    report("GS217" if _option(what) else "GS103", method.source, node,
+                    report("GS217" if option(what) else "GS103", method.source, node,
                            f"{what} on `{label}`")
 
-            _track_fresh_views(stmt, fresh)
+            track_fresh_views(stmt, fresh)
 
         facts.walk(method, visit_b)
-
-
-#: In-place ops that change only the shape/strides of the tensor object they are called on.
-_VIEW_INPLACE = frozenset({"unsqueeze_", "squeeze_", "transpose_", "t_", "swapdims_",
-                           "swapaxes_", "as_strided_"})
-#: Calls that always return a new tensor object (a view or a copy), never their receiver.
-_NEW_OBJECT = frozenset({"view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute",
-                         "expand", "expand_as", "narrow", "squeeze", "unsqueeze", "select",
-                         "diagonal", "unfold", "as_strided", "movedim", "moveaxis", "detach",
-                         "clone", "unflatten"})
-
-
-def _reshapes_fresh_view(node: ast.AST, target: ast.expr, fresh: set[str]) -> bool:
-    """``v = x.view(-1); v.unsqueeze_(0)``: only the local view object changes shape."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr in _VIEW_INPLACE and node.func.value is target \
-        and isinstance(target, ast.Name) and target.id in fresh
-
-
-def _track_fresh_views(stmt: ast.stmt, fresh: set[str]) -> None:
-    if not isinstance(stmt, ast.Assign):
-        return
-    value = stmt.value
-    new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
-        and value.func.attr in _NEW_OBJECT or isinstance(value, ast.Subscript)
-    for target in stmt.targets:
-        if isinstance(target, ast.Name):
-            (fresh.add if new else fresh.discard)(target.id)

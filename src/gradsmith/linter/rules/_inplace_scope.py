@@ -1,0 +1,74 @@
+"""Which in-place edits the in-place rules should not call errors: writes chosen by an
+explicit option (``inplace=True``, ``x if inplace else ...``, a kernel's ``IN_PLACE=`` flag)
+and shape changes of a local view object (``v = x.view(-1); v.unsqueeze_(0)``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+OPTION = "`inplace=True`"
+
+
+def option(what: str) -> bool:
+    """A write chosen by an explicit option: ``inplace=True``, a kernel launch flag, or a
+    statement/target selected by an ``inplace`` argument."""
+    return what == OPTION or "=` of kernel" in what or what.endswith("(`inplace` option)")
+
+
+_INPLACE_WORD = re.compile(r"in_?place", re.I)
+
+
+def chosen_by_option(func: ast.AST) -> tuple[set[int], set[str]]:
+    """Statements under ``if <...inplace...>:`` and names bound by ``x if inplace else ...``."""
+    stmts: set[int] = set()
+    names: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.If) and _INPLACE_WORD.search(ast.unparse(node.test)):
+            for sub in (*node.body, *node.orelse):
+                stmts.update(id(n) for n in ast.walk(sub) if isinstance(n, ast.stmt))
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) \
+                and _INPLACE_WORD.search(ast.unparse(node.value.test)):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return stmts, names
+
+
+def by_option(what: str, stmt: ast.stmt, target: ast.expr, chosen) -> str:
+    stmts, names = chosen
+    if id(stmt) in stmts or isinstance(target, ast.Name) and target.id in names:
+        return what if option(what) else f"{what} (`inplace` option)"
+    return what
+
+
+
+
+#: In-place ops that change only the shape/strides of the tensor object they are called on.
+_VIEW_INPLACE = frozenset({"unsqueeze_", "squeeze_", "transpose_", "t_", "swapdims_",
+                           "swapaxes_", "as_strided_"})
+#: Calls that always return a new tensor object (a view or a copy), never their receiver.
+_NEW_OBJECT = frozenset({"view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute",
+                         "expand", "expand_as", "narrow", "squeeze", "unsqueeze", "select",
+                         "diagonal", "unfold", "as_strided", "movedim", "moveaxis", "detach",
+                         "clone", "unflatten"})
+
+
+def reshapes_fresh_view(node: ast.AST, target: ast.expr, fresh: set[str]) -> bool:
+    """``v = x.view(-1); v.unsqueeze_(0)``: only the local view object changes shape."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in _VIEW_INPLACE and node.func.value is target \
+        and isinstance(target, ast.Name) and target.id in fresh
+
+
+def track_fresh_views(stmt: ast.stmt, fresh: set[str]) -> None:
+    if not isinstance(stmt, ast.Assign):
+        return
+    value = stmt.value
+    new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+        and value.func.attr in _NEW_OBJECT or isinstance(value, ast.Subscript)
+    for target in stmt.targets:
+        if isinstance(target, ast.Name):
+            (fresh.add if new else fresh.discard)(target.id)
+
+
+__all__ = ["OPTION", "by_option", "chosen_by_option", "option", "reshapes_fresh_view",
+           "track_fresh_views"]
