@@ -5,6 +5,8 @@ flows from the command line to the library, never back. Read from the source wit
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import gradsmith
@@ -73,3 +75,62 @@ def test_data_flows_from_the_command_line_to_the_library():
         if name.split(".")[0] in ("checker", "discovery", "linter", "ops", "repro"):
             assert not {i for i in imported if i.startswith("gradsmith.isolation")}, (
                 f"gradsmith.{name} imports gradsmith.isolation: the library below it must not")
+
+
+# The runner of user code knows nothing of its users (issue 20): they hand it tasks, a bench
+# task by the dotted name of its module (gradsmith.bench.task). Its plumbing does not even
+# know the verifier.
+USERS = ("gradsmith.bench", "gradsmith.cli", "gradsmith.pytest_plugin")
+RUNNER = {"isolation.pool", "isolation.sandbox", "isolation.processes", "isolation.protocol",
+          "isolation.tasklog"}
+
+
+def test_the_isolation_package_imports_none_of_its_users():
+    modules = {n: t for n, t in _modules().items() if n.startswith("isolation")}
+    assert RUNNER <= set(modules)
+    for name, tree in modules.items():  # lazy imports inside functions included
+        users = {i for i in _imported(tree) if i.startswith(USERS)}
+        assert not users, f"gradsmith.{name} imports {sorted(users)}"
+        if name in RUNNER:
+            verifier = {i for i in _imported(tree) if i.startswith("gradsmith.checker")}
+            assert not verifier, f"gradsmith.{name} imports {sorted(verifier)}"
+
+
+def test_importing_the_isolation_package_imports_no_user_of_it():
+    code = ("import pkgutil, importlib, sys, gradsmith.isolation as iso\n"
+            "for m in pkgutil.iter_modules(iso.__path__):\n"
+            "    importlib.import_module('gradsmith.isolation.' + m.name)\n"
+            "print('\\n'.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    assert "gradsmith.isolation.worker" in loaded and "gradsmith.isolation.session" in loaded
+    users = [m for m in loaded if m.startswith((*USERS, "gradsmith.checker"))]
+    assert not users, f"importing gradsmith.isolation imported {users}"
+
+
+def test_a_bench_task_is_handed_to_the_worker_by_its_module(tmp_path):
+    # gradsmith bench on a Function raising KeyboardInterrupt: the worker imports the task's
+    # module (gradsmith.bench.task) and asks it for the result of that ending.
+    from gradsmith.bench import task as bench_task
+    from gradsmith.discovery import list_candidates, resolve_targets
+    from gradsmith.isolation.pool import WorkerPool
+
+    assert bench_task.KIND == "gradsmith.bench.task"
+    (tmp_path / "ki.py").write_text(
+        "import torch\nfrom torch.autograd import Function\nimport gradsmith\n\n"
+        "@gradsmith.example(lambda: (torch.ones(3, requires_grad=True),))\n"
+        "class Interrupts(Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n"
+        "        raise KeyboardInterrupt('stop')\n\n"
+        "    @staticmethod\n    def backward(ctx, grad):\n        return grad\n")
+    (source,) = resolve_targets([str(tmp_path / "ki.py")], cwd=tmp_path)
+    (candidate,) = list_candidates(source).candidates
+    options = {"repeat": 1, "warmup": 0, "modes": ["eager"]}
+    with WorkerPool(jobs=1, timeout=120) as pool:
+        (outcome,) = pool.run([(bench_task.KIND, candidate, 0, options)])
+    assert outcome.kind == "ok", outcome.value
+    (row,) = outcome.value
+    assert row["op"] == candidate.ref.label
+    assert "the Function raised KeyboardInterrupt: stop at " in row["error"]

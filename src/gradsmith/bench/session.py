@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.bench import task as bench_task
 from gradsmith.bench.user import error_row
 from gradsmith.discovery import Candidate, Source
 
@@ -53,7 +54,7 @@ def run_targets(sources: list[Source], options: dict[str, Any], *, isolate: bool
                 "gradsmith bench: found no torch.autograd.Function subclass or function with a "
                 f"registered example in {', '.join(s.label for s in sources)}; point at the "
                 "file or module that defines them")
-        tasks = [("bench", c, i, options)
+        tasks = [(bench_task.KIND, c, i, options)
                  for c in candidates for i in (range(len(c.examples)) if c.examples else [None])]
         for task in tasks:  # one at a time, in order: progress shows what is being measured
             if progress is not None:

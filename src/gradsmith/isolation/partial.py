@@ -12,7 +12,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gradsmith.isolation.tasks import INPUTS_KNOWN, display_name, exception_text, row, run_task
+from gradsmith.isolation.tasks import (
+    INPUTS_KNOWN,
+    display_name,
+    exception_text,
+    row,
+    run_task,
+    task_module,
+)
 
 
 def run_in_worker(task: tuple, on_progress: Callable[[dict], None]) -> Any:
@@ -108,11 +115,9 @@ def raised_result(task: tuple, exc: BaseException, last: dict) -> Any:
     what = f"{type(exc).__name__}{f': {text}' if text else ''}{_user_frame(exc)}"
     if task[0] == "list":
         return {"import": what}
+    if task[0] != "check":  # another user's task: its module says what the result is
+        return task_module(task[0]).raised(what, *task[1:])
     candidate, example_index = task[1], task[2]
-    if task[0] == "bench":
-        from gradsmith.bench.user import error_row
-
-        return [error_row(candidate.ref.label, f"the Function raised {what}")]
     running = last.get("running")
     during = f" in the {running} check" if running else ""
     label = display_name(candidate, example_index)

@@ -8,6 +8,7 @@ A row is a JSON-ready dict; gradient-mismatch Jacobians travel beside it under `
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 import traceback
@@ -39,19 +40,33 @@ INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
 
 
 def run_task(task: tuple) -> Any:
-    """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)`` or
-    ``("bench", Candidate, example_index, options)`` (``gradsmith bench`` on user code)."""
+    """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)``
+    or ``(KIND, *args)``: another user's task (``gradsmith bench`` on user code), which this
+    package knows only by the dotted name of its module, ``KIND`` (see :func:`task_module`)."""
     # Before any user module is imported: Triton kernels run in its interpreter without a GPU.
     prepare_triton()
     if task[0] == "list":
         return list_source(task[1])
     if task[0] == "check":
         return check_candidate(*task[1:])
-    if task[0] == "bench":
-        from gradsmith.bench.user import bench_candidate
+    return task_module(task[0]).run(*task[1:])
 
-        return bench_candidate(*task[1:])
-    raise ValueError(f"unknown task {task[0]!r}")
+
+def task_module(kind: object) -> Any:
+    """The module named by a task's ``kind``: it defines ``run(*args)``, the work, returning
+    plain data, and ``raised(what, *args)``, the result when user code raised a
+    ``BaseException`` that is not an ``Exception`` (``what`` names it at the user's line).
+
+    The runner of user code imports it in the task process and knows nothing else of it:
+    its users (``gradsmith bench``: :mod:`gradsmith.bench.task`) hand it their tasks.
+
+    Raises:
+        ValueError: ``kind`` is not a dotted module name of gradsmith.
+    """
+    if not (isinstance(kind, str) and kind.startswith("gradsmith.")
+            and all(part.isidentifier() for part in kind.split("."))):
+        raise ValueError(f"unknown task {kind!r}")
+    return importlib.import_module(kind)
 
 
 def list_source(source: Source) -> dict:
