@@ -31,6 +31,7 @@ from rich.table import Table
 
 from gradsmith import __version__
 from gradsmith.cli._compat_output import render_compat
+from gradsmith.cli._findings_text import function_text, hidden_infos, shared_warnings
 from gradsmith.cli._text import escape, escape_line, one_line
 
 _VERDICT_STYLE = {"pass": "[green]PASS[/green]", "fail": "[bold red]FAIL[/bold red]",
@@ -47,9 +48,10 @@ _ERROR_LABEL = {"crash": "crashed", "timeout": "timed out", "import": "import er
 class Output:
     """Progress bar (text format on a terminal only) and the final rendering."""
 
-    def __init__(self, fmt: str, verbose: bool = False) -> None:
+    def __init__(self, fmt: str, verbose: bool = False, quiet: bool = False) -> None:
         self.fmt = fmt
         self.verbose = verbose
+        self.quiet = quiet and not verbose  # failures and the summary line only
         # On a terminal rich wraps to its width. Piped (CI logs, files) nothing is wrapped:
         # a long line stays one line, so tokens like `x[2, 2]` never split and grep works.
         # Decided by isatty, not rich's is_terminal, which FORCE_COLOR turns on in CI.
@@ -80,12 +82,14 @@ class Output:
                             description=escape_line(row["name"]))
 
     def eager(self, name: str, snap: dict) -> None:
-        """On a terminal, print a Function's core verdict as soon as its eager checks are
-        done, while its deployment checks (or other input sets) still run."""
+        """On a terminal, print a Function's failure as soon as its eager checks find it,
+        while its deployment checks (or other input sets) still run."""
         if self.fmt != "text" or not self.console.is_terminal:
             return
         errors = [f for f in snap["findings"]
                   if f["severity"] == "error" or f["details"].get("incomplete")]
+        if not errors:
+            return  # a pass is said once, in the table: the progress bar shows it went by
         verdict = _VERDICT_STYLE["fail" if errors else "pass"]
         codes = ", ".join(dict.fromkeys(f["code"] for f in errors))
         self._live()
@@ -122,9 +126,12 @@ class Output:
         if self.fmt == "json":
             sys.stdout.write(json.dumps(to_document(result, targets), indent=1) + "\n")
             return
-        self._table(result)
+        if not self.quiet:
+            self._table(result)
         self._details(result)
-        render_compat(self.console, result, self.verbose)
+        if not self.quiet:
+            self._passing_warnings(result)
+            render_compat(self.console, result, self.verbose)
         counts = result.counts()
         summary = (f"{counts['passed']} passed, {counts['failed']} failed, "
                    f"{counts['skipped']} skipped in {result.elapsed:.1f} s")
@@ -132,22 +139,28 @@ class Output:
         self.console.print(f"[{colour}]{summary}[/{colour}]")
 
     def _table(self, result) -> None:
+        """One line per Function (``-v`` adds the checks that ran)."""
         if not result.rows:
             return
         table = Table(title="gradsmith check", title_justify="left")
         table.add_column("Function", overflow="fold")
         table.add_column("Verdict", no_wrap=True)
-        table.add_column("Inputs", overflow="fold", max_width=30 if self.tty else None)
+        table.add_column("Inputs", no_wrap=self.tty, overflow="ellipsis" if self.tty else "fold",
+                         max_width=44 if self.tty else None)
         table.add_column("Time", justify="right", no_wrap=True)
-        # piped: one line per row (greppable); on a terminal the list wraps within the cell
-        table.add_column("Checks run", overflow="fold", max_width=34 if self.tty else None)
+        if self.verbose:  # piped: one line per row (greppable); on a terminal it wraps
+            table.add_column("Checks run", overflow="fold", max_width=34 if self.tty else None)
         for r in result.rows:
             verdict = _VERDICT_STYLE[r["verdict"]]
             if r["error"]:
-                verdict += f" ({_ERROR_LABEL[r['error']]})"
-            checks = ", ".join(r["checks"]) if r["checks"] else "-"
-            table.add_row(escape_line(r["name"]), verdict, escape_line(inputs_cell(r.get("inputs"))),
-                          f"{r['elapsed']:.2f}s", escape(checks))
+                verdict += f" ({_ERROR_LABEL.get(r['error'], r['error'])})"
+            elif r["verdict"] == "pass" and _warnings(r):
+                verdict += f" [yellow]({_plural(len(_warnings(r)), 'warning')})[/yellow]"
+            cells = [escape_line(r["name"]), verdict,
+                     escape_line(inputs_cell(r.get("inputs"))), f"{r['elapsed']:.2f}s"]
+            if self.verbose:
+                cells.append(escape(", ".join(r["checks"]) if r["checks"] else "-"))
+            table.add_row(*cells)
         self.console.print(table)
 
     def _details(self, result) -> None:
@@ -158,32 +171,47 @@ class Output:
                 self._section(r, "yellow", "SKIP")
             elif self.verbose and r["text"]:
                 self._section(r, "green", "PASS")
-            elif r["report"] and any(f["severity"] == "warning" for f in r["report"]["findings"]):
-                warnings = [f for f in r["report"]["findings"] if f["severity"] == "warning"]
-                self.console.print(f"[yellow]warnings[/yellow] {escape_line(r['name'])}:")
-                for f in warnings:
-                    self._text(f"  {f['code']}: {f['message']}")
-                    if f.get("hint"):
-                        self._text(f"    fix: {f['hint']}")
+
+    def _passing_warnings(self, result) -> None:
+        """Warnings of passing Functions (with ``-v`` they are in each one's report)."""
+        if self.verbose:
+            return
+        rows = [(one_line(r["name"]), _warnings(r)) for r in result.rows
+                if r["verdict"] == "pass" and _warnings(r)]
+        if rows:
+            self.console.print("[yellow]warnings of passing Functions:[/yellow]")
+            self._text(shared_warnings(rows))
 
     def _section(self, r: dict, colour: str, word: str) -> None:
+        """A failing (or skipped) Function: its root cause first, repeats merged; ``-v``
+        prints its whole report instead."""
         title = f"[{colour}]{word}[/{colour}] {escape_line(r['name'])}"
         if self.tty:
             self.console.rule(title, align="left")
         else:
             plain = f"── {word} {one_line(r['name'])} "
             self.console.print(f"── {title} " + "─" * max(3, _PIPE_RULE - len(plain)))
+        if r["reason"]:
+            self._text(_name_on_one_line(r["reason"], r["name"]))
+        report = r.get("report")
+        if report and not self.verbose:
+            findings = report["findings"]
+            if findings:
+                self._text(function_text(findings))
+            infos = hidden_infos(findings)
+            if report.get("ignored"):
+                self._text(f"  ignored (--select/--ignore): {', '.join(report['ignored'])}")
+            if infos:
+                self.console.print(f"  [dim]+{_plural(infos, 'info finding')}: -v[/dim]")
+        else:
+            text = r["text"] if self.verbose else r.get("_text_brief", r["text"])
+            if text:
+                self._text(_name_on_one_line(text, r["name"]))
         if r["inputs"]:
             self.console.print(f"inputs: {escape_line(r['inputs'])}")
         if r.get("repro"):
             self.console.print(f"seed: {r['repro']['seed']}; exact input values: --format json "
                                "(results[].repro), or --repro DIR for plain-PyTorch scripts")
-        if r["reason"]:
-            self._text(_name_on_one_line(r["reason"], r["name"]))
-        # "skipped <check>: <reason>" lines only with -v: they repeat for every Function
-        text = r["text"] if self.verbose else r.get("_text_brief", r["text"])
-        if text:
-            self._text(_name_on_one_line(text, r["name"]))
 
     def _text(self, text: str) -> None:
         """Print plain report text: piped as it is; on a terminal wrapped to its width."""
@@ -193,6 +221,14 @@ class Output:
         width = max(40, self.console.width)
         self.console.print(escape("\n".join(wrap_line(line, width)
                                              for line in text.splitlines())), soft_wrap=True)
+
+
+def _warnings(r: dict) -> list[dict]:
+    return [f for f in (r.get("report") or {}).get("findings", []) if f["severity"] == "warning"]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _name_on_one_line(text: str, name: str) -> str:
