@@ -8,7 +8,7 @@ import re
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import attr_of, own, terminates
+from gradsmith.linter.rules._common import attr_of, own
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS218 = Rule(
@@ -54,7 +54,9 @@ def check_conditional_save(facts: Facts, report) -> None:
         return
     bctx = facts.ctx_of(backward)
     for stmt in backward.node.body:
-        if isinstance(stmt, ast.If) and (terminates(stmt.body) or terminates(stmt.orelse)):
+        if isinstance(stmt, ast.If) and any(
+            branch and isinstance(branch[-1], ast.Return) for branch in (stmt.body, stmt.orelse)
+        ):
             return  # an early return: the unpacking may be reached only when saved
         if isinstance(stmt, ast.Assign) and attr_of(stmt.value, bctx, "saved_tensors"):
             break
@@ -125,6 +127,7 @@ def check_gradient_slots(facts: Facts, report) -> None:
     params = facts.inputs[0]
     if len(params) < 2:
         return
+    unread = _unread_inputs(facts, params)
     for node in walk_shallow(backward.node):
         if not (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple)):
             continue
@@ -132,6 +135,10 @@ def check_gradient_slots(facts: Facts, report) -> None:
         if len(elts) != len(params) or any(isinstance(e, ast.Starred) for e in elts):
             continue
         for slot, elt in enumerate(elts):
+            if params[slot] in unread and not (isinstance(elt, ast.Constant) and elt.value is None):
+                report("GS219", backward.source, elt,
+                       f"a gradient for `{params[slot]}`, which forward never reads")
+                return
             if not isinstance(elt, ast.Name):
                 continue
             named = _grad_of(elt.id, params)
@@ -141,6 +148,28 @@ def check_gradient_slots(facts: Facts, report) -> None:
                 report("GS219", backward.source, elt,
                        f"`{elt.id}` in the slot of `{params[slot]}`, not `{named}`")
                 return
+
+
+def _unread_inputs(facts: Facts, params: list[str]) -> set[str]:
+    """Inputs that forward (and setup_context) never mention at all (a ``del x`` is a
+    mention: inputs deleted on purpose carry gradients to a kernel's parameters)."""
+    used: set[str] = set()
+    for name in ("forward", "setup_context"):
+        method = facts.method(name)
+        if method is None:
+            continue
+        if method.node.args.vararg or method.node.args.kwarg:
+            return set()
+        for node in ast.walk(method.node):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "locals", "vars", "eval", "exec"
+            ):
+                return set()
+    if facts.fc.setup_style:
+        return set()  # setup_context unpacks `inputs`; names may differ from forward's
+    return {p for p in params if p not in used}
 
 
 def _grad_of(name: str, params: list[str]) -> str | None:
