@@ -124,7 +124,9 @@ def _error(session: Session, name: str, exc: BaseException) -> Finding:
             details={"transform": name, "limitation": True})
     if _SETUP_CONTEXT in text:
         cls = session.function_cls
-        rewrite = setup_context_rewrite(cls) if cls is not None and not overrides(
+        on_ctx = {f.details.get("attribute") for f in session.report.findings
+                  if f.code == "tensor-on-ctx"}  # saved with save_for_backward instead
+        rewrite = setup_context_rewrite(cls, on_ctx) if cls is not None and not overrides(
             cls, "setup_context") else None
         hint = ("split forward: `forward(*args)` computes the outputs without ctx, and "
                 "`setup_context(ctx, inputs, output)` does every ctx.* call (see "
