@@ -12,7 +12,7 @@ import time
 # loaded): the parent reaps its direct child, every later link is an orphan. Every third link
 # leaves its session, every fifth its process group, so no group or session kill reaches all.
 FORK_CHAIN = """
-LINKS = 300
+LINKS = 100
 
 def chain():
     first = os.fork()
@@ -95,7 +95,7 @@ def test_a_fork_chain_in_forward_passes_and_leaves_no_process(runner, write, pro
         assert (row["verdict"], row["error"]) == ("pass", None), (row["reason"], err)
         assert code == 0
         recorded = runner.recorded()
-        assert len(recorded) > 200  # the chains ran: at least one whole chain
+        assert len(recorded) > 100  # the chains ran (a chain still running ends with the row)
         # Orphans are reaped as they end: zombies do not pile up while the checks run (each
         # link leaves one; old code let thousands of them slow every look at /proc).
         zombies = [int(n) for n in (runner.cwd / "pids.txt.zombies").read_text().split()]
