@@ -13,6 +13,8 @@ import os
 #: Bytes of a task's latest output always kept (the file grows to at most twice this).
 KEEP = 256 * 1024
 _TAIL_LINES = 12
+# Lines user code printed just before a crash, shown above its traceback.
+_PRINTED_BEFORE_CRASH = 3
 
 
 class TaskLog:
@@ -61,12 +63,14 @@ def log_tail(path: str) -> str:
             text = log.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    lines = text.splitlines()
-    fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
-    if fatal:  # faulthandler prints the innermost (user) frames first
-        block = [ln for ln in lines[fatal[-1]:] if "/gradsmith/" not in ln
+    # The fatal error's text may follow what user code printed on the same line (a
+    # print(..., end="")): it starts wherever it is found, not only at a line's start.
+    fatal = text.rfind("Fatal Python error")
+    if fatal >= 0:  # faulthandler prints the innermost (user) frames first
+        block = [ln for ln in text[fatal:].splitlines() if "/gradsmith/" not in ln
                  and "<frozen runpy>" not in ln]
         if "" in block[2:]:  # the traceback ends at the first blank line after it
             block = block[:block.index("", 2)]
-        return "\n".join(block[:_TAIL_LINES])
-    return "\n".join(lines[-_TAIL_LINES:])
+        printed = text[:fatal].splitlines()[-_PRINTED_BEFORE_CRASH:]  # the user's last words
+        return "\n".join(printed + block[:_TAIL_LINES])
+    return "\n".join(text.splitlines()[-_TAIL_LINES:])
