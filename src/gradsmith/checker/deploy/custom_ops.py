@@ -31,7 +31,7 @@ def is_custom_op(obj: Any) -> bool:
 def run(session: Session) -> list[Finding]:
     op = session.subject.target.call
     if not is_custom_op(op):
-        raise Skip("not a torch.library.custom_op")
+        return _inner_ops(session)
     subject = session.subject
     args = subject.args.build([x.clone().requires_grad_(True) for x in subject.base()],
                               subject.dtype)
@@ -51,6 +51,78 @@ def run(session: Session) -> list[Finding]:
         if found is not None:
             findings.append(found)
     return findings
+
+
+def _inner_ops(session: Session) -> list[Finding]:
+    """A Function (or function) that *calls* custom ops: ``torch.compile`` and ``torch.export``
+    trace those with their fake kernels, so a fake kernel that gives the wrong shape shows up
+    there only as a compile or export error. Check each op forward called, on the arguments it
+    got (opcheck's schema and fake-tensor tests: the Function owns the backward), and name the
+    fake kernel that is wrong."""
+    calls = _custom_op_calls(session)
+    if not calls:
+        raise Skip("neither a torch.library.custom_op nor calling one")
+    findings = []
+    for op, args, kwargs in calls:
+        try:
+            with no_trace_log():
+                results = torch.library.opcheck(op, args, kwargs, raise_exception=False,
+                                                test_utils=("test_schema", "test_faketensor"))
+        except Exception as exc:  # noqa: BLE001 - opcheck itself could not run
+            findings.append(Finding(
+                "custom-op-check-error", "warning",
+                f"torch.library.opcheck could not run on {op}, which forward calls: "
+                f"{first_line(exc)}", "run torch.library.opcheck(op, args) by hand", NAME))
+            continue
+        for test, outcome in results.items():
+            found = None if outcome == "SUCCESS" else _finding(test, str(outcome))
+            if found is not None:
+                found.message = f"{_named(op)}, which forward calls: {found.message}"
+                found.details["op"] = str(op)
+                findings.append(found)
+    return findings
+
+
+def _custom_op_calls(session: Session) -> list[tuple[Any, tuple, dict]]:
+    """The custom ops (outside aten/prims) one eager forward calls, each with the arguments
+    of its first call (detached copies)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls: dict[Any, tuple[Any, tuple, dict]] = {}
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func.namespace not in _TORCH_NAMESPACES and func not in calls:
+                copy = torch.utils._pytree.tree_map_only(
+                    torch.Tensor, lambda t: t.detach().clone(), (args, kwargs))
+                calls[func] = (func, *copy)
+            return func(*args, **kwargs)
+
+    subject = session.subject
+    try:
+        with Record():
+            subject.call([x.clone() for x in subject.base()])
+    except Exception:  # noqa: BLE001 - forward's own errors are the eager checks' findings
+        return []
+    return list(calls.values())
+
+
+#: Operator namespaces of PyTorch itself: every other one is a custom op.
+_TORCH_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "c10d", "quantized",
+                     "profiler", "debugprims", "higher_order"}
+
+
+def _named(op: Any) -> str:
+    """``the custom op ns::name (fake kernel fn at file:line)``."""
+    from torch._library import custom_ops
+
+    qualname = op._schema.name
+    fake = getattr(custom_ops.OPDEFS.get(qualname), "_abstract_fn", None)
+    code = getattr(fake, "__code__", None)
+    where = (f" (fake kernel {fake.__name__} at {code.co_filename}:{code.co_firstlineno})"
+             if code is not None else "")
+    return f"the custom op {qualname}{where}"
 
 
 def _finding(test: str, message: str) -> Finding | None:
