@@ -15,11 +15,6 @@ given), ``gradsmith_approximate`` and ``gradsmith_compat``; ``-o name=value`` ov
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 
 from gradsmith._errors import GradsmithUsageError
@@ -163,10 +158,11 @@ class GradsmithItem(pytest.Item):
         self.example_index = example_index
 
     def runtest(self) -> None:
+        from gradsmith.isolation.processes import sigint_watch
         from gradsmith.isolation.tasks import check_candidate
 
         options = getattr(self.config, "_gradsmith_options", {})
-        with _sigint_watch() as sigint:
+        with sigint_watch() as sigint:
             try:
                 result = check_candidate(self.candidate, self.example_index, options)
             except KeyboardInterrupt as exc:
@@ -198,28 +194,6 @@ class GradsmithItem(pytest.Item):
         if self.candidate.file is not None:  # where the Function is defined (0-based line)
             return self.candidate.file, (self.candidate.line or 1) - 1, f"gradsmith: {self.name}"
         return self.path, None, f"gradsmith: {self.name}"
-
-
-@contextmanager
-def _sigint_watch() -> Iterator[list[int]]:
-    """A list that gets an entry when a real SIGINT (Ctrl-C) arrives meanwhile, so a
-    ``KeyboardInterrupt`` that user code raises can be told from one. The handler in place
-    still runs (and raises)."""
-    seen: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
-        yield seen  # no handler to wrap: a KeyboardInterrupt can only come from user code
-        return
-
-    def on_sigint(signum: int, frame: object) -> None:
-        seen.append(signum)
-        previous(signum, frame)
-
-    signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class ImportFailedItem(pytest.Item):

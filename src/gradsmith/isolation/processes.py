@@ -20,8 +20,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -158,6 +160,29 @@ def _reap_quietly(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:  # not ours to reap (a Popen reaps its own), or gone
         pass
+
+
+@contextmanager
+def sigint_watch() -> Iterator[list[int]]:
+    """A list that gets an entry when a real SIGINT (Ctrl-C) arrives meanwhile, so that a
+    ``KeyboardInterrupt`` raised by user code running in this process can be told from one.
+    The handler in place still runs (and raises); outside the main thread, or when SIGINT has
+    no Python handler, the list stays empty: a ``KeyboardInterrupt`` comes from user code."""
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield seen
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        seen.append(signum)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def signal_quietly(pid: int, sig: int) -> None:

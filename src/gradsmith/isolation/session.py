@@ -16,6 +16,7 @@ from gradsmith.discovery import Candidate, Source
 from gradsmith.discovery.prefilter import needs_import
 from gradsmith.isolation.partial import add_partial, partial_report, raised_result
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
+from gradsmith.isolation.processes import sigint_watch
 from gradsmith.isolation.tasks import display_name, row, run_task
 
 
@@ -276,15 +277,17 @@ class _executor:
 
 def _in_process(index: int, task: tuple) -> Outcome:
     started = time.perf_counter()
-    try:
-        return Outcome(index, "ok", run_task(task), time.perf_counter() - started)
-    except Exception as exc:  # a gradsmith bug: still one row, not a traceback
-        return Outcome(index, "exception", f"internal error {type(exc).__name__}: {exc}",
-                       time.perf_counter() - started)
-    except KeyboardInterrupt:  # here, Ctrl-C and user code's KeyboardInterrupt look alike
-        raise
-    except BaseException as exc:  # SystemExit & co from user code: its row, not gradsmith's end
-        return Outcome(index, "ok", raised_result(task, exc, {}), time.perf_counter() - started)
+    with sigint_watch() as sigint:
+        try:
+            return Outcome(index, "ok", run_task(task), time.perf_counter() - started)
+        except Exception as exc:  # a gradsmith bug: still one row, not a traceback
+            return Outcome(index, "exception", f"internal error {type(exc).__name__}: {exc}",
+                           time.perf_counter() - started)
+        except BaseException as exc:  # SystemExit & co from user code: its row, not the end
+            if isinstance(exc, KeyboardInterrupt) and sigint:  # Ctrl-C: the run stops
+                raise
+            return Outcome(index, "ok", raised_result(task, exc, {}),
+                           time.perf_counter() - started)
 
 
 def _unwrap(outcome: Outcome) -> Outcome:
