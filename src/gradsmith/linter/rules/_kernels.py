@@ -99,17 +99,23 @@ def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset(),
 
 
 def _loaded_extensions(source) -> frozenset[str]:
-    """Names bound to ``torch.utils.cpp_extension.load(...)`` (or ``load_inline``) in
-    ``source``'s module (computed once per file)."""
+    """Names bound to ``torch.utils.cpp_extension.load(...)`` (or ``load_inline``) or to a
+    custom ``torch.ops.<namespace>`` in ``source``'s module (computed once per file)."""
     found = source.__dict__.get("_gs_extensions")
     if found is None:
         names = set()
-        if "load" in source.text:
+        if "load" in source.text or "torch.ops" in source.text:
             for stmt in statements(source.tree.body):
                 value = getattr(stmt, "value", None)
-                if isinstance(stmt, ast.Assign) and isinstance(value, ast.Call) and (
+                if not isinstance(stmt, ast.Assign):
+                    continue
+                loaded = isinstance(value, ast.Call) and (
                     (dotted(value.func) or [""])[-1] in ("load", "load_inline")
                     and any(k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords)
+                )
+                parts = dotted(value) or []  # `OP = torch.ops.my_ext`: an alias of a namespace
+                if loaded or len(parts) == 3 and parts[:2] == ["torch", "ops"] and parts[2] not in (
+                    "aten", "prims"
                 ):
                     names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
         found = source.__dict__["_gs_extensions"] = frozenset(names)
