@@ -17,6 +17,9 @@ from typing import Any
 import torch
 
 _seed_host = True
+# The default device user code had when the check started (None outside a check): user code
+# runs with it, gradsmith's own code with the inputs' device (see probe_device).
+_user_device: torch.device | None = None
 
 
 def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -26,6 +29,8 @@ def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
     which costs more than a small forward pass.
     """
     with preserved_global_rng():
+        if _user_device is not None and torch.get_default_device() != _user_device:
+            _set_default_device(_user_device)  # user code sees the default it set
         torch.default_generator.manual_seed(seed)
         if _seed_host:
             random.seed(seed)
@@ -64,8 +69,36 @@ def preserved_global_rng() -> Iterator[None]:
         yield
     finally:
         if torch.get_default_device() != device:  # torch.set_default_device in user code:
-            torch.set_default_device(device)      # gradsmith's probe tensors must not follow
+            _set_default_device(device)           # gradsmith's probe tensors must not follow
         torch.set_rng_state(states[0])
         random.setstate(states[1])
         if states[2] is not None:
             numpy.random.set_state(states[2])
+
+
+@contextmanager
+def probe_device(args: tuple) -> Iterator[None]:
+    """Within a check, torch's default device is the inputs' device, so the tensors gradsmith
+    makes (random directions, steps) sit with the inputs even when user code called
+    ``torch.set_default_device`` at import; user code, run through :func:`seeded`, still gets
+    the default it set. Restored afterwards."""
+    global _user_device
+    from torch.utils._pytree import tree_leaves
+
+    user = torch.get_default_device()
+    device = next((a.device for a in tree_leaves(tuple(args)) if isinstance(a, torch.Tensor)),
+                  user)
+    outer, _user_device = _user_device, user
+    if device != user:
+        _set_default_device(device)
+    try:
+        yield
+    finally:
+        if torch.get_default_device() != user:
+            _set_default_device(user)
+        _user_device = outer
+
+
+def _set_default_device(device: torch.device) -> None:
+    # the CPU is torch's own default: no device context (it costs every factory call a hop)
+    torch.set_default_device(None if device == torch.device("cpu") else device)
