@@ -106,3 +106,21 @@ def test_device_columns_say_not_applicable_under_the_interpreter():
         assert cell["status"] == "n/a", (column, cell)
         assert "interpreted" in cell["note"]
     assert report.compat["float32"]["status"] == "ok"  # the kernels' own code: still checked
+
+
+def test_zero_config_inputs_fit_what_the_kernels_read():
+    from gradsmith.discovery import synthesize
+
+    ce = synthesize(K.CrossEntropy)  # target read by the kernel as a class index
+    logits, target = ce.args
+    assert target.dtype == torch.int64 and target.shape == logits.shape[:-1]
+    assert int(target.max()) < logits.shape[-1]
+    norm = synthesize(K.RmsNorm)  # the weight the kernel reads has the rows' length
+    x, weight = norm.args[:2]
+    assert weight.shape == x.shape[-1:]
+
+
+def test_out_of_bounds_kernel_access_raises_instead_of_reading_garbage():
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with pytest.raises(Exception, match="out of bounds"):
+        K.RmsNorm.apply(x, torch.randn(2, dtype=torch.float64))  # weight too short

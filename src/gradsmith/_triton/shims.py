@@ -19,6 +19,8 @@ The gaps:
 - ``autotune``: ``@triton.autotune`` times each config through the GPU driver ("0 active
   drivers"). Timing is meaningless in the interpreter: the shim takes the first config (after
   the autotuner's own pruning), which runs the same kernel code.
+- ``bounds``: a guard, not a gap: loads and stores outside the launch's tensors raise
+  :class:`OutOfBounds` instead of reading garbage or corrupting memory.
 - ``imported-early``: Triton imported before the variable was set leaves its own device
   functions (``tl.sum``, ...) in compiled mode, uncallable from interpreted kernels; the shim
   runs them interpreted. (User kernels must still be imported after :func:`gradsmith._triton.
@@ -76,10 +78,10 @@ def apply() -> dict[str, str]:
     major = int(str(triton.__version__).split(".")[0])
     if major < 3:
         return {name: f"skipped: Triton {triton.__version__} < 3.0 is not supported"
-                for name in ("float-args", "libdevice", "autotune", "imported-early")}
+                for name in ("float-args", "libdevice", "autotune", "imported-early", "bounds")}
     _count_launches()
     return {"float-args": _float_args(), "libdevice": _libdevice(), "autotune": _autotune(),
-            "imported-early": _imported_early()}
+            "imported-early": _imported_early(), "bounds": _bounds()}
 
 
 #: Kernel launches run by the interpreter in this process (reports say kernels ran interpreted).
@@ -212,6 +214,87 @@ def _imported_early() -> str:
     setattr(call, _MARK, True)
     JITFunction.__call__ = call
     return "applied"
+
+
+class OutOfBounds(IndexError):
+    """A kernel loaded or stored outside every tensor passed to its launch."""
+
+
+# Byte ranges (start, end) of the storages of the tensors passed to the running launch.
+_RANGES: list[tuple[int, int]] | None = None
+
+
+def _bounds() -> str:
+    """Not a gap but a guard: the interpreter dereferences raw addresses, so a kernel reading
+    past its tensors (a bug, or inputs of the wrong shape for host code that checks none)
+    returns garbage or corrupts memory, where a GPU would at least fault sometimes. Loads and
+    stores are checked against the storages of the launch's tensor arguments and raise
+    :class:`OutOfBounds` outside them."""
+    from triton.runtime import interpreter
+
+    executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
+    if getattr(builder.create_masked_load, _MARK, False):
+        return "applied"
+    init_args, load, store = (executor._init_args_hst, builder.create_masked_load,
+                              builder.create_masked_store)
+
+    def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        global _RANGES
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        _RANGES = _storage_ranges([*args_hst, *kwargs_hst.values()])
+        return args_hst, kwargs_hst
+
+    def masked_load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
+        _check(ptrs, mask, "load")
+        return load(self, ptrs, mask, *args)
+
+    def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        _check(ptrs, mask, "store")
+        return store(self, ptrs, value, mask, *args)
+
+    for fn in (init_args_hst, masked_load, masked_store):
+        setattr(fn, _MARK, True)
+    executor._init_args_hst = init_args_hst
+    builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
+    return "applied"
+
+
+def _storage_ranges(values: list[Any]) -> list[tuple[int, int]] | None:
+    ranges: list[tuple[int, int]] = []
+    for value in values:
+        if isinstance(value, tuple):
+            inner = _storage_ranges(list(value))
+            if inner is None:
+                return None
+            ranges += inner
+        elif hasattr(value, "untyped_storage"):
+            storage = value.untyped_storage()
+            ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+        elif hasattr(value, "base") and hasattr(value, "block_shape"):  # TensorDescriptor
+            inner = _storage_ranges([value.base])
+            if inner is None:
+                return None
+            ranges += inner
+        elif hasattr(value, "data_ptr"):
+            return None  # a pointer we cannot bound: check nothing for this launch
+    return ranges
+
+
+def _check(ptrs: Any, mask: Any, what: str) -> None:
+    if _RANGES is None:
+        return
+    addresses = np.broadcast_to(ptrs.data, np.shape(mask.data))[np.asarray(mask.data, bool)]
+    if addresses.size == 0:
+        return
+    size = ptrs.get_element_ty().primitive_bitwidth // 8
+    inside = np.zeros(addresses.shape, dtype=bool)
+    for lo, hi in _RANGES:
+        inside |= (addresses >= lo) & (addresses + size <= hi)
+    if not inside.all():
+        raise OutOfBounds(
+            f"Triton kernel {what}s {int((~inside).sum())} element(s) outside every tensor "
+            "passed to the launch (out of bounds): a bug in the kernel's indexing or masks, or "
+            "inputs of a shape the host code does not check")
 
 
 def _autotune() -> str:

@@ -71,7 +71,18 @@ _LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     ((2, 2, 3, 4),),                         # (batch, heads, length, features)
     ((5,),),
     ((),),
+    # Fused kernels (Triton): rows x a power-of-two hidden size; a linear layer (input, weight)
+    # before a loss; rotary embeddings (q, k: batch, heads, length, head_dim; cos, sin:
+    # 1, length, head_dim); a vector of per-term weights and a scalar (polynomial norms).
+    ((4, 8),),
+    ((4, 8), (16, 8)),
+    ((1, 2, 4, 8), (1, 2, 4, 8), (1, 4, 8)),
+    ((4, 8), (3,), ()),
 )
+# Tensor parameters that, when every layout fails with floats, are tried as class indices
+# (a loss's target read by a kernel, where no gather in forward's body says so).
+_INDEX_NAMES = {"target", "targets", "label", "labels", "ids", "indices", "index", "token_ids",
+                "shift_labels", "y"}
 
 
 @dataclass(frozen=True)
@@ -147,14 +158,36 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
                              "which cannot be synthesised", plans[-1], hints))
     # Tensors the body checks for None (`if exists(mask)`) are tried absent first, then present.
     # float32 last: some forwards crash in float64 (the check then says so, in float32).
+    # Fallbacks, tried only after the usual plans: parameters without a default that the
+    # hyperparameter table named (`k`, `p`, `n`) as tensors (rotary q/k, distributions p/q),
+    # then target-like tensors as class indices.
+    required = {p.name for p in params if p.default is p.empty}
+    plans += [p for p in (_as_tensors(plan, required) for plan in list(plans)) if p]
+    plans += [p for p in map(_as_index, list(plans)) if p is not None]
     for dtype in ("float64", "float32"):
-        for slots in plans[:1] if plans[0] == plans[1] else plans:
+        for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
             found = _first_working(call, slots, seed, dtype)
             if isinstance(found, Synthesized):
                 return found
             last_error = found if dtype == "float64" else last_error
     return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
+
+
+def _as_tensors(slots: list[_Slot], required: set[str]) -> list[_Slot] | None:
+    """The plan with required parameters that got a hyperparameter value as tensors."""
+    if not any(s.kind in ("value", "scalar") and s.name in required for s in slots):
+        return None
+    return [_Slot(s.name, "tensor", hint=s.hint) if s.kind in ("value", "scalar")
+            and s.name in required else s for s in slots]
+
+
+def _as_index(slots: list[_Slot]) -> list[_Slot] | None:
+    """The plan with target-like tensors (``_INDEX_NAMES``) as index tensors; None if none."""
+    if not any(s.kind in ("tensor", "none") and s.name in _INDEX_NAMES for s in slots):
+        return None
+    return [_Slot(s.name, "index", hint=s.hint) if s.kind in ("tensor", "none")
+            and s.name in _INDEX_NAMES else s for s in slots]
 
 
 def _first_working(call, slots: list[_Slot], seed: int,
@@ -164,12 +197,49 @@ def _first_working(call, slots: list[_Slot], seed: int,
     if functions:
         return _first_with_functions(call, slots, functions, seed, dtype)
     last_error = "no layout tried"
+    fallback: Synthesized | None = None
     for layout in _layouts(slots):
         found = _on_layout(call, slots, layout, seed, dtype)
         if isinstance(found, Synthesized):
-            return found
+            if not _kernel_backward_misfits(call, found.args):
+                return found
+            fallback = fallback or found
+            continue
         last_error = found
-    return last_error
+    return fallback or last_error
+
+
+def _kernel_backward_misfits(call, args: tuple) -> bool:
+    """True when forward launched Triton kernels and backward then fails on these inputs.
+
+    Host code around kernels often checks no shapes: a kernel reads the first ``n`` values of
+    a weight of any shape, so forward "runs" on a matmul layout given to a LayerNorm, and its
+    backward then returns a correctly sized gradient autograd rejects. A later layout on which
+    backward runs is preferred; none: the first layout on which forward ran (the check then
+    reports what backward does there). Plain PyTorch validates shapes itself: Functions
+    without kernels keep the first layout, as before.
+    """
+    import torch
+
+    from gradsmith._triton import launches
+
+    before = launches()
+    fresh = [a.detach().clone().requires_grad_(a.requires_grad)
+             if isinstance(a, torch.Tensor) else a for a in args]
+    try:
+        with torch.enable_grad():
+            out = call(*fresh)
+            if launches() == before:
+                return False
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+                    if isinstance(o, torch.Tensor) and o.requires_grad]
+            leaves = [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
+            if outs and leaves:
+                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
+                                    allow_unused=True)
+    except Exception:  # noqa: BLE001 - user code: a misfit, or a bug every layout shows
+        return launches() != before
+    return False
 
 
 def _first_with_functions(call, slots: list[_Slot], functions: list[_Slot], seed: int,
