@@ -27,7 +27,7 @@ def test_interpreter_is_on_and_every_gap_of_this_triton_is_shimmed():
     info = status()
     assert info["triton"] == triton.__version__
     assert set(info["shims"]) == {"float-args", "libdevice", "autotune", "imported-early",
-                                  "bounds"}
+                                  "bounds", "device-queries"}
     assert all(state in ("applied", "not needed") for state in info["shims"].values())
     if triton.__version__ in TESTED:  # the gaps this version is known to have
         assert {info["shims"][k] for k in ("float-args", "libdevice", "autotune")} == {

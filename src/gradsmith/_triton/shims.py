@@ -21,6 +21,8 @@ The gaps:
   the autotuner's own pruning), which runs the same kernel code.
 - ``bounds``: a guard, not a gap: loads and stores outside the launch's tensors raise
   :class:`OutOfBounds` instead of reading garbage or corrupting memory.
+- ``device-queries``: ``torch.cuda.get_device_capability()`` answers (8, 0) without CUDA,
+  for host code that picks kernel configs by GPU generation (speed, not results).
 - ``imported-early``: Triton imported before the variable was set leaves its own device
   functions (``tl.sum``, ...) in compiled mode, uncallable from interpreted kernels; the shim
   runs them interpreted. (User kernels must still be imported after :func:`gradsmith._triton.
@@ -78,10 +80,12 @@ def apply() -> dict[str, str]:
     major = int(str(triton.__version__).split(".")[0])
     if major < 3:
         return {name: f"skipped: Triton {triton.__version__} < 3.0 is not supported"
-                for name in ("float-args", "libdevice", "autotune", "imported-early", "bounds")}
+                for name in ("float-args", "libdevice", "autotune", "imported-early", "bounds",
+                             "device-queries")}
     _count_launches()
     return {"float-args": _float_args(), "libdevice": _libdevice(), "autotune": _autotune(),
-            "imported-early": _imported_early(), "bounds": _bounds()}
+            "imported-early": _imported_early(), "bounds": _bounds(),
+            "device-queries": _device_queries()}
 
 
 #: Kernel launches run by the interpreter in this process (reports say kernels ran interpreted).
@@ -295,6 +299,27 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
             f"Triton kernel {what}s {int((~inside).sum())} element(s) outside every tensor "
             "passed to the launch (out of bounds): a bug in the kernel's indexing or masks, or "
             "inputs of a shape the host code does not check")
+
+
+def _device_queries() -> str:
+    """Host code that picks kernel configs by GPU generation calls
+    ``torch.cuda.get_device_capability()`` (at import, sometimes), which raises without CUDA.
+    With no CUDA device it answers (8, 0), an Ampere GPU: the interpreter runs whatever
+    config that selects (pipelining stages, warps and tile sizes change speed, not results)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "not needed"
+    original = torch.cuda.get_device_capability
+    if getattr(original, _MARK, False):
+        return "applied"
+
+    def get_device_capability(device: Any = None) -> tuple[int, int]:
+        return (8, 0)
+
+    setattr(get_device_capability, _MARK, True)
+    torch.cuda.get_device_capability = get_device_capability
+    return "applied"
 
 
 def _autotune() -> str:
