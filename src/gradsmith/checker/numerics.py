@@ -185,13 +185,24 @@ def pair(problem: Problem, t: int, j: int, h: float) -> tuple[torch.Tensor, torc
     return fp, fm
 
 
+#: Magnitude beyond which the finite-difference step grows with the element (``h * |x| /
+#: RELATIVE_FROM``): below it an absolute step loses less than 1e-6 of itself to rounding
+#: (float64), and every number stays what ``--repro`` scripts recompute.
+RELATIVE_FROM = 1e3
+
+
 def step(problem: Problem, t: int, j: int, h: float) -> float:
-    """The finite-difference step at element ``j`` of input ``t``: ``h`` up to 1 in
-    magnitude, ``h * |x_j|`` beyond. At ``x = 1e12`` an absolute step of 1e-6 is below the
-    spacing of float64 numbers (``x + h == x``), and a correct ``2 * x`` looked flat, an
-    undeclared estimator."""
-    big = abs(float(problem.xs[t].reshape(-1)[j]))
-    return h * big if big > 1.0 and math.isfinite(big) else h
+    """The finite-difference step at element ``j`` of input ``t``: ``h`` up to
+    :data:`RELATIVE_FROM` in magnitude, proportional to the element beyond. At ``x = 1e12``
+    an absolute step of 1e-6 is below the spacing of float64 numbers (``x + h == x``), and a
+    correct ``2 * x`` looked flat, an undeclared estimator."""
+    return h * step_scale(float(problem.xs[t].reshape(-1)[j]))
+
+
+def step_scale(value: float) -> float:
+    """The step's multiplier at an element of this value (see :func:`step`)."""
+    big = abs(value) / RELATIVE_FROM
+    return big if big > 1.0 and math.isfinite(big) else 1.0
 
 
 def _base(problem: Problem) -> torch.Tensor:

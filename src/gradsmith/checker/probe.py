@@ -11,7 +11,15 @@ from dataclasses import dataclass
 
 import torch
 
-from gradsmith.checker.numerics import BEAM, InputResult, Settings, judge_element, pair, step
+from gradsmith.checker.numerics import (
+    BEAM,
+    RELATIVE_FROM,
+    InputResult,
+    Settings,
+    judge_element,
+    pair,
+    step,
+)
 from gradsmith.checker.problem import Problem
 
 
@@ -85,7 +93,7 @@ def probe(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
                 u = u * smooth
             # the step follows each element's scale (see numerics.step): at 1e12 a step
             # of 1e-6 is lost in rounding; <g, u> is taken along the same direction
-            u = u * x.detach().abs().clamp(min=1).nan_to_num(1.0, 1.0, 1.0)
+            u = u * (x.detach().abs() / RELATIVE_FROM).clamp(min=1).nan_to_num(1.0, 1.0, 1.0)
             d = directional(problem, t, gt, v, u, f0, s)
             if d.bad and (worst is None or _excess(d) > _excess(worst[0])):
                 worst = (d, v, gt, u)
