@@ -56,7 +56,11 @@ def _server() -> tuple[Server, int]:
     return server, to_parent_r
 
 
-def test_deployment_checks_restart_the_task_clock_once():
+def test_each_deployment_check_restarts_the_task_clock_a_bounded_number_of_times():
+    from gradsmith.checker.deploy import DEPLOY_MODULES
+    from gradsmith.isolation.worker import _DEPLOY_CLOCKS
+
+    assert _DEPLOY_CLOCKS == len(DEPLOY_MODULES)  # one fresh limit per deployment check
     server, from_server = _server()
     read_end, write_end = os.pipe()
     task = _Task(index=3, keeper=-1, fd=read_end, log=os.devnull, timeout=30.0)
@@ -64,13 +68,19 @@ def test_deployment_checks_restart_the_task_clock_once():
     deadline_before = task.deadline
     os.write(write_end, frame(sandbox.DEPLOY) + frame(sandbox.EVENT + pickle.dumps({})))
     server._read_task(task)
-    assert task.deadline > deadline_before + 20.0  # a fresh 30 s for compile, export, ...
+    assert task.deadline > deadline_before + 20.0  # a fresh 30 s for compile
     assert task.launched < task.started  # the row's elapsed still counts from the fork
     reader = FrameReader()
     messages = [pickle.loads(p) for p in reader.feed(os.read(from_server, 1 << 16))]
     assert messages[0] == ("started", 3)  # the parent's watchdog restarts with it
     assert messages[1][:2] == ("progress", 3)
-    # A second DEPLOY frame (user code writing into the pipe) buys no more time.
+    for _ in range(_DEPLOY_CLOCKS - 1):  # export, autocast, ...: each its own limit
+        task.started -= 25.0
+        os.write(write_end, frame(sandbox.DEPLOY))
+        server._read_task(task)
+    assert task.deadline > time.monotonic() + 20.0
+    # One more (user code writing into the pipe) buys no more time: the task stays bounded.
+    task.started -= 25.0
     again = task.deadline
     os.write(write_end, frame(sandbox.DEPLOY))
     server._read_task(task)

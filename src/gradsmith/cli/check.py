@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # fills what the command line left unset (command line > pyproject > built-in default).
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="seconds allowed per Function and example for its eager checks "
-                             "(default 30), and as many again for its deployment checks; "
+                             "(default 30), and as many again for each deployment check; "
                              "worker start-up and torch's warm-up are not counted; a hang "
                              "becomes a failed row")
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",

@@ -14,8 +14,8 @@ user code. For every task it forks a *keeper*, which forks the *task process*:
 
 Frames on the pipe (see :mod:`.protocol`): one kind byte, then ``e`` progress (a pickled
 snapshot), ``r`` the result (pickled), ``x`` the exit status (4 bytes, keeper only), ``d``
-(empty) the deployment checks start: the server then gives them a time limit of their own,
-so compiling and exporting never eat into the eager checks' (nor the other way round). The
+(empty) a deployment check starts: the server then gives it a time limit of its own, so
+compiling and exporting never eat into the eager checks' (nor into each other's). The
 server forwards ``e`` and ``r`` to ``gradsmith check`` without unpickling them.
 """
 
@@ -191,13 +191,13 @@ def _task_process(task: tuple, threads: int, out: int, pipe: int, keeper: int) -
 
     from gradsmith.isolation.partial import run_in_worker
 
-    deploying = False
+    deploying = None  # the deployment check running
 
     def progress(snapshot: dict) -> None:
         nonlocal deploying
-        if snapshot.get("in_deployment") and not deploying:
-            deploying = True
-            emit(DEPLOY)  # before the snapshot: the server restarts the clock for them
+        if snapshot.get("in_deployment") and snapshot.get("running") != deploying:
+            deploying = snapshot.get("running")
+            emit(DEPLOY)  # before the snapshot: the server restarts the clock for it
         emit(EVENT, snapshot)
 
     result = run_in_worker(task, progress)

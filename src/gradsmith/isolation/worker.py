@@ -53,6 +53,9 @@ from gradsmith.isolation.tasklog import log_tail
 _KILL_GRACE = 5.0
 # A task's pipe must reach end-of-file this soon after its keeper exited.
 _EOF_GRACE = 2.0
+# Deployment checks a task may restart its time limit for (gradsmith.checker.deploy's
+# DEPLOY_MODULES, not imported here: the server imports the checker only after configuring).
+_DEPLOY_CLOCKS = 7
 
 
 @dataclass
@@ -64,7 +67,7 @@ class _Task:
     timeout: float
     started: float = field(default_factory=time.monotonic)  # of the current time limit
     launched: float = field(default_factory=time.monotonic)
-    deploying: bool = False
+    deploy_clocks: int = 0  # time limits restarted for deployment checks
     reader: FrameReader = field(default_factory=FrameReader)
     result: bytes | None = None
     status: int | None = None  # the task process's, from the keeper
@@ -172,11 +175,13 @@ class Server:
             self.warmed |= {"core", wanted}
 
     def _deploying(self, task: _Task) -> None:
-        """The task's deployment checks begin: they get ``timeout`` seconds of their own
-        (once per task), and the parent hears of it to restart its watchdog."""
-        if task.deploying or task.terminated is not None:
+        """A deployment check of the task begins: each gets ``timeout`` seconds of its own
+        (compiling alone can take that on a loaded machine), at most one per deployment
+        check, so a task still ends within ``timeout * (1 + len(DEPLOY_MODULES))``; the
+        parent hears of it to restart its watchdog."""
+        if task.deploy_clocks >= _DEPLOY_CLOCKS or task.terminated is not None:
             return
-        task.deploying = True
+        task.deploy_clocks += 1
         task.started = time.monotonic()
         self.send(("started", task.index))
 
@@ -333,7 +338,7 @@ def _warm_up(deploy: bool = False) -> None:
         from gradsmith.examples.gradient_control import Square
 
         check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True),
-              **({} if deploy else {"compat": False}))
+              compat=deploy)
     except Exception:  # a broken verifier shows up, with context, in the first real task
         pass
 
