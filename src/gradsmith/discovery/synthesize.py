@@ -73,11 +73,15 @@ _LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     ((),),
     # Fused kernels (Triton): rows x a power-of-two hidden size; a linear layer (input, weight)
     # before a loss; rotary embeddings (q, k: batch, heads, length, head_dim; cos, sin:
-    # 1, length, head_dim); a vector of per-term weights and a scalar (polynomial norms).
+    # 1, length, head_dim); a vector of per-term weights and a scalar (polynomial norms);
+    # tensors with per-feature or per-channel vectors (normalisations whose host code checks
+    # no shapes: a layout their backward rejects is passed over, see _first_working).
     ((4, 8),),
     ((4, 8), (16, 8)),
     ((1, 2, 4, 8), (1, 2, 4, 8), (1, 4, 8)),
     ((4, 8), (3,), ()),
+    ((2, 3, 4), (4,)),                       # stacked rows and per-feature vectors
+    ((2, 2, 4), (2,)),                       # (batch, channels, length), per-channel vectors
 )
 # Tensor parameters that, when every layout fails with floats, are tried as class indices
 # (a loss's target read by a kernel, where no gather in forward's body says so).
