@@ -214,7 +214,7 @@ def check_inplace(facts: Facts, report) -> None:
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
         fresh: set[str] = set()
-        chosen = chosen_by_option(method.node)
+        chosen = chosen_by_option(method.node, method.source)
 
         def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen):
             for node, target, what, proven in mutations(stmt, flow, helpers):
@@ -251,7 +251,7 @@ def check_inplace(facts: Facts, report) -> None:
             n, ast.Attribute) and n.attr == "inplace" for n in nodes(method))
 
         fresh_b: set[str] = set()
-        chosen_b = chosen_by_option(method.node)
+        chosen_b = chosen_by_option(method.node, method.source)
 
         def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b):
             for node, target, what, proven in mutations(stmt, flow, helpers):

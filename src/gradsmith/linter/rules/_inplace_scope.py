@@ -19,10 +19,18 @@ def option(what: str) -> bool:
 _INPLACE_WORD = re.compile(r"in_?place", re.I)
 
 
-def chosen_by_option(func: ast.AST) -> tuple[set[int], set[str]]:
-    """Statements under ``if <...inplace...>:`` and names bound by ``x if inplace else ...``."""
+def chosen_by_option(func: ast.AST, source=None) -> tuple[set[int], set[str]]:
+    """Statements under ``if <...inplace...>:`` and names bound by ``x if inplace else ...``
+    (``source``: the file; one never spelling "inplace" is not walked, asked once per file)."""
     stmts: set[int] = set()
     names: set[str] = set()
+    if source is not None:
+        spelled = source.__dict__.get("_gs_inplace_word")
+        if spelled is None:
+            low = source.text.lower()
+            spelled = source.__dict__["_gs_inplace_word"] = "inplace" in low or "in_place" in low
+        if not spelled:
+            return stmts, names
     for node in ast.walk(func):
         if isinstance(node, ast.If) and _INPLACE_WORD.search(ast.unparse(node.test)):
             for sub in (*node.body, *node.orelse):

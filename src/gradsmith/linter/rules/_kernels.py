@@ -9,7 +9,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter._symbols import dotted, statements
+from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import nodes, once_differentiable, own, short
 
 _H = "import torch\nimport triton\n\n\n@triton.jit\ndef _k(X, Y):\n    tl.store(Y, tl.load(X) * 2)\n\n\n"
@@ -55,7 +55,7 @@ def check_opaque_backward(facts: Facts, report) -> None:
         if once_differentiable(method):
             continue
         extensions = _loaded_extensions(method.source)
-        local = _assigned(method.node) - extensions
+        local = _Lazy(method.node, extensions)
         for node in nodes(method):
             if isinstance(node, ast.Call):
                 what = _opaque(node, find, local, extensions) or _via_helper(
@@ -71,7 +71,19 @@ _NOT_EXTENSION = frozenset({"torch", "F", "nn", "np", "numpy", "math", "triton",
                             "self", "cls", "os", "sys", "dist"})
 
 
-def _opaque(call: ast.Call, find, local: frozenset[str] = frozenset(),
+class _Lazy:
+    """A function's parameters and local names, collected only when first asked about."""
+
+    def __init__(self, node: ast.AST, extensions: frozenset[str]) -> None:
+        self.node, self.extensions, self.names = node, extensions, None
+
+    def __contains__(self, name: str) -> bool:
+        if self.names is None:
+            self.names = _assigned(self.node) - self.extensions
+        return name in self.names
+
+
+def _opaque(call: ast.Call, find, local=frozenset(),
             extensions: frozenset[str] = frozenset()) -> str | None:
     head = launched(call)
     if head is not None:
@@ -105,7 +117,7 @@ def _loaded_extensions(source) -> frozenset[str]:
     if found is None:
         names = set()
         if "load" in source.text or "torch.ops" in source.text:
-            for stmt in statements(source.tree.body):
+            for stmt in _module_level(source.tree.body):
                 value = getattr(stmt, "value", None)
                 if not isinstance(stmt, ast.Assign):
                     continue
@@ -120,6 +132,19 @@ def _loaded_extensions(source) -> frozenset[str]:
                     names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
         found = source.__dict__["_gs_extensions"] = frozenset(names)
     return found
+
+
+def _module_level(body: list[ast.stmt]):
+    """Statements run at import time: the module body and its if/try/with blocks (not the
+    bodies of functions or classes)."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                stack.extend(reversed(block))
 
 
 def _assigned(node: ast.AST) -> frozenset[str]:
@@ -147,14 +172,19 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict) -> str | No
         helper = find(call.func)
     if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
+    if "_gs_runs_kernel" not in helper.__dict__:  # once per helper, however many call it
+        helper.__dict__["_gs_runs_kernel"] = _runs_kernel(helper, find, sym_of)
+    return f"`{short('.'.join(parts))}()` runs a custom kernel" if helper.__dict__[
+        "_gs_runs_kernel"] else None
+
+
+def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict) -> bool:
     owner = helper.__dict__.get("_gs_sym")
     inner = finder(owner, sym_of) if owner is not None else find
     extensions = _loaded_extensions(owner.source) if owner is not None else frozenset()
-    local = _assigned(helper) - extensions
-    for node in ast.walk(helper):
-        if isinstance(node, ast.Call) and _opaque(node, inner, local, extensions):
-            return f"`{short('.'.join(parts))}()` runs a custom kernel"
-    return None
+    local = _Lazy(helper, extensions)
+    return any(isinstance(node, ast.Call) and _opaque(node, inner, local, extensions)
+               for node in ast.walk(helper))
 
 
 GS221 = Rule(
