@@ -22,7 +22,7 @@ import pytest
 from gradsmith.cli import main as cli_main
 from gradsmith.repro.script import MARKER
 
-PAYLOAD = 'x"""\nopen("PWNED", "w").write("ran")\n"""'
+PAYLOAD = 'x\x1b[2J"""\nopen("PWNED", "w").write("ran")\n"""'  # and a clear screen
 
 HOSTILE = f'''
 import torch
@@ -103,6 +103,7 @@ def test_user_text_in_a_script_is_a_literal_never_code(hostile, tmp_path: Path) 
         done = _run_script(script, run_dir)
         assert "REPRODUCED" in done.stdout, done.stdout + done.stderr
         assert done.returncode == 0, done.stdout + done.stderr
+        assert "\x1b" not in done.stdout  # the name is printed with its escapes shown
     assert not any(run_dir.iterdir()) and not (out / "PWNED").exists()  # the payload never ran
     raises = next(s for s in scripts if "Raises" in s.name).read_text(encoding="utf-8")
     assert r"C:\\new\\xyz" in raises  # the message, shown with its escapes

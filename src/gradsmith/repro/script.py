@@ -139,10 +139,11 @@ def render_script(repro: dict, finding: dict, set_index: int = 0, row_name: str 
                              ties=[tuple(t) for t in chosen.get("ties", [])],
                              make_args=textwrap.indent(args_text, "    "))
     header = _header(row_name, finding, str(chosen.get("label", "")))
-    constants = (f"\nFN_NAME = {row_name!r}\nCODE = {finding['code']!r}\n"
+    # names and messages as the script prints them: escapes shown, never obeyed by a terminal
+    constants = (f"\nFN_NAME = {_shown(row_name)!r}\nCODE = {finding['code']!r}\n"
                  f"INPUT = {finding.get('input')!r}\nELEMENTS = {elements[:64]!r}\n"
                  f"NAN_ELEMENTS = {nan_elements[:64]!r}\nREPORTED = {reported!r}\n"
-                 f"MESSAGE = {finding['message']!r}\n"
+                 f"MESSAGE = {_shown(finding['message'])!r}\n"
                  f"EXCEPTION = {details.get('exception')!r}\n")
     module_class = (_MODULE_CLASS if needs_module else "") + _UNPICKLE
     text = header + prelude.replace(
