@@ -88,3 +88,33 @@ def test_each_deployment_check_restarts_the_task_clock_a_bounded_number_of_times
     for fd in (write_end, read_end, from_server, server.proto_in, server.proto_out):
         os.close(fd)
     os.rmdir(server.logs)
+
+
+# Right in eager; under torch.compile (the compile check) it never ends.
+HANGS_WHEN_COMPILED = """
+import time
+
+
+@gradsmith.example(lambda: (torch.randn(3, dtype=torch.float64, requires_grad=True),))
+class SlowCompile(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if torch.compiler.is_compiling():
+            time.sleep(600)
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+"""
+
+
+def test_rows_that_run_out_of_time_keep_their_inputs_column(write, snippets, gradsmith_cli):
+    write("ops.py", snippets.hangs, HANGS_WHEN_COMPILED)
+    code, out, _ = gradsmith_cli("ops.py", "--timeout", "8", "--jobs", "2", "--format", "json")
+    rows = {r["name"]: r for r in json.loads(out)["results"]}
+    hang = rows["ops.py::Hangs"]
+    assert (hang["error"], hang["inputs"]) == ("timeout", "registered example")
+    slow = rows["ops.py::SlowCompile"]
+    codes = [f["code"] for f in slow["report"]["findings"]]
+    assert "deployment-timeout" in codes and slow["inputs"] == "registered example"

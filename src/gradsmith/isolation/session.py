@@ -206,7 +206,7 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
         reason = (f"{verb} {where} (finished: {finished}; their findings are below): "
                   f"{reason}")
     out = row(candidate, label, "fail", error=outcome.kind, reason=reason,
-              elapsed=outcome.elapsed, repro=repro)
+              elapsed=outcome.elapsed, repro=repro, inputs=_inputs_text(repro))
     if snap is not None:
         add_partial(out, label, snap)
     return out
@@ -232,7 +232,7 @@ def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
                      for f in findings)
     line = f"  WARNING deployment-timeout: {finding['message']}\n    fix: {finding['hint']}"
     out = row(candidate, label, "pass" if passed else "fail", elapsed=outcome.elapsed,
-              reason=f"the deployment checks ran out of time in {running}; the eager checks "
+              inputs=_inputs_text(snap.get("repro")), reason=f"the deployment checks ran out of time in {running}; the eager checks "
                      f"all finished ({', '.join(snap['checks'])})")
     report = partial_report(label, snap, running)
     report.update(findings=findings, passed=passed)
@@ -241,6 +241,16 @@ def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
                text="\n".join(filter(None, [snap["text"], line])),
                _text_brief="\n".join(filter(None, [snap["text_brief"], line])))
     return out
+
+
+def _inputs_text(repro: dict | None) -> str | None:
+    """The Inputs column of a row whose task ended early, from the repro record it streamed
+    before its first check (its input sets' labels, as a finished row says them)."""
+    sets = (repro or {}).get("sets") or []
+    if not sets:
+        return None
+    also = "; also: " + "; ".join(s["label"] for s in sets[1:]) if len(sets) > 1 else ""
+    return f"{sets[0]['label']}{also}"
 
 
 def _plural(n: int, word: str) -> str:
