@@ -13,7 +13,9 @@ def test_crash_hang_and_import_crash_become_failed_rows_and_the_rest_still_runs(
         write, snippets, gradsmith_cli):
     # One session for all three (each worker start imports torch: seconds on a busy machine).
     write("ops.py", snippets.good, snippets.aborts, snippets.hangs)
-    write("dies.py", "import os\nos.abort()\n", header=False)
+    # a file that may hold a Function (one without is not imported at all)
+    write("dies.py", "import os\nfrom torch.autograd import Function\nos.abort()\n",
+          header=False)
     # --no-compat: compiling takes seconds a loaded machine stretches past this short limit.
     code, out, _ = gradsmith_cli(".", "--timeout", "5", "--jobs", "2", "--format", "json",
                                  "--no-compat")

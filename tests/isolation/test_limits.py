@@ -177,11 +177,11 @@ def test_bad_limits_are_usage_errors(value, capsys):
 
 
 # Loaded by every Python started with this folder on PYTHONPATH: the worker server
-# (`python -m gradsmith.isolation.worker PID`: argv is ['-m', PID] while site runs) starts
-# 20 s late, as under heavy load.
+# (`python -m gradsmith.isolation.worker PID LOGS`: argv is ['-m', PID, LOGS] while site
+# runs) starts 20 s late, as under heavy load.
 SLOW_SERVER = """
 import sys, time
-if sys.argv[:1] == ["-m"] and len(sys.argv) == 2 and sys.argv[1].isdigit():
+if sys.argv[:1] == ["-m"] and len(sys.argv) >= 2 and sys.argv[1].isdigit():
     time.sleep(20)
 """
 

@@ -55,21 +55,23 @@ def test_a_file_without_a_possible_function_is_not_imported(runner, write, procs
 def test_which_files_need_importing(tmp_path, text, imported):
     path = tmp_path / "mod.py"
     path.write_text(text)
-    assert needs_import(Source("file", str(path), "mod.py")) is imported
+    assert needs_import(Source("file", str(path), "mod.py", walked=True)) is imported
 
 
 def test_a_module_shadowing_the_standard_library_beside_the_file_is_user_code(tmp_path):
     (tmp_path / "random.py").write_text("from torch.autograd import Function\n")
     path = tmp_path / "mod.py"
     path.write_text("from random import Op\n")
-    assert needs_import(Source("file", str(path), "mod.py"))
+    assert needs_import(Source("file", str(path), "mod.py", walked=True))
 
 
-def test_modules_packages_and_named_objects_are_always_imported(tmp_path):
+def test_named_files_modules_packages_and_named_objects_are_always_imported(tmp_path):
     init = tmp_path / "__init__.py"
     init.write_text("import math\n")
-    assert needs_import(Source("file", str(init), "__init__.py"))
+    assert needs_import(Source("file", str(init), "__init__.py", walked=True))
     assert needs_import(Source("module", "math", "math"))
     plain = tmp_path / "plain.py"
     plain.write_text("import math\n")
+    assert not needs_import(Source("file", str(plain), "plain.py", walked=True))
+    assert needs_import(Source("file", str(plain), "plain.py"))  # named: its errors are shown
     assert needs_import(Source("file", str(plain), "plain.py", names=("area",)))

@@ -30,19 +30,20 @@ _SAFE_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "typing_ex
 
 
 def needs_import(source: Source) -> bool:
-    """False when ``source`` is a file whose candidates are certainly none, so listing it
-    needs no import; True otherwise (modules, packages, files it cannot read or parse: the
-    worker reports those).
+    """False when ``source`` is a file found by walking a directory whose candidates are
+    certainly none, so listing it needs no import; True otherwise (a file named by the user,
+    whose import error the user wants to see; modules, packages, files it cannot read or
+    parse: the worker reports those).
 
     Example:
         >>> import tempfile, os
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     path = os.path.join(folder, "helpers.py")
         ...     _ = open(path, "w").write("import math\\ndef area(r):\\n    return math.pi * r * r\\n")
-        ...     needs_import(Source("file", path, "helpers.py"))
+        ...     needs_import(Source("file", path, "helpers.py", walked=True))
         False
     """
-    if source.kind != "file" or source.problem or source.names is not None:
+    if not source.walked or source.kind != "file" or source.problem or source.names:
         return True
     path = Path(source.location)
     if path.name == "__init__.py":  # a package lists its submodules

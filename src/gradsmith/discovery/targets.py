@@ -44,6 +44,9 @@ class Source:
         include_reexports: also list objects defined elsewhere but re-exported here.
         problem: a reason this source cannot be imported, found before importing it (a syntax
             error in a file found by walking a directory); reported as an import error row.
+        walked: a file found by walking a directory (not named by the user): one whose text
+            shows it holds no candidate is not imported (see
+            :func:`gradsmith.discovery.prefilter.needs_import`).
     """
 
     kind: str
@@ -53,6 +56,7 @@ class Source:
     registered_only: bool = False
     include_reexports: bool = False
     problem: str | None = None
+    walked: bool = False
 
 
 def resolve_targets(targets: list[str], cwd: str | os.PathLike | None = None) -> list[Source]:
@@ -161,7 +165,7 @@ def _file_source(path: Path, names: tuple[str, ...] | None, base: Path, strict: 
     label = _label(path, base)
     if tree is not None and names:
         _check_names(tree, names, label)
-    return Source("file", str(path), label, names=names, problem=problem)
+    return Source("file", str(path), label, names=names, problem=problem, walked=not strict)
 
 
 def _check_names(tree: ast.Module, names: tuple[str, ...], label: str) -> None:

@@ -118,7 +118,8 @@ def _keeper(task: tuple, threads: int, log_fd: int, pipe: int, server: int) -> i
     log = TaskLog(log_fd)
     status = _reap_until(child, wake_r, out_r, log)
     _killpg(child)  # its process group: all there is to find where /proc is missing (macOS)
-    kill_below()  # whatever the task started, in any session, is below the keeper
+    if _has_children():  # whatever the task started, in any session, is below the keeper
+        kill_below()
     _drain(out_r, log.write)  # what the task and its processes wrote before they ended
     os.close(log_fd)
     write_all(pipe, frame(EXIT + _STATUS.pack(status)))
@@ -246,6 +247,19 @@ def _killpg(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
     except OSError:  # no process left in it
         pass
+
+
+def _has_children() -> bool:
+    """True while this process has a child (reaping those already dead): every process a task
+    started and that is still alive descends from a living child of the keeper (a subreaper),
+    so without one there is nothing to kill and ``/proc`` need not be read."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
 
 
 def _prefer_for_oom_killer() -> None:
