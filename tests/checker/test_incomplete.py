@@ -135,6 +135,44 @@ def test_a_constant_declared_surrogate_is_not_exercised():
     assert report.verdict == "INCOMPLETE" and "not-exercised" in report.codes(), str(report)
 
 
+
+class StopGrad(Function):
+    """Identity forward, zero backward by design (tf.stop_gradient)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.zeros_like(g)
+
+
+class LeakyStopGrad(StopGrad):
+    """The same with the bug the declaration exists to catch: the gradient passes through."""
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _zeros(x, grad):
+    return torch.zeros_like(grad)
+
+
+def test_a_declared_zero_gradient_of_a_changing_forward_is_exercised():
+    # Forward is the identity: its own gradient is 1 everywhere, not 0 (independent reference),
+    # so backward's declared 0 is a real statement, which a leaking backward fails.
+    x = _x(3, 4)
+    xr = x.clone().requires_grad_()
+    (own,) = torch.autograd.grad(xr.clone().sum(), xr)
+    assert torch.equal(own, torch.ones_like(x))
+    report = gradsmith.check(StopGrad, x, intended=_zeros, compat=False)
+    assert report.passed and "surrogate" in report.checks, str(report)
+    assert "not-exercised" not in report.codes()
+    leaky = gradsmith.check(LeakyStopGrad, x, intended=_zeros, compat=False)
+    assert "intended-mismatch" in leaky.codes("error"), str(leaky)
+
 def test_one_example_that_exercises_backward_is_enough():
     @gradsmith.example(lambda: (_x(6), 0.5, 0.5), name="empty")
     @gradsmith.example(lambda: (_x(6) * 3, -1.0, 1.0), name="window",

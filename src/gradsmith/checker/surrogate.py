@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 
 from gradsmith.checker import declared, gradients, stochastic
-from gradsmith.checker.problem import index_str
+from gradsmith.checker.numerics import Settings, step_scale
+from gradsmith.checker.problem import Problem, index_str
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, backward_error
 
@@ -58,7 +59,32 @@ def run(session: Session) -> list[Finding]:
                                           t in mine.complex_inputs))
         if findings:
             break
-    return findings or gradients.not_exercised(seen, [], NAME)
+    vacuous = [] if findings else gradients.not_exercised(seen, [], NAME)
+    if vacuous and _forward_changes(mine, s, session.generator(19)):
+        return []  # a declared 0 where forward moves (stop-gradient): compared, not vacuous
+    return findings or vacuous
+
+
+def _forward_changes(problem: Problem, s: Settings, gen: torch.Generator) -> bool:
+    """Whether forward moves along a random direction (every input at once) the way a
+    differentiable function does: the difference quotients at steps ``h`` and ``h / 2`` agree
+    and exceed ``atol`` somewhere. Backward and declaration both 0 verify nothing only where
+    forward is constant (an empty window); where it changes, a declared 0 (stop-gradient) is
+    what a backward passing the gradient through would fail. A step crossed by chance (the
+    quotient doubles when ``h`` halves) or a NaN does not count as a change."""
+    us = [torch.randn(x.shape, generator=gen, dtype=torch.float64)
+          * step_scale(float(x.abs().max()) if x.numel() else 0.0) for x in problem.xs]
+
+    def quotient(h: float) -> torch.Tensor:
+        moved = [[x + (sign * h * u).to(x.dtype) for x, u in zip(problem.xs, us)]
+                 for sign in (1, -1)]
+        fresh = frozenset(range(len(problem.xs)))
+        fp, fm = (problem.value(m, fresh).to(torch.float64) for m in moved)
+        return (fp - fm) / (2 * h)
+
+    q1, q2 = quotient(s.h), quotient(s.h / 2)
+    return (bool(torch.isfinite(q1).all()) and bool((q1.abs() > s.atol).any())
+            and torch.allclose(q1, q2, rtol=0.1, atol=s.atol))
 
 
 def _error(kind: str, text: str, session: Session) -> Finding:

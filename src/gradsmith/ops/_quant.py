@@ -178,7 +178,8 @@ def _default_grad_scale(x: torch.Tensor, qp: int) -> float:
 
 
 # A plain function hides once_differentiable from the checker: skip its second-order check.
-_CHECKS = ("structure", "mutation", "gradients", "forward_ad", "vmap", "robustness",
+# "surrogate" compares backward with the declared surrogate, which replaces the gradients check.
+_CHECKS = ("structure", "mutation", "gradients", "surrogate", "forward_ad", "vmap", "robustness",
            "randomness", "hygiene", *DEPLOY_CHECKS)
 
 
