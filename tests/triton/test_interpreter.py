@@ -27,7 +27,7 @@ def test_interpreter_is_on_and_every_gap_of_this_triton_is_shimmed():
     info = status()
     assert info["triton"] == triton.__version__
     assert set(info["shims"]) == {"float-args", "libdevice", "autotune", "imported-early",
-                                  "bounds", "device-queries"}
+                                  "bounds", "device-queries", "bf16-casts"}
     assert all(state in ("applied", "not needed") for state in info["shims"].values())
     if triton.__version__ in TESTED:  # the gaps this version is known to have
         assert {info["shims"][k] for k in ("float-args", "libdevice", "autotune")} == {
@@ -95,3 +95,20 @@ def test_cli_checks_a_triton_function_with_no_configuration(tmp_path):
     codes = {f["code"]: f for f in row["report"]["findings"]}
     assert "triton-interpreted" in codes
     assert codes["triton-interpreted"]["details"]["launches"] > 0
+
+
+@triton.jit
+def _via_bf16(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x.to(tl.bfloat16).to(tl.float64), mask=m)
+
+
+def test_bfloat16_casts_to_and_from_float64_round_like_torch():
+    x = torch.randn(10, dtype=torch.float64)
+    y = torch.empty_like(x)
+    _via_bf16[(1,)](x, y, 10, BLOCK=16)
+    # float64 -> float32 -> bfloat16 -> float64 as torch does it, within one bfloat16 step
+    # (the interpreter's float32 -> bfloat16 conversion truncates where torch rounds)
+    torch.testing.assert_close(y, x.float().bfloat16().double(), atol=0, rtol=2.0 ** -7)

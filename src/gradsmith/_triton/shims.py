@@ -21,6 +21,8 @@ The gaps:
   the autotuner's own pruning), which runs the same kernel code.
 - ``bounds``: a guard, not a gap: loads and stores outside the launch's tensors raise
   :class:`OutOfBounds` instead of reading garbage or corrupting memory.
+- ``bf16-casts``: casts between bfloat16 and types other than float32 reinterpret raw bits
+  in the interpreter; the shim goes through float32.
 - ``device-queries``: ``torch.cuda.get_device_capability()`` answers (8, 0) without CUDA,
   for host code that picks kernel configs by GPU generation (speed, not results).
 - ``imported-early``: Triton imported before the variable was set leaves its own device
@@ -81,11 +83,11 @@ def apply() -> dict[str, str]:
     if major < 3:
         return {name: f"skipped: Triton {triton.__version__} < 3.0 is not supported"
                 for name in ("float-args", "libdevice", "autotune", "imported-early", "bounds",
-                             "device-queries")}
+                             "device-queries", "bf16-casts")}
     _count_launches()
     return {"float-args": _float_args(), "libdevice": _libdevice(), "autotune": _autotune(),
             "imported-early": _imported_early(), "bounds": _bounds(),
-            "device-queries": _device_queries()}
+            "device-queries": _device_queries(), "bf16-casts": _bf16_casts()}
 
 
 #: Kernel launches run by the interpreter in this process (reports say kernels ran interpreted).
@@ -299,6 +301,35 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
             f"Triton kernel {what}s {int((~inside).sum())} element(s) outside every tensor "
             "passed to the launch (out of bounds): a bug in the kernel's indexing or masks, or "
             "inputs of a shape the host code does not check")
+
+
+def _bf16_casts() -> str:
+    """The interpreter holds bfloat16 as raw 16-bit integers and converts them properly only to
+    and from float32; a cast between bfloat16 and any other type (float64, float16, integers)
+    reinterprets those integers as numbers: garbage (a float64 gradient accumulated through
+    ``x.to(tl.bfloat16)`` comes back NaN). The shim goes through float32, as a GPU does."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.cast_impl
+    if getattr(original, _MARK, False):
+        return "applied"
+    handle = interpreter.TensorHandle(np.array([1.5], dtype=np.float64), tl.float64)
+    probe = original(builder, original(builder, handle, tl.bfloat16), tl.float64)
+    if float(probe.data[0]) == 1.5:
+        return "not needed"
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        src_ty, dst_ty = src.dtype.scalar, dst_type.scalar
+        if (src_ty == tl.bfloat16) != (dst_ty == tl.bfloat16) and tl.float32 not in (src_ty,
+                                                                                     dst_ty):
+            return original(self, original(self, src, tl.float32), dst_type)
+        return original(self, src, dst_type)
+
+    setattr(cast_impl, _MARK, True)
+    builder.cast_impl = cast_impl
+    return "applied"
 
 
 def _device_queries() -> str:

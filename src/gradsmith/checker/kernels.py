@@ -16,7 +16,7 @@ from gradsmith._triton import launches, status
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
-__all__ = ["applies", "interpreted", "kernel_backward", "kernel_double_backward", "launches"]
+__all__ = ["applies", "interpreted", "launched", "kernel_backward", "kernel_double_backward", "launches"]
 
 
 # Deployment checks that measure what a GPU compiler and device do with the kernels: with the
@@ -34,9 +34,14 @@ _DEVICE_ONLY = {
 def applies(check: str, session: Session) -> None:
     """Raise :class:`Skip` (n/a in the matrix, with why) for a deployment check that cannot
     say anything about a Function whose kernels ran interpreted."""
-    if check in _DEVICE_ONLY and launches() > session.cache.get("kernels:before", launches()):
+    if check in _DEVICE_ONLY and launched(session):
         raise Skip(f"n/a: the Function's Triton kernels ran interpreted (no GPU here): "
                    f"{_DEVICE_ONLY[check]}; check on a GPU for this column")
+
+
+def launched(session: Session) -> bool:
+    """Whether the Function has launched interpreted Triton kernels in this check so far."""
+    return launches() > session.cache.get("kernels:before", launches())
 
 
 def interpreted(before: int) -> list[Finding]:
@@ -90,7 +95,8 @@ def interpreted_launches_in_backward(session: Session) -> int:
             try:
                 problem.linearize()
                 before = launches()
-                problem.vjp(torch.ones(problem.m, dtype=problem.xs[0].dtype))
+                # Not ones: fused losses skip their kernel when grad_output is exactly 1.
+                problem.vjp(torch.full((problem.m,), 0.75, dtype=problem.xs[0].dtype))
                 count = launches() - before
             except Exception:  # noqa: BLE001 - backward errors are reported elsewhere
                 count = 0
