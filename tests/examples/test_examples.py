@@ -141,6 +141,20 @@ def test_example_passes_gradsmith_check(cls, index):
     assert report.codes("warning") == set(), str(report)
 
 
+
+def test_scaled_sigmoid_at_scale_zero_has_a_finite_zero_gradient():
+    # Not a registered row (forward is constant at scale 0: a check there compares zeros with
+    # zeros); the edge case the docstring promises: no y / scale division, so 0, not NaN.
+    from gradsmith.examples.patterns import ScaledSigmoid
+
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    xr = x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(ScaledSigmoid.apply(xr, 0.0).sum(), xr)
+    xr = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad((0.0 * torch.sigmoid(xr)).sum(), xr)
+    torch.testing.assert_close(got, want)
+    assert torch.isfinite(got).all()
+
 @pytest.mark.parametrize("call, match", [
     (lambda: gradsmith.examples.activations.ClippedReLU.apply(torch.ones(2), -1.0),
      r"ClippedReLU: clip_val must be > 0, got -1.0"),

@@ -87,7 +87,9 @@ class SmoothRound(Function):
 
 
 @example(lambda: (randn(3, 4), 3.0), name="scale 3")
-@example(lambda: (randn(3, 4), 0.0), name="scale 0")
+# A negative scale, not 0: at scale 0 forward is constant and backward 0, a row that compares
+# zeros with zeros (INCOMPLETE); tests/examples pins that backward stays finite there.
+@example(lambda: (randn(3, 4), -2.0), name="scale -2")
 class ScaledSigmoid(Function):
     """``y = scale * sigmoid(x)`` for a fixed Python number ``scale`` (any sign, even 0).
 
