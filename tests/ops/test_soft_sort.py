@@ -264,3 +264,22 @@ def test_empty_inputs_give_empty_outputs_and_gradients(solver, shape, regulariza
         out.sum().backward()
         assert out.shape == x.shape and out.dtype == x.dtype
         assert x.grad is not None and x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("fn", [soft_rank, soft_sort], ids=["soft_rank", "soft_sort"])
+def test_registered_examples_have_a_nonzero_gradient(fn):
+    # The catalog's rows check backward on these inputs: in the hard regime (no block pools)
+    # the true gradient is 0 everywhere and the row compares zeros with zeros (INCOMPLETE).
+    # The independent reference says where the gradient is non-zero.
+    from gradsmith._example import examples_of
+
+    reference = {soft_rank: _soft_rank_reference, soft_sort: _soft_sort_reference}[fn]
+    for ex in examples_of(fn):
+        x, regularization, strength = ex.make_args()
+        v = torch.randn(x.shape, generator=torch.Generator().manual_seed(3), dtype=x.dtype)
+        xr = x.detach().clone().requires_grad_()
+        (want,) = torch.autograd.grad((reference(xr, regularization, strength) * v).sum(), xr)
+        assert want.abs().max() > 1e-3, ex.name
+        xg = x.detach().clone().requires_grad_()
+        (got,) = torch.autograd.grad((fn(xg, regularization, strength) * v).sum(), xg)
+        torch.testing.assert_close(got, want)
