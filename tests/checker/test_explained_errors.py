@@ -128,6 +128,11 @@ class SumNoUnsqueeze(Function):
 
 
 class GraphKeptOnCtx(Function):
+    """The graph built in forward is freed by the first backward through it, so only a
+    second backward on the same graph (retain_graph=True) meets the error. gradsmith gives
+    every backward a fresh graph (a backward may write into what it saved), so it sees the
+    same bug as the second derivative that backward's graph-less result gets wrong."""
+
     @staticmethod
     def forward(ctx, x):
         with torch.enable_grad():
@@ -141,6 +146,25 @@ class GraphKeptOnCtx(Function):
     def backward(ctx, g):
         (leaf,) = ctx.saved_tensors
         return torch.autograd.grad(ctx.y, leaf, g)[0]
+
+
+class GraphKeptOnCtxGradPerInput(Function):
+    """The same pattern with one torch.autograd.grad per input: the first call frees the
+    graph the second needs, on every backward."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        with torch.enable_grad():
+            lx, lw = x.detach().requires_grad_(), w.detach().requires_grad_()
+            y = (lx * lw).sin()
+        ctx.save_for_backward(lx, lw)
+        ctx.y = y
+        return y.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        lx, lw = ctx.saved_tensors
+        return torch.autograd.grad(ctx.y, lx, g)[0], torch.autograd.grad(ctx.y, lw, g)[0]
 
 
 def exp_then_inplace(x):
@@ -175,8 +199,9 @@ CASES = [
      r"mat1 and mat2 shapes cannot be multiplied", "backward-error", "matmul-shapes", "w.T"),
     (SumNoUnsqueeze, lambda: (_r(3, 4),), r"must match the size of tensor b",
      "backward-error", "size-mismatch", "unsqueeze"),
-    (GraphKeptOnCtx, lambda: (_r(4),), r"Trying to backward through the graph a second time",
-     "backward-error", "graph-freed", "recompute that graph inside backward"),
+    (GraphKeptOnCtxGradPerInput, lambda: (_r(4), _r(4, seed=1)),
+     r"Trying to backward through the graph a second time", "backward-error", "graph-freed",
+     "recompute that graph inside backward"),
     (exp_then_inplace, lambda: (_r(4),), r"modified by an inplace operation", "backward-error",
      "modified-by-inplace", "out-of-place"),
 ]
@@ -203,6 +228,16 @@ def test_known_autograd_error_is_explained(fn, args, torch_message, code, cause,
     assert f.code == code and fix in f.hint, str(f)
     assert re.search(torch_message, f.message) and "Cause:" in f.message
 
+
+def test_a_graph_freed_only_on_a_second_backward_still_fails():
+    # Plain PyTorch: fine once, the error on the second backward through one graph.
+    x = _r(4)
+    out = GraphKeptOnCtx.apply(x)
+    torch.autograd.grad(out.sum(), x, retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        torch.autograd.grad(out.sum(), x)
+    report = gradsmith.check(GraphKeptOnCtx, _r(4))
+    assert "double-backward-mismatch" in report.codes("error"), str(report)
 
 def test_the_users_line_is_named():
     report = gradsmith.check(MatmulNoTranspose, _r(3, 4), _r(4, 5, seed=1))

@@ -148,8 +148,9 @@ def _second_time(m: re.Match, where: str) -> Explanation:
         "graph-freed",
         "backward differentiates a graph that an earlier backward already freed: typically a "
         "graph built in forward (under enable_grad) and kept on ctx, then consumed by "
-        "torch.autograd.grad in backward. It works once, and fails on the next backward "
-        "(retain_graph=True users, double backward, gradsmith's repeated calls)",
+        "torch.autograd.grad in backward. It works once, and fails on the next use of that "
+        "graph (a second torch.autograd.grad on it, a retain_graph=True user's second "
+        "backward)",
         "recompute that graph inside backward (`with torch.enable_grad():`), or pass "
         "retain_graph=True to the inner torch.autograd.grad call")
 
