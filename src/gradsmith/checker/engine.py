@@ -19,7 +19,7 @@ from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
 from gradsmith.checker.inputs import resolve_target
 from gradsmith.checker.report import Finding, Report
-from gradsmith.checker.rng import probe_device
+from gradsmith.checker.rng import host_restored_once, probe_device
 from gradsmith.checker.session import (
     Incomplete,
     Options,
@@ -27,7 +27,7 @@ from gradsmith.checker.session import (
     Skip,
     UserCodeError,
 )
-from gradsmith.checker.subject import Subject, preserved_global_rng
+from gradsmith.checker.subject import Subject
 
 # Order matters: structure and mutation problems explain later failures (and cost a few
 # calls), so they come first; then first-order gradients, where most bugs are found, so a
@@ -137,7 +137,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     # Warnings from user code must not abort the check (e.g. under `-W error`); they are
     # reported as info findings instead.
     with torch.enable_grad(), warnings.catch_warnings(record=True) as caught, _threads_for(
-            subject), preserved_global_rng(), probe_device(args):
+            subject), host_restored_once(), probe_device(args):
         warnings.simplefilter("always")
         if _prepare(session):
             _run_checks(session, selected)

@@ -17,6 +17,10 @@ from typing import Any
 import torch
 
 _seed_host = True
+# Inside a check (see :func:`host_restored_once`): Python's ``random`` and NumPy are seeded
+# before every evaluation but restored only once, at the check's end. Reading and writing
+# NumPy's state costs ~0.7 ms, more than a small forward pass, and a check runs thousands.
+_host_restored_once = False
 # The default device user code had when the check started (None outside a check): user code
 # runs with it, gradsmith's own code with the inputs' device (see probe_device).
 _user_device: torch.device | None = None
@@ -28,7 +32,7 @@ def seeded(seed: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
     CPU generator only: torch.manual_seed would also (lazily) seed every accelerator backend,
     which costs more than a small forward pass.
     """
-    with preserved_global_rng():
+    with preserved_global_rng(host=not _host_restored_once):
         if _user_device is not None and torch.get_default_device() != _user_device:
             _set_default_device(_user_device)  # user code sees the default it set
         torch.default_generator.manual_seed(seed)
@@ -54,15 +58,30 @@ def torch_seed_only() -> Iterator[None]:
 
 
 @contextmanager
-def preserved_global_rng() -> Iterator[None]:
+def host_restored_once() -> Iterator[None]:
+    """Within (one check), :func:`seeded` restores torch's generator after every call but
+    Python's ``random`` and NumPy's only once, when this block ends: their states are
+    re-seeded before every evaluation, so no evaluation depends on where they were left."""
+    global _host_restored_once
+    outer = _host_restored_once
+    _host_restored_once = True
+    try:
+        with preserved_global_rng():
+            yield
+    finally:
+        _host_restored_once = outer
+
+
+@contextmanager
+def preserved_global_rng(host: bool = True) -> Iterator[None]:
     """Restore the global random states user code may draw from: torch's CPU generator,
-    Python's ``random`` and NumPy's legacy global generator (when NumPy is imported), so a
-    check leaves the caller's random streams exactly where they were; and torch's default
-    device, so a ``torch.set_default_device(...)`` in user code moves neither the tensors
-    gradsmith makes afterwards (random directions, finite-difference steps) nor the caller's
-    default."""
-    numpy = sys.modules.get("numpy")
-    states = (torch.get_rng_state(), random.getstate(),
+    Python's ``random`` and NumPy's legacy global generator (when NumPy is imported; with
+    ``host=False`` torch's only), so a check leaves the caller's random streams exactly where
+    they were; and torch's default device, so a ``torch.set_default_device(...)`` in user code
+    moves neither the tensors gradsmith makes afterwards (random directions, finite-difference
+    steps) nor the caller's default."""
+    numpy = sys.modules.get("numpy") if host else None
+    states = (torch.get_rng_state(), random.getstate() if host else None,
               numpy.random.get_state() if numpy is not None else None)
     device = torch.get_default_device()
     try:
@@ -71,7 +90,8 @@ def preserved_global_rng() -> Iterator[None]:
         if torch.get_default_device() != device:  # torch.set_default_device in user code:
             _set_default_device(device)           # gradsmith's probe tensors must not follow
         torch.set_rng_state(states[0])
-        random.setstate(states[1])
+        if states[1] is not None:
+            random.setstate(states[1])
         if states[2] is not None:
             numpy.random.set_state(states[2])
 
