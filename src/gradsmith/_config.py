@@ -95,7 +95,7 @@ def _names(valid: tuple[str, ...] | None) -> Callable[[Any], list[str]]:
 
 #: Deployment columns a project can require: ``gradsmith.checker.deploy.matrix.COLUMNS``
 #: without ``eager`` (a test keeps them equal; this module must not import torch).
-REQUIRABLE = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func")
+REQUIRABLE = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func", "onnx")
 
 CHECK_SETTINGS = {s.key: s for s in (
     Setting("targets", "targets", [], _targets, 'targets = ["src/my_ops", "tests/fns.py"]'),

@@ -65,3 +65,27 @@ def _numpy_missing() -> bool:
         return importlib.util.find_spec("numpy") is None
     except (ImportError, ValueError):  # sys.modules["numpy"] = None, a broken install
         return True
+
+
+#: The ``onnx`` extra (pyproject.toml): what the opt-in ONNX deployment check needs.
+ONNX_EXTRA = ("onnx", "onnxruntime", "onnxscript")
+ONNX_INSTALL = "pip install 'gradsmith[onnx]'"
+
+
+def onnx_missing() -> list[str]:
+    """The modules of the ``onnx`` extra that are not installed (looked up, not imported)."""
+    return [m for m in ONNX_EXTRA if importlib.util.find_spec(m) is None]
+
+
+def require_onnx(who: str, asked: str) -> None:
+    """Raise :class:`GradsmithUsageError` naming the extra when the ONNX check is asked for
+    (``asked``: how, e.g. ``"--require onnx"``) and part of the extra is not installed."""
+    absent = onnx_missing()
+    if absent:
+        from gradsmith._errors import GradsmithUsageError
+
+        raise GradsmithUsageError(
+            f"{who}: {asked} needs the onnx extra, and {', '.join(absent)} "
+            f"{'is' if len(absent) == 1 else 'are'} not installed; install it with "
+            f"`{ONNX_INSTALL}` (or `pip install {' '.join(ONNX_EXTRA)}`), or stop asking "
+            "for onnx")

@@ -12,7 +12,7 @@ import torch
 
 from gradsmith import GradsmithError
 from gradsmith.checker import check
-from gradsmith.checker.deploy import DEPLOY_MODULES
+from gradsmith.checker.deploy import DEPLOY_MODULES, OPT_IN
 from gradsmith.checker.deploy.matrix import COLUMNS
 from gradsmith.testing import assert_gradients
 
@@ -35,7 +35,9 @@ def test_plain_call_runs_the_eager_checks_only():
 def test_compat_true_runs_the_whole_matrix():
     report = check(D.BrokenNaiveVariance, *D._offset(), compat=True)
     assert list(report.compat) == list(COLUMNS)
-    assert set(DEPLOY_MODULES) - {"custom_op"} <= set(report.checks) | set(report.skipped)
+    # The opt-in onnx check (seconds per Function, an extra) runs only when asked for.
+    assert set(DEPLOY_MODULES) - {"custom_op", *OPT_IN} <= set(report.checks) | set(report.skipped)
+    assert not set(OPT_IN) & set(report.checks)
     assert report.compat["float32"]["status"] == "fail" and not report.passed
 
 

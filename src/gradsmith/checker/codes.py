@@ -85,6 +85,8 @@ CODES: dict[str, tuple[str, str]] = {
     "func-mismatch": ("error", "torch_func"),
     "func-unsupported-by-torch": ("info", "torch_func"),
     "vmap-randomness": ("info", "vmap"),
+    "onnx-export-error": ("warning", "onnx"),
+    "onnx-mismatch": ("error", "onnx"),
     "deploy-not-comparable": ("info", "any"),
     "custom-op-no-fake": ("warning", "custom_op"),
     "custom-op-fake-mismatch": ("error", "custom_op"),

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
+from gradsmith._requires import require_onnx
 from gradsmith.checker import approximate, declared, effective_dtype, kernels, progress
-from gradsmith.checker.deploy import DEPLOY_MODULES
+from gradsmith.checker.deploy import DEPLOY_MODULES, OPT_IN
 from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
 from gradsmith.checker.inputs import resolve_target
@@ -51,7 +52,7 @@ CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
          "backward-error"}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
-            "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased"}
+            "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased", "onnx"}
 
 
 def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
@@ -295,7 +296,9 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
     # Default: the deployment checks only when checks= names them (a unit test asking for
     # gradients does not pay seconds of compile and export).
     opts.extra["compat"] = compat if compat is not None else options.get("checks") is not None
-    selected = list(CHECK_NAMES)
+    onnx = _onnx_option(options, compat)
+    # Opt-in checks (onnx: seconds per Function, an extra) run only when asked for.
+    selected = [c for c in CHECK_NAMES if c not in OPT_IN or (c == "onnx" and onnx)]
     if options.get("checks") is not None:
         wanted = [options["checks"]] if isinstance(options["checks"], str) else list(
             options["checks"])
@@ -303,10 +306,26 @@ def _parse_options(options: dict[str, Any]) -> tuple[Options, list[str], str | N
         if bad:
             raise GradsmithError(
                 f"check: unknown check name(s) {bad}; choose from {list(CHECK_NAMES)}")
-        selected = [c for c in CHECK_NAMES if c in wanted]
+        selected = [c for c in CHECK_NAMES if c in wanted or (c == "onnx" and onnx)]
+    if "onnx" in selected:
+        require_onnx("check", "onnx=True" if onnx else "checks=['onnx']")
     if not opts.extra["compat"]:  # compat=False also wins over an example's own checks=
-        selected = [c for c in selected if c not in DEPLOY_MODULES]
+        selected = [c for c in selected if c not in DEPLOY_MODULES or (c == "onnx" and onnx)]
     return opts, selected, options.get("name")
+
+
+def _onnx_option(options: dict[str, Any], compat: bool | None) -> bool:
+    """``onnx=True``: also run the opt-in ONNX check (alone among the deployment checks
+    unless ``compat=True`` or ``checks=`` names others)."""
+    onnx = options.get("onnx", False)
+    if not isinstance(onnx, bool):
+        raise GradsmithError(f"check: onnx must be True or False, got {onnx!r}; onnx=True also "
+                             "exports to ONNX and runs it under ONNX Runtime")
+    if onnx and compat is False:
+        raise GradsmithError("check: onnx=True and compat=False do not combine: compat=False "
+                             "turns the deployment checks off, onnx=True asks for one; drop "
+                             "one of them")
+    return onnx
 
 
 def _prepare(session: Session) -> bool:

@@ -19,7 +19,7 @@ from gradsmith._errors import GradsmithUsageError
 #: no matrix): ``gradsmith.checker.deploy.matrix.CHECK_COLUMNS``, kept equal by a test.
 CHECK_COLUMN = {"compile": "compile", "export": "export", "autocast": "autocast",
                 "precision": "float32", "checkpoint": "checkpoint", "torch_func": "torch.func",
-                "vmap": "torch.func"}
+                "vmap": "torch.func", "onnx": "onnx"}
 #: Codes that only ``gradsmith check`` itself reports (not ``gradsmith.check``).
 COMMAND_CODES = ("deployment-timeout", "required-not-checked")
 

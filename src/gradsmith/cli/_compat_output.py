@@ -20,10 +20,14 @@ _CELL = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]",
          "not run": "-"}
 #: Short headers keep the table narrow; the legend spells them out.
 HEADERS = {"eager": "eager", "compile": "compile", "export": "export", "autocast": "amp",
-           "float32": "fp32", "checkpoint": "ckpt", "torch.func": "func"}
+           "float32": "fp32", "checkpoint": "ckpt", "torch.func": "func", "onnx": "onnx"}
 #: gradsmith.checker.deploy.matrix.COLUMNS, without importing it: the command line's own process
 #: never imports torch (a second on an idle machine, before anything is on screen).
 COLUMNS = tuple(HEADERS)
+#: Opt-in columns (gradsmith.checker.deploy.OPT_IN): shown only when some row ran them.
+OPT_IN = ("onnx",)
+#: gradsmith.checker.deploy.matrix.NOT_REQUESTED: the note of an opt-in cell not asked for.
+NOT_REQUESTED = "not requested"
 LEGEND = ("amp = autocast, fp32 = float32 vs float64, ckpt = activation checkpointing, func = "
           "torch.func. ok: works and agrees with eager; warn/FAIL: see the findings above; "
           "gap: documented gap; n/a: does not apply or torch's own limit; -: not run")
@@ -43,12 +47,13 @@ def render_compat(console: Console, result, verbose: bool = False) -> None:
     table = Table(title="compatibility", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     table.add_column("Function", overflow="fold")
-    for column in COLUMNS:
+    shown = shown_columns(rows)
+    for column in shown:
         table.add_column(HEADERS[column], no_wrap=True)
     for r in rows:
         compat = r["report"]["compat"]
         table.add_row(escape(one_line(r["name"])), *(_CELL[compat[c]["status"]] if c in compat else "-"
-                                           for c in COLUMNS))
+                                           for c in shown))
     console.print(table)
     console.print(LEGEND, soft_wrap=True)
     if verbose:
@@ -56,11 +61,22 @@ def render_compat(console: Console, result, verbose: bool = False) -> None:
             console.print(escape(line), soft_wrap=True)
 
 
+def _not_requested(cell: dict | None) -> bool:
+    return cell is None or str(cell.get("note", "")).startswith(NOT_REQUESTED)
+
+
+def shown_columns(rows: list[dict]) -> tuple[str, ...]:
+    """Every column but an opt-in one no row asked for (``n/a: not requested`` everywhere)."""
+    return tuple(c for c in COLUMNS if c not in OPT_IN or not all(
+        _not_requested(r["report"]["compat"].get(c)) for r in rows))
+
+
 def notes(rows: list[dict]) -> list[str]:
     """``name: column gap|n/a: reason`` for every cell that carries one."""
     found = []
     for r in rows:
         for column, cell in r["report"]["compat"].items():
-            if cell["status"] in ("gap", "n/a") and cell.get("note"):
+            if cell["status"] in ("gap", "n/a") and cell.get("note") and not (
+                    column in OPT_IN and _not_requested(cell)):
                 found.append(f"{one_line(r['name'])}: {column} {cell['status']}: {cell['note']}")
     return found

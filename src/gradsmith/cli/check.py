@@ -89,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "inductor generates code: seconds per Function)")
     parser.add_argument("--require", default=None, metavar="COLUMNS",
                         help="comma-separated deployment columns that must hold (compile, "
-                             "export, autocast, float32, checkpoint, torch.func): their "
-                             "warnings fail the run like errors (also require in pyproject)")
+                             "export, autocast, float32, checkpoint, torch.func, onnx): their "
+                             "warnings fail the run like errors (also require in pyproject); "
+                             "onnx runs only when required (needs the onnx extra)")
     parser.add_argument("--select", default=None, metavar="CODES",
                         help="comma-separated finding codes or prefixes to report, the rest "
                              "dropped (e.g. gradient-mismatch,compile-; also in pyproject)")
@@ -187,6 +188,10 @@ def _options(args: argparse.Namespace) -> dict:
         options["compat"] = True
     if args.compile_backend:
         options["compile_backend"] = args.compile_backend
+    from gradsmith.cli._check_policy import split
+
+    if "onnx" in split("--require", args.require or []):
+        options["onnx"] = True  # opt-in: the only way the CLI runs it
     return options
 
 
@@ -201,7 +206,16 @@ def _policy(args: argparse.Namespace) -> dict:
                              "one of them")
     return {"select": validate_codes("--select", split("--select", args.select or [])),
             "ignore": validate_codes("--ignore", split("--ignore", args.ignore or [])),
-            "require": require}
+            "require": _onnx_ready(require)}
+
+
+def _onnx_ready(require: list[str]) -> list[str]:
+    """``--require onnx`` without the onnx extra is a usage error naming it, never a pass."""
+    if "onnx" in require:
+        from gradsmith._requires import require_onnx
+
+        require_onnx("check", "--require onnx (or require = [\"onnx\"] in pyproject)")
+    return require
 
 
 def _jobs(asked: int | None, err) -> int:

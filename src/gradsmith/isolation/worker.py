@@ -55,7 +55,7 @@ _KILL_GRACE = 5.0
 _EOF_GRACE = 2.0
 # Deployment checks a task may restart its time limit for (gradsmith.checker.deploy's
 # DEPLOY_MODULES, not imported here: the server imports the checker only after configuring).
-_DEPLOY_CLOCKS = 7
+_DEPLOY_CLOCKS = 8
 
 
 @dataclass

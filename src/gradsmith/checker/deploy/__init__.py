@@ -8,10 +8,11 @@ One module per property, each a check like the others (``run(session) -> finding
 - :mod:`.exported` (``export``): ``torch.export`` and whether it keeps the custom backward;
 - :mod:`.amp` (``autocast``): CPU bfloat16 (and CUDA float16) autocast;
 - :mod:`.checkpointing` (``checkpoint``): non-reentrant activation checkpointing;
-- :mod:`.functorch` (``torch_func``): ``grad``, ``vjp``, ``jacrev``, ``jacfwd``.
+- :mod:`.functorch` (``torch_func``): ``grad``, ``vjp``, ``jacrev``, ``jacfwd``;
+- :mod:`.onnx_export` (``onnx``, opt-in): ``torch.onnx.export`` run under ONNX Runtime.
 
 :mod:`.matrix` turns the findings into the per-Function compatibility matrix
-(eager / compile / export / autocast / float32 / checkpoint / torch.func).
+(eager / compile / export / autocast / float32 / checkpoint / torch.func / onnx).
 """
 
 from __future__ import annotations
@@ -25,4 +26,8 @@ DEPLOY_MODULES = {
     "autocast": "gradsmith.checker.deploy.amp",
     "checkpoint": "gradsmith.checker.deploy.checkpointing",
     "torch_func": "gradsmith.checker.deploy.functorch",
+    "onnx": "gradsmith.checker.deploy.onnx_export",
 }
+#: Deployment checks that run only when asked for (``onnx=True``, ``checks=``, ``--require``):
+#: each costs seconds per Function and needs an optional extra.
+OPT_IN = ("onnx",)

@@ -1,7 +1,8 @@
 """The compatibility matrix: one cell per deployment column, derived from the findings.
 
 Columns: ``eager`` (every eager check), ``compile``, ``export``, ``autocast``, ``float32``
-(the ``precision`` check), ``checkpoint`` and ``torch.func`` (``torch_func`` plus ``vmap``).
+(the ``precision`` check), ``checkpoint``, ``torch.func`` (``torch_func`` plus ``vmap``) and
+``onnx`` (opt-in: ``n/a`` saying why unless asked for).
 A cell is ``{"status", "codes", "note"}`` with status one of :data:`STATUSES`:
 
 - ``ok``: the column's checks ran and found no warning or error;
@@ -19,13 +20,15 @@ from gradsmith._errors import GradsmithError
 from gradsmith.checker.deploy import DEPLOY_MODULES
 from gradsmith.checker.report import Finding, Report
 
-COLUMNS = ("eager", "compile", "export", "autocast", "float32", "checkpoint", "torch.func")
+COLUMNS = ("eager", "compile", "export", "autocast", "float32", "checkpoint", "torch.func",
+           "onnx")
 STATUSES = ("ok", "warn", "fail", "gap", "n/a", "not run")
 #: Deployment column of each check; every other check belongs to ``eager``.
 CHECK_COLUMNS: dict[str, tuple[str, ...]] = {
     "compile": ("compile",), "export": ("export",), "autocast": ("autocast",),
     "precision": ("float32",), "checkpoint": ("checkpoint",),
     "torch_func": ("torch.func",), "vmap": ("torch.func",), "custom_op": ("eager",),
+    "onnx": ("onnx",),
 }
 #: Findings that belong elsewhere than their check's column.
 CODE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -33,9 +36,11 @@ CODE_COLUMNS: dict[str, tuple[str, ...]] = {
     "custom-op-fake-mismatch": ("compile", "export"),
     "custom-op-aot-dispatch": ("compile", "export"),
     "float64-crash": ("float32",),
-    "deploy-not-comparable": ("compile", "export", "autocast", "torch.func"),
+    "deploy-not-comparable": ("compile", "export", "autocast", "torch.func", "onnx"),
 }
 GAP_COLUMNS = COLUMNS[1:]
+#: How an opt-in column's note starts when it was not asked for (the text table hides it).
+NOT_REQUESTED = "not requested"
 _RANK = {"ok": 0, "n/a": 1, "gap": 2, "warn": 3, "fail": 4}
 
 
@@ -123,11 +128,20 @@ def _cell(column: str, found: list[Finding], ran: list[str], report: Report) -> 
         after_crash = any("after a structural" in why for why in skipped)
         if skipped and not after_crash:
             return {"status": "n/a", "codes": [], "note": skipped[0]}
+        if column == "onnx" and not skipped:
+            return {"status": "n/a", "codes": [], "note": _onnx_not_run()}
         return {"status": "not run", "codes": [], "note": skipped[0] if skipped else ""}
     if limits:
         return {"status": "n/a", "codes": sorted({f.code for f in limits}),
                 "note": _note(limits[0])}
     return {"status": "ok", "codes": [], "note": ""}
+
+
+def _onnx_not_run() -> str:
+    from gradsmith._requires import ONNX_INSTALL, onnx_missing
+
+    extra = f"; needs the onnx extra: {ONNX_INSTALL}" if onnx_missing() else ""
+    return f"{NOT_REQUESTED} (opt-in: --require onnx, or onnx=True in gradsmith.check{extra})"
 
 
 def _note(f: Finding) -> str:
@@ -144,5 +158,7 @@ def merge(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def line(matrix: dict[str, dict[str, Any]]) -> str:
-    """One line: ``eager ok | compile ok | export warn | ...``."""
-    return " | ".join(f"{c} {matrix[c]['status']}" for c in COLUMNS if c in matrix)
+    """One line: ``eager ok | compile ok | export warn | ...`` (an opt-in column only when
+    it was asked for)."""
+    return " | ".join(f"{c} {matrix[c]['status']}" for c in COLUMNS if c in matrix and not (
+        c == "onnx" and matrix[c]["note"].startswith(NOT_REQUESTED)))
