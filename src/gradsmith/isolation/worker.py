@@ -230,7 +230,13 @@ class Server:
                 os.makedirs(self.logs, exist_ok=True)
                 fd, log = tempfile.mkstemp(dir=self.logs, suffix=".log")
             except OSError:  # replaced by a file: a folder of its own, removed at the end
-                self.spares.append(tempfile.mkdtemp(prefix="gradsmith-worker-"))
+                # beside it, in gradsmith check's folder (removed even if this server is
+                # killed), unless that is gone too
+                try:
+                    spare = tempfile.mkdtemp(prefix="tasks-", dir=os.path.dirname(self.logs))
+                except OSError:
+                    spare = tempfile.mkdtemp(prefix="gradsmith-worker-")
+                self.spares.append(spare)
                 fd, log = tempfile.mkstemp(dir=self.spares[-1], suffix=".log")
         own = [self.proto_in, self.proto_out, self.wake_r, self.wake_w,
                *(t.fd for t in self.running.values() if not t.eof)]
