@@ -157,15 +157,62 @@ def markdown(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combine(out: Path) -> None:
+    """``check_newcorpus.{json,md}``: both halves' numbers side by side, as they are."""
+    from gradsmith.bench import environment
+
+    halves = {h: json.loads((out / f"check_newcorpus_{h}.json").read_text())
+              for h in ("dev", "heldout") if (out / f"check_newcorpus_{h}.json").exists()}
+    split = json.loads(SPLIT.read_text())
+    data = {"environment": environment(), "split": {k: split[k] for k in ("method", "dev",
+                                                                        "heldout", "counts")},
+            "projects": {p: {"repo": v["repo"], "commit": v["commit"], "half": v["half"]}
+                         for p, v in split["projects"].items()},
+            "halves": {h: {k: d[k] for k in ("counts", "table", "wall_per_file", "wall_total",
+                                             "errors")} for h, d in halves.items()}}
+    lines = ["# New real-code corpus (issue 18): zero-configuration `gradsmith check`", "",
+             f"{split['counts']['projects']} public projects never used here before, "
+             f"{split['counts']['functions']} `autograd.Function`s, split by project (sha256 of "
+             "the name, alternating) into a development half and a held-out half before "
+             "gradsmith ran; every Function judged by reading it and by an independent "
+             "computation (autograd of an equivalent expression, gradcheck on hand inputs, "
+             "a brute-force or library reference) recorded in "
+             "`check_newcorpus_split.json`. The held-out half was run once, after the last "
+             "code change.", "",
+             f"- environment: torch {data['environment'].get('torch')}, Python "
+             f"{data['environment'].get('python')}, {data['environment'].get('cpu_count')} "
+             "CPUs shared with other work", ""]
+    for half, d in halves.items():
+        c = d["counts"]
+        lines += [f"## {half} half: {c['functions']} Functions, {len(split[half])} projects, "
+                  f"wall {d['wall_total']} s", "",
+                  f"- judgements: {c['correct']} correct, {c['defects']} with a real defect, "
+                  f"{c['estimators']} estimators, {c['unimportable']} not importable here, "
+                  f"the rest opaque (inputs cannot be invented)",
+                  f"- correct Functions that PASS: {c['correct_pass']} of {c['correct']}; "
+                  f"estimators that PASS: {c['estimator_pass']}", "", *goals(c), ""]
+        lines += markdown(d).split("\n", 4)[4].splitlines() + [""]
+    (out / "check_newcorpus.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / "check_newcorpus.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--half", choices=("dev", "heldout"), required=True)
+    parser.add_argument("--half", choices=("dev", "heldout"))
+    parser.add_argument("--combine", action="store_true",
+                        help="write check_newcorpus.{json,md} from both halves' results")
     parser.add_argument("--corpus", default="/tmp/checkcorpus", type=Path)
     parser.add_argument("--deps", default=None, help="PYTHONPATH entry with the projects' deps")
     parser.add_argument("--file-timeout", default=600.0, type=float)
     parser.add_argument("--project", action="append", help="only these projects (development)")
     parser.add_argument("--out", default=HERE / "results", type=Path)
     args = parser.parse_args()
+    if args.combine:
+        combine(args.out)
+        return
+    if args.half is None:
+        parser.error("--half is required (or --combine)")
     split = json.loads(SPLIT.read_text())
     if args.project:
         split[args.half] = [p for p in split[args.half] if p in args.project]

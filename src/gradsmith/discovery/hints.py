@@ -53,6 +53,7 @@ class Hint:
     literals: list[Any] = field(default_factory=list)
     optional: bool = False         # compared with None / passed to exists()
     matmul_left_of: str | None = None
+    probability: bool = False      # torch.bernoulli(p): values in [0, 1]
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -310,7 +311,15 @@ class _Visitor(ast.NodeVisitor):
             self._index_call(func.attr, node, function=namespace)
             if func.attr in _MATMUL_FUNCS:
                 self._matmul(node, method_owner=owner)
-        elif isinstance(func, ast.Name):
+        if _callee_name(func) == "bernoulli":  # torch.bernoulli(p), p.bernoulli()
+            method = isinstance(func, ast.Attribute) and not _namespaced(func)
+            target = func.value if method else (node.args[0] if node.args else None)
+            name = _param_of(target, self.hints) if target is not None else None
+            if name is not None:
+                self.hints[name].probability = True
+        if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2:
+            self._number_check(node.args[0], node.args[1])
+        if isinstance(func, ast.Name):
             if func.id == "range" and node.args:
                 for a in node.args:
                     self._int_arg(a)
@@ -323,6 +332,14 @@ class _Visitor(ast.NodeVisitor):
             if func.id in _MATMUL_FUNCS:
                 self._matmul(node)
         self.generic_visit(node)
+
+    def _number_check(self, value: ast.AST, types: ast.AST) -> None:
+        """``isinstance(v, Number)`` / ``(int, float)``: v is a Python number, not a tensor."""
+        name = _param_of(value, self.hints)
+        names = {_callee_name(t) for t in (types.elts if isinstance(types, ast.Tuple)
+                                           else [types])}
+        if name is not None and names & {"Number", "Real", "float", "int"}:
+            self.hints[name].kind = "int" if names == {"int"} else "float"
 
     def _int_arg(self, node: ast.AST) -> None:
         name = _param_of(node, self.hints)
@@ -348,6 +365,70 @@ class _Visitor(ast.NodeVisitor):
             self._set(a, "tensor")
         if len(args) >= 2 and args[0] and args[1]:
             self.hints[args[0]].matmul_left_of = args[1]
+
+
+def _callee_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _namespaced(func: ast.AST) -> bool:
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+        func.value.id in _NAMESPACES
+
+
+def no_gradient_positions(owner: type | None) -> set[int]:
+    """Positions of forward's inputs for which every ``return`` of backward is a literal
+    ``None``: the author declares them not differentiable (a sparse operand, a grid of
+    sample positions, a fixed filter), so they are synthesised without ``requires_grad``.
+
+    Example:
+        >>> import torch
+        >>> class F(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, w, m):
+        ...         return w * m
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g, None
+        >>> no_gradient_positions(F)
+        {1}
+    """
+    tree = _parse(getattr(owner, "backward", None)) if owner is not None else None
+    if tree is None:
+        return set()
+    returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
+    if not returns or not all(isinstance(r, ast.Tuple) for r in returns):
+        return set()
+    positions: set[int] | None = None
+    passed_through = _returned_as_is(owner)
+    for r in returns:
+        nones = {i for i, e in enumerate(r.elts)
+                 if isinstance(e, ast.Constant) and e.value is None}
+        positions = nones if positions is None else positions & nones
+    return (positions or set()) - passed_through
+
+
+def _returned_as_is(owner: type) -> set[int]:
+    """Positions of inputs that forward returns as they are (``return t.detach(), y``): a
+    ``None`` for one of those reroutes its gradient on purpose (an estimator the check must
+    see), it does not mark data."""
+    forward = getattr(owner, "forward", None)
+    tree = _parse(forward)
+    try:
+        params = list(inspect.signature(forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+    if "setup_context" not in vars(owner) and params:
+        params = params[1:]  # ctx
+    hints = {n: Hint() for n in params}
+    found: set[int] = set()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Return) and node.value is not None:
+            elts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            found |= {params.index(n) for n in (_param_of(e, hints) for e in elts) if n}
+    return found
 
 
 # Functions that call the function they are given (``vjp(event_fn, inputs)``).

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradsmith.discovery.callables import SyntheticFn, flavours, probe_backward
-from gradsmith.discovery.hints import Hint, backward_functions, forward_hints
+from gradsmith.discovery.hints import Hint, backward_functions, forward_hints, no_gradient_positions
 
 # Hyperparameters whose natural value is not a tensor, by conventional name.
 _INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
@@ -125,6 +125,7 @@ class _Slot:
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
     omittable: bool = False         # a tensor that may also be None (checked with `is None`)
+    frozen: bool = False            # backward returns None for it: no requires_grad
 
 
 def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
@@ -153,9 +154,14 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     hints = forward_hints(target, [p.name for p in params],
                           owner=fn if isinstance(fn, type) else None)
     last_error = "no layout tried"
-    functions = backward_functions(fn if isinstance(fn, type) else None,
-                                   [p.name for p in params])
+    owner = fn if isinstance(fn, type) else None
+    functions = backward_functions(owner, [p.name for p in params])
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    frozen = {positional[i] for i in no_gradient_positions(owner) if i < len(positional)}
     plans = [_plan(params, hints, True, functions), _plan(params, hints, False, functions)]
+    for plan in plans:
+        for slot in plan:
+            slot.frozen = slot.name in frozen
     paired = [p.name for p in params if "inverse" in p.name.lower()]
     if paired:  # an inverse must match its function: inventing one gives false failures
         return NoInputs(_fix(fn, f"{paired[0]!r} must be the inverse of another argument, "
@@ -182,8 +188,8 @@ def _as_tensors(slots: list[_Slot], required: set[str]) -> list[_Slot] | None:
     """The plan with required parameters that got a hyperparameter value as tensors."""
     if not any(s.kind in ("value", "scalar") and s.name in required for s in slots):
         return None
-    return [_Slot(s.name, "tensor", hint=s.hint) if s.kind in ("value", "scalar")
-            and s.name in required else s for s in slots]
+    return [_Slot(s.name, "tensor", hint=s.hint, frozen=s.frozen) if s.kind in (
+        "value", "scalar") and s.name in required else s for s in slots]
 
 
 def _as_index(slots: list[_Slot]) -> list[_Slot] | None:
@@ -360,6 +366,13 @@ def _table_value(name: str) -> Any:
             return table[name]
     if name.startswith(("num_", "n_")) or name.endswith(("_size", "_len", "_steps")):
         return 2
+    # Bounds come in pairs (min_value/max_value, grad_min/grad_max, low/high): one value for
+    # both is an empty window, where a clamp or a windowed estimator is never exercised.
+    words = set(name.lower().split("_"))
+    if words & {"min", "low", "lower", "lo"}:
+        return -1.0
+    if words & {"max", "high", "upper", "hi"}:
+        return 1.0
     if name.startswith(("use_", "is_", "has_", "keep_", "preserve_", "return_", "with_")):
         return False
     return None
@@ -459,12 +472,14 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
     first_shape: tuple[int, ...] = tuple(layout[0]) if layout else (3, 4)
     modules: list = []
 
-    def tensor(shape) -> Any:
-        if positive:
+    def tensor(shape, slot: _Slot) -> Any:
+        if slot.hint is not None and slot.hint.probability:
+            value = torch.rand(shape, dtype=torch.float64, generator=generator)
+        elif positive:
             value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
         else:
             value = torch.randn(shape, dtype=torch.float64, generator=generator)
-        return value.to(float_dtype).requires_grad_()
+        return value.to(float_dtype).requires_grad_(not slot.frozen)
 
     for slot in slots:
         over = overrides.get(slot.name, _MISSING)
@@ -476,9 +491,8 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
                 parts.append(f"{slot.name}=None")
                 continue
             shape = over if isinstance(over, tuple) else shape
-            args.append(tensor(shape))
-            parts.append(f"{slot.name}: {dtype} {tuple(shape)}"
-                         f"{' in [0.5, 1.5)' if positive else ''}")
+            args.append(tensor(shape, slot))
+            parts.append(f"{slot.name}: {dtype} {tuple(shape)}" + _why(slot, positive))
         elif slot.kind == "index":
             shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
             high = max(1, min(first_shape) if first_shape else 3)
@@ -512,6 +526,18 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
 
 
 _MISSING = object()
+
+
+def _why(slot: _Slot, positive: bool) -> str:
+    """What the Inputs column says about a tensor's values and why they were chosen."""
+    text = ""
+    if slot.hint is not None and slot.hint.probability:
+        text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
+    elif positive:
+        text = " in [0.5, 1.5)"
+    if slot.frozen:
+        text += " (no grad: backward returns None for it)"
+    return text
 
 
 def synthetic_module(index: int = 0) -> Any:
