@@ -155,3 +155,44 @@ def test_onnx_option_must_be_a_bool_and_does_not_combine_with_compat_false():
         gradsmith.check(Scale, *_inputs(), onnx="yes")
     with pytest.raises(GradsmithError, match="onnx=True and compat=False do not combine"):
         gradsmith.check(Scale, *_inputs(), onnx=True, compat=False)
+
+
+OPS = '''
+import torch
+import gradsmith
+from torch.autograd import Function
+
+
+@gradsmith.example(lambda: (torch.randn(4, dtype=torch.float64, requires_grad=True),
+                            torch.tensor(2.5, dtype=torch.float64, requires_grad=True)))
+class ItemScale(Function):
+    @staticmethod
+    def forward(x, s):
+        return x * s.item()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, s = ctx.saved_tensors
+        return g * s, (g * x).sum()
+'''
+
+
+def test_require_onnx_runs_the_column_and_fails_the_run(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    import json
+
+    from gradsmith.cli import main
+
+    (tmp_path / "ops.py").write_text(OPS)
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", "ops.py", "--no-isolate", "--format", "json", "--require", "onnx"])
+    (row,) = json.loads(capsys.readouterr().out)["results"]
+    assert code == 1 and row["verdict"] == "fail"
+    assert row["report"]["compat"]["onnx"]["status"] == "fail"
+    (f,) = [f for f in row["report"]["findings"] if f["check"] == "onnx"]
+    assert f["code"] == "onnx-mismatch" and f["details"]["exporter"] == "torchscript"

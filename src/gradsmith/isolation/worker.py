@@ -170,9 +170,11 @@ class Server:
         deploy = any(t[3].get("compat", t[3].get("_defaults", {}).get("compat")) is True
                      for t in checks)
         wanted = "deploy" if deploy else "core"
-        if wanted not in self.warmed:
-            _warm_up(deploy=deploy)
-            self.warmed |= {"core", wanted}
+        # The opt-in ONNX check imports its exporters on first use (10 s and more).
+        onnx = any(t[3].get("onnx") is True for t in checks) and "onnx" not in self.warmed
+        if wanted not in self.warmed or onnx:
+            _warm_up(deploy=deploy, onnx=onnx)
+            self.warmed |= {"core", wanted} | ({"onnx"} if onnx else set())
 
     def _deploying(self, task: _Task) -> None:
         """A deployment check of the task begins: each gets ``timeout`` seconds of its own
@@ -333,10 +335,10 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _warm_up(deploy: bool = False) -> None:
+def _warm_up(deploy: bool = False, onnx: bool = False) -> None:
     """Check one tiny Function, so the verifier's lazy imports (torch.func pulls in seconds of
     modules) are paid once here, not in every task's fork; with ``deploy``, its deployment
-    checks too (compile, export)."""
+    checks too (compile, export); with ``onnx``, the opt-in ONNX check's exporters."""
     try:
         import torch
 
@@ -344,7 +346,7 @@ def _warm_up(deploy: bool = False) -> None:
         from gradsmith.examples.gradient_control import Square
 
         check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True),
-              compat=deploy)
+              compat=deploy, onnx=onnx)
     except Exception:  # a broken verifier shows up, with context, in the first real task
         pass
 
