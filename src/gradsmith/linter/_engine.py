@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradsmith.linter import _kernels
 from gradsmith.linter import rules as _rules  # noqa: F401  (registers every rule)
 from gradsmith.linter._discovery import Index
 from gradsmith.linter._facts import Facts
@@ -165,6 +166,7 @@ def analyse(raws: list[RawFile]) -> list[LintFinding]:
     try:
         return _analyse(raws)
     finally:
+        _kernels.forget()
         if enabled:
             gc.enable()
 

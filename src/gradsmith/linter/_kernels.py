@@ -166,14 +166,18 @@ def finder(sym, sym_of: dict):
 
     ``sym`` is the launching module's symbols; ``sym_of`` maps every linted source to its
     symbols (imports such as ``from .kernels import _fwd`` are followed to that module).
+    ``find.owner(node)`` gives the symbols of the module a found ``def`` lives in (kept
+    here, not on the node: a node -> symbols -> tree -> node cycle would outlive the run).
     """
+    owners: dict[int, object] = {}
+
     def find(head: ast.expr) -> ast.FunctionDef | None:
         parts = dotted(head)
         if not parts:
             return None
         if len(parts) == 1 and parts[0] in sym.source.functions:
             node = sym.source.functions[parts[0]]
-            node.__dict__.setdefault("_gs_sym", sym)
+            owners.setdefault(id(node), sym)
             return node
         qual = sym.imports.get(parts[0])
         if qual is None:
@@ -187,14 +191,20 @@ def finder(sym, sym_of: dict):
                 return None
             node = other.source.functions.get(name)
             if isinstance(node, ast.FunctionDef):
-                node.__dict__.setdefault("_gs_sym", other)  # its module, to resolve its calls
+                owners.setdefault(id(node), other)  # its module, to resolve its calls
                 return node
             qual = other.imports.get(name)
             if qual is None:
                 return None
         return None
 
+    find.owner = lambda node: owners.get(id(node))
     return find
+
+
+def forget() -> None:
+    """Drop the module table of the last run (called when an analysis ends)."""
+    _MODULES.clear()
 
 
 _MODULES: dict[int, tuple[int, dict]] = {}
@@ -209,4 +219,4 @@ def _modules(sym_of: dict) -> dict:
     return entry[1]
 
 
-__all__ = ["finder", "is_custom_op", "is_kernel", "launched", "stored_params"]
+__all__ = ["finder", "forget", "is_custom_op", "is_kernel", "launched", "stored_params"]

@@ -173,13 +173,13 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict) -> str | No
     if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
     if "_gs_runs_kernel" not in helper.__dict__:  # once per helper, however many call it
-        helper.__dict__["_gs_runs_kernel"] = _runs_kernel(helper, find, sym_of)
+        helper.__dict__["_gs_runs_kernel"] = _runs_kernel(helper, find, sym_of, functions)
     return f"`{short('.'.join(parts))}()` runs a custom kernel" if helper.__dict__[
         "_gs_runs_kernel"] else None
 
 
-def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict) -> bool:
-    owner = helper.__dict__.get("_gs_sym")
+def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict) -> bool:
+    owner = getattr(find, "owner", lambda node: None)(helper)
     inner = finder(owner, sym_of) if owner is not None else find
     extensions = _loaded_extensions(owner.source) if owner is not None else frozenset()
     local = _Lazy(helper, extensions)
