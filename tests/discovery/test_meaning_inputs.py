@@ -130,3 +130,54 @@ def test_a_none_that_only_one_branch_returns_keeps_the_input_trainable():
             return g, g
 
     assert no_gradient_positions(Conditional) == set()
+
+
+PAD_MODES = '''
+import torch
+import torch.nn.functional as F
+from torch.autograd import Function
+
+
+def int_to_mode(mode):
+    if mode == 0:
+        return "constant"
+    elif mode == 1:
+        return "reflect"
+    raise ValueError(f"unknown mode {mode}")
+
+
+class Pad(Function):
+    """Pads by one on each side; backward crops, which is the adjoint only for mode 0."""
+
+    @staticmethod
+    def forward(ctx, x, mode):
+        ctx.mode = int_to_mode(mode)
+        return F.pad(x, (1, 1), mode=ctx.mode)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g[..., 1:-1], None
+'''
+
+
+def test_an_integer_mode_a_helper_compares_is_an_int_and_every_mode_is_tried(tmp_path):
+    import importlib.util
+
+    path = tmp_path / "pad_modes.py"
+    path.write_text(PAD_MODES)
+    spec = importlib.util.spec_from_file_location("pad_modes_case", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # source must be readable: the hints parse it
+    found = _found(module.Pad)
+    assert found.args[1] == 0 and "mode=0" in found.description
+    assert [v.change for v in found.variants if v.change.startswith("mode=")] == ["mode=1"]
+    # Independent reference: in reflect mode the crop is not the adjoint of the padding.
+    (variant,) = [v for v in found.variants if v.change == "mode=1"]
+    x = variant.args[0].detach().clone().requires_grad_()
+    F_pad = torch.nn.functional.pad(x, (1, 1), mode="reflect")
+    g = torch.randn_like(F_pad)
+    (ref,) = torch.autograd.grad(F_pad, x, g)
+    (got,) = torch.autograd.grad(module.Pad.apply(x, 1), x, g)
+    assert not torch.allclose(ref, got)
+    report = gradsmith.check(module.Pad, *variant.args, compat=False)
+    assert "gradient-mismatch" in report.codes("error")

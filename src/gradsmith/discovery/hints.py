@@ -85,7 +85,33 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         if owner is not None and depth < 3:
             for call in visitor.super_calls:
                 _from_parent(call, owner, hints, depth)
+        if depth < 2:
+            for call in visitor.helper_calls:
+                _from_helper(call, fn, hints, depth)
     return hints
+
+
+def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int) -> None:
+    """``mode = int_to_mode(mode)``: a module-level helper's body says what a parameter is
+    (only the kind and the values it is compared with are taken; a wrong guess costs a
+    probe)."""
+    helper = getattr(fn, "__globals__", {}).get(call.func.id)
+    if not inspect.isfunction(helper):
+        return
+    try:
+        params = list(inspect.signature(helper).parameters)
+    except (TypeError, ValueError):
+        return
+    passed = {params[i]: _param_of(a, hints) for i, a in enumerate(call.args[:len(params)])}
+    passed = {theirs: ours for theirs, ours in passed.items() if ours}
+    if not passed:
+        return
+    inner = forward_hints(helper, list(passed), depth=depth + 1)
+    for theirs, ours in passed.items():
+        got, mine = inner[theirs], hints[ours]
+        if mine.kind is None and got.kind in ("int", "str") and got.literals:
+            mine.kind = got.kind
+            mine.literals += got.literals
 
 
 def _from_parent(call: ast.Call, owner: type, hints: dict[str, Hint], depth: int) -> None:
@@ -186,6 +212,7 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self, hints: dict[str, Hint]):
         self.hints = hints
         self.super_calls: list[ast.Call] = []
+        self.helper_calls: list[ast.Call] = []  # helper(param, ...): read helper's body too
 
     def _set(self, name: str | None, kind: str) -> None:
         if name is not None:
@@ -243,6 +270,11 @@ class _Visitor(ast.NodeVisitor):
                 if isinstance(b, ast.Constant):
                     if b.value is None:
                         self.hints[name].optional = True
+                    elif isinstance(b.value, int) and not isinstance(b.value, bool) and \
+                            isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+                        # `mode == 0`: an integer code (a mode selector), its values listed
+                        self.hints[name].literals.append(b.value)
+                        self._set(name, "int")
                     elif isinstance(b.value, str):
                         self.hints[name].literals.append(b.value)
                         self._set(name, "str")
@@ -317,6 +349,8 @@ class _Visitor(ast.NodeVisitor):
             name = _param_of(target, self.hints) if target is not None else None
             if name is not None:
                 self.hints[name].probability = True
+        if isinstance(func, ast.Name) and any(_param_of(a, self.hints) for a in node.args):
+            self.helper_calls.append(node)
         if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2:
             self._number_check(node.args[0], node.args[1])
         if isinstance(func, ast.Name):

@@ -413,6 +413,8 @@ def _plan(params: list[inspect.Parameter], hints: dict[str, Hint],
         elif kind == "str":
             value = hint.literals[0] if hint.literals else _STR_VALUES.get(p.name)
             slots.append(_Slot(p.name, "value", value, hint))
+        elif kind == "int" and hint.literals:  # an integer code: its first listed value
+            slots.append(_Slot(p.name, "value", hint.literals[0], hint))
         elif kind in ("int", "float", "bool"):
             value = _table_value(p.name)
             if value is None or type(value).__name__ != kind:
@@ -567,6 +569,11 @@ def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, prima
     if floats:
         changed = {k: (v * 1.5 if v else 0.5) for k, v in floats.items()}
         candidates.append((", ".join(f"{k}={v!r}" for k, v in changed.items()), changed, layout))
+    for slot in slots:  # a mode selector: each other value the code compares it with
+        if slot.kind == "value" and slot.hint is not None and slot.value in slot.hint.literals:
+            for other in list(dict.fromkeys(slot.hint.literals))[:4]:
+                if other != slot.value and type(other) is type(slot.value):
+                    candidates.append((f"{slot.name}={other!r}", {slot.name: other}, layout))
     optional = [s for s in slots if s.optional_tensor]
     for slot in optional:
         for shape in _optional_shapes(call, primary, layout):
