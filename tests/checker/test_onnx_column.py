@@ -98,6 +98,7 @@ def test_a_value_read_with_item_baked_into_the_export_is_caught():
     want = float((x2 * (s - s2)).abs().max() / (x2 * s2 + 1.0).abs().max())
     assert second == pytest.approx(want, rel=1e-3)
     assert report.compat["onnx"]["status"] == "fail"
+    assert report.format().splitlines()[-1].endswith("| onnx fail")
     assert not report.passed
 
 
@@ -131,6 +132,8 @@ def test_not_requested_the_column_is_na_saying_why():
     cell = report.compat["onnx"]
     assert cell["status"] == "n/a" and cell["note"].startswith("not requested")
     assert "--require onnx" in cell["note"]
+    compat_line = report.format().splitlines()[-1]
+    assert compat_line.startswith("  compat: eager") and "onnx" not in compat_line
 
 
 def test_requiring_onnx_without_the_extra_is_a_usage_error(monkeypatch, tmp_path, capsys):

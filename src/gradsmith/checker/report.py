@@ -167,8 +167,9 @@ class Report:
         if self.saved_bytes is not None:
             lines.append(f"  saved for backward: {self.saved_bytes} bytes")
         if self.compat:
-            lines.append("  compat: " + " | ".join(f"{c} {cell['status']}"
-                                                   for c, cell in self.compat.items()))
+            from gradsmith.checker.deploy.matrix import line  # an opt-in column if asked for
+
+            lines.append("  compat: " + line(self.compat))
         return "\n".join(lines)
 
     def sort(self) -> None:
