@@ -199,3 +199,18 @@ def test_require_onnx_runs_the_column_and_fails_the_run(monkeypatch, tmp_path, c
     assert row["report"]["compat"]["onnx"]["status"] == "fail"
     (f,) = [f for f in row["report"]["findings"] if f["check"] == "onnx"]
     assert f["code"] == "onnx-mismatch" and f["details"]["exporter"] == "torchscript"
+
+
+def test_the_text_table_shows_the_onnx_column_only_when_a_row_asked_for_it():
+    from gradsmith.checker.deploy.matrix import COLUMNS
+    from gradsmith.cli._compat_output import shown_columns
+
+    def row(onnx_cell):
+        return {"report": {"compat": {"eager": {"status": "ok", "codes": [], "note": ""},
+                                      "onnx": onnx_cell}}}
+
+    asked = {"status": "ok", "codes": [], "note": ""}
+    not_asked = {"status": "n/a", "codes": [],
+                 "note": "not requested (opt-in: --require onnx, or onnx=True)"}
+    assert shown_columns([row(not_asked), row(not_asked)]) == COLUMNS[:-1]
+    assert shown_columns([row(not_asked), row(asked)]) == COLUMNS
