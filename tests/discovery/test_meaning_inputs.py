@@ -181,3 +181,18 @@ def test_an_integer_mode_a_helper_compares_is_an_int_and_every_mode_is_tried(tmp
     assert not torch.allclose(ref, got)
     report = gradsmith.check(module.Pad, *variant.args, compat=False)
     assert "gradient-mismatch" in report.codes("error")
+
+
+def test_a_backward_without_any_gradient_freezes_nothing():
+    class NoGradient(Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return None, None
+
+    assert no_gradient_positions(NoGradient) == set()
+    found = _found(NoGradient)
+    assert all(a.requires_grad for a in found.args)

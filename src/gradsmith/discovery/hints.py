@@ -441,6 +441,8 @@ def no_gradient_positions(owner: type | None) -> set[int]:
         nones = {i for i, e in enumerate(r.elts)
                  if isinstance(e, ast.Constant) and e.value is None}
         positions = nones if positions is None else positions & nones
+    if all(len(r.elts) <= len(positions or ()) for r in returns):
+        return set()  # no gradient at all: a backward to show, not inputs to freeze
     return (positions or set()) - passed_through
 
 
