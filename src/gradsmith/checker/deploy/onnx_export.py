@@ -94,8 +94,16 @@ def _run(session: Session) -> list[Finding]:
     pos = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
     draws = [[flat[i].detach() for i in pos], _other_draw(session, [flat[i] for i in pos])]
     module = _Outputs(session, flat, spec, pos)
-    with torch.no_grad():
-        wants = [[o.detach() for o in seeded(subject.seed, module, *d)] for d in draws]
+    wants = []
+    for draw in draws:
+        try:
+            with torch.no_grad():
+                wants.append([o.detach() for o in seeded(subject.seed, module, *draw)])
+        except Exception as exc:  # noqa: BLE001
+            if not wants:  # the float32 check (precision) reports why
+                raise Skip(f"the Function raises in float32 ({first_line(exc)}), the "
+                           "precision ONNX models are exported in") from None
+            draws = draws[:1]  # the second draw is outside eager's domain: the example only
     findings = []
     for exporter in exporters():
         found = _check_exporter(session, module, exporter, draws, wants)
@@ -159,7 +167,8 @@ def _check_exporter(session: Session, module: torch.nn.Module, exporter: str,
 def _worst(got: list[Any], want: list[torch.Tensor]) -> float:
     if len(got) != len(want):
         return float("inf")
-    return max((relative_error(torch.as_tensor(g), w) for g, w in zip(got, want)),
+    # ONNX Runtime runs on the CPU here: compare there (inputs may live on a GPU).
+    return max((relative_error(torch.as_tensor(g), w.cpu()) for g, w in zip(got, want)),
                default=0.0)
 
 
