@@ -87,7 +87,9 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
             of them, even those named in ``checks``; default: only those named in
             ``checks``, so a plain call answers "are my gradients right" in a fraction of
             the time; ``gradsmith check`` runs them all unless ``--no-compat``), ``gaps``
-            (matrix column -> why it is a known gap), ``compile_backend`` (``"aot_eager"``),
+            (matrix column -> why it is a known gap), ``onnx`` (True: also run the opt-in
+            ONNX check, ``torch.onnx.export`` under ONNX Runtime; needs the ``onnx`` extra;
+            default False, its column then ``n/a``), ``compile_backend`` (``"aot_eager"``),
             ``unbiased`` (True: backward draws random numbers by design and the *mean* of its
             draws must be the gradient, of forward or of the declared ``surrogate``/
             ``intended``; see :mod:`gradsmith.checker.stochastic`).
