@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -164,7 +165,9 @@ def combine(out: Path) -> None:
     halves = {h: json.loads((out / f"check_newcorpus_{h}.json").read_text())
               for h in ("dev", "heldout") if (out / f"check_newcorpus_{h}.json").exists()}
     split = json.loads(SPLIT.read_text())
-    data = {"environment": environment(), "split": {k: split[k] for k in ("method", "dev",
+    data = {"environment": environment(),
+            "gradsmith_commit": os.environ.get("GRADSMITH_COMMIT", "working tree"),
+            "split": {k: split[k] for k in ("method", "dev",
                                                                         "heldout", "counts")},
             "projects": {p: {"repo": v["repo"], "commit": v["commit"], "half": v["half"]}
                          for p, v in split["projects"].items()},
@@ -181,7 +184,8 @@ def combine(out: Path) -> None:
              "code change.", "",
              f"- environment: torch {data['environment'].get('torch')}, Python "
              f"{data['environment'].get('python')}, {data['environment'].get('cpu_count')} "
-             "CPUs shared with other work", ""]
+             f"CPUs shared with other work; gradsmith at commit {data['gradsmith_commit']}",
+             ""]
     for half, d in halves.items():
         c = d["counts"]
         lines += [f"## {half} half: {c['functions']} Functions, {len(split[half])} projects, "
