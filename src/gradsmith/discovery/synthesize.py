@@ -598,6 +598,8 @@ def _variants(call, slots: list[_Slot], layout, seed: int, positive: bool, prima
         args, _ = _build(slots, lay, seed, positive, overrides, dtype)
         if isinstance(_probe(call, args, any(s.kind == "function" for s in slots)), str):
             continue
+        if _kernel_backward_misfits(call, tuple(args)):  # a shape its kernels cannot take
+            continue
         if opt is not None:
             seen_optional.add(opt)
         args, parts = _build(slots, lay, seed, positive, overrides, dtype)
