@@ -33,9 +33,12 @@ def is_custom_op(node: ast.AST) -> bool:
 
 
 def is_kernel(node: ast.AST) -> bool:
-    """A ``def`` decorated with ``triton.jit`` (or autotune/heuristics around it)."""
+    """A ``def`` decorated with ``triton.jit`` (or autotune/heuristics around it), or
+    jitted by assignment at module level (``k = triton.jit(k)``, see :func:`jitted_names`)."""
     if not isinstance(node, ast.FunctionDef):
         return False
+    if node.__dict__.get("_gs_jitted"):
+        return True
     for dec in node.decorator_list:
         parts = dotted(dec.func if isinstance(dec, ast.Call) else dec)
         if parts and parts[-1] in KERNEL_DECORATORS and (len(parts) == 1 or parts[0] in (
@@ -43,6 +46,30 @@ def is_kernel(node: ast.AST) -> bool:
         ) or parts[-1] == "jit"):
             return True
     return False
+
+
+def jitted_names(source) -> frozenset[str]:
+    """Names rebound at module level to ``triton.jit(name)`` (possibly wrapped again:
+    ``k = triton.heuristics(...)(k)``); computed once per file and marked on the ``def``."""
+    found = source.__dict__.get("_gs_jitted_names")
+    if found is None:
+        names = set()
+        if "jit(" in source.text:
+            for stmt in source.tree.body:
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                    stmt.targets[0], ast.Name
+                ) and isinstance(stmt.value, ast.Call):
+                    parts = dotted(stmt.value.func) or []
+                    args = stmt.value.args
+                    if parts and parts[-1] == "jit" and args and isinstance(args[0], ast.Name) \
+                            and args[0].id == stmt.targets[0].id:
+                        names.add(args[0].id)
+            for name in names:
+                node = source.functions.get(name)
+                if isinstance(node, ast.FunctionDef):
+                    node.__dict__["_gs_jitted"] = True
+        found = source.__dict__["_gs_jitted_names"] = frozenset(names)
+    return found
 
 
 def _names(expr: ast.AST) -> set[str]:
@@ -176,6 +203,7 @@ def finder(sym, sym_of: dict):
         if not parts:
             return None
         if len(parts) == 1 and parts[0] in sym.source.functions:
+            jitted_names(sym.source)
             node = sym.source.functions[parts[0]]
             owners.setdefault(id(node), sym)
             return node
@@ -191,6 +219,7 @@ def finder(sym, sym_of: dict):
                 return None
             node = other.source.functions.get(name)
             if isinstance(node, ast.FunctionDef):
+                jitted_names(other.source)
                 owners.setdefault(id(node), other)  # its module, to resolve its calls
                 return node
             qual = other.imports.get(name)
@@ -198,7 +227,16 @@ def finder(sym, sym_of: dict):
                 return None
         return None
 
+    def external(name: str) -> str | None:
+        """The module ``name`` is imported from, when that module is not linted."""
+        qual = sym.imports.get(name)
+        if qual is None or "." not in qual:
+            return None
+        module = qual.rpartition(".")[0]
+        return None if module in _modules(sym_of) else module
+
     find.owner = lambda node: owners.get(id(node))
+    find.external = external
     return find
 
 
@@ -219,4 +257,5 @@ def _modules(sym_of: dict) -> dict:
     return entry[1]
 
 
-__all__ = ["finder", "forget", "is_custom_op", "is_kernel", "launched", "stored_params"]
+__all__ = ["finder", "forget", "is_custom_op", "is_kernel", "jitted_names", "launched",
+           "stored_params"]

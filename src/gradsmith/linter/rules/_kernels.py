@@ -101,9 +101,15 @@ def _opaque(call: ast.Call, find, local=frozenset(),
     if len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in ("aten", "prims"):
         return f"`{short('.'.join(parts))}()`"  # aten/prims have autograd formulas
     if len(parts) >= 2 and parts[0] not in local and parts[0] not in _NOT_EXTENSION and (
-        _EXTENSION.search(parts[0]) or parts[0] in extensions
+        any(_EXTENSION.search(p) for p in parts[:-1]) or parts[0] in extensions
     ):
         return f"`{short('.'.join(parts))}()`"  # a compiled extension's function
+    external = getattr(find, "external", None)
+    module = external(parts[0]) if external is not None and parts[0] not in local else None
+    if module and module.partition(".")[0] not in _NOT_EXTENSION and _EXTENSION.search(
+        module.rpartition(".")[2]
+    ):
+        return f"`{short('.'.join(parts))}()` (from `{short(module, 24)}`)"  # imported from one
     kernel = find(call.func)
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
