@@ -49,13 +49,19 @@ PROBE = r'''
 import json, sys, time
 from gradsmith.discovery import list_candidates, resolve_targets
 from gradsmith.isolation.pool import WorkerPool
-from gradsmith.isolation.tasks import run_task
+try:
+    from gradsmith.checkrun.task import KIND as CHECK
+    from gradsmith.discovery.task import KIND as LIST
+    from gradsmith.isolation.task import run_task
+except ImportError:  # a checkout from before the runner knew tasks by their module (issue 20)
+    from gradsmith.isolation.tasks import run_task
+    CHECK, LIST = "check", "list"
 
 path, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 (source,) = resolve_targets([path])
 (candidate,) = list_candidates(source).candidates
-tasks = {"list": [("list", source)] * n,
-         "check": [("check", candidate, None, {"checks": ["structure"]}, False)] * n}
+tasks = {"list": [(LIST, source)] * n,
+         "check": [(CHECK, candidate, None, {"checks": ["structure"]}, False)] * n}
 out = {}
 if mode == "in-process":
     run_task(tasks["check"][0])  # warm: lazy imports

@@ -106,9 +106,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     sources = getattr(config, "_gradsmith_sources", None)
     if not sources:
         return
+    from gradsmith.checkrun.task import display_name
     from gradsmith.discovery import TargetImportError, list_candidates
     from gradsmith.discovery.prefilter import needs_import
-    from gradsmith.isolation.tasks import display_name
 
     seen: set[str] = set()
     ours: list[pytest.Item] = []
@@ -158,8 +158,8 @@ class GradsmithItem(pytest.Item):
         self.example_index = example_index
 
     def runtest(self) -> None:
+        from gradsmith.checkrun.task import check_candidate
         from gradsmith.isolation.processes import sigint_watch
-        from gradsmith.isolation.tasks import check_candidate
 
         options = getattr(self.config, "_gradsmith_options", {})
         with sigint_watch() as sigint:
@@ -170,9 +170,10 @@ class GradsmithItem(pytest.Item):
                     raise
                 # Raised by the Function: its item's failure, not the end of the session
                 # (pytest, and pytest-xdist's workers, stop everything on KeyboardInterrupt).
-                from gradsmith.isolation.partial import raised_result
+                from gradsmith.checkrun.task import KIND
+                from gradsmith.isolation.task import raised_result
 
-                task = ("check", self.candidate, self.example_index, options)
+                task = (KIND, self.candidate, self.example_index, options)
                 raise GradsmithCheckFailed(raised_result(task, exc, {})) from None
         if result["verdict"] == "skip":  # reported at the user's class (reportinfo), not here
             raise pytest.skip.Exception(result["reason"], _use_item_location=True)

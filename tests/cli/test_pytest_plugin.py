@@ -11,7 +11,7 @@ import gradsmith.checker  # noqa: F401
 
 # pytester's in-process runs drop modules first imported inside them; torch cannot be imported
 # twice in one process, so import everything heavy here, before any inner run.
-import gradsmith.isolation.tasks  # noqa: F401
+import gradsmith.checkrun.task  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -21,9 +21,9 @@ def _deployment_imports():
     """The inner runs' deployment checks import Dynamo and Inductor; imported first in there,
     pytester would drop them afterwards, and their re-import in a later test fails (Inductor's
     test operator library cannot be registered twice in one process)."""
-    from gradsmith.isolation.worker import _warm_up
+    from gradsmith.checkrun.task import warm_up
 
-    _warm_up(deploy=True)
+    warm_up([(None, None, {"compat": True})])
 
 USER_FILE = '''
 import torch

@@ -14,12 +14,12 @@ from gradsmith.cli import main
 def no_work(monkeypatch):
     """Fail the test if a worker starts, a check or a benchmark runs."""
     import gradsmith.bench
-    import gradsmith.isolation.session
+    import gradsmith.checkrun.session
 
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the arguments were validated")
 
-    monkeypatch.setattr(gradsmith.isolation.session, "run_check", forbidden)
+    monkeypatch.setattr(gradsmith.checkrun.session, "run_check", forbidden)
     monkeypatch.setattr(gradsmith.bench, "run", forbidden)
 
 

@@ -16,7 +16,7 @@ from torch.autograd import Function
 from gradsmith.discovery import Source, Synthesized, synthesize
 from gradsmith.discovery.callables import SyntheticFn
 from gradsmith.discovery.hints import backward_functions
-from gradsmith.isolation.session import run_check
+from gradsmith.checkrun.session import run_check
 
 EVENT_TIME = '''
 import torch

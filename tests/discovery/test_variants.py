@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradsmith.discovery import Source, Synthesized, synthesize
-from gradsmith.isolation.session import run_check
+from gradsmith.checkrun.session import run_check
 
 FUNCTIONS = '''
 import torch

@@ -77,23 +77,29 @@ def test_data_flows_from_the_command_line_to_the_library():
                 f"gradsmith.{name} imports gradsmith.isolation: the library below it must not")
 
 
-# The runner of user code knows nothing of its users (issue 20): they hand it tasks, a bench
-# task by the dotted name of its module (gradsmith.bench.task). Its plumbing does not even
-# know the verifier.
-USERS = ("gradsmith.bench", "gradsmith.cli", "gradsmith.pytest_plugin")
-RUNNER = {"isolation.pool", "isolation.sandbox", "isolation.processes", "isolation.protocol",
-          "isolation.tasklog"}
+# The runner of user code knows nothing of its users (issue 20): they hand it tasks by the
+# dotted name of the module doing the work (gradsmith.discovery.task, gradsmith.checkrun.task,
+# gradsmith.bench.task). Nothing under isolation/ imports any other part of gradsmith than
+# these: the verifier, discovery and the repro capture are the users' business.
+ALLOWED = ("gradsmith.isolation", "gradsmith._errors", "gradsmith._triton")
+USERS = ("gradsmith.bench", "gradsmith.cli", "gradsmith.pytest_plugin", "gradsmith.checkrun",
+         "gradsmith.checker", "gradsmith.discovery", "gradsmith.repro")
+
+
+def _foreign(names) -> set[str]:
+    return {n for n in names
+            if (n == "gradsmith" or n.startswith("gradsmith.")) and not n.startswith(ALLOWED)}
 
 
 def test_the_isolation_package_imports_none_of_its_users():
     modules = {n: t for n, t in _modules().items() if n.startswith("isolation")}
-    assert RUNNER <= set(modules)
+    assert {"isolation.pool", "isolation.sandbox", "isolation.worker", "isolation.task",
+            "isolation.processes", "isolation.protocol", "isolation.tasklog"} <= set(modules)
+    assert _foreign({"gradsmith.checker.deploy", "gradsmith._triton", "gradsmith"}) == {
+        "gradsmith.checker.deploy", "gradsmith"}  # the probe itself works
     for name, tree in modules.items():  # lazy imports inside functions included
-        users = {i for i in _imported(tree) if i.startswith(USERS)}
-        assert not users, f"gradsmith.{name} imports {sorted(users)}"
-        if name in RUNNER:
-            verifier = {i for i in _imported(tree) if i.startswith("gradsmith.checker")}
-            assert not verifier, f"gradsmith.{name} imports {sorted(verifier)}"
+        foreign = _foreign(_imported(tree))
+        assert not foreign, f"gradsmith.{name} imports {sorted(foreign)}"
 
 
 def test_importing_the_isolation_package_imports_no_user_of_it():
@@ -105,9 +111,30 @@ def test_importing_the_isolation_package_imports_no_user_of_it():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     loaded = done.stdout.split()
-    assert "gradsmith.isolation.worker" in loaded and "gradsmith.isolation.session" in loaded
-    users = [m for m in loaded if m.startswith((*USERS, "gradsmith.checker"))]
+    assert "gradsmith.isolation.worker" in loaded and "gradsmith.isolation.task" in loaded
+    users = [m for m in loaded if m.startswith(USERS)]
     assert not users, f"importing gradsmith.isolation imported {users}"
+    assert not _foreign(loaded) - {"gradsmith"}, _foreign(loaded)
+
+
+def test_the_worker_server_imports_the_task_modules_it_is_told_of(tmp_path, monkeypatch):
+    # The runner is told the kinds of task it will run and imports their modules once, before
+    # its first task, so every fork inherits them (here the verifier, which comes with the
+    # check task's module): a user file that says, while it is imported, whether it was there.
+    from gradsmith.checkrun import task as check_task
+    from gradsmith.discovery import resolve_targets
+    from gradsmith.discovery import task as list_task
+    from gradsmith.isolation.pool import WorkerPool
+
+    (tmp_path / "probe.py").write_text(
+        "import sys\nfrom torch.autograd import Function\n"
+        "raise ImportError(f\"verifier there: {'gradsmith.checker' in sys.modules}\")\n")
+    monkeypatch.chdir(tmp_path)
+    (source,) = resolve_targets(["probe.py"])
+    with WorkerPool(jobs=1, timeout=120, modules=(list_task.KIND, check_task.KIND)) as pool:
+        (outcome,) = pool.run([(list_task.KIND, source)])
+    assert outcome.kind == "ok", outcome
+    assert "verifier there: True" in outcome.value["import"], outcome.value
 
 
 def test_a_bench_task_is_handed_to_the_worker_by_its_module(tmp_path):

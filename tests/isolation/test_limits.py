@@ -148,12 +148,13 @@ def test_the_startup_limit_is_an_option_and_the_wait_is_reported(runner, write, 
 def test_the_pool_reports_progress_while_the_worker_starts(write, procs, tmp_path,
                                                            monkeypatch):
     from gradsmith.discovery import resolve_targets
+    from gradsmith.discovery.task import KIND
 
     write("ops.py", procs.good)
     monkeypatch.chdir(tmp_path)
     waited: list[float] = []
     with WorkerPool(jobs=1, timeout=60, on_wait=waited.append) as workers:
-        (outcome,) = workers.run([("list", s) for s in resolve_targets(["ops.py"])])
+        (outcome,) = workers.run([(KIND, s) for s in resolve_targets(["ops.py"])])
     assert outcome.kind == "ok" and len(outcome.value["candidates"]) == 2
     assert waited and waited == sorted(waited)
 

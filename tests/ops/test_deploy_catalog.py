@@ -22,7 +22,7 @@ from gradsmith.checker.deploy.matrix import COLUMNS
 def catalog_rows():
     """One in-process ``gradsmith check`` of the catalog's registered examples."""
     from gradsmith.discovery import default_sources
-    from gradsmith.isolation.session import run_check
+    from gradsmith.checkrun.session import run_check
 
     sources = [s for s in default_sources() if s.location != "gradsmith.examples"]
     return run_check(sources, options={"compat": True}, isolate=False).rows

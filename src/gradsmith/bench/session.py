@@ -15,6 +15,7 @@ from typing import Any
 from gradsmith.bench import task as bench_task
 from gradsmith.bench.user import error_row
 from gradsmith.discovery import Candidate, Source
+from gradsmith.discovery import task as list_task
 
 __all__ = ["BenchRun", "run_targets"]
 
@@ -76,7 +77,7 @@ def _describe(kind: str, value: Any) -> str:
 def _list(sources: list[Source], execute, result: BenchRun) -> list[Candidate]:
     seen: set[str] = set()
     found: list[Candidate] = []
-    outcomes = {i: (k, v) for i, k, v in execute([("list", s) for s in sources])}
+    outcomes = {i: (k, v) for i, k, v in execute([(list_task.KIND, s) for s in sources])}
     for index, source in enumerate(sources):
         kind, value = outcomes[index]
         if kind != "ok":
@@ -103,13 +104,14 @@ class _executor:
         self.pool = None
 
     def __enter__(self) -> Callable[[list[tuple]], Iterator[tuple]]:
-        from gradsmith.isolation.tasks import run_task
+        from gradsmith.isolation.task import run_task
 
         if not self.isolate:
             return lambda tasks: ((i, "ok", run_task(t)) for i, t in enumerate(tasks))
         from gradsmith.isolation.pool import WorkerPool
 
-        self.pool = WorkerPool(jobs=1, timeout=self.timeout, threads=self.threads)
+        self.pool = WorkerPool(jobs=1, timeout=self.timeout, threads=self.threads,
+                               modules=(list_task.KIND, bench_task.KIND))
         self.pool.start()
         return lambda tasks: ((o.index, o.kind, o.value) for o in self.pool.run(tasks))
 

@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
     except GradsmithError as exc:
         err.print(f"[red]{escape(usage_error('check', str(exc)))}[/red]", soft_wrap=True)
         return 2
+    from gradsmith.checkrun.session import run_check
     from gradsmith.cli._check_output import Output
-    from gradsmith.isolation.session import run_check
 
     output = Output(args.format, verbose=args.verbose, quiet=args.quiet)
     output.status("starting")  # on a terminal, something on screen at once

@@ -38,7 +38,7 @@ def require_matplotlib() -> None:
 
 
 def write_html(path: str, result: Any) -> None:
-    """Write the report of ``result`` (a :class:`gradsmith.isolation.session.CheckRun`) to ``path``."""
+    """Write the report of ``result`` (a :class:`gradsmith.checkrun.session.CheckRun`) to ``path``."""
     require_matplotlib()
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(render_html(result))

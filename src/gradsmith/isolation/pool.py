@@ -59,8 +59,7 @@ class Outcome:
             a message with the task's last output).
         value: see ``kind``.
         elapsed: seconds from the task's start to its end.
-        progress: the last progress snapshot the task streamed (``None`` if none), see
-            :func:`gradsmith.isolation.partial.snapshot`.
+        progress: the last progress message the task streamed (``None`` if none).
     """
 
     index: int
@@ -90,8 +89,8 @@ class WorkerPool:
     """Run tasks in forks of one worker server, ``jobs`` at a time, ``timeout`` seconds each.
 
     Use as a context manager (the server and everything below it are stopped on exit) and
-    iterate ``pool.run([("list", source), ...])``; tasks are those of
-    :func:`gradsmith.isolation.tasks.run_task`.
+    iterate ``pool.run([(kind, *args), ...])``; tasks are those of
+    :func:`gradsmith.isolation.task.run_task`, ``kind`` the dotted name of the module doing it.
 
     Args:
         jobs: tasks run at once (callers cap it with :func:`capacity`).
@@ -99,12 +98,14 @@ class WorkerPool:
         startup_timeout: seconds the server may take to import torch and warm up.
         on_wait: called as ``on_wait(seconds)`` about once a second while the server starts.
         threads: torch threads per task (default: the CPUs shared out among ``jobs``).
+        modules: the kinds of task the server imports once, before its first task, so
+            that no task pays for them (see :func:`gradsmith.isolation.task.task_module`).
     """
 
     def __init__(self, jobs: int = 1, timeout: float = 60.0,
                  startup_timeout: float = STARTUP_TIMEOUT,
                  on_wait: Callable[[float], None] | None = None,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, modules: tuple[str, ...] = ()) -> None:
         if jobs < 1:
             raise GradsmithError(f"WorkerPool: jobs must be >= 1, got {jobs}")
         self.jobs = jobs
@@ -116,7 +117,7 @@ class WorkerPool:
         search = [p for p in sys.path if p]
         cwd = os.getcwd()  # dotted targets are found from here, as `python -m` does
         self._init = {"sys_path": search if cwd in search else [cwd, *search],
-                      "jobs": jobs, "threads": threads}
+                      "jobs": jobs, "threads": threads, "modules": list(modules)}
         self._proc: subprocess.Popen | None = None
         self._reader = FrameReader()
         self._selector = selectors.DefaultSelector()
@@ -167,7 +168,7 @@ class WorkerPool:
         """Yield one :class:`Outcome` per task, in completion order.
 
         Args:
-            tasks: tasks for :func:`gradsmith.isolation.tasks.run_task`.
+            tasks: tasks for :func:`gradsmith.isolation.task.run_task`.
             on_progress: called as ``on_progress(index, snapshot)`` when a task reports
                 progress (a check of it finished).
 

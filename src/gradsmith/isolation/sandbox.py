@@ -1,7 +1,7 @@
 """One task in a fresh fork of the worker server: a keeper process and the task process (private).
 
-The worker server (:mod:`gradsmith.isolation.worker`) has imported torch and the verifier but no
-user code. For every task it forks a *keeper*, which forks the *task process*:
+The worker server (:mod:`gradsmith.isolation.worker`) has imported torch and its tasks' modules but
+no user code. For every task it forks a *keeper*, which forks the *task process*:
 
 - the task process starts from the server's clean state (nothing an earlier task patched,
   imported or seeded is there), runs the task and writes its progress and result to a pipe;
@@ -51,7 +51,7 @@ def start(task: tuple, *, threads: int, log_fd: int, close_fds: list[int]) -> tu
     """Fork the keeper of ``task``; return ``(keeper pid, read end of its pipe)``.
 
     Args:
-        task: a task for :func:`gradsmith.isolation.tasks.run_task`.
+        task: a task for :func:`gradsmith.isolation.task.run_task`.
         threads: torch intra-op threads for the task.
         log_fd: file the task's stdout and stderr are kept in, within a bound (its keeper
             reads them from a pipe into a :class:`~.tasklog.TaskLog`; faulthandler writes
@@ -190,7 +190,7 @@ def _task_process(task: tuple, threads: int, out: int, pipe: int, keeper: int) -
         except OSError:  # user code closed or replaced the descriptor
             os._exit(LOST_PIPE)
 
-    from gradsmith.isolation.partial import run_in_worker
+    from gradsmith.isolation.task import run_in_worker
 
     deploying = None  # the deployment check running
 

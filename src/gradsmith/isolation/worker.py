@@ -1,15 +1,16 @@
 """Worker server for isolated checks: ``python -m gradsmith.isolation.worker PARENT_PID [LOGS]``
 (private; LOGS: the folder for the task logs, which ``gradsmith check`` removes).
 
-One per ``gradsmith check`` run. It imports torch and the verifier once (and their lazy imports
-with a warm-up check, once tasks queue up) but never user code, answers ``ready``, and then runs
+One per ``gradsmith check`` run. It imports torch and the modules of the kinds of task it is
+told of once (and their lazy imports with their ``warm_up``, once tasks queue up: see
+:func:`gradsmith.isolation.task.task_module`) but never user code, answers ``ready``, and then runs
 every task it is sent in a fresh fork (:mod:`.sandbox`), at most ``jobs`` at a time, each under
 its own time limit. A fork starts from this clean state, so no verdict depends on what ran
 before it, and starting one costs milliseconds instead of a torch import.
 
 Messages (:mod:`.protocol`) on the original stdin/stdout:
 
-- from ``gradsmith check``: ``{"sys_path", "jobs", "threads"}`` first, then
+- from ``gradsmith check``: ``{"sys_path", "jobs", "threads", "modules"}`` first, then
   ``("task", index, task, timeout)``; closing stdin ends the server;
 - to ``gradsmith check``: ``("ready", pid)``; ``("started", index)``; ``("progress", index,
   bytes)`` and
@@ -47,14 +48,15 @@ from gradsmith.isolation.processes import (
     signal_quietly,
 )
 from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_all
+from gradsmith.isolation.task import task_module
 from gradsmith.isolation.tasklog import log_tail
 
 # A keeper that has not exited this long after SIGTERM is killed outright.
 _KILL_GRACE = 5.0
 # A task's pipe must reach end-of-file this soon after its keeper exited.
 _EOF_GRACE = 2.0
-# Deployment checks a task may restart its time limit for (gradsmith.checker.deploy's
-# DEPLOY_MODULES, not imported here: the server imports the checker only after configuring).
+# Deployment phases a task may restart its time limit for (a check task's deployment checks,
+# gradsmith.checker.deploy's DEPLOY_MODULES: this runner knows nothing of them).
 _DEPLOY_CLOCKS = 8
 
 
@@ -104,9 +106,7 @@ class Server:
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         self.strays = False
-        # What the warm-up has imported so far: "core" (the eager checks), "deploy" (also the
-        # deployment checks); see _warm_for_queue.
-        self.warmed: set[str] = set()
+        self.modules: list[str] = []  # the kinds of task to import before the first one
 
     def configure(self) -> bool:
         """Read the first message (settings); False when the parent closed stdin first."""
@@ -120,6 +120,7 @@ class Server:
         sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
         self.jobs = max(1, int(init.get("jobs", 1)))
         self.threads = max(1, int(init.get("threads", 1)))
+        self.modules = [m for m in init.get("modules", []) if isinstance(m, str)]
         self.queue.extend(m[1:] for m in messages[1:] if m[0] == "task")
         from gradsmith._triton import prepare
 
@@ -132,8 +133,8 @@ class Server:
         signal.set_wakeup_fd(self.wake_w)
         self.send(("ready", os.getpid()))
         while True:
-            # Before a check task forks, not after: its time limit measures the user's code,
-            # never torch's lazy imports or the first compile's set-up.
+            # Before a task forks, not after: its time limit measures the user's code, never
+            # torch's lazy imports or the first compile's set-up.
             self._warm_for_queue()
             while self.queue and len(self.running) < self.jobs:
                 self._launch(*self.queue.popleft())
@@ -160,21 +161,20 @@ class Server:
             self._enforce(time.monotonic())
 
     def _warm_for_queue(self) -> None:
-        """Pay the verifier's lazy imports (torch.func, Dynamo; for the deployment checks,
-        compile and export and their first-call set-up: seconds, tens of seconds on a loaded
-        machine) once in the server, before the first check task forks, so that every fork
-        inherits them and no task's time limit pays for them."""
-        checks = [t for _, t, _ in self.queue if t[0] == "check"]
-        if not checks:
-            return
-        deploy = any(t[3].get("compat", t[3].get("_defaults", {}).get("compat")) is True
-                     for t in checks)
-        wanted = "deploy" if deploy else "core"
-        # The opt-in ONNX check imports its exporters on first use (10 s and more).
-        onnx = any(t[3].get("onnx") is True for t in checks) and "onnx" not in self.warmed
-        if wanted not in self.warmed or onnx:
-            _warm_up(deploy=deploy, onnx=onnx)
-            self.warmed |= {"core", wanted} | ({"onnx"} if onnx else set())
+        """Call the ``warm_up`` of each kind of task queued, with the arguments of its tasks
+        queued, once before they fork: what it pays for (imports, first-call set-up: seconds,
+        tens of seconds on a loaded machine) every fork inherits, and no task's time limit
+        pays for it. A kind whose module cannot be imported fails in its task instead."""
+        kinds: dict[object, list[tuple]] = {}
+        for _, task, _ in self.queue:
+            kinds.setdefault(task[0], []).append(task[1:])
+        for kind, tasks in kinds.items():
+            try:
+                hook = getattr(task_module(kind), "warm_up", None)
+                if hook is not None:
+                    hook(tasks)
+            except Exception:  # noqa: BLE001 - shown, with context, by the task itself
+                pass
 
     def _deploying(self, task: _Task) -> None:
         """A deployment check of the task begins: each gets ``timeout`` seconds of its own
@@ -335,22 +335,6 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _warm_up(deploy: bool = False, onnx: bool = False) -> None:
-    """Check one tiny Function, so the verifier's lazy imports (torch.func pulls in seconds of
-    modules) are paid once here, not in every task's fork; with ``deploy``, its deployment
-    checks too (compile, export); with ``onnx``, the opt-in ONNX check's exporters."""
-    try:
-        import torch
-
-        from gradsmith.checker import check
-        from gradsmith.examples.gradient_control import Square
-
-        check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True),
-              compat=deploy, onnx=onnx)
-    except Exception:  # a broken verifier shows up, with context, in the first real task
-        pass
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the server until stdin closes or SIGTERM; ends the process (exit code 0)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -379,8 +363,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(1)  # no thread pool to fork with; each task sets its own
-        import gradsmith.checker  # noqa: F401
-        import gradsmith.isolation.partial  # noqa: F401
+        for kind in server.modules:  # what every task of these kinds would import
+            try:
+                task_module(kind)
+            except Exception:  # noqa: BLE001 - shown, with context, by its tasks
+                pass
         server.serve()
     except (BrokenPipeError, SystemExit):
         pass

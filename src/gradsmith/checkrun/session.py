@@ -2,7 +2,8 @@
 
 The command line (:mod:`gradsmith.cli.check`) only parses arguments and renders what
 :func:`run_check` returns; isolation (:mod:`gradsmith.isolation.pool`) and the per-task work
-(:mod:`gradsmith.isolation.tasks`) stay behind this one function.
+(:mod:`gradsmith.checkrun.task`, handed to the worker by its module's name) stay behind this
+one function.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from gradsmith.checkrun import task as check_task
+from gradsmith.checkrun.partial import add_partial, partial_report
+from gradsmith.checkrun.task import display_name, row
 from gradsmith.discovery import Candidate, Source
+from gradsmith.discovery import task as list_task
 from gradsmith.discovery.prefilter import needs_import
-from gradsmith.isolation.partial import add_partial, partial_report, raised_result
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
 from gradsmith.isolation.processes import sigint_watch
-from gradsmith.isolation.tasks import display_name, row, run_task
+from gradsmith.isolation.task import raised_result, run_task
 
 
 @dataclass
@@ -76,7 +80,7 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
         eager: called as ``eager(name, snapshot)`` once per task when its eager checks have
             finished and slower work (deployment checks, more input sets) follows, so the
             core verdict can be shown before it (isolated runs; see
-            :func:`gradsmith.isolation.partial.snapshot`).
+            :func:`gradsmith.checkrun.partial.snapshot`).
 
     Returns:
         A :class:`CheckRun`.
@@ -94,7 +98,7 @@ def run_check(sources: list[Source], *, options: dict | None = None, isolate: bo
                 f"check: found no torch.autograd.Function subclass or function with a registered"
                 f" example{what} in {', '.join(s.label for s in sources)}; point at the file or "
                 "module that defines them, or register one with @gradsmith.example")
-        tasks = [("check", c, i, dict(options or {}), html)
+        tasks = [(check_task.KIND, c, i, dict(options or {}), html)
                  for c in candidates for i in (range(len(c.examples)) if c.examples else [None])]
         labels = [display_name(t[1], t[2]) for t in tasks]
         rows: list[dict | None] = [None] * len(tasks)
@@ -127,7 +131,7 @@ _ROW_KEYS = frozenset(row(None, "", "pass"))
 
 
 def _is_row(value: object) -> bool:
-    """A result row as :func:`gradsmith.isolation.tasks.row` builds it (a worker's result is
+    """A result row as :func:`gradsmith.checkrun.task.row` builds it (a worker's result is
     data user code could have forged; what the output code needs must be there)."""
     return (isinstance(value, dict) and _ROW_KEYS <= set(value)
             and value["verdict"] in ("pass", "fail", "skip") and isinstance(value["name"], str)
@@ -153,7 +157,7 @@ def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
     # A file that certainly holds no candidate is not imported (a task each: minutes for a
     # directory of thousands of files); it makes no row, as when it is imported and has none.
     sources = [s for s in sources if needs_import(s)]
-    outcomes = {o.index: o for o in execute([("list", s) for s in sources], None)}
+    outcomes = {o.index: o for o in execute([(list_task.KIND, s) for s in sources], None)}
     for index, source in enumerate(sources):
         kind, value = outcomes[index].kind, outcomes[index].value
         if kind == "ok" and not _is_listing(value):
@@ -275,7 +279,8 @@ class _executor:
             self.say(f"starting the worker (importing torch) {seconds:.0f} s")
 
         self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout,
-                               startup_timeout=self.startup_timeout, on_wait=on_wait)
+                               startup_timeout=self.startup_timeout, on_wait=on_wait,
+                               modules=(list_task.KIND, check_task.KIND))
         self.pool.start()  # its torch import overlaps the rest of the start-up
         return lambda tasks, on_progress: (_unwrap(o) for o in self.pool.run(tasks,
                                                                              on_progress))

@@ -1,33 +1,37 @@
-"""Run one discovery or check task in the current process and return plain data (private).
+"""A ``gradsmith check`` task: check one candidate on one example, as plain data (private).
 
-Both the isolating worker (:mod:`gradsmith.isolation.worker`) and the in-process paths (``--no-isolate``,
-the pytest plugin) call :func:`run_task`, so a row looks the same wherever it was produced.
+The isolated worker knows nothing of checking: a task whose kind is this module's dotted name
+(:data:`KIND`) makes it import this module, call :func:`warm_up` in its server and
+:func:`run` within :func:`listening` in the task process (:mod:`gradsmith.isolation.task`).
+The in-process paths (``--no-isolate``, the pytest plugin) call the same :func:`run`, so a row
+looks the same wherever it was produced.
 A row is a JSON-ready dict; gradient-mismatch Jacobians travel beside it under ``"_jacobians"``
 (nested lists of floats, for the HTML report: no NumPy, which is not a dependency) and are dropped from JSON output.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from gradsmith._errors import GradsmithUsageError
-from gradsmith._triton import prepare as prepare_triton
+# The verifier at import: the worker server imports this module once (its tasks' kind), so
+# every task's fork inherits it.
+from gradsmith.checker import check, progress
+from gradsmith.checkrun.partial import add_partial, snapshot
 from gradsmith.discovery import (
     Candidate,
     NoInputs,
-    Source,
     TargetImportError,
-    list_candidates,
     parameter_names,
     resolve_ref,
     synthesize,
 )
+from gradsmith.isolation.task import exception_text
 from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
 # Heatmaps of bigger Jacobians are unreadable anyway; crop so results stay small to ship.
@@ -38,46 +42,83 @@ _MAX_JACOBIAN_SIDE = 400
 INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
     "gradsmith_inputs_known", default=None)
 
-
-def run_task(task: tuple) -> Any:
-    """Dispatch ``("list", Source)``, ``("check", Candidate, example_index, options, html)``
-    or ``(KIND, *args)``: another user's task (``gradsmith bench`` on user code), which this
-    package knows only by the dotted name of its module, ``KIND`` (see :func:`task_module`)."""
-    # Before any user module is imported: Triton kernels run in its interpreter without a GPU.
-    prepare_triton()
-    if task[0] == "list":
-        return list_source(task[1])
-    if task[0] == "check":
-        return check_candidate(*task[1:])
-    return task_module(task[0]).run(*task[1:])
+#: The kind of a check task: ``(KIND, candidate, example_index, options, html)``.
+KIND = __name__
+# What warm_up has paid for in this process: "core" (the eager checks), "deploy" (also the
+# deployment checks), "onnx" (the opt-in ONNX check's exporters).
+_WARMED: set[str] = set()
 
 
-def task_module(kind: object) -> Any:
-    """The module named by a task's ``kind``: it defines ``run(*args)``, the work, returning
-    plain data, and ``raised(what, *args)``, the result when user code raised a
-    ``BaseException`` that is not an ``Exception`` (``what`` names it at the user's line).
-
-    The runner of user code imports it in the task process and knows nothing else of it:
-    its users (``gradsmith bench``: :mod:`gradsmith.bench.task`) hand it their tasks.
-
-    Raises:
-        ValueError: ``kind`` is not a dotted module name of gradsmith.
-    """
-    if not (isinstance(kind, str) and kind.startswith("gradsmith.")
-            and all(part.isidentifier() for part in kind.split("."))):
-        raise ValueError(f"unknown task {kind!r}")
-    return importlib.import_module(kind)
+def run(candidate: Candidate, example_index: int | None, options: dict,
+        html: bool = False) -> dict:
+    """Check one candidate on one example (see :func:`check_candidate`)."""
+    return check_candidate(candidate, example_index, options, html)
 
 
-def list_source(source: Source) -> dict:
-    """List a source's candidates as ``{"candidates", "errors"}`` or ``{"usage"|"import": msg}``."""
+def raised(what: str, candidate: Candidate, example_index: int | None, options: dict,
+           html: bool = False, *, progress: dict) -> dict:
+    """The row of a check whose Function raised ``what``, a ``BaseException`` that is not an
+    ``Exception``, with what the checks that finished (``progress``, the last snapshot the
+    task streamed, see :func:`listening`) had found."""
+    last = progress if "checks" in progress else {}  # not the repro record sent before them
+    running = last.get("running")
+    during = f" in the {running} check" if running else ""
+    label = display_name(candidate, example_index)
+    result = row(candidate, label, "fail", error="exception",
+                 reason=f"the Function raised {what}{during}; a BaseException that is not an "
+                        "Exception (KeyboardInterrupt, SystemExit, ...) stops any training loop: "
+                        "raise an Exception subclass instead")
+    if last:
+        add_partial(result, label, last)
+    return result
+
+
+@contextmanager
+def listening(on_progress: Callable[[dict], None]) -> Iterator[None]:
+    """Stream a task's progress: its repro record (``{"repro": ...}``) once its inputs are
+    built, then a snapshot (:func:`gradsmith.checkrun.partial.snapshot`) at every check
+    boundary, so a task that crashes or runs out of time still has the findings of the checks
+    that finished."""
+    reports: list = []  # one per check() call: the input sets a task checks, in order
+
+    def listener(name: str | None, report: Any) -> None:
+        if not reports or reports[-1] is not report:
+            reports.append(report)
+        on_progress(snapshot(name, reports))
+
+    token = INPUTS_KNOWN.set(lambda record: on_progress({"repro": record}))
     try:
-        listing = list_candidates(source)
-    except GradsmithUsageError as exc:
-        return {"usage": str(exc)}
-    except TargetImportError as exc:
-        return {"import": str(exc)}
-    return {"candidates": listing.candidates, "errors": listing.errors}
+        with progress.listening(listener):
+            yield
+    finally:
+        INPUTS_KNOWN.reset(token)
+
+
+def warm_up(tasks: list[tuple]) -> None:
+    """Pay the verifier's lazy imports (torch.func, Dynamo; for the deployment checks, compile
+    and export and their first-call set-up: seconds, tens of seconds on a loaded machine) once
+    in the worker server, before the first check task forks, so that every fork inherits them
+    and no task's time limit pays for them. ``tasks``: the queued tasks' arguments."""
+    deploy = any(t[2].get("compat", t[2].get("_defaults", {}).get("compat")) is True
+                 for t in tasks)
+    wanted = "deploy" if deploy else "core"
+    # The opt-in ONNX check imports its exporters on first use (10 s and more).
+    onnx = any(t[2].get("onnx") is True for t in tasks) and "onnx" not in _WARMED
+    if wanted not in _WARMED or onnx:
+        _check_a_tiny_function(deploy=deploy, onnx=onnx)
+        _WARMED.update({"core", wanted} | ({"onnx"} if onnx else set()))
+
+
+def _check_a_tiny_function(deploy: bool = False, onnx: bool = False) -> None:
+    try:
+        import torch
+
+        from gradsmith.examples.gradient_control import Square
+
+        check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True),
+              compat=deploy, onnx=onnx)
+    except Exception:  # a broken verifier shows up, with context, in the first real task
+        pass
 
 
 def check_candidate(candidate: Candidate, example_index: int | None, options: dict,
@@ -111,8 +152,6 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     except Exception as exc:
         return row(candidate, label, "fail", error="exception",
                    reason=f"building the example inputs raised {_describe(exc)}")
-    from gradsmith.checker import check
-
     sets = [(inputs, args)] + [(v.change, v.args) for v in variants]
     seed = int(merged.get("seed", 0))
     record = _repro_record(candidate, obj, seed, sets, inline_limit)
@@ -276,16 +315,3 @@ def _raised_in_user_code(exc: BaseException) -> bool:
     ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
             os.path.dirname(os.path.abspath(torch.__file__)))
     return not where.startswith(ours)
-
-
-def exception_text(exc: BaseException) -> str:
-    """``str(exc)``, even when user code made ``__str__`` raise.
-
-    Example:
-        >>> exception_text(ValueError("bad"))
-        'bad'
-    """
-    try:
-        return str(exc)
-    except Exception as inner:
-        return f"<its __str__ raised {type(inner).__name__}>"
