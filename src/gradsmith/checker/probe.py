@@ -48,14 +48,17 @@ def directional(problem: Problem, t: int, g: torch.Tensor, v: torch.Tensor, u: t
         d2 = _dir(problem, t, u, v64, h / 2)
         rich = (4 * d2 - d1) / 3
         tol = 10 * abs(d1 - d2) + 50 * s.eps * scale_f / h + floor
-        if s.user_tolerance:
-            tol = max(tol, s.atol + s.rtol * abs(rich))
         cand = Directional(a, rich, tol if math.isfinite(tol) else math.inf, h)
         if best is None or cand.tol < best.tol:
             best = cand
         # A larger step only helps when the estimate is dominated by noise.
         if best.tol <= 1e-3 * max(abs(a), abs(rich), floor):
             break
+    if best is not None and s.user_tolerance:
+        # The step is chosen by its measured noise alone; flooring before choosing would
+        # favour a step whose (wrong) estimate is near 0, where rtol * |estimate| is smallest.
+        best = Directional(best.analytic, best.numerical,
+                           max(best.tol, s.atol + s.rtol * abs(best.numerical)), best.h)
     return best
 
 
