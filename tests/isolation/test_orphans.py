@@ -83,7 +83,9 @@ def _descendants(procs, root: int) -> set[int]:
 def test_killing_gradsmith_check_while_a_function_hangs_leaves_nothing(runner, write, procs,
                                                                        sig):
     write("spins.py", SPAWNS_AND_SPINS)
-    cli = runner.popen("check", "spins.py", "--timeout", "300")
+    # --no-compat: the deployment checks' warm-up comes before the first task and says nothing
+    # about processes
+    cli = runner.popen("check", "spins.py", "--timeout", "300", "--no-compat")
     spinning = procs.wait_until(lambda: "spinning" in runner.recorded().values(), 120)
     assert spinning, cli.stderr.read() if cli.poll() is not None else "no task started"
     below = _descendants(procs, cli.pid)  # the worker server, keeper, task, sleepers
