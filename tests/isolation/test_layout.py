@@ -118,10 +118,10 @@ def test_importing_the_isolation_package_imports_no_user_of_it():
 
 
 def test_the_worker_server_imports_the_task_modules_it_is_told_of(tmp_path, monkeypatch):
-    # The runner is told the kinds of task it will run and imports their modules once, before
-    # its first task, so every fork inherits them (here the verifier, which comes with the
-    # check task's module): a user file that says, while it is imported, whether it was there.
-    from gradsmith.checkrun import task as check_task
+    # The runner is told the modules its tasks use (the check session's: the verifier and its
+    # tasks' kinds) and imports them once, before its first task, so every fork inherits them:
+    # a user file that says, while it is imported, whether the verifier was there.
+    from gradsmith.checkrun.session import WORKER_MODULES
     from gradsmith.discovery import resolve_targets
     from gradsmith.discovery import task as list_task
     from gradsmith.isolation.pool import WorkerPool
@@ -131,7 +131,7 @@ def test_the_worker_server_imports_the_task_modules_it_is_told_of(tmp_path, monk
         "raise ImportError(f\"verifier there: {'gradsmith.checker' in sys.modules}\")\n")
     monkeypatch.chdir(tmp_path)
     (source,) = resolve_targets(["probe.py"])
-    with WorkerPool(jobs=1, timeout=120, modules=(list_task.KIND, check_task.KIND)) as pool:
+    with WorkerPool(jobs=1, timeout=120, modules=WORKER_MODULES) as pool:
         (outcome,) = pool.run([(list_task.KIND, source)])
     assert outcome.kind == "ok", outcome
     assert "verifier there: True" in outcome.value["import"], outcome.value

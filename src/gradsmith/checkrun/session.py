@@ -23,6 +23,10 @@ from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
 from gradsmith.isolation.processes import sigint_watch
 from gradsmith.isolation.task import raised_result, run_task
 
+# What the worker server imports once, before its first task, so that no task's fork pays
+# for it: the verifier (the command line process itself never imports torch) and the tasks.
+WORKER_MODULES = ("gradsmith.checker", list_task.KIND, check_task.KIND)
+
 
 @dataclass
 class CheckRun:
@@ -280,7 +284,7 @@ class _executor:
 
         self.pool = WorkerPool(jobs=self.jobs, timeout=self.timeout,
                                startup_timeout=self.startup_timeout, on_wait=on_wait,
-                               modules=(list_task.KIND, check_task.KIND))
+                               modules=WORKER_MODULES)
         self.pool.start()  # its torch import overlaps the rest of the start-up
         return lambda tasks, on_progress: (_unwrap(o) for o in self.pool.run(tasks,
                                                                              on_progress))

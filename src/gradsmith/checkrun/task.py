@@ -19,9 +19,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-# The verifier at import: the worker server imports this module once (its tasks' kind), so
-# every task's fork inherits it.
-from gradsmith.checker import check, progress
 from gradsmith.checkrun.partial import add_partial, snapshot
 from gradsmith.discovery import (
     Candidate,
@@ -79,6 +76,8 @@ def listening(on_progress: Callable[[dict], None]) -> Iterator[None]:
     built, then a snapshot (:func:`gradsmith.checkrun.partial.snapshot`) at every check
     boundary, so a task that crashes or runs out of time still has the findings of the checks
     that finished."""
+    from gradsmith.checker import progress
+
     reports: list = []  # one per check() call: the input sets a task checks, in order
 
     def listener(name: str | None, report: Any) -> None:
@@ -113,6 +112,7 @@ def _check_a_tiny_function(deploy: bool = False, onnx: bool = False) -> None:
     try:
         import torch
 
+        from gradsmith.checker import check
         from gradsmith.examples.gradient_control import Square
 
         check(Square, torch.ones(2, dtype=torch.float64, requires_grad=True),
@@ -152,6 +152,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     except Exception as exc:
         return row(candidate, label, "fail", error="exception",
                    reason=f"building the example inputs raised {_describe(exc)}")
+    from gradsmith.checker import check
+
     sets = [(inputs, args)] + [(v.change, v.args) for v in variants]
     seed = int(merged.get("seed", 0))
     record = _repro_record(candidate, obj, seed, sets, inline_limit)

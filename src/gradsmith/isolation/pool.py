@@ -98,8 +98,9 @@ class WorkerPool:
         startup_timeout: seconds the server may take to import torch and warm up.
         on_wait: called as ``on_wait(seconds)`` about once a second while the server starts.
         threads: torch threads per task (default: the CPUs shared out among ``jobs``).
-        modules: the kinds of task the server imports once, before its first task, so
-            that no task pays for them (see :func:`gradsmith.isolation.task.task_module`).
+        modules: modules of gradsmith the server imports once, before its first task, so
+            that no task pays for them: the kinds of its tasks (see
+            :func:`gradsmith.isolation.task.task_module`) and what they use.
     """
 
     def __init__(self, jobs: int = 1, timeout: float = 60.0,

@@ -106,7 +106,7 @@ class Server:
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
         self.strays = False
-        self.modules: list[str] = []  # the kinds of task to import before the first one
+        self.modules: list[str] = []  # to import before the first task (task kinds...)
 
     def configure(self) -> bool:
         """Read the first message (settings); False when the parent closed stdin first."""
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(1)  # no thread pool to fork with; each task sets its own
-        for kind in server.modules:  # what every task of these kinds would import
+        for kind in server.modules:  # what every task would import (its kind's module...)
             try:
                 task_module(kind)
             except Exception:  # noqa: BLE001 - shown, with context, by its tasks
