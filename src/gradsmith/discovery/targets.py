@@ -262,6 +262,8 @@ def repro_script(path: Path) -> bool:
     marker), or by the docstring such scripts opened with before the marker existed."""
     from gradsmith.repro.script import MARKER
 
+    if special_file(path):  # a FIFO would block the open forever: _parse reports it instead
+        return False
     try:
         with open(path, "rb") as handle:
             head = handle.read(160).decode("utf-8", "replace")
