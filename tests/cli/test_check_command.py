@@ -175,8 +175,8 @@ def test_warnings_of_passing_functions_are_shown_and_verbose_prints_reports(writ
 
 
 def test_progress_is_reported_for_every_check(write, snippets, tmp_path):
-    from gradsmith.discovery import resolve_targets
     from gradsmith.checkrun.session import run_check
+    from gradsmith.discovery import resolve_targets
 
     write("ops.py", snippets.good, snippets.bad, snippets.no_inputs)
     calls = []

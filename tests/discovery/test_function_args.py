@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch.autograd import Function
 
+from gradsmith.checkrun.session import run_check
 from gradsmith.discovery import Source, Synthesized, synthesize
 from gradsmith.discovery.callables import SyntheticFn
 from gradsmith.discovery.hints import backward_functions
-from gradsmith.checkrun.session import run_check
 
 EVENT_TIME = '''
 import torch

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 import torch
 
-from gradsmith.discovery import Source, Synthesized, synthesize
 from gradsmith.checkrun.session import run_check
+from gradsmith.discovery import Source, Synthesized, synthesize
 
 FUNCTIONS = '''
 import torch

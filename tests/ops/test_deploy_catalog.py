@@ -21,8 +21,8 @@ from gradsmith.checker.deploy.matrix import COLUMNS
 @pytest.fixture(scope="module")
 def catalog_rows():
     """One in-process ``gradsmith check`` of the catalog's registered examples."""
-    from gradsmith.discovery import default_sources
     from gradsmith.checkrun.session import run_check
+    from gradsmith.discovery import default_sources
 
     sources = [s for s in default_sources() if s.location != "gradsmith.examples"]
     return run_check(sources, options={"compat": True}, isolate=False).rows
