@@ -19,6 +19,7 @@ from gradsmith.checkrun.task import display_name, row
 from gradsmith.discovery import Candidate, Source
 from gradsmith.discovery import task as list_task
 from gradsmith.discovery.prefilter import needs_import
+from gradsmith.discovery.static import file_candidates
 from gradsmith.isolation.pool import STARTUP_TIMEOUT, Outcome
 from gradsmith.isolation.processes import sigint_watch
 from gradsmith.isolation.task import raised_result, run_task
@@ -167,13 +168,11 @@ def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
         if kind == "ok" and not _is_listing(value):
             kind, value = "crash", _MALFORMED
         if kind != "ok":
-            result.rows.append(row(None, source.label, "fail", error="import",
-                                   reason=f"importing it: {value}"))
+            result.rows.extend(_import_rows(source, f"importing it: {value}"))
         elif "usage" in value:
             result.usage_errors.append(value["usage"])
         elif "import" in value:
-            result.rows.append(row(None, source.label, "fail", error="import",
-                                   reason=f"import failed: {value['import']}"))
+            result.rows.extend(_import_rows(source, f"import failed: {value['import']}"))
         else:
             for label, message in value["errors"]:
                 result.rows.append(row(None, label, "fail", error="import",
@@ -183,6 +182,16 @@ def _list(sources: list[Source], execute, result: CheckRun) -> list[Candidate]:
                     seen.add(candidate.key)
                     found.append(candidate)
     return found
+
+
+def _import_rows(source: Source, reason: str) -> list[dict]:
+    """The failing rows of a source that could not be imported: one per ``::Name`` asked for,
+    else one per Function its file's syntax tree shows, else one for the file or module. A
+    broken import hides no target, and each row counts as an import error (exit 2)."""
+    names = source.names or (file_candidates(source.location)
+                             if source.kind == "file" and not source.problem else ())
+    labels = [f"{source.label}::{name}" for name in names] or [source.label]
+    return [row(None, label, "fail", error="import", reason=reason) for label in labels]
 
 
 def _matches(candidate: Candidate, pattern: str | None) -> bool:

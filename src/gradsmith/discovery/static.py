@@ -144,6 +144,23 @@ def module_names(tree: ast.Module) -> ModuleNames:
     return ModuleNames(frozenset(names), complete, tuple(candidates))
 
 
+def file_candidates(path: str) -> tuple[str, ...]:
+    """What ``gradsmith check`` would list in the file at ``path``, read from its syntax tree
+    alone (see :attr:`ModuleNames.candidates`): how the rows of a file that fails to import
+    are named. Empty when the file cannot be read or parsed; pass regular files only (a FIFO
+    would block the read).
+
+    Example:
+        >>> file_candidates(__file__)
+        ()
+    """
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):
+        return ()
+    return tuple(dict.fromkeys(module_names(tree).candidates))  # if/else: one row per name
+
+
 def _top_level(body: list[ast.stmt]):
     """Nodes executed at module level: statements and what they bind, not function bodies."""
     stack = list(reversed(body))
