@@ -36,11 +36,11 @@ def needs_import(source: Source) -> bool:
     parse: the worker reports those).
 
     Example:
-        >>> import tempfile, os
+        >>> import tempfile, pathlib
         >>> with tempfile.TemporaryDirectory() as folder:
-        ...     path = os.path.join(folder, "helpers.py")
-        ...     _ = open(path, "w").write("import math\\ndef area(r):\\n    return math.pi * r * r\\n")
-        ...     needs_import(Source("file", path, "helpers.py", walked=True))
+        ...     path = pathlib.Path(folder, "helpers.py")
+        ...     _ = path.write_text("import math\\ndef area(r):\\n    return math.pi * r * r\\n")
+        ...     needs_import(Source("file", str(path), "helpers.py", walked=True))
         False
     """
     if not source.walked or source.kind != "file" or source.problem or source.names:

@@ -26,11 +26,11 @@ class TaskLog:
         >>> import tempfile
         >>> with tempfile.TemporaryFile() as f:
         ...     log = TaskLog(f.fileno(), keep=4)
-        ...     for chunk in (b"abc", b"def", b"gh"):
+        ...     for chunk in (b"abc", b"def", b"gh", b"i"):  # the 9th byte passes 2 * keep
         ...         log.write(chunk)
         ...     _ = f.seek(0)
         ...     f.read()
-        b'efgh'
+        b'fghi'
     """
 
     def __init__(self, fd: int, keep: int = KEEP) -> None:
