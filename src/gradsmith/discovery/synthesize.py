@@ -2,8 +2,11 @@
 
 What the forward's signature and body say comes first (:mod:`~gradsmith.discovery.hints`):
 annotations, defaults, ``x.shape[2]``, ``x.view(-1, n)``, ``x @ w``, index tensors, string
-modes, module arguments. Hyperparameters recognised by name (``dim``, ``stride``, ``clip_val``,
-...) get a plain Python value; every other parameter gets a float64 tensor that requires grad. A
+modes, module arguments; and the contract the code is written for
+(:mod:`~gradsmith.discovery.contract`): a hyperparameter forward stores on ctx or passes to
+``float()`` is a Python float, a per-feature ``bias``/``weight`` whose gradient backward sums
+is 1-D of the input's last dimension. Hyperparameters recognised by name (``dim``, ``stride``,
+``clip_val``, ...) get a plain Python value; every other parameter gets a float64 tensor that requires grad. A
 few shape layouts (same shape, matmul chain, linear, broadcast bias, conv1d, ...) are tried in
 turn; the first whose forward runs wins. A function argument that forward only stores and
 backward calls (``ctx.func(t, y)``, ``vjp(ctx.event_fn, (t, y))``) gets a plain
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradsmith.discovery.callables import SyntheticFn, flavours, probe_backward
+from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.hints import Hint, backward_functions, forward_hints, no_gradient_positions
 
 # Hyperparameters whose natural value is not a tensor, by conventional name.
@@ -126,6 +130,7 @@ class _Slot:
     optional_tensor: bool = False   # None by default, a tensor in a variant
     omittable: bool = False         # a tensor that may also be None (checked with `is None`)
     frozen: bool = False            # backward returns None for it: no requires_grad
+    per_feature: bool = False       # 1-D of the first tensor's last dimension, tried first
 
 
 def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
@@ -159,6 +164,9 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     frozen = {positional[i] for i in no_gradient_positions(owner) if i < len(positional)}
     plans = [_plan(params, hints, True, functions), _plan(params, hints, False, functions)]
+    scalars = scalar_params(owner, hints, frozen)
+    features = per_feature_params(owner, hints)
+    plans = [_contract(plan, scalars, features) for plan in plans]
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen
@@ -182,6 +190,21 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
             last_error = found if dtype == "float64" else last_error
     return NoInputs(_fix(fn, f"{len(_LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
+
+
+def _contract(slots: list[_Slot], scalars: set[str], features: set[str]) -> list[_Slot]:
+    """The plan with the contract the code is written for: parameters used as Python numbers
+    get a float (``ctx.coef = coef``, ``float(bias_init)``), per-feature vectors a tensor that
+    the first layouts make 1-D (``x + bias`` with backward ``g.sum(0)``)."""
+    out = []
+    for s in slots:
+        if s.name in scalars and s.kind == "tensor":
+            s = _Slot(s.name, "value", 0.5, s.hint)
+        elif s.name in features and s.kind in ("tensor", "value") and not (
+                s.kind == "value" and not isinstance(s.value, float)):
+            s = _Slot(s.name, "tensor", hint=s.hint, per_feature=True)
+        out.append(s)
+    return out
 
 
 def _as_tensors(slots: list[_Slot], required: set[str]) -> list[_Slot] | None:
@@ -438,11 +461,28 @@ def _n_tensors(slots: list[_Slot]) -> int:
 def _layouts(slots: list[_Slot]):
     """Layouts in the order tried: each adjusted to the hints first, then as it is."""
     seen = set()
+    for layout in _feature_layouts(slots):
+        seen.add(layout)
+        yield layout
     for layout in _LAYOUTS:
         for candidate in (_adjusted(slots, layout), layout):
             if candidate not in seen:
                 seen.add(candidate)
                 yield candidate
+
+
+def _feature_layouts(slots: list[_Slot]):
+    """Per-feature vectors 1-D of the first other tensor's last dimension (rows of features,
+    then (batch, length, features)); nothing when no slot is a per-feature vector."""
+    tensors = [s for s in slots if s.kind in ("tensor", "none")]
+    if not any(s.per_feature for s in tensors) or all(s.per_feature for s in tensors):
+        return
+    for base in (((3, 4),), ((2, 3, 4),)):
+        shapes = list(_adjusted(slots, base))
+        features = next(shape for s, shape in zip(tensors, shapes) if not s.per_feature)
+        if features:
+            yield tuple((features[-1],) if s.per_feature else shape
+                        for s, shape in zip(tensors, shapes))
 
 
 def _adjusted(slots: list[_Slot], layout) -> tuple[tuple[int, ...], ...]:
@@ -539,6 +579,8 @@ def _why(slot: _Slot, positive: bool) -> str:
         text = " in [0.5, 1.5)"
     if slot.frozen:
         text += " (no grad: backward returns None for it)"
+    if slot.per_feature:
+        text += " (per-feature: the code reduces or broadcasts it over the leading dims)"
     return text
 
 

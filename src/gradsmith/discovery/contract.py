@@ -1,0 +1,147 @@
+"""Read the contract a Function is written for from its forward and backward (private).
+
+Two guesses that synthesis makes better by reading the code (never running it):
+
+- a forward argument stored on ctx as it is (``ctx.alpha = alpha``) for which backward returns
+  ``None``, or passed to ``float()``, is a Python number (a hyperparameter such as
+  ``bias_init``), not a tensor: made a tensor it gives a false ``tensor-on-ctx`` or a false
+  gradient-mismatch;
+- a per-feature parameter (``weight``, ``bias``, ``gamma``, ``beta``, ``scale``) whose gradient
+  backward reduces (``g.sum(0)``, ``.mean(0)``, ``view(-1, C).sum(0)``) or that forward
+  broadcasts explicitly (``weight.unsqueeze(0)``, ``bias.expand_as(x)``) is 1-D of the input's
+  last dimension: made the input's full shape, a correct Function gets grad-shape-mismatch.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+from gradsmith.discovery.hints import Hint, _param_of, _parse
+
+_PER_FEATURE = {"weight", "bias", "gamma", "beta", "scale"}
+_REDUCTIONS = {"sum", "mean"}
+_BROADCASTS = {"unsqueeze", "expand", "expand_as", "view_as", "reshape_as"}
+
+
+def _forward_params(owner: type) -> list[str]:
+    forward = getattr(owner, "forward", None)
+    try:
+        params = list(inspect.signature(forward).parameters)
+    except (TypeError, ValueError):
+        return []
+    if "setup_context" not in vars(owner) and params:
+        params = params[1:]  # ctx
+    return params
+
+
+def _backward_returns(owner: type) -> list[list[ast.AST]]:
+    """Each ``return`` of backward as its elements, names replaced by what they were assigned."""
+    tree = _parse(getattr(owner, "backward", None))
+    if tree is None:
+        return []
+    assigned: dict[str, ast.AST] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            assigned[node.targets[0].id] = node.value
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.value is not None:
+            elts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            found.append([assigned.get(e.id, e) if isinstance(e, ast.Name) else e
+                          for e in elts])
+    return found
+
+
+def _reduces(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in _REDUCTIONS for n in ast.walk(node))
+
+
+def per_feature_params(owner: type | None, hints: dict[str, Hint]) -> set[str]:
+    """Parameters named like per-feature vectors that the code treats as one.
+
+    Example:
+        >>> import torch
+        >>> class BiasAdd(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, bias):
+        ...         return x + bias
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g, g.sum(0)
+        >>> per_feature_params(BiasAdd, {"x": Hint(), "bias": Hint()})
+        {'bias'}
+    """
+    if owner is None:
+        return set()
+    params = _forward_params(owner)
+    named = {p for p in params if p in hints and _feature_name(p)
+             and hints[p].kind in (None, "tensor") and not _in_matmul(p, hints)}
+    if not named:
+        return set()
+    found = set()
+    for elts in _backward_returns(owner):
+        for i, e in enumerate(elts):
+            if i < len(params) and params[i] in named and _reduces(e):
+                found.add(params[i])
+    for method in ("forward", "setup_context"):
+        tree = _parse(vars(owner).get(method))
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in _BROADCASTS:
+                name = _param_of(node.func.value, hints)
+                if name in named:
+                    found.add(name)
+    return found
+
+
+def _feature_name(name: str) -> bool:
+    word = name.lower().rstrip("_").rsplit("_", 1)[-1]
+    return word in _PER_FEATURE
+
+
+def _in_matmul(name: str, hints: dict[str, Hint]) -> bool:
+    return hints[name].matmul_left_of is not None or any(
+        h.matmul_left_of == name for h in hints.values())
+
+
+def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) -> set[str]:
+    """Parameters the code uses as a Python number: passed to ``float()``, or stored on ctx as
+    they are while backward returns ``None`` for them (and nothing uses them as a tensor).
+
+    Example:
+        >>> import torch
+        >>> class Scaled(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, coef):
+        ...         ctx.coef = coef
+        ...         return x * coef
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g * ctx.coef, None
+        >>> scalar_params(Scaled, {"x": Hint(), "coef": Hint()}, {"coef"})
+        {'coef'}
+    """
+    if owner is None:
+        return set()
+    unknown = {n for n, h in hints.items() if h.kind is None}
+    found: set[str] = set()
+    for method in ("forward", "setup_context"):
+        tree = _parse(vars(owner).get(method))
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "float" and node.args:
+                name = _param_of_exact(node.args[0], unknown)
+                found |= {name} if name else set()
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
+                    node.value.id in unknown & frozen and any(
+                        isinstance(t, ast.Attribute) for t in node.targets):
+                found.add(node.value.id)
+    return found
+
+
+def _param_of_exact(node: ast.AST, names: set[str]) -> str | None:
+    return node.id if isinstance(node, ast.Name) and node.id in names else None
+
