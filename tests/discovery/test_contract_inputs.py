@@ -8,6 +8,7 @@ mean-instead-of-sum bug into a shape error instead of a gradient-mismatch.
 
 import torch
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 import gradsmith
 from gradsmith.discovery.synthesize import Synthesized, synthesize
@@ -148,5 +149,70 @@ def test_a_per_feature_scale_forward_broadcasts_passes():
     g = torch.randn(x.shape, dtype=x.dtype)
     ref = torch.autograd.grad(xx * ww, (xx, ww), g)
     got = torch.autograd.grad(FeatureScale.apply(xx, ww), (xx, ww), g)
+    for r, o in zip(ref, got):
+        torch.testing.assert_close(o, r)
+
+
+class LayerNorm(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps=1e-5):
+        mu = x.mean(-1, keepdim=True)
+        rstd = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+        xhat = (x - mu) * rstd
+        ctx.save_for_backward(xhat, weight, rstd)
+        return xhat * weight + bias
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        xhat, weight, rstd = ctx.saved_tensors
+        n = xhat.shape[-1]
+        gx = g * weight
+        dx = rstd * (gx - gx.mean(-1, keepdim=True) - xhat * (gx * xhat).mean(-1, keepdim=True))
+        return dx, (g * xhat).reshape(-1, n).sum(0), g.reshape(-1, n).sum(0), None
+
+
+class WeightedMSE(Function):
+    """A per-feature weight of the squared error, reduced to one value."""
+
+    @staticmethod
+    def forward(ctx, pred, target, weight):
+        ctx.save_for_backward(pred, target, weight)
+        return (weight * (pred - target) ** 2).mean()
+
+    @staticmethod
+    def backward(ctx, g):
+        pred, target, weight = ctx.saved_tensors
+        d, n = pred - target, pred.numel()
+        return g * 2 * weight * d / n, -g * 2 * weight * d / n, (g * d * d / n).sum(0)
+
+
+def test_a_layer_norm_gets_per_feature_weight_and_bias_and_matches_torch():
+    found = _found(LayerNorm)
+    x, weight, bias, eps = found.args
+    assert weight.shape == bias.shape == (x.shape[-1],), found.description
+    for args in _every_set(LayerNorm, found):
+        report = gradsmith.check(LayerNorm, *args, compat=False)
+        assert report.passed, report.codes("error")
+    # Independent reference: torch's own layer_norm and its autograd.
+    leaves = [t.detach().clone().requires_grad_() for t in (x, weight, bias)]
+    g = torch.randn(x.shape, dtype=x.dtype)
+    ref = torch.nn.functional.layer_norm(leaves[0], (x.shape[-1],), leaves[1], leaves[2], eps)
+    got = LayerNorm.apply(*leaves, eps)
+    torch.testing.assert_close(got, ref)
+    for r, o in zip(torch.autograd.grad(ref, leaves, g), torch.autograd.grad(got, leaves, g)):
+        torch.testing.assert_close(o, r)
+
+
+def test_a_weighted_mse_with_a_per_feature_weight_passes():
+    found = _found(WeightedMSE)
+    pred, target, weight = found.args
+    assert weight.shape == (pred.shape[-1],) and target.shape == pred.shape
+    report = gradsmith.check(WeightedMSE, *found.args, compat=False)
+    assert report.passed, report.codes("error")
+    # Independent reference: autograd of the same expression.
+    leaves = [t.detach().clone().requires_grad_() for t in (pred, target, weight)]
+    ref = torch.autograd.grad((leaves[2] * (leaves[0] - leaves[1]) ** 2).mean(), leaves)
+    got = torch.autograd.grad(WeightedMSE.apply(*leaves), leaves)
     for r, o in zip(ref, got):
         torch.testing.assert_close(o, r)
