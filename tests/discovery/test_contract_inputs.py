@@ -216,3 +216,31 @@ def test_a_weighted_mse_with_a_per_feature_weight_passes():
     got = torch.autograd.grad(WeightedMSE.apply(*leaves), leaves)
     for r, o in zip(ref, got):
         torch.testing.assert_close(o, r)
+
+
+class ChannelBias(Function):
+    """A per-channel bias of a (batch, channels, length) input."""
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        return x + bias.view(1, -1, 1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g.sum((0, 2))
+
+
+def test_a_per_channel_bias_gets_the_channel_layout():
+    found = _found(ChannelBias)
+    x, bias = found.args
+    assert x.dim() == 3 and bias.shape == (x.shape[1],), found.description
+    report = gradsmith.check(ChannelBias, *found.args, compat=False)
+    assert report.passed, report.codes("error")
+    assert "broadcast-grad" not in report.codes("warning")
+    # Independent reference: autograd of the same broadcast add.
+    xx, bb = x.detach().clone().requires_grad_(), bias.detach().clone().requires_grad_()
+    g = torch.randn(x.shape, dtype=x.dtype)
+    ref = torch.autograd.grad(xx + bb[None, :, None], (xx, bb), g)
+    got = torch.autograd.grad(ChannelBias.apply(xx, bb), (xx, bb), g)
+    for r, o in zip(ref, got):
+        torch.testing.assert_close(o, r)

@@ -473,15 +473,16 @@ def _layouts(slots: list[_Slot]):
 
 def _feature_layouts(slots: list[_Slot]):
     """Per-feature vectors 1-D of the first other tensor's last dimension (rows of features,
-    then (batch, length, features)); nothing when no slot is a per-feature vector."""
+    then (batch, length, features)), then of its channels ((batch, channels, length), a
+    ``bias.view(1, -1, 1)``); nothing when no slot is a per-feature vector."""
     tensors = [s for s in slots if s.kind in ("tensor", "none")]
     if not any(s.per_feature for s in tensors) or all(s.per_feature for s in tensors):
         return
-    for base in (((3, 4),), ((2, 3, 4),)):
+    for base, axis in ((((3, 4),), -1), (((2, 3, 4),), -1), (((2, 3, 4),), 1)):
         shapes = list(_adjusted(slots, base))
         features = next(shape for s, shape in zip(tensors, shapes) if not s.per_feature)
-        if features:
-            yield tuple((features[-1],) if s.per_feature else shape
+        if len(features) > max(axis, 0):
+            yield tuple((features[axis],) if s.per_feature else shape
                         for s, shape in zip(tensors, shapes))
 
 
@@ -534,7 +535,7 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
                 continue
             shape = over if isinstance(over, tuple) else shape
             args.append(tensor(shape, slot))
-            parts.append(f"{slot.name}: {dtype} {tuple(shape)}" + _why(slot, positive))
+            parts.append(f"{slot.name}: {dtype} {tuple(shape)}" + _why(slot, positive, shape))
         elif slot.kind == "index":
             shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
             high = max(1, min(first_shape) if first_shape else 3)
@@ -570,7 +571,7 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
 _MISSING = object()
 
 
-def _why(slot: _Slot, positive: bool) -> str:
+def _why(slot: _Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
     """What the Inputs column says about a tensor's values and why they were chosen."""
     text = ""
     if slot.hint is not None and slot.hint.probability:
@@ -579,8 +580,8 @@ def _why(slot: _Slot, positive: bool) -> str:
         text = " in [0.5, 1.5)"
     if slot.frozen:
         text += " (no grad: backward returns None for it)"
-    if slot.per_feature:
-        text += " (per-feature: the code reduces or broadcasts it over the leading dims)"
+    if slot.per_feature and len(shape) == 1:
+        text += " (per-feature: the code reduces or broadcasts it over the other dims)"
     return text
 
 
