@@ -244,3 +244,33 @@ def test_a_per_channel_bias_gets_the_channel_layout():
     got = torch.autograd.grad(ChannelBias.apply(xx, bb), (xx, bb), g)
     for r, o in zip(ref, got):
         torch.testing.assert_close(o, r)
+
+
+class Window(Function):
+    """Bounds stored on ctx as a tuple, no annotations, names no table knows."""
+
+    @staticmethod
+    def forward(ctx, x, left, right):
+        ctx.save_for_backward(x)
+        ctx.edges = (left, right)
+        return x.clamp(left, right)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        left, right = ctx.edges
+        return g * ((x >= left) & (x <= right)).to(g.dtype), None, None
+
+
+def test_hyperparameters_stored_on_ctx_as_a_tuple_are_python_floats():
+    found = _found(Window)
+    x, left, right = found.args
+    assert isinstance(left, float) and isinstance(right, float), found.description
+    report = gradsmith.check(Window, *found.args, compat=False)
+    assert report.passed, report.codes("error")
+    assert "tensor-on-ctx" not in report.codes("warning")
+    # Independent reference: torch.clamp's own gradient.
+    xx = x.detach().clone().requires_grad_()
+    (ref,) = torch.autograd.grad(torch.clamp(xx, left, right).sum(), xx)
+    (got,) = torch.autograd.grad(Window.apply(xx, left, right).sum(), xx)
+    torch.testing.assert_close(got, ref)

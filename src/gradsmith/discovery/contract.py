@@ -109,7 +109,8 @@ def _in_matmul(name: str, hints: dict[str, Hint]) -> bool:
 
 def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) -> set[str]:
     """Parameters the code uses as a Python number: passed to ``float()``, or stored on ctx as
-    they are while backward returns ``None`` for them (and nothing uses them as a tensor).
+    they are (``ctx.coef = coef``, ``ctx.bounds = (lo, hi)``) while backward returns ``None``
+    for them (and nothing uses them as a tensor).
 
     Example:
         >>> import torch
@@ -135,10 +136,10 @@ def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) 
                     node.func.id == "float" and node.args:
                 name = _param_of_exact(node.args[0], unknown)
                 found |= {name} if name else set()
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
-                    node.value.id in unknown & frozen and any(
-                        isinstance(t, ast.Attribute) for t in node.targets):
-                found.add(node.value.id)
+            elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) for t in node.targets):
+                stored = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                found |= {e.id for e in stored if isinstance(e, ast.Name)} & unknown & frozen
     return found
 
 

@@ -198,8 +198,9 @@ def _contract(slots: list[_Slot], scalars: set[str], features: set[str]) -> list
     the first layouts make 1-D (``x + bias`` with backward ``g.sum(0)``)."""
     out = []
     for s in slots:
-        if s.name in scalars and s.kind == "tensor":
-            s = _Slot(s.name, "value", 0.5, s.hint)
+        if s.name in scalars and s.kind == "tensor":  # 0.5, 1.5, ...: pairs are open windows
+            value = 0.5 + sum(o.name in scalars and o.kind == "value" for o in out)
+            s = _Slot(s.name, "value", value, s.hint)
         elif s.name in features and s.kind in ("tensor", "value") and not (
                 s.kind == "value" and not isinstance(s.value, float)):
             s = _Slot(s.name, "tensor", hint=s.hint, per_feature=True)
