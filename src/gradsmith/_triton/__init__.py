@@ -20,6 +20,7 @@ verifier nor the CLI (it sits below the isolation runner).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -65,17 +66,22 @@ def launches() -> int:
 def status() -> dict[str, object]:
     """What :func:`prepare` did, for reports: ``interpreting``, ``triton`` (version or None),
     ``shims`` (name -> "applied" / "not needed" / why skipped)."""
-    version = None
-    if importlib.util.find_spec("triton") is not None:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as dist_version
-
-        try:
-            version = dist_version("triton")
-        except PackageNotFoundError:
-            version = "unknown"
-    return {"interpreting": interpreting(), "triton": version,
+    return {"interpreting": interpreting(), "triton": _triton_version(),
             "shims": dict(_state.get("shims") or {})}  # type: ignore[call-overload]
+
+
+@functools.cache
+def _triton_version() -> str | None:
+    # reading the distribution's metadata costs ~10 ms; the installed version does not change
+    if importlib.util.find_spec("triton") is None:
+        return None
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("triton")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _decide() -> bool:

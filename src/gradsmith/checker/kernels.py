@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradsmith._triton import launches, status
+from gradsmith._triton import interpreting, launches, status
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
@@ -90,7 +90,7 @@ def interpreted_launches_in_backward(session: Session) -> int:
     """Triton kernel launches during one backward of the Function (0 without Triton)."""
     if "kernels:backward" not in session.cache:
         count = 0
-        if launches() or status()["interpreting"]:
+        if launches() or interpreting():
             problem = session.problem
             try:
                 problem.linearize()
