@@ -37,12 +37,10 @@ GS216 = Rule(
     "output (and saved tensors may be views); `.view` then raises 'view size is not "
     "compatible with input tensor's size and stride'.",
     "use `.reshape(...)`, or `.contiguous().view(...)`.",
-    bad="import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
-    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
-    "    def backward(ctx, g):\n        return g.view(-1).mul(2).view(g.shape)  # GS216\n",
-    good="import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
-    "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
-    "    def backward(ctx, g):\n        return g.reshape(-1).mul(2).reshape(g.shape)\n",
+    bad="import torch\n\n\n" + _CLS + "    @staticmethod\n    def backward(ctx, g):\n"
+    "        return g.view(-1).mul(2).view(g.shape)  # GS216\n",
+    good="import torch\n\n\n" + _CLS + "    @staticmethod\n    def backward(ctx, g):\n"
+    "        return g.reshape(-1).mul(2).reshape(g.shape)\n",
     brief="`.view` fails on a non-contiguous gradient/saved tensor",
 )
 
