@@ -14,6 +14,7 @@ from typing import Any
 
 from gradsmith._config import REQUIRABLE
 from gradsmith._errors import GradsmithUsageError
+from gradsmith._selection import selected
 
 #: The matrix column of each deployment check (for a ``deployment-timeout`` row, which has
 #: no matrix): ``gradsmith.checker.deploy.matrix.CHECK_COLUMNS``, kept equal by a test.
@@ -71,18 +72,13 @@ def apply(rows: list[dict], *, select: list[str], ignore: list[str],
             continue
         kept, dropped = [], []
         for f in report["findings"]:
-            hit = _matches(f["code"], select) if select else True
-            (kept if hit and not _matches(f["code"], ignore) else dropped).append(f)
+            (kept if selected(f["code"], select, ignore) else dropped).append(f)
         report["findings"] = kept
         if dropped:
             report["ignored"] = sorted({f["code"] for f in dropped})
         if require:
             _require(row, report, require)
         _refresh(row, report)
-
-
-def _matches(code: str, patterns: list[str]) -> bool:
-    return any(code.startswith(p) for p in patterns)
 
 
 def _require(row: dict, report: dict, require: list[str]) -> None:

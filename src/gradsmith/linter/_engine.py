@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradsmith import _selection
 from gradsmith.linter import _kernels
 from gradsmith.linter import rules as _rules  # noqa: F401  (registers every rule)
 from gradsmith.linter._discovery import Index
@@ -231,8 +232,6 @@ def suppressed(finding: LintFinding, lines: list[str]) -> bool:
 
 def selected(code: str, select: Iterable[str] | None, ignore: Iterable[str] | None) -> bool:
     """``--select``/``--ignore`` by code or prefix; the longer matching prefix wins."""
-    best_sel = max((len(p) for p in (select or ["GS"]) if code.startswith(p)), default=-1)
-    best_ign = max((len(p) for p in (ignore or []) if code.startswith(p)), default=-1)
-    return best_sel >= 0 and best_sel >= best_ign
+    return _selection.selected(code, select, ignore, everything="GS")
 
 
