@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+from square_functions import Square
 from torch.autograd import Function
 
 import gradsmith
@@ -71,18 +72,6 @@ def test_a_crashing_check_makes_the_verdict_incomplete(monkeypatch):
         raise RuntimeError("boom\n" + "CPU: registered at ...\n" * 50)
 
     monkeypatch.setattr(robustness, "run", crash)
-
-    class Square(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * x * g
-
     report = gradsmith.check(Square, _x(4), compat=False)
     assert not report.errors and not report.passed and report.verdict == "INCOMPLETE"
     assert "robustness" not in report.checks
