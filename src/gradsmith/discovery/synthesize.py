@@ -32,6 +32,7 @@ from typing import Any
 from gradsmith.discovery.callables import SyntheticFn, flavours, probe_backward
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.hints import Hint, backward_functions, forward_hints, no_gradient_positions
+from gradsmith.discovery.placement import place
 
 # Hyperparameters whose natural value is not a tensor, by conventional name.
 _INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
@@ -566,7 +567,7 @@ def _build(slots: list[_Slot], layout, seed: int, positive: bool = False,
             value = slot.value if over is _MISSING else over
             args.append(value)
             parts.append(f"{slot.name}={value!r}")
-    return args, parts
+    return place(args, parts)
 
 
 _MISSING = object()
