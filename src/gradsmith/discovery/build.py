@@ -1,0 +1,112 @@
+"""Build one argument list from a plan and a layout, and say what it holds (private)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradsmith.discovery.callables import SyntheticFn
+from gradsmith.discovery.placement import place
+from gradsmith.discovery.slots import Slot
+
+
+def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
+           overrides: dict[str, Any] | None = None,
+           dtype: str = "float64") -> tuple[list, list[str]]:
+    """The argument list for one layout; ``overrides`` maps a name to a value or a shape."""
+    import torch
+
+    float_dtype = getattr(torch, dtype)
+    generator = torch.Generator().manual_seed(seed)
+    overrides = overrides or {}
+    args: list = []
+    parts: list[str] = []
+    n_tensors = n_functions = 0
+    first_shape: tuple[int, ...] = tuple(layout[0]) if layout else (3, 4)
+    modules: list = []
+
+    def tensor(shape, slot: Slot) -> Any:
+        if slot.hint is not None and slot.hint.probability:
+            value = torch.rand(shape, dtype=torch.float64, generator=generator)
+        elif positive:
+            value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
+        else:
+            value = torch.randn(shape, dtype=torch.float64, generator=generator)
+        return value.to(float_dtype).requires_grad_(not slot.frozen)
+
+    for slot in slots:
+        over = overrides.get(slot.name, _MISSING)
+        if slot.kind in ("tensor", "none"):
+            shape = layout[min(n_tensors, len(layout) - 1)]
+            n_tensors += 1
+            if slot.kind == "none" and over is _MISSING or over is None:
+                args.append(None)
+                parts.append(f"{slot.name}=None")
+                continue
+            shape = over if isinstance(over, tuple) else shape
+            args.append(tensor(shape, slot))
+            parts.append(f"{slot.name}: {dtype} {tuple(shape)}" + _why(slot, positive, shape))
+        elif slot.kind == "index":
+            shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
+            high = max(1, min(first_shape) if first_shape else 3)
+            args.append(torch.randint(0, high, shape, generator=generator))
+            parts.append(f"{slot.name}: int64 {tuple(shape)} in [0, {high})")
+        elif slot.kind == "scalar":
+            value = slot.value if over is _MISSING else over
+            dtype = torch.float64 if isinstance(value, float) else torch.int64
+            t = torch.tensor(value, dtype=dtype)
+            args.append(t.requires_grad_() if dtype == torch.float64 else t)
+            parts.append(f"{slot.name}: tensor({value!r})")
+        elif slot.kind == "module":
+            module = synthetic_module(len(modules))
+            modules.append(module)
+            args.append(module)
+            parts.append(f"{slot.name}: {module!r}")
+        elif slot.kind == "function":
+            fn = SyntheticFn(0.75 + 0.5 * n_functions, bool(slot.value))
+            n_functions += 1
+            args.append(fn)
+            parts.append(f"{slot.name}: {fn!r}")
+        elif slot.kind == "params":
+            params = [p for m in modules for p in m.parameters()]
+            args.extend(params)
+            parts.append(f"*{slot.name}: the {len(params)} parameters of the modules")
+        else:
+            value = slot.value if over is _MISSING else over
+            args.append(value)
+            parts.append(f"{slot.name}={value!r}")
+    return place(args, parts)
+
+
+_MISSING = object()
+
+
+def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
+    """What the Inputs column says about a tensor's values and why they were chosen."""
+    text = ""
+    if slot.hint is not None and slot.hint.probability:
+        text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
+    elif positive:
+        text = " in [0.5, 1.5)"
+    if slot.frozen:
+        text += " (no grad: backward returns None for it)"
+    if slot.per_feature and len(shape) == 1:
+        text += " (per-feature: the code reduces or broadcasts it over the other dims)"
+    return text
+
+
+def synthetic_module(index: int = 0) -> Any:
+    """A shape-agnostic module with one parameter: ``tanh(y) * weight`` (for ``Fm(x)``)."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self, weight: float) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.tensor(weight, dtype=torch.float64))
+
+        def forward(self, y, *args, **kwargs):
+            return torch.tanh(y) * self.weight
+
+        def __repr__(self) -> str:
+            return f"Module(tanh(y) * {self.weight.item():g})"
+
+    return Scaled(0.75 + 0.5 * index)

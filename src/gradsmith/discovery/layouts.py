@@ -1,0 +1,104 @@
+"""The shape layouts synthesis tries for a Function's tensor parameters, in order (private)."""
+
+from __future__ import annotations
+
+from gradsmith.discovery.hints import Hint
+from gradsmith.discovery.slots import Slot
+
+# Functions whose backward calls a function argument try the ODE convention early: a scalar
+# time, then the state (``func(t, y)``, an event at time ``t``).
+TIME_STATE: tuple[tuple[int, ...], ...] = ((), (3, 4))
+
+
+# Size map for the "other shapes" variant: equal sizes stay equal (matmul layouts stay valid).
+RESIZE = {1: 1, 2: 3, 3: 2, 4: 5, 5: 6, 6: 7, 8: 6}
+
+
+# Shape layouts for the tensor parameters, in the order tried; shorter lists repeat their last.
+LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
+    ((3, 4),),                               # elementwise, reductions
+    ((4, 3), (3, 5), (5, 2)),                # matmul chain
+    ((4, 3), (5, 3), (5,)),                  # linear: input, weight (out, in), bias
+    ((3, 4), ()),                            # tensor and a scalar tensor (scale, step)
+    ((2, 3, 4, 5), (3,)),                    # per-channel bias
+    ((2, 3, 8), (4, 3, 3), (4,)),            # conv1d: input, weight, bias
+    ((2, 3, 6, 6), (4, 3, 3, 3), (4,)),      # conv2d: input, weight, bias
+    ((2, 4, 3), (2, 3, 5)),                  # batched matmul
+    ((2, 3, 4),),
+    ((2, 2, 3, 4),),                         # (batch, heads, length, features)
+    ((5,),),
+    ((),),
+    # Fused kernels (Triton): rows x a power-of-two hidden size; a linear layer (input, weight)
+    # before a loss; rotary embeddings (q, k: batch, heads, length, head_dim; cos, sin:
+    # 1, length, head_dim); a vector of per-term weights and a scalar (polynomial norms);
+    # tensors with per-feature or per-channel vectors (normalisations whose host code checks
+    # no shapes: a layout their backward rejects is passed over, see _first_working).
+    ((4, 8),),
+    ((4, 8), (16, 8)),
+    ((1, 2, 4, 8), (1, 2, 4, 8), (1, 4, 8)),
+    ((4, 8), (3,), ()),
+    ((2, 3, 4), (4,)),                       # stacked rows and per-feature vectors
+    ((2, 2, 4), (2,)),                       # (batch, channels, length), per-channel vectors
+)
+
+
+def layouts_for(slots: list[Slot]):
+    """Layouts in the order tried: each adjusted to the hints first, then as it is."""
+    seen = set()
+    for layout in _feature_layouts(slots):
+        seen.add(layout)
+        yield layout
+    for layout in LAYOUTS:
+        for candidate in (adjusted(slots, layout), layout):
+            if candidate not in seen:
+                seen.add(candidate)
+                yield candidate
+
+
+def _feature_layouts(slots: list[Slot]):
+    """Per-feature vectors 1-D of the first other tensor's last dimension (rows of features,
+    then (batch, length, features)), then of its channels ((batch, channels, length), a
+    ``bias.view(1, -1, 1)``); nothing when no slot is a per-feature vector."""
+    tensors = [s for s in slots if s.kind in ("tensor", "none")]
+    if not any(s.per_feature for s in tensors) or all(s.per_feature for s in tensors):
+        return
+    for base, axis in ((((3, 4),), -1), (((2, 3, 4),), -1), (((2, 3, 4),), 1)):
+        shapes = list(adjusted(slots, base))
+        features = next(shape for s, shape in zip(tensors, shapes) if not s.per_feature)
+        if len(features) > max(axis, 0):
+            yield tuple((features[axis],) if s.per_feature else shape
+                        for s, shape in zip(tensors, shapes))
+
+
+def adjusted(slots: list[Slot], layout) -> tuple[tuple[int, ...], ...]:
+    shapes = []
+    tensors = [s for s in slots if s.kind in ("tensor", "none")]
+    for i, slot in enumerate(tensors):
+        shape = list(layout[min(i, len(layout) - 1)])
+        hint = slot.hint or Hint()
+        while len(shape) < hint.rank_min:
+            shape.insert(0, 2)
+        if hint.last_dim is not None and shape:
+            shape[-1] = hint.last_dim
+        shapes.append(tuple(shape))
+    return tuple(shapes) or layout
+
+
+def broadcast_layout(layout, n: int) -> tuple[tuple[int, ...], ...] | None:
+    """A layout with a size-1 leading dimension: on every later tensor shaped like the first
+    (broadcast against it; attention's k and v stay alike), else on the only tensor."""
+    shapes = [tuple(layout[min(i, len(layout) - 1)]) for i in range(max(n, 1))]
+    later = [i for i in range(1, len(shapes))
+             if shapes[i] == shapes[0] and len(shapes[i]) >= 1 and shapes[i][0] != 1]
+    for i in later:
+        shapes[i] = (1, *shapes[i][1:])
+    if later:
+        return tuple(shapes)
+    if n == 1 and len(shapes[0]) >= 2 and shapes[0][0] != 1:
+        return ((1, *shapes[0][1:]),)
+    return None
+
+
+def shapes_text(names: list[str], layout) -> str:
+    return ", ".join(f"{n} {tuple(layout[min(i, len(layout) - 1)])}"
+                     for i, n in enumerate(names))

@@ -1,0 +1,82 @@
+"""Run a forward (and, where needed, backward) on candidate inputs, catching what fails (private)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gradsmith.discovery.callables import probe_backward
+
+
+def probe(call: Callable[..., Any], args: list, backward: bool = False) -> bool | str:
+    """True: forward ran with finite outputs; False: ran, not finite; str: why it failed.
+    ``backward``: backward must run too (function arguments only backward calls)."""
+    import warnings
+
+    if backward:
+        return probe_backward(call, args)
+
+    import torch
+
+    try:
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the check reports the user's warnings, not probes
+            out = call(*args)
+    except Exception as exc:  # the probe failing is expected; try the next layout
+        return f"{type(exc).__name__}: {_first_line(exc)}"
+    if not _has_float_tensor(out):
+        return f"forward returned {type(out).__name__}, not a floating-point tensor"
+    return _all_finite(out)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
+
+
+def _all_finite(out: Any) -> bool:
+    import torch
+
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    return all(bool(torch.isfinite(t).all()) for t in items
+               if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+
+def _has_float_tensor(out: Any) -> bool:
+    import torch
+
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in items)
+
+
+def kernel_backward_misfits(call, args: tuple) -> bool:
+    """True when forward launched Triton kernels and backward then fails on these inputs.
+
+    Host code around kernels often checks no shapes: a kernel reads the first ``n`` values of
+    a weight of any shape, so forward "runs" on a matmul layout given to a LayerNorm, and its
+    backward then returns a correctly sized gradient autograd rejects. A later layout on which
+    backward runs is preferred; none: the first layout on which forward ran (the check then
+    reports what backward does there). Plain PyTorch validates shapes itself: Functions
+    without kernels keep the first layout, as before.
+    """
+    import torch
+
+    from gradsmith._triton import launches
+
+    before = launches()
+    fresh = [a.detach().clone().requires_grad_(a.requires_grad)
+             if isinstance(a, torch.Tensor) else a for a in args]
+    try:
+        with torch.enable_grad():
+            out = call(*fresh)
+            if launches() == before:
+                return False
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+                    if isinstance(o, torch.Tensor) and o.requires_grad]
+            leaves = [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
+            if outs and leaves:
+                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
+                                    allow_unused=True)
+    except Exception:  # noqa: BLE001 - user code: a misfit, or a bug every layout shows
+        return launches() != before
+    return False

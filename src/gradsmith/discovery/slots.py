@@ -1,0 +1,187 @@
+"""How each forward parameter gets its value in synthesis: the plan (private).
+
+:func:`plan_slots` decides, per positional parameter, a kind (a hyperparameter's Python value, a
+float tensor, an index tensor, a module, a function, ...) from the hints read in its body
+(:mod:`~gradsmith.discovery.hints`) and, for hyperparameters, their conventional names;
+:func:`with_contract` applies the contract the code is written for
+(:mod:`~gradsmith.discovery.contract`); :func:`as_tensors` and :func:`as_index` are the
+fallback plans.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gradsmith.discovery.hints import Hint
+
+# Hyperparameters whose natural value is not a tensor, by conventional name.
+_INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
+               "kernel_size": 3, "num_bits": 8, "bits": 8, "k": 1, "n": 2, "chunks": 2,
+               "repeats": 2, "num_groups": 1, "num_heads": 1, "heads": 1,
+               "ignore_index": -100, "zero_point": 0, "quant_min": -128, "quant_max": 127,
+               "bitwidth": 8, "nbits": 4}
+_STR_VALUES = {"reduction": "mean"}
+_BOOL_VALUES = {"training": False, "inplace": False, "keepdim": False, "causal": False,
+                "transpose": False, "hard": False, "largest": True, "descending": False}
+_FLOAT_VALUES = {"alpha": 0.5, "eps": 1e-6, "clip_val": 2.0, "threshold": 0.5, "lambd": 0.5,
+                 "scale": 2.0, "temperature": 0.5, "tau": 0.5, "p": 0.5, "min": -1.0,
+                 "max": 1.0, "min_val": -1.0, "max_val": 1.0, "lower": -1.0, "upper": 1.0,
+                 "negative_slope": 0.1, "momentum": 0.1, "factor": 2.0, "margin": 1.0,
+                 "lr": 0.1, "weight_decay": 0.01, "dropout": 0.0, "dropout_p": 0.0,
+                 "step": 0.1, "delta": 0.1, "sigma": 1.0, "smoothing": 0.1, "beta": 1.0,
+                 "gamma": 1.0, "lambda_": 0.5}
+# Names of parameters that are tensors even when their default is None.
+_TENSOR_NAMES = {"bias", "weight", "mask", "attn_mask", "input", "x", "y", "target", "other",
+                 "scale", "zero_point", "residual", "identity", "gate", "key_padding_mask"}
+# Names of parameters that are modules or functions applied to tensors.
+_CALLABLE_NAMES = {"fn", "func", "function", "module", "Fm", "Gm", "block",
+                   "layer", "run_function"}
+
+
+# Tensor parameters that, when every layout fails with floats, are tried as class indices
+# (a loss's target read by a kernel, where no gather in forward's body says so).
+_INDEX_NAMES = {"target", "targets", "label", "labels", "ids", "indices", "index", "token_ids",
+                "shift_labels", "y"}
+
+
+@dataclass
+class Slot:
+    """How one positional parameter gets its value."""
+
+    name: str
+    kind: str                 # value | tensor | index | module | function | params | none
+    value: Any = None
+    hint: Hint | None = None
+    optional_tensor: bool = False   # None by default, a tensor in a variant
+    omittable: bool = False         # a tensor that may also be None (checked with `is None`)
+    frozen: bool = False            # backward returns None for it: no requires_grad
+    per_feature: bool = False       # 1-D of the first tensor's last dimension, tried first
+
+
+def signature(fn: Any) -> tuple[Callable[..., Any], list[inspect.Parameter] | None, Any]:
+    from gradsmith.discovery.collect import is_function_class
+
+    if is_function_class(fn):
+        target, call = fn.forward, fn.apply
+    else:
+        target, call = fn, fn
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return call, None, target
+    if is_function_class(fn) and not _is_modern(fn) and params:
+        params = params[1:]  # ctx
+    return call, params, target
+
+
+def _is_modern(cls: type) -> bool:
+    from torch.autograd import Function
+
+    return cls.setup_context is not Function.setup_context
+
+
+def _table_value(name: str) -> Any:
+    name = name.rstrip("_") or name  # alpha_ is alpha
+    for table in (_INT_VALUES, _BOOL_VALUES, _FLOAT_VALUES, _STR_VALUES):
+        if name in table:
+            return table[name]
+    if name.startswith(("num_", "n_")) or name.endswith(("_size", "_len", "_steps")):
+        return 2
+    # Bounds come in pairs (min_value/max_value, grad_min/grad_max, low/high): one value for
+    # both is an empty window, where a clamp or a windowed estimator is never exercised.
+    words = set(name.lower().split("_"))
+    if words & {"min", "low", "lower", "lo"}:
+        return -1.0
+    if words & {"max", "high", "upper", "hi"}:
+        return 1.0
+    if name.startswith(("use_", "is_", "has_", "keep_", "preserve_", "return_", "with_")):
+        return False
+    return None
+
+
+def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
+          none_first: bool = False, functions: set[str] = frozenset()) -> list[Slot]:
+    """Decide, per positional parameter, what kind of value it gets (``none_first``: a tensor
+    the body checks for None starts as None, a tensor in a variant; ``functions``: parameters
+    only backward calls, which get a :class:`SyntheticFn`)."""
+    slots: list[Slot] = []
+    for p in params:
+        if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        hint = hints.get(p.name, Hint())
+        if p.kind is p.VAR_POSITIONAL:
+            modules = any(s.kind == "module" for s in slots)
+            slots.append(Slot(p.name, "params" if modules else "tensor", hint=hint))
+            continue
+        kind = hint.kind
+        if p.name in functions and p.default is p.empty and kind in (None, "module"):
+            slots.append(Slot(p.name, "function", False, hint))
+            continue
+        if p.default is not p.empty:
+            if p.default is None and (kind in ("tensor", "index") or (
+                    kind is None and p.name in _TENSOR_NAMES)):
+                slots.append(Slot(p.name, "none", hint=hint, optional_tensor=True))
+            else:
+                slots.append(Slot(p.name, "value", p.default, hint))
+            continue
+        if none_first and hint.optional and kind in (None, "tensor"):
+            slots.append(Slot(p.name, "none", hint=hint, optional_tensor=True))
+        elif kind == "module" or (kind is None and (p.name in _CALLABLE_NAMES or p.name.endswith(
+                ("_fn", "_func", "_function", "_module")))):
+            slots.append(Slot(p.name, "module", hint=hint))
+        elif kind == "index":
+            slots.append(Slot(p.name, "index", hint=hint))
+        elif kind == "str":
+            value = hint.literals[0] if hint.literals else _STR_VALUES.get(p.name)
+            slots.append(Slot(p.name, "value", value, hint))
+        elif kind == "int" and hint.literals:  # an integer code: its first listed value
+            slots.append(Slot(p.name, "value", hint.literals[0], hint))
+        elif kind in ("int", "float", "bool"):
+            value = _table_value(p.name)
+            if value is None or type(value).__name__ != kind:
+                value = {"int": 2, "float": 0.5, "bool": False}[kind]
+            slots.append(Slot(p.name, "value", value, hint))
+        elif kind == "tensor" and p.name.rstrip("_") in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
+            # alpha.item(), min_val.type_as(x): a scalar tensor holding the usual value
+            slots.append(Slot(p.name, "scalar", _table_value(p.name), hint))
+        elif kind is None and _table_value(p.name) is not None:
+            slots.append(Slot(p.name, "value", _table_value(p.name), hint))
+        else:
+            slots.append(Slot(p.name, "tensor", hint=hint,
+                               omittable=hint.optional and kind != "index"))
+    return slots
+
+
+def with_contract(slots: list[Slot], scalars: set[str], features: set[str]) -> list[Slot]:
+    """The plan with the contract the code is written for: parameters used as Python numbers
+    get a float (``ctx.coef = coef``, ``float(bias_init)``), per-feature vectors a tensor that
+    the first layouts make 1-D (``x + bias`` with backward ``g.sum(0)``)."""
+    out = []
+    for s in slots:
+        if s.name in scalars and s.kind == "tensor":  # 0.5, 1.5, ...: pairs are open windows
+            value = 0.5 + sum(o.name in scalars and o.kind == "value" for o in out)
+            s = Slot(s.name, "value", value, s.hint)
+        elif s.name in features and s.kind in ("tensor", "value") and not (
+                s.kind == "value" and not isinstance(s.value, float)):
+            s = Slot(s.name, "tensor", hint=s.hint, per_feature=True)
+        out.append(s)
+    return out
+
+
+def as_tensors(slots: list[Slot], required: set[str]) -> list[Slot] | None:
+    """The plan with required parameters that got a hyperparameter value as tensors."""
+    if not any(s.kind in ("value", "scalar") and s.name in required for s in slots):
+        return None
+    return [Slot(s.name, "tensor", hint=s.hint, frozen=s.frozen) if s.kind in (
+        "value", "scalar") and s.name in required else s for s in slots]
+
+
+def as_index(slots: list[Slot]) -> list[Slot] | None:
+    """The plan with target-like tensors (``_INDEX_NAMES``) as index tensors; None if none."""
+    if not any(s.kind in ("tensor", "none") and s.name in _INDEX_NAMES for s in slots):
+        return None
+    return [Slot(s.name, "index", hint=s.hint) if s.kind in ("tensor", "none")
+            and s.name in _INDEX_NAMES else s for s in slots]

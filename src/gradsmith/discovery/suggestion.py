@@ -1,0 +1,54 @@
+"""What to register when synthesis fails: the reason and a ``@gradsmith.example`` line (private)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradsmith.discovery.callables import SyntheticFn
+from gradsmith.discovery.hints import Hint
+from gradsmith.discovery.layouts import LAYOUTS
+from gradsmith.discovery.slots import Slot
+
+
+def no_inputs_reason(fn: Any, why: str, slots: list[Slot], hints: dict[str, Hint]) -> str:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    where = f"class {name}" if isinstance(fn, type) else f"def {name}"
+    return (f"no registered example and no inputs could be synthesised: {why}. Fix: register "
+            f"inputs for every argument of forward, e.g. `{example_line(slots)}` above "
+            f"`{where}`")
+
+
+def example_line(slots: list[Slot]) -> str:
+    """A ``@gradsmith.example`` line with one entry per forward argument, in order."""
+    if not slots:
+        return ("@gradsmith.example(lambda: (torch.randn(4, 3, dtype=torch.float64, "
+                "requires_grad=True),))")
+    entries, names = [], []
+    n_tensors = 0
+    for slot in slots:
+        names.append(("*" if slot.kind == "params" else "") + slot.name)
+        if slot.kind in ("tensor", "none"):
+            shape = list(LAYOUTS[0][0])
+            hint = slot.hint or Hint()
+            while len(shape) < hint.rank_min:
+                shape.insert(0, 2)
+            if hint.last_dim is not None:
+                shape[-1] = hint.last_dim
+            n_tensors += 1
+            entries.append("None" if slot.kind == "none" else
+                           f"torch.randn({', '.join(map(str, shape))}, dtype=torch.float64, "
+                           "requires_grad=True)")
+        elif slot.kind == "index":
+            entries.append("torch.randint(0, 3, (3,))")
+        elif slot.kind == "scalar":
+            entries.append(f"torch.tensor({slot.value!r})")
+        elif slot.kind == "module":
+            entries.append("torch.nn.Linear(4, 4, dtype=torch.float64)")
+        elif slot.kind == "function":
+            entries.append(SyntheticFn(0.75, bool(slot.value)).source)
+        elif slot.kind == "params":
+            entries.append("*module_parameters")
+        else:
+            entries.append(repr(slot.value) if slot.value is not None else "...")
+    body = ", ".join(entries) + ("," if len(entries) == 1 else "")
+    return f"@gradsmith.example(lambda: ({body}))  # ({', '.join(names)})"

@@ -1,0 +1,93 @@
+"""Other input sets for a forward that ran on synthesised inputs: variants (private).
+
+One set of inputs hides bugs: float hyperparameters at a non-default value, a mode selector's
+other values, optional tensors absent and present, other shapes and a size-1 broadcast
+dimension, each kept only when the forward runs on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gradsmith.discovery.build import build_args
+from gradsmith.discovery.layouts import RESIZE, broadcast_layout, shapes_text
+from gradsmith.discovery.probe import kernel_backward_misfits, probe
+from gradsmith.discovery.slots import Slot
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Another set of inputs for the same forward, and what differs from the first set."""
+
+    args: tuple
+    description: str
+    change: str
+
+
+def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, primary: list,
+              dtype: str = "float64"):
+    """Other input sets the forward accepts: hyperparameters, optional tensors, shapes."""
+    candidates: list[tuple[str, dict[str, Any], Any]] = []
+    floats = {s.name: s.value for s in slots if s.kind == "value"
+              and isinstance(s.value, float) and not isinstance(s.value, bool)}
+    if floats:
+        changed = {k: (v * 1.5 if v else 0.5) for k, v in floats.items()}
+        candidates.append((", ".join(f"{k}={v!r}" for k, v in changed.items()), changed, layout))
+    for slot in slots:  # a mode selector: each other value the code compares it with
+        if slot.kind == "value" and slot.hint is not None and slot.value in slot.hint.literals:
+            for other in list(dict.fromkeys(slot.hint.literals))[:4]:
+                if other != slot.value and type(other) is type(slot.value):
+                    candidates.append((f"{slot.name}={other!r}", {slot.name: other}, layout))
+    optional = [s for s in slots if s.optional_tensor]
+    for slot in optional:
+        for shape in _optional_shapes(call, primary, layout):
+            candidates.append((f"{slot.name} given: float64 {shape}", {slot.name: shape}, layout))
+    for slot in (s for s in slots if s.omittable):
+        candidates.append((f"{slot.name}=None", {slot.name: None}, layout))
+    tensors = [i for i, s in enumerate(s for s in slots if s.kind in ("tensor", "none"))]
+    if tensors:
+        resized = tuple(tuple(RESIZE.get(d, d + 1) for d in shape) for shape in layout)
+        names = [s.name for s in slots if s.kind == "tensor"]
+        if resized != layout:
+            candidates.append((f"other shapes: {shapes_text(names, resized)}", {}, resized))
+        broadcast = broadcast_layout(layout, len(names))
+        if broadcast is not None:
+            candidates.append((f"size-1 dimension: {shapes_text(names, broadcast)}", {},
+                               broadcast))
+    seen_optional: set[str] = set()
+    for change, overrides, lay in candidates:
+        opt = next((k for k, v in overrides.items() if isinstance(v, tuple)), None)
+        if opt is not None and opt in seen_optional:
+            continue
+        args, _ = build_args(slots, lay, seed, positive, overrides, dtype)
+        if isinstance(probe(call, args, any(s.kind == "function" for s in slots)), str):
+            continue
+        if kernel_backward_misfits(call, tuple(args)):  # a shape its kernels cannot take
+            continue
+        if opt is not None:
+            seen_optional.add(opt)
+        args, parts = build_args(slots, lay, seed, positive, overrides, dtype)
+        yield Variant(tuple(args), ", ".join(parts), change)
+
+
+def _optional_shapes(call, primary: list, layout) -> list[tuple[int, ...]]:
+    """Shapes to try for an optional tensor: the output's last dim, the first input's shape."""
+    import torch
+
+    shapes: list[tuple[int, ...]] = []
+    import warnings
+
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = call(*primary)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if isinstance(first, torch.Tensor) and first.dim() >= 1:
+            shapes.append((first.shape[-1],))
+    except Exception:  # noqa: BLE001 - the primary ran once; a second failure adds nothing
+        pass
+    if layout and tuple(layout[0]) not in shapes:
+        shapes.append(tuple(layout[0]))
+    shapes.append(())
+    return shapes
