@@ -92,6 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "export, autocast, float32, checkpoint, torch.func, onnx): their "
                              "warnings fail the run like errors (also require in pyproject); "
                              "onnx runs only when required (needs the onnx extra)")
+    parser.add_argument("--device", default=None, metavar="DEV",
+                        help="where synthesised inputs live: auto (default: a CUDA GPU when "
+                             "the code defines Triton kernels that run natively, else the CPU), "
+                             "cpu, cuda or cuda:N (also GRADSMITH_DEVICE)")
     parser.add_argument("--select", default=None, metavar="CODES",
                         help="comma-separated finding codes or prefixes to report, the rest "
                              "dropped (e.g. gradient-mismatch,compile-; also in pyproject)")
@@ -238,6 +242,10 @@ def _validate(args: argparse.Namespace) -> None:
         if not (value > 0 and math.isfinite(value)):
             raise GradsmithError(f"check: {option} must be a positive number of seconds, got "
                                  f"{value:g}; e.g. {option} 60")
+    if args.device is not None:
+        from gradsmith.discovery.placement import ENV, parse
+
+        os.environ[ENV] = parse(args.device)  # the workers inherit it
     if args.jobs is not None and args.jobs < 1:
         raise GradsmithError(f"check: --jobs must be >= 1, got {args.jobs}; e.g. --jobs 2")
     for option, value in (("--repro", args.repro), ("--html", args.html)):
