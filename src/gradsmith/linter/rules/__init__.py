@@ -12,4 +12,5 @@ from gradsmith.linter.rules import (  # noqa: F401
     _perf,
     _shape,
     _slots,
+    _unread,
 )

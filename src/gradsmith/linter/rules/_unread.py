@@ -1,0 +1,217 @@
+"""GS122, GS123: what backward leaves out of forward's function (an output's gradient, an
+input's value), so the gradient it returns belongs to another function."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._evidence import index_like
+from gradsmith.linter._facts import Facts, is_ctx_call
+from gradsmith.linter._flow import walk_shallow
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter._tensors import TUPLE_RESULT
+from gradsmith.linter.rules._common import own, short, trivial
+from gradsmith.linter.rules._fallthrough import _items
+
+_H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+GS122 = Rule(
+    "GS122", "unread-output-gradient", "warning",
+    "forward returns several tensors, but backward never reads the gradient of one of them",
+    "A loss that uses that output gets no gradient through it: autograd calls backward with "
+    "the output's gradient and backward drops it, so the inputs' gradients are silently "
+    "wrong (the output looks differentiable: requires_grad is True).",
+    "add that output's contribution to the gradients backward returns, or declare it "
+    "`ctx.mark_non_differentiable(out)` (then using it in a loss has no gradient to lose), "
+    "or name the parameter with a leading `_` (or `del` it) if no caller ever differentiates "
+    "it.",
+    bad=_H + "    def forward(ctx, x):\n        return x * 2, x * x\n\n    @staticmethod\n"
+    "    def backward(ctx, g, g_sq):  # GS122\n        return g * 2\n",
+    good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
+    "        return x * 2, x * x\n\n    @staticmethod\n    def backward(ctx, g, g_sq):\n"
+    "        (x,) = ctx.saved_tensors\n        return g * 2 + g_sq * 2 * x\n",
+    brief="output gradient never read: a loss on it gets no gradient",
+)
+GS123 = Rule(
+    "GS123", "recompute-with-other-value", "warning",
+    "backward recomputes forward with a constant where forward passes one of its inputs",
+    "forward calls the helper with the caller's value (a mask, a bias, a scale) but backward "
+    "calls the same helper with None or a constant: whenever a caller passes a value, "
+    "backward differentiates another function and the gradients are silently wrong.",
+    "pass the same value in backward (keep it on ctx, or save it with "
+    "`ctx.save_for_backward`).",
+    bad="import torch\n\n\ndef _probs(s, mask=None):\n"
+    "    return (s if mask is None else s + mask).softmax(-1)\n\n\n"
+    "class Softmax(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, s, mask):\n        ctx.save_for_backward(s)\n"
+    "        return _probs(s, mask=mask)\n\n    @staticmethod\n    def backward(ctx, g):\n"
+    "        (s,) = ctx.saved_tensors\n        p = _probs(s, mask=None)  # GS123\n"
+    "        return p * (g - (g * p).sum(-1, keepdim=True)), None\n",
+    good="import torch\n\n\ndef _probs(s, mask=None):\n"
+    "    return (s if mask is None else s + mask).softmax(-1)\n\n\n"
+    "class Softmax(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, s, mask):\n        ctx.save_for_backward(s, mask)\n"
+    "        return _probs(s, mask=mask)\n\n    @staticmethod\n    def backward(ctx, g):\n"
+    "        s, mask = ctx.saved_tensors\n        p = _probs(s, mask=mask)\n"
+    "        return p * (g - (g * p).sum(-1, keepdim=True)), None\n",
+    brief="backward recomputes with a constant",
+)
+
+#: Name parts of outputs that carry no gradient: flags, labels, ranks (integers or booleans)
+#: and communication handles (not tensors at all).
+_DISCRETE_PARTS = frozenset({"flag", "flags", "valid", "label", "labels", "argmax", "argmin",
+                             "argsort", "rank", "ranks", "bins", "hits", "num", "handle",
+                             "handles", "work", "event", "events", "stream", "future", "req"})
+#: Calls whose result is an integer or boolean tensor (no gradient flows through it).
+_DISCRETE_CALLS = frozenset(
+    """argmax argmin argsort nonzero long int bool short byte char searchsorted bucketize
+    randint randperm count_nonzero isnan isinf isfinite eq ne lt le gt ge logical_and
+    logical_or logical_not logical_xor unique sign floor ceil round trunc arange
+    tril_indices triu_indices""".split()
+)
+_INT_WORDS = ("int", "long", "bool", "uint8", "short")
+
+
+def _discrete(expr: ast.expr, defs: dict[str, list[ast.expr]], depth: int = 0) -> bool:
+    """Whether forward's returned ``expr`` is visibly an integer/boolean tensor or a number."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Constant) or isinstance(expr, ast.Compare):
+        return True
+    if isinstance(expr, ast.Name):
+        if index_like(expr.id) or any(p in _DISCRETE_PARTS for p in expr.id.lower().split("_")):
+            return True
+        found = defs.get(expr.id, [])
+        return bool(found) and all(_discrete(d, defs, depth + 1) for d in found)
+    if isinstance(expr, ast.Call):
+        name = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(
+            expr.func, "id", "")
+        if name in _DISCRETE_CALLS or name in ("len", "int", "float", "bool"):
+            return True
+        for kw in expr.keywords:
+            if kw.arg == "dtype" and any(w in ast.unparse(kw.value) for w in _INT_WORDS):
+                return True
+        if name in ("to", "type") and any(w in ast.unparse(a) for a in expr.args
+                                           for w in _INT_WORDS):
+            return True
+    if isinstance(expr, ast.Attribute) and expr.attr in ("shape", "dtype", "device", "ndim"):
+        return True
+    return False
+
+
+def _definitions(method) -> dict[str, list[ast.expr]]:
+    """What each local name of ``method`` is bound to (``_`` marks a tuple item that is an
+    index: ``vals, idx = x.max(-1)`` binds ``idx`` to a discrete value)."""
+    defs: dict[str, list[ast.expr]] = {}
+    for node in walk_shallow(method.node):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                defs.setdefault(target.id, []).append(node.value)
+            elif isinstance(target, ast.Tuple):
+                call = node.value
+                name = call.func.attr if isinstance(call, ast.Call) and isinstance(
+                    call.func, ast.Attribute) else getattr(getattr(call, "func", None), "id", "")
+                for i, elt in enumerate(target.elts):
+                    if isinstance(elt, ast.Name):
+                        tuple_index = name in TUPLE_RESULT and i == 1 and name not in (
+                            "split", "chunk", "unbind", "tensor_split", "broadcast_tensors")
+                        defs.setdefault(elt.id, []).append(
+                            ast.Constant(0) if tuple_index else ast.Name("?", ast.Load()))
+    return defs
+
+
+def _non_differentiable(facts: Facts) -> set[str] | None:
+    """Source text of what forward/setup_context marks non-differentiable (None: unknown)."""
+    marked: set[str] = set()
+    for method in own(facts, "forward", "setup_context"):
+        ctx = facts.ctx_of(method) if method.name == "forward" else (
+            method.params[0] if method.params else None)
+        for node in walk_shallow(method.node):
+            if is_ctx_call(node, ctx, "mark_non_differentiable"):
+                for arg in node.args:
+                    if isinstance(arg, ast.Starred):
+                        return None
+                    marked.add(ast.unparse(arg))
+    return marked
+
+
+def _outputs(facts: Facts) -> list[list[ast.expr]] | None:
+    """The items of each of forward's returns, when every return is a tuple of one length."""
+    fwd = facts.method("forward")
+    if fwd is None:
+        return None
+    rets = [_items(n.value) for n in walk_shallow(fwd.node) if isinstance(n, ast.Return)]
+    if not rets or any(r is None for r in rets) or len({len(r) for r in rets}) != 1:
+        return None
+    return rets
+
+
+@checker(GS122)
+def check_unread_output_gradient(facts: Facts, report) -> None:
+    for bwd in own(facts, "backward"):
+        grads = bwd.params[1:]
+        if len(grads) < 2 or bwd.vararg or trivial(bwd.node.body):
+            continue
+        outputs = _outputs(facts)
+        if outputs is None or len(outputs[0]) != len(grads):
+            continue
+        marked = _non_differentiable(facts)
+        if marked is None:
+            continue
+        # `del grad_x` is the usual way to say "unused on purpose" (as pylint reads it)
+        read = {n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
+        if "locals" in read or "vars" in read:
+            continue
+        defs = _definitions(facts.method("forward"))
+        vals = facts.output_val.elements or ()
+        for index, name in enumerate(grads):
+            if name in read or name.startswith("_") or (
+                    index < len(vals) and vals[index].tensor is False):
+                continue
+            items = [ret[index] for ret in outputs]
+            if any(ast.unparse(e) in marked or _discrete(e, defs) for e in items):
+                continue
+            arg = next(a for a in (*bwd.node.args.posonlyargs, *bwd.node.args.args)
+                       if a.arg == name)
+            label = short(ast.unparse(items[0]), 24)
+            report("GS122", bwd.source, arg, f"`{name}` (output {index}, `{label}`)")
+
+
+_NOT_VALUES = frozenset({"out", "output", "inplace", "async_op", "group", "stream", "dtype",
+                         "device", "return_softmax", "return_attn_probs", "name"})
+
+
+@checker(GS123)
+def check_recompute_with_other_value(facts: Facts, report) -> None:
+    fwd, inputs = facts.method("forward"), facts.inputs
+    if fwd is None or not inputs:
+        return
+    names = set(inputs[0])
+    passed: dict[str, dict[str, str]] = {}  # callee text -> {keyword: forward input}
+    for node in walk_shallow(fwd.node):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg and kw.arg not in _NOT_VALUES and isinstance(kw.value, ast.Name) \
+                        and kw.value.id in names:
+                    passed.setdefault(ast.unparse(node.func), {})[kw.arg] = kw.value.id
+    if not passed:
+        return
+    for bwd in own(facts, "backward"):
+        mentioned = {n.attr for n in ast.walk(bwd.node) if isinstance(n, ast.Attribute)} | {
+            n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
+        for node in walk_shallow(bwd.node):
+            if not isinstance(node, ast.Call):
+                continue
+            wanted = passed.get(ast.unparse(node.func), {})
+            for kw in node.keywords:
+                # backward reading the value some other way (`ctx.mask`) may apply it itself
+                if kw.arg in wanted and isinstance(kw.value, ast.Constant) \
+                        and not {kw.arg, wanted[kw.arg]} & mentioned:
+                    callee = short(ast.unparse(node.func), 24)
+                    value = short(ast.unparse(kw.value), 12)
+                    report("GS123", bwd.source, kw.value,
+                           f"`{callee}({kw.arg}={value})`; forward passes `{wanted[kw.arg]}`")
+
+
+__all__ = ["GS122", "GS123"]
