@@ -65,7 +65,13 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             fn = SyntheticFn(0.75 + 0.5 * n_functions, bool(slot.value))
             n_functions += 1
             args.append(fn)
-            parts.append(f"{slot.name}: {fn!r}")
+            called = " (a plain function: forward calls it)" if slot.hint and \
+                slot.hint.kind == "module" else ""
+            parts.append(f"{slot.name}: {fn!r}{called}")
+        elif slot.kind in ("config", "sections", "size"):
+            value, text = from_use(slot, first_shape)
+            args.append(value)
+            parts.append(text)
         elif slot.kind == "params":
             params = [p for m in modules for p in m.parameters()]
             args.extend(params)
@@ -78,6 +84,34 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
 
 
 _MISSING = object()
+
+
+def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
+    """The value of a config object, sections or a size (see :mod:`~gradsmith.discovery.uses`)
+    and what the Inputs column says about it.
+
+    Example:
+        >>> from_use(Slot("sections", "sections", -1), (3, 4))
+        ([1, 3], 'sections=[1, 3] (sizes summing to dim -1 of the first tensor: forward splits by them)')
+    """
+    import types
+
+    import torch
+
+    if slot.kind == "config":
+        value = types.SimpleNamespace(**slot.value)
+        shown = ", ".join(f"{k}={getattr(v, '__name__', None) or repr(v)}"
+                          for k, v in slot.value.items())
+        return value, (f"{slot.name}=namespace({shown}) (a config object: forward reads these "
+                       "attributes)")
+    if slot.kind == "sections":
+        dim = slot.value if -len(first_shape) <= slot.value < len(first_shape) else 0
+        size = first_shape[dim] if first_shape else 1
+        sections = [1, size - 1] if size > 1 else [size]
+        return sections, (f"{slot.name}={sections} (sizes summing to dim {slot.value} of the "
+                          "first tensor: forward splits by them)")
+    size = torch.Size(first_shape)
+    return size, f"{slot.name}={size} (the first tensor's shape: forward reshapes to it)"
 
 
 def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradsmith.discovery.hints import Hint
+from gradsmith.discovery.uses import Use
 
 # Hyperparameters whose natural value is not a tensor, by conventional name.
 _INT_VALUES = {"dim": -1, "axis": -1, "stride": 1, "dilation": 1, "groups": 1, "padding": 0,
@@ -53,6 +54,7 @@ class Slot:
 
     name: str
     kind: str                 # value | tensor | index | module | function | params | none
+    #                           | config | sections | size
     value: Any = None
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
@@ -103,11 +105,14 @@ def _table_value(name: str) -> Any:
 
 
 def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
-          none_first: bool = False, functions: set[str] = frozenset()) -> list[Slot]:
+               none_first: bool = False, functions: set[str] = frozenset(),
+               uses: dict[str, Use] | None = None) -> list[Slot]:
     """Decide, per positional parameter, what kind of value it gets (``none_first``: a tensor
     the body checks for None starts as None, a tensor in a variant; ``functions``: parameters
-    only backward calls, which get a :class:`SyntheticFn`)."""
+    only backward calls, which get a :class:`SyntheticFn`; ``uses``: how the code uses each
+    argument, see :mod:`~gradsmith.discovery.uses`)."""
     slots: list[Slot] = []
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
     for p in params:
         if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
             continue
@@ -119,6 +124,10 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
         kind = hint.kind
         if p.name in functions and p.default is p.empty and kind in (None, "module"):
             slots.append(Slot(p.name, "function", False, hint))
+            continue
+        used = _from_use(p.name, kind, (uses or {}).get(p.name), varargs, hint)
+        if used is not None and p.default is p.empty:
+            slots.append(used)
             continue
         if p.default is not p.empty:
             if p.default is None and (kind in ("tensor", "index") or (
@@ -153,6 +162,38 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             slots.append(Slot(p.name, "tensor", hint=hint,
                                omittable=hint.optional and kind != "index"))
     return slots
+
+
+def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
+              hint: Hint) -> Slot | None:
+    """A config object, sections, a size or a plain function, when the code's use says so."""
+    if use is None:
+        return None
+    if use.config and kind in (None, "module"):
+        values = {attr: _attribute_value(attr, how) for attr, how in use.attrs.items()}
+        return Slot(name, "config", values, hint)
+    if use.sections and kind in (None, "int", "seq"):
+        return Slot(name, "sections", use.split_dim, hint)
+    if use.size and kind in (None, "int", "seq"):
+        return Slot(name, "size", None, hint)
+    if kind == "module" and not use.module and not varargs:  # act(x): no parameters to train
+        return Slot(name, "function", False, hint)
+    return None
+
+
+def _attribute_value(attr: str, how: str) -> Any:
+    """A config attribute's value: the plain function for a called one, else the name's
+    usual value when its type fits the use (``num_bits`` 8), else 2 (an int) or 0.5."""
+    if how == "call":
+        return identity
+    value = _table_value(attr)
+    wanted = int if how == "int" else float
+    return value if type(value) is wanted else wanted(2 if how == "int" else 0.5)
+
+
+def identity(t: Any, *args: Any, **kwargs: Any) -> Any:
+    """The plain function a config object's called attribute gets (``qparams.quantize``)."""
+    return t
 
 
 def with_contract(slots: list[Slot], scalars: set[str], features: set[str]) -> list[Slot]:

@@ -48,6 +48,14 @@ def example_line(slots: list[Slot]) -> str:
             entries.append(SyntheticFn(0.75, bool(slot.value)).source)
         elif slot.kind == "params":
             entries.append("*module_parameters")
+        elif slot.kind == "config":
+            entries.append("types.SimpleNamespace(" + ", ".join(
+                f"{k}={'lambda t: t' if callable(v) else repr(v)}"
+                for k, v in slot.value.items()) + ")")
+        elif slot.kind == "sections":
+            entries.append("[1, 3]")
+        elif slot.kind == "size":
+            entries.append("torch.Size([3, 4])")
         else:
             entries.append(repr(slot.value) if slot.value is not None else "...")
     body = ", ".join(entries) + ("," if len(entries) == 1 else "")

@@ -48,6 +48,7 @@ from gradsmith.discovery.slots import (
     with_contract,
 )
 from gradsmith.discovery.suggestion import no_inputs_reason
+from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.variants import Variant, variants_of
 
 __all__ = ["NoInputs", "Synthesized", "Variant", "parameter_names", "synthesize"]
@@ -100,7 +101,9 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     functions = backward_functions(owner, [p.name for p in params])
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     frozen = {positional[i] for i in no_gradient_positions(owner) if i < len(positional)}
-    plans = [plan_slots(params, hints, True, functions), plan_slots(params, hints, False, functions)]
+    uses = argument_uses(fn if isinstance(fn, type) else target, [p.name for p in params])
+    plans = [plan_slots(params, hints, True, functions, uses),
+             plan_slots(params, hints, False, functions, uses)]
     scalars = scalar_params(owner, hints, frozen)
     features = per_feature_params(owner, hints)
     plans = [with_contract(plan, scalars, features) for plan in plans]
@@ -125,6 +128,10 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
             if isinstance(found, Synthesized):
                 return found
             last_error = found if dtype == "float64" else last_error
+    from gradsmith.discovery.from_code import inputs_from_code  # last: shapes the code states
+
+    if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
+        return Synthesized(*stated, seed=seed)
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
 

@@ -56,8 +56,8 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
         return {"type": "function", "weight": value.weight, "reduce": value.reduce}
     if isinstance(value, types.FunctionType):  # a top-level function: pickled by reference
         return _pickled(value, value.__module__)
-    if isinstance(value, (list, tuple)):
-        return {"type": type(value).__name__,
+    if isinstance(value, (list, tuple)):  # torch.Size too: the script passes a tuple
+        return {"type": "list" if isinstance(value, list) else "tuple",
                 "items": [capture_value(v, inline_limit) for v in value]}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"type": "dict", "items": {k: capture_value(v, inline_limit)
