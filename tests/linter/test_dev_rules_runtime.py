@@ -96,3 +96,71 @@ def test_recompute_without_the_mask_gives_the_wrong_gradient(mod, codes):
     torch.testing.assert_close(applied, ref)
     assert _reported(codes, "GS123", "MaskedScores", "MaskedScoresKept")
     assert not _reported(codes, "GS123", "MaskedScoresKept", None)
+
+
+def _second(fn, x):
+    """d/dx of sum(d loss / dx) for loss = sum(fn(x) ** 2): grad_output carries a graph, as
+    it does whenever backward is itself differentiated through later layers."""
+    (g,) = torch.autograd.grad((fn(x) ** 2).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    return h
+
+
+def test_precomputed_gradient_gives_a_silently_wrong_second_derivative(mod, codes):
+    x = _x(5)
+    ref = _second(torch.nn.functional.softplus, x)  # autograd of the plain expression
+    wrong = _second(mod.SoftplusPrecomputed.apply, x)  # no error: just a wrong Hessian
+    assert not torch.allclose(wrong, ref)
+    ref_sq = _second(lambda t: t * t * 3.0, x)
+    assert not torch.allclose(_second(lambda t: mod.SquarePrecomputedSaved.apply(t, 3.0), x),
+                              ref_sq)
+    torch.testing.assert_close(ref_sq, 108 * x.detach() ** 2)  # by hand: d2/dx2 of 9 x^4
+    assert _reported(codes, "GS222", "SoftplusPrecomputed", "SquarePrecomputedSaved")
+    assert _reported(codes, "GS222", "SquarePrecomputedSaved", "SoftplusOnce")
+
+
+def test_near_misses_raise_or_are_right(mod, codes):
+    x = _x(5)
+    (g,) = torch.autograd.grad((mod.SoftplusOnce.apply(x) ** 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.sum().backward()  # the second derivative raises instead of being wrong
+    torch.testing.assert_close(_second(mod.ExpSavesOutput.apply, x),
+                               _second(lambda t: t.exp() * 2, x))
+    torch.testing.assert_close(_second(mod.ReluMask.apply, x), _second(torch.relu, x))
+    assert not _reported(codes, "GS222", "SoftplusOnce", None)
+
+
+def test_gradient_a_kernel_writes_in_forward_is_followed():
+    """A Triton kernel filling a buffer from the inputs computes it (read, never run)."""
+    src = (
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def _fwd(X, Y, DX):\n    x = tl.load(X)\n    tl.store(Y, x * x)\n    tl.store(DX, 2 * x)\n"
+        "\n\nclass Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        y = torch.empty_like(x)\n        dx = torch.empty_like(x)\n"
+        "        _fwd[(1,)](x, y, dx)\n        ctx.save_for_backward(dx)\n        return y\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (dx,) = ctx.saved_tensors\n"
+        "        return dx.mul(g)\n"
+    )
+    line = src.splitlines().index("        return dx.mul(g)") + 1
+    assert [f.line for f in lint(source=src) if f.code == "GS222"] == [line]
+    fixed = src.replace("    def backward", "    @once_differentiable\n    def backward")
+    assert "GS222" not in {f.code for f in lint(source=fixed)}
+
+
+def test_kernel_in_backward_is_the_one_finding_for_a_precomputed_gradient():
+    """One root cause: @once_differentiable fixes both, so GS215 alone is reported."""
+    src = (
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def _fwd(X, DX):\n    tl.store(DX, 2 * tl.load(X))\n\n\n@triton.jit\n"
+        "def _scale(DX, G):\n    tl.store(DX, tl.load(DX) * tl.load(G))\n\n\n"
+        "class Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        dx = torch.empty_like(x)\n        _fwd[(1,)](x, dx)\n"
+        "        ctx.save_for_backward(dx)\n        return x * x\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (dx,) = ctx.saved_tensors\n"
+        "        _scale[(1,)](dx, g.contiguous())\n        return dx\n"
+    )
+    codes = {f.code for f in lint(source=src)}
+    assert "GS215" in codes and "GS222" not in codes
+    alone = src.replace("        _scale[(1,)](dx, g.contiguous())\n        return dx\n",
+                        "        return dx * g\n")
+    assert "GS222" in {f.code for f in lint(source=alone)}

@@ -7,6 +7,8 @@
 - A Function with no backward at all raises as soon as a gradient reaches it, so its
   in-place edits of inputs (the cache-update idiom: write ``kv_cache`` and return it) cannot
   give a wrong gradient: GS101 is not reported for it.
+- A backward that runs an opaque kernel (GS215) and returns a gradient computed in forward
+  (GS222) has one cause and one fix (`@once_differentiable`): only GS215 is reported.
 - When every output of forward is marked non-differentiable, backward never runs: findings
   about backward, about what is kept for it and about gradient counts cannot matter.
 """
@@ -33,6 +35,8 @@ def prune(facts: Facts, findings: list[LintFinding]) -> list[LintFinding]:
     codes = {f.code for f in findings}
     if codes & ROOT_CAUSES:
         findings = [f for f in findings if f.code not in ECHOES]
+    if {"GS215", "GS222"} <= codes:
+        findings = [f for f in findings if f.code != "GS222"]
     if "GS101" in codes and facts.method("backward") is None and not facts.fc.unknown_base:
         findings = [f for f in findings if f.code != "GS101"]
     if findings and non_differentiable(facts):

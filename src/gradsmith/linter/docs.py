@@ -71,7 +71,15 @@ What the analysis takes into account, so that an error is always worth stopping 
   used as an index) carry no graph: keeping them on ctx is not reported.
 - One root cause, one finding: a method that is not a `@staticmethod` (GS113) or a
   `forward(ctx, ...)` beside `setup_context` (GS114) suppresses the count findings it
-  shifts (GS108, GS110, GS116, GS118, GS119, GS209).
+  shifts (GS108, GS110, GS116, GS118, GS119, GS209); a backward that runs an opaque
+  kernel (GS215) is not also reported for returning a gradient computed in forward (GS222).
+- Gradients backward may ignore (GS122): outputs passed to `ctx.mark_non_differentiable`,
+  outputs that are visibly integer or boolean (indices from `topk`/`max`, comparisons,
+  `.long()`, `dtype=torch.int64`, names such as `idx`, `mask`, `valid_flags`) or not
+  tensors (handles), and parameters named `_...` or deleted with `del` on purpose.
+- A gradient computed in forward (GS222) is a value computed from the inputs with smooth
+  operations (a Triton kernel filling a buffer counts), kept on ctx or saved, and not an
+  output; 0/1 masks, comparisons and rounding are piecewise constant and not reported.
 - When every output is passed to `ctx.mark_non_differentiable`, backward never runs:
   findings about backward and about what forward keeps for it are dropped.
 - In-place edits are followed into helper functions of the same module and methods of the

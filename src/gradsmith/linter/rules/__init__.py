@@ -10,6 +10,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _meta,
     _needs_grad,
     _perf,
+    _precomputed,
     _shape,
     _slots,
     _unread,
