@@ -45,10 +45,11 @@ class Use:
     sequence: bool = False           # len(it), for s in it, it[i], List[int]
     size: bool = False               # x.view(it), torch.zeros(it), torch.Size annotation
     module: bool = False             # it.parameters(), it.forward(...), a module's name
+    foreign: bool = False            # reads an attribute tensors do not have (cfg.num_bits)
 
     @property
     def config(self) -> bool:
-        return bool(self.attrs) and not self.tensor_attrs and not self.module
+        return self.foreign and not self.tensor_attrs and not self.module
 
     @property
     def sections(self) -> bool:
@@ -151,6 +152,7 @@ class _Reader(ast.NodeVisitor):
                 use.module = True
             elif _plain(node.attr):
                 use.attrs.setdefault(node.attr, "float")
+                use.foreign = use.foreign or _foreign(node.attr)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -222,8 +224,16 @@ class _Reader(ast.NodeVisitor):
 
 
 def _plain(attr: str) -> bool:
-    """An attribute a config object has, not a tensor's or a module's."""
-    return attr not in _TENSOR_ATTRS and attr not in _MODULE_ATTRS and not attr.startswith("__")
+    """An attribute a config object may have: not a module's, not one of the tensor methods
+    that mark a tensor (``x.shape``, ``x.sum``)."""
+    return attr not in _MODULE_ATTRS and attr not in _TENSOR_ATTRS and not attr.startswith("__")
+
+
+def _foreign(attr: str) -> bool:
+    """An attribute tensors do not have (``x.amax`` is a tensor's, ``cfg.num_bits`` is not)."""
+    import torch
+
+    return _plain(attr) and not hasattr(torch.Tensor, attr)
 
 
 def _namespaced(func: ast.Attribute) -> bool:
