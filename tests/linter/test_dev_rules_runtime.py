@@ -164,3 +164,44 @@ def test_kernel_in_backward_is_the_one_finding_for_a_precomputed_gradient():
     alone = src.replace("        _scale[(1,)](dx, g.contiguous())\n        return dx\n",
                         "        return dx * g\n")
     assert "GS222" in {f.code for f in lint(source=alone)}
+
+
+@pytest.fixture(scope="module")
+def layers():
+    """fixtures/inplace_crossmod loaded as a package (its helpers live in another module)."""
+    import sys
+
+    root = FIXTURE.parent / "inplace_crossmod"
+    spec = importlib.util.spec_from_file_location(
+        "inplace_crossmod_fixture", root / "__init__.py", submodule_search_locations=[str(root)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package
+    try:
+        spec.loader.exec_module(package)
+        return importlib.import_module(f"{spec.name}.layers")
+    finally:
+        for name in [n for n in sys.modules if n.startswith(spec.name)]:
+            del sys.modules[name]
+
+
+def test_writes_through_imported_helpers_change_the_callers_tensors(layers):
+    found = {(Path(f.path).name, f.line, f.code)
+             for f in lint(FIXTURE.parent / "inplace_crossmod", config=False)}
+    torch.manual_seed(0)
+    x, cos, sin = torch.randn(2, 4), torch.randn(2, 2), torch.randn(2, 2)
+    before = x.clone()
+    layers.Rotary.apply(x, cos, sin, True)
+    assert not torch.equal(x, before)  # the caller's x was overwritten
+    text = (FIXTURE.parent / "inplace_crossmod" / "layers.py").read_text().splitlines()
+    assert ("layers.py", next(i for i, t in enumerate(text, 1) if "out=x if inplace" in t),
+            "GS217") in found
+    g = torch.randn(3)
+    kept = g.clone()
+    layers.NormalizeGrad.backward(None, g)
+    torch.testing.assert_close(g, kept / kept.norm())  # grad_output changed in place
+    y = torch.randn(3)
+    seen = y.clone()
+    layers.ScaleInto.apply(y, 2.0)
+    assert torch.equal(y, seen)  # the near miss leaves its input alone
+    (line,) = [n for (_, n, code) in found if code == "GS102"]
+    assert "normalize_(g)" in text[line - 1]

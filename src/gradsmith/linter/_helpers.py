@@ -1,4 +1,5 @@
-"""In-place edits done by helpers: functions of the same module and methods of the class.
+"""In-place edits done by helpers: functions of the same module, methods of the class and
+functions of other linted modules (``from .rotary import apply_rotary``).
 
 ``backward`` often calls ``_reduce(grad_output)`` where ``_reduce`` does
 ``dist.all_reduce(x)`` (or ``x.mul_(...)``). Each helper gets a summary, once: which of its
@@ -34,17 +35,21 @@ class Helpers:
         mutations: ``mutations(stmt, flow, helpers)`` from the in-place rules.
     """
 
-    def __init__(self, source: SourceFile, cls: ast.ClassDef, resolve, mutations,
-                 kernels: Callable[[ast.expr], ast.FunctionDef | None] | None = None) -> None:
+    def __init__(self, source: SourceFile, cls: ast.ClassDef | None, resolve, mutations,
+                 kernels: Callable[[ast.expr], ast.FunctionDef | None] | None = None,
+                 sym_of: dict | None = None) -> None:
+        self.source = source
         self.functions = source.functions
         self.kernels = kernels
-        self.methods = {s.name: s for s in cls.body
+        self.methods = {s.name: s for s in (cls.body if cls is not None else ())
                         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.cls_name = cls.name
+        self.cls_name = cls.name if cls is not None else None
         self.resolve = resolve
         self.mutations = mutations
+        self.sym_of = sym_of  # all linted modules: helpers imported from them are followed
         self._summary: dict[int, dict[int, bool]] = {}
         self._busy: set[int] = set()
+        self._foreign: dict[int, Helpers] = {}
 
     def target(self, call: ast.Call) -> tuple[ast.FunctionDef, int] | None:
         """The helper ``call`` runs and how many leading parameters are bound (self/cls)."""
@@ -59,7 +64,27 @@ class Helpers:
             decorators = {getattr(d, "id", None) for d in node.decorator_list}
             bound = 0 if "staticmethod" in decorators else 1
             return node, bound
+        if self.sym_of is not None and self.kernels is not None \
+                and isinstance(func, (ast.Name, ast.Attribute)):
+            node = self.kernels(func)  # a function of another linted module
+            if isinstance(node, ast.FunctionDef) and not is_kernel(node):
+                return node, 0
         return None
+
+    def _home(self, node: ast.FunctionDef) -> Helpers:
+        """The summaries of ``node``'s own module (its calls resolve there, not here)."""
+        owner = getattr(self.kernels, "owner", lambda _node: None)(node)
+        if owner is None or owner.source is self.source:
+            return self
+        home = self._foreign.get(id(owner))
+        if home is None:
+            from gradsmith.linter._facts import torchish
+            from gradsmith.linter._kernels import finder
+
+            home = self._foreign[id(owner)] = Helpers(
+                owner.source, None, torchish(owner), self.mutations,
+                finder(owner, self.sym_of), self.sym_of)
+        return home
 
     def edits(self, call: ast.Call, depth: int = 0) -> list[tuple[ast.expr, str, bool]]:
         """(argument, description, proven tensor) for each argument ``call`` edits in place."""
@@ -70,7 +95,7 @@ class Helpers:
         if found is None or depth > _MAX_DEPTH:
             return []
         node, bound = found
-        summary = self.summary(node, depth)
+        summary = self._home(node).summary(node, depth)
         out = []
         for index, proven in summary.items():
             pos = index - bound

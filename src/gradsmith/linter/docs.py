@@ -82,8 +82,11 @@ What the analysis takes into account, so that an error is always worth stopping 
   output; 0/1 masks, comparisons and rounding are piecewise constant and not reported.
 - When every output is passed to `ctx.mark_non_differentiable`, backward never runs:
   findings about backward and about what forward keeps for it are dropped.
-- In-place edits are followed into helper functions of the same module and methods of the
-  class (`_reduce(grad_output)`), and in-place `torch.distributed` collectives
+- In-place edits are followed into helper functions of the same module, methods of the
+  class (`_reduce(grad_output)`) and functions imported from other linted modules. A
+  helper called with `inplace=True` writes what its body writes (the first argument when
+  its body is not linted), and `out=x if inplace else None` writes `x`: both are GS217
+  (an option chosen on purpose). In-place `torch.distributed` collectives
   (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
   `_functional_collectives` do not.
 - Triton: a launch `kernel[grid](x, ...)` of a `@triton.jit` kernel defined in the linted

@@ -15,6 +15,7 @@ from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import nodes, own, short
 from gradsmith.linter.rules._inplace_scope import (
+    _INPLACE_WORD,
     OPTION,
     by_option,
     chosen_by_option,
@@ -166,15 +167,20 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
                 None)
             if tensor is not None and not isinstance(tensor, ast.Starred):
                 yield node, tensor, f"`{parts[-1]}()` (in place)", True
-        elif helpers is not None and qual is None:
-            for arg, what, proven in helpers(node):
-                yield node, arg, what, proven
+        opted = any(kw.arg == "inplace" and isinstance(kw.value, ast.Constant)
+                    and kw.value.value is True for kw in node.keywords)
+        edited = helpers(node) if helpers is not None and qual is None and not (
+            isinstance(func, ast.Attribute) and T.is_inplace_name(func.attr)) else []
+        for arg, what, proven in edited:  # a helper's body shows what it writes
+            yield node, arg, OPTION if opted else what, proven
         for kw in node.keywords:
-            if kw.arg == "out" and qual is not None and qual.rpartition(".")[0] in _OUT_MODULES:
+            chosen = _chosen_out(kw)
+            if chosen is not None:  # `out=x if inplace else None`: x is written by option
+                yield node, chosen, "`out=` (`inplace` option)", True
+            elif kw.arg == "out" and qual is not None and qual.rpartition(".")[0] in _OUT_MODULES:
                 yield node, kw.value, "`out=`", True
-            elif kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
-                if node.args:
-                    yield node, node.args[0], OPTION, True
+            elif kw.arg == "inplace" and opted and node.args and not edited:
+                yield node, node.args[0], OPTION, True
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
             if isinstance(target, ast.Subscript):
@@ -184,6 +190,17 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
             yield stmt, _root(stmt.target), "item assignment `[...] op=`", False
         elif isinstance(stmt.target, ast.Name):
             yield stmt, stmt.target, f"augmented assignment `{_OPS.get(type(stmt.op), '?')}=`", False
+
+
+def _chosen_out(kw: ast.keyword) -> ast.expr | None:
+    """``out=x if inplace else None`` (or ``None if not inplace else x``): ``x``."""
+    value = kw.value
+    if kw.arg != "out" or not isinstance(value, ast.IfExp) \
+            or not _INPLACE_WORD.search(ast.unparse(value.test)):
+        return None
+    branches = [b for b in (value.body, value.orelse)
+                if not (isinstance(b, ast.Constant) and b.value is None)]
+    return branches[0] if len(branches) == 1 else None
 
 
 def _dotted(node):
@@ -210,7 +227,7 @@ def check_inplace(facts: Facts, report) -> None:
     buffers = facts.none_gradients  # state updated in place, never differentiated
     kernels = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
     helpers = Helpers(facts.fc.source, facts.fc.node, facts.resolver(facts.method("forward")
-                      or facts.method("backward")), mutations, kernels).edits if (
+                      or facts.method("backward")), mutations, kernels, facts.sym_of).edits if (
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
         fresh: set[str] = set()
