@@ -11,8 +11,9 @@ import time
 import pytest
 
 # forward starts a child in a new session, a double-forked daemon, records every pid, then
-# spins at 100% CPU (the hang of the issue). The daemon's parent exits at once, so the daemon
-# is orphaned before anything is killed.
+# spins at 100% CPU (the hang of the issue) and then sleeps: a hang either way, and the
+# timeout test's 10 s limit no longer costs 10 CPU-s. The daemon's parent exits at once, so
+# the daemon is orphaned before anything is killed.
 SPAWNS_AND_SPINS = """
 import subprocess
 
@@ -30,8 +31,11 @@ class SpawnsAndSpins(Function):
         record("new-session", child.pid)
         subprocess.run(DAEMON, check=True)
         record("spinning")
-        while True:
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
             pass
+        while True:
+            time.sleep(1)
 
     @staticmethod
     def backward(ctx, grad):
