@@ -137,7 +137,9 @@ def render_md(report: dict) -> str:
     out += ["", f"## Recall: {rec['reported']} of {rec['problems']} problems found by hand "
             f"reported at some severity ({rec['percent']:.0f}%)", "",
             f"Judged by hand before any run: {rec['functions_read']} Functions and call sites; a "
-            f"finding matches a problem in the same file within {rec['window']} lines.", "",
+            f"finding matches a problem in the same file within {rec['window']} lines of it, or "
+            f"inside the forward/backward span the judgement gives for whole-method problems "
+            f"(check that the matched code is about the problem).", "",
             "| class | reported | problems |", "|---|---:|---:|"]
     out += [f"| {k} | {v['reported']} | {v['problems']} |" for k, v in rec["by_class"].items()]
     out += ["", "| repository | path:line | Function | problem | reported by |",
