@@ -57,3 +57,33 @@ def test_deployment_columns_run_natively():
     for column in ("compile", "autocast"):
         assert report.compat[column]["status"] != "n/a", report.compat[column]
         assert "interpreted" not in report.compat[column].get("note", "")
+
+
+def test_cli_zero_config_checks_native_kernels_in_forked_workers(tmp_path):
+    # The CLI's worker server forks every task: it must not have initialised CUDA first.
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradsmith", "check", str(here / "kernels.py"), "--no-compat",
+         "--format", "json", "--jobs", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=tmp_path, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            import os
+            import signal
+
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    rows = {r["name"].split("::")[-1]: r for r in json.loads(out)["results"]}
+    assert not [r for r in rows.values() if "re-initialize CUDA" in (r.get("reason") or "")]
+    verdicts = {name: r["verdict"] for name, r in rows.items()}
+    assert verdicts == {"Gelu": "pass", "GeluBadBackward": "fail", "GeluTwice": "fail",
+                        "RmsNorm": "pass", "RmsNormBadBackward": "fail", "CrossEntropy": "pass",
+                        "CrossEntropyNoScale": "fail"}, (verdicts, err[-2000:])
+    assert all("on cuda" in (r.get("inputs") or "") for r in rows.values()), rows

@@ -215,7 +215,7 @@ def _quant_cases(G) -> list[BenchCase]:
     def lsq_reference(x, scale):
         grad_factor = 1.0 / math.sqrt(x.numel() * 127)
         return torch._fake_quantize_learnable_per_tensor_affine(
-            x, scale, torch.zeros(1), -128, 127, grad_factor)
+            x, scale, torch.zeros(1, device=x.device), -128, 127, grad_factor)
 
     def pact_inputs(quick: bool):
         return (_randn(_SMALL if quick else _BIG, scale=3), torch.tensor(4.0, requires_grad=True))

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from gradsmith._errors import GradsmithError
+from gradsmith.checker import rng
 from gradsmith.checker.arguments import as_real, from_real
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.subject import seeded
@@ -197,7 +198,7 @@ def uses_rng(session: Any) -> bool:
         return False
     problem = session.problem
     problem.linearize()
-    gen = torch.Generator().manual_seed(5)
+    gen = rng.generator(5)
     vs = [torch.randn(s, generator=gen, dtype=torch.float64).to(problem.xs[0].dtype)
           for s in problem.out_shapes]
     try:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradsmith.checker import numerics, rerouting, stochastic, suggest
+from gradsmith.checker import numerics, rerouting, rng, stochastic, suggest
 from gradsmith.checker.deploy._common import forward_is_random
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
@@ -112,7 +112,7 @@ def _elements(session, problem, res, v, g):
         a, n, tol = res.projection
         idx = torch.tensor([j for j in range(x.numel()) if j not in kinks], dtype=torch.long)
     else:
-        gen = torch.Generator().manual_seed(x.numel())
+        gen = rng.generator(x.numel())
         sample = torch.randperm(x.numel(), generator=gen)[:SAMPLE].tolist()
         picks = list(dict.fromkeys([e.index for e in res.mismatches] + sample))
         idx = torch.tensor([j for j in picks if j not in kinks], dtype=torch.long)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gradsmith.checker import rng
 from gradsmith.checker.numerics import (
     BEAM,
     RELATIVE_FROM,
@@ -183,7 +184,7 @@ def _bisect(problem, t, g, v, u, f0, s, top: Directional) -> tuple[list[int], bo
         if not children:
             break
         if len(children) > BEAM:
-            gen = torch.Generator().manual_seed(n)
+            gen = rng.generator(n)
             picks = []
             for grp, _ in sorted(children, key=lambda c: -abs(c[1]))[:BEAM]:
                 picks.append(int(grp[int(torch.randint(len(grp), (1,), generator=gen))]))

@@ -119,6 +119,13 @@ def probe_device(args: tuple) -> Iterator[None]:
         _user_device = outer
 
 
+def generator(seed: int) -> torch.Generator:
+    """A generator seeded with ``seed`` on torch's default device: within a check that is the
+    inputs' device (see :func:`probe_device`), so ``torch.randn(shape, generator=...)`` works on
+    CUDA inputs too (a CPU generator cannot draw a CUDA tensor)."""
+    return torch.Generator(device=torch.get_default_device()).manual_seed(seed)
+
+
 def _set_default_device(device: torch.device) -> None:
     # the CPU is torch's own default: no device context (it costs every factory call a hop)
     torch.set_default_device(None if device == torch.device("cpu") else device)

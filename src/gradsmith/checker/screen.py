@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from gradsmith.checker import rng
 from gradsmith.checker.numerics import RELATIVE_FROM, InputResult, Settings
 from gradsmith.checker.problem import Problem
 
@@ -44,7 +45,7 @@ def screened(problem: Problem, vs: list[torch.Tensor], grads: list[list[torch.Te
     if not bool(torch.isfinite(f0).all()):
         return None
     scale_f = V.abs() @ f0.abs()                               # (k,)
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng.generator(seed)
     for _ in range(DIRECTIONS):
         us = [(torch.randint(0, 2, x.shape, generator=gen, dtype=torch.int8) * 2 - 1).to(
             torch.float64) * (0.5 + torch.rand(x.shape, generator=gen, dtype=torch.float64))

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from gradsmith.checker import rng
 from gradsmith.checker.numerics import Settings
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding, Report
@@ -65,7 +66,7 @@ class Session:
     cache: dict[str, Any] = field(default_factory=dict)
 
     def generator(self, salt: int = 0) -> torch.Generator:
-        return torch.Generator().manual_seed(self.options.seed * 1000 + salt)
+        return rng.generator(self.options.seed * 1000 + salt)
 
     @property
     def problem(self) -> Problem:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gradsmith.checker import numerics, suggest
+from gradsmith.checker import numerics, rng, suggest
 from gradsmith.checker.declared import DeclarationError
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
@@ -85,7 +85,7 @@ def examined(problem: Problem, t: int, session: Session) -> torch.Tensor:
     n = problem.xs[t].numel()
     if n <= MAX_ELEMENTS:
         return torch.arange(n)
-    gen = torch.Generator().manual_seed(session.options.seed * 1000 + 29 + t)
+    gen = rng.generator(session.options.seed * 1000 + 29 + t)
     return torch.randperm(n, generator=gen)[:MAX_ELEMENTS].sort().values
 
 
@@ -119,7 +119,7 @@ def mean_test(session: Session, problem: Problem, v: torch.Tensor,
         for t, g in enumerate(problem.vjp(v, seed + 1 + k)):
             rows[t].append(g.reshape(-1).to(torch.float64)[idx[t]])
     s = session.settings
-    gen = torch.Generator().manual_seed(session.options.seed * 1000 + 31)
+    gen = rng.generator(session.options.seed * 1000 + 31)
     out = []
     for t, label in enumerate(problem.labels):
         D = torch.stack(rows[t])  # (draws, elements)

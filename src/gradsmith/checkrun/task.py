@@ -109,9 +109,12 @@ def warm_up(tasks: list[tuple]) -> None:
 
 
 def _check_a_tiny_function(deploy: bool = False, onnx: bool = False) -> None:
-    try:
-        import torch
+    import torch
 
+    # CPU only: the server forks every task, and a CUDA context made here (the autocast check
+    # runs on every visible GPU) could not be used by any fork.
+    available, torch.cuda.is_available = torch.cuda.is_available, lambda: False
+    try:
         from gradsmith.checker import check
         from gradsmith.examples.gradient_control import Square
 
@@ -119,6 +122,8 @@ def _check_a_tiny_function(deploy: bool = False, onnx: bool = False) -> None:
               compat=deploy, onnx=onnx)
     except Exception:  # a broken verifier shows up, with context, in the first real task
         pass
+    finally:
+        torch.cuda.is_available = available
 
 
 def check_candidate(candidate: Candidate, example_index: int | None, options: dict,

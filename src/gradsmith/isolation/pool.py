@@ -148,6 +148,10 @@ class WorkerPool:
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
                                                           env.get("PYTHONPATH")]))
+        # The server forks every task: asking the CUDA runtime whether a GPU exists there
+        # (torch.cuda.is_available()) would poison every fork ("Cannot re-initialize CUDA in
+        # forked subprocess"); NVML answers the same question without initialising CUDA.
+        env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "gradsmith.isolation.worker", str(os.getpid()),
