@@ -205,3 +205,18 @@ def test_writes_through_imported_helpers_change_the_callers_tensors(layers):
     assert torch.equal(y, seen)  # the near miss leaves its input alone
     (line,) = [n for (_, n, code) in found if code == "GS102"]
     assert "normalize_(g)" in text[line - 1]
+
+
+def test_gradient_gated_by_a_number_flag_is_never_computed(mod, codes):
+    x, w, b = _x(4, 3), _x(3), _x(3).detach().requires_grad_()
+    ref = torch.autograd.grad((x * w + b + 1e-5).pow(2).sum(), (x, w, b))
+    out = mod.AffineShiftedFlag.apply(x, w, b, 1e-5)
+    got = torch.autograd.grad(out.pow(2).sum(), (x, w, b), allow_unused=True,
+                              materialize_grads=False)
+    torch.testing.assert_close(got[:2], ref[:2])
+    assert got[2] is None  # the bias silently gets no gradient
+    shared = torch.autograd.grad(mod.AffineSharedFlag.apply(x, w, b, 1e-5).pow(2).sum(), (x, w, b))
+    torch.testing.assert_close(shared, ref)
+    assert _reported(codes, "GS124", "AffineShiftedFlag", "AffineUnpackedFlags")
+    assert _reported(codes, "GS124", "AffineUnpackedFlags", "AffineSharedFlag")
+    assert not _reported(codes, "GS124", "AffineSharedFlag", None)

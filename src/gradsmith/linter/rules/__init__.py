@@ -9,6 +9,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _kernels,
     _meta,
     _needs_grad,
+    _needs_index,
     _perf,
     _precomputed,
     _shape,
