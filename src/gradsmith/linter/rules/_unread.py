@@ -60,7 +60,8 @@ GS123 = Rule(
 #: and communication handles (not tensors at all).
 _DISCRETE_PARTS = frozenset({"flag", "flags", "valid", "label", "labels", "argmax", "argmin",
                              "argsort", "rank", "ranks", "bins", "hits", "num", "handle",
-                             "handles", "work", "event", "events", "stream", "future", "req"})
+                             "handles", "work", "event", "events", "stream", "future", "req",
+                             "np", "numpy"})
 #: Calls whose result is an integer or boolean tensor (no gradient flows through it).
 _DISCRETE_CALLS = frozenset(
     """argmax argmin argsort nonzero long int bool short byte char searchsorted bucketize
@@ -85,7 +86,8 @@ def _discrete(expr: ast.expr, defs: dict[str, list[ast.expr]], depth: int = 0) -
     if isinstance(expr, ast.Call):
         name = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(
             expr.func, "id", "")
-        if name in _DISCRETE_CALLS or name in ("len", "int", "float", "bool"):
+        if name in _DISCRETE_CALLS or name in ("len", "int", "float", "bool", "item", "tolist") \
+                or name.endswith("numpy"):  # numbers and arrays: autograd passes None
             return True
         for kw in expr.keywords:
             if kw.arg == "dtype" and any(w in ast.unparse(kw.value) for w in _INT_WORDS):
