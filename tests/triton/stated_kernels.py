@@ -1,0 +1,261 @@
+"""Our own Triton kernels whose inputs only the code's own words describe, correct and broken.
+
+Modelled on what fused-kernel libraries do (no third-party code): host code that checks its
+inputs and says the shapes it wants, in words zero-config synthesis must read.
+
+- ``HeadMix`` (``out[..., c] = sum_j h[..., j] * x[..., j, c]``): ``x`` is ``[..., HC, C]`` by
+  an assert message in a helper, ``h`` is ``[..., HC]`` by its host code's ``view``;
+  ``HeadMixBadBackward`` forgets grad_output in ``h``'s gradient.
+- ``Modulated`` (an RMS norm modulated by ``(1 + scale)``): ``scale`` is a tensor whose
+  element count must be a multiple of the hidden size, although the name tables take
+  ``scale`` for a number; ``eps`` is a float the kernel reads; float64 is refused by its
+  backward's dtype table, as in the libraries; ``ModulatedBadBackward`` drops the term
+  through the row statistic.
+- ``SectionGain`` (``y[:, d] = x[:, d] * w[section of d]``): ``sections`` is a list of ints
+  summing to the hidden size that the kernel reads by index, shapes in the docstring;
+  ``SectionGainBadBackward`` sums ``w``'s gradient over the wrong columns.
+
+Each has a plain-PyTorch ``*_reference`` of the same inputs. Every backward that runs a
+kernel is ``@once_differentiable``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+
+import triton
+
+
+# -- [..., HC, C]: mixing heads by per-token coefficients --------------------------------------
+@triton.jit
+def _mix_fwd(x_ptr, h_ptr, out_ptr, HC, C, BHC: tl.constexpr, BC: tl.constexpr):
+    n = tl.program_id(0)
+    j = tl.arange(0, BHC)
+    c = tl.arange(0, BC)
+    mask = (j[:, None] < HC) & (c[None, :] < C)
+    x = tl.load(x_ptr + n * HC * C + j[:, None] * C + c[None, :], mask=mask, other=0.0)
+    h = tl.load(h_ptr + n * HC + j, mask=j < HC, other=0.0)
+    out = tl.sum(x.to(tl.float32) * h.to(tl.float32)[:, None], axis=0)
+    tl.store(out_ptr + n * C + c, out.to(out_ptr.dtype.element_ty), mask=c < C)
+
+
+@triton.jit
+def _mix_bwd(x_ptr, h_ptr, g_ptr, dx_ptr, dh_ptr, HC, C, GOOD: tl.constexpr,
+             BHC: tl.constexpr, BC: tl.constexpr):
+    n = tl.program_id(0)
+    j = tl.arange(0, BHC)
+    c = tl.arange(0, BC)
+    mask = (j[:, None] < HC) & (c[None, :] < C)
+    x = tl.load(x_ptr + n * HC * C + j[:, None] * C + c[None, :], mask=mask, other=0.0)
+    h = tl.load(h_ptr + n * HC + j, mask=j < HC, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + n * C + c, mask=c < C, other=0.0).to(tl.float32)
+    dx = h[:, None] * g[None, :]
+    if GOOD:
+        dh = tl.sum(x.to(tl.float32) * g[None, :], axis=1)
+    else:
+        dh = tl.sum(x.to(tl.float32), axis=1)
+    tl.store(dx_ptr + n * HC * C + j[:, None] * C + c[None, :],
+             dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(dh_ptr + n * HC + j, dh.to(dh_ptr.dtype.element_ty), mask=j < HC)
+
+
+def _tokens(x):
+    assert x.dim() >= 3, "x must be [..., HC, C]"
+    return x.contiguous().view(-1, x.shape[-2], x.shape[-1])
+
+
+class HeadMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, h):
+        x_flat = _tokens(x)
+        N, HC, C = x_flat.shape
+        h_flat = h.contiguous().view(-1, HC)
+        assert h_flat.shape[0] == N, "h needs one row of head coefficients per token"
+        out = torch.empty((N, C), dtype=x.dtype)
+        _mix_fwd[(N,)](x_flat, h_flat, out, HC, C, BHC=triton.next_power_of_2(HC),
+                       BC=triton.next_power_of_2(C))
+        ctx.save_for_backward(x_flat, h_flat)
+        ctx.shape = x.shape
+        return out.view(*x.shape[:-2], C)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _mix_backward(ctx, g, True)
+
+
+class HeadMixBadBackward(HeadMix):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _mix_backward(ctx, g, False)
+
+
+def _mix_backward(ctx, g, good):
+    x_flat, h_flat = ctx.saved_tensors
+    N, HC, C = x_flat.shape
+    dx, dh = torch.empty_like(x_flat), torch.empty_like(h_flat)
+    _mix_bwd[(N,)](x_flat, h_flat, g.contiguous().view(-1, C), dx, dh, HC, C, GOOD=good,
+                   BHC=triton.next_power_of_2(HC), BC=triton.next_power_of_2(C))
+    return dx.view(ctx.shape), dh.view(ctx.shape[:-1])
+
+
+def head_mix_reference(x, h):
+    return (h.unsqueeze(-1) * x).sum(-2)
+
+
+# -- a modulated RMS norm: ``scale`` is a tensor, not the number its name suggests -------------
+_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+
+
+@triton.jit
+def _mod_fwd(x_ptr, s_ptr, y_ptr, rstd_ptr, H, per, eps, BH: tl.constexpr):
+    r = tl.program_id(0)
+    d = tl.arange(0, BH)
+    x = tl.load(x_ptr + r * H + d, mask=d < H, other=0.0).to(tl.float32)
+    s = tl.load(s_ptr + (r // per) * H + d, mask=d < H, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / H + eps)
+    tl.store(y_ptr + r * H + d, (x * rstd * (1 + s)).to(y_ptr.dtype.element_ty), mask=d < H)
+    tl.store(rstd_ptr + r, rstd)
+
+
+@triton.jit
+def _mod_bwd(x_ptr, s_ptr, g_ptr, rstd_ptr, dx_ptr, ds_ptr, H, per, OUT: tl.constexpr,
+             GOOD: tl.constexpr, BH: tl.constexpr):
+    r = tl.program_id(0)
+    d = tl.arange(0, BH)
+    x = tl.load(x_ptr + r * H + d, mask=d < H, other=0.0).to(tl.float32)
+    s = tl.load(s_ptr + (r // per) * H + d, mask=d < H, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + r * H + d, mask=d < H, other=0.0).to(tl.float32)
+    rstd = tl.load(rstd_ptr + r)
+    xhat = x * rstd
+    gs = g * (1 + s)
+    dx = rstd * gs
+    if GOOD:
+        dx -= rstd * xhat * tl.sum(gs * xhat, axis=0) / H
+    tl.store(dx_ptr + r * H + d, dx.to(OUT), mask=d < H)
+    tl.store(ds_ptr + r * H + d, g * xhat, mask=d < H)
+
+
+def _modulation_rows(X, scale):
+    dim = X.shape[-1]
+    assert scale.numel() % dim == 0, "scale element count must be a multiple of the hidden size"
+    rows, scale_rows = X.numel() // dim, scale.numel() // dim
+    assert rows % scale_rows == 0, "scale rows must divide the rows of X"
+    return scale_rows, rows // scale_rows
+
+
+class Modulated(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, scale, eps):
+        scale_rows, per = _modulation_rows(X, scale)
+        H = X.shape[-1]
+        x, s = X.contiguous().view(-1, H), scale.contiguous().view(scale_rows, H)
+        y, rstd = torch.empty_like(x), torch.empty(x.shape[0], dtype=torch.float32)
+        _mod_fwd[(x.shape[0],)](x, s, y, rstd, H, per, eps, BH=triton.next_power_of_2(H))
+        ctx.save_for_backward(x, s, rstd)
+        ctx.per, ctx.shape, ctx.scale_shape = per, X.shape, scale.shape
+        return y.view(X.shape)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _modulated_backward(ctx, g, True)
+
+
+class ModulatedBadBackward(Modulated):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _modulated_backward(ctx, g, False)
+
+
+def _modulated_backward(ctx, g, good):
+    x, s, rstd = ctx.saved_tensors
+    H = x.shape[1]
+    dx, ds = torch.empty_like(x), torch.empty(x.shape, dtype=torch.float32)
+    _mod_bwd[(x.shape[0],)](x, s, g.contiguous().view(-1, H), rstd, dx, ds, H, ctx.per,
+                            OUT=_TL[x.dtype], GOOD=good, BH=triton.next_power_of_2(H))
+    dscale = ds.view(s.shape[0], ctx.per, H).sum(1).to(s.dtype)
+    return dx.view(ctx.shape), dscale.view(ctx.scale_shape), None
+
+
+def modulated_reference(X, scale, eps):
+    H = X.shape[-1]
+    x = X.reshape(-1, H)
+    s = scale.reshape(-1, H).repeat_interleave(x.shape[0] // (scale.numel() // H), 0)
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + s)
+    return y.view(X.shape)
+
+
+# -- sections: a list of ints summing to the hidden size, read by index -----------------------
+@triton.jit
+def _sec_fwd(x_ptr, w_ptr, y_ptr, D, s0, s1, BD: tl.constexpr):
+    r = tl.program_id(0)
+    d = tl.arange(0, BD)
+    sec = tl.where(d < s0, 0, tl.where(d < s0 + s1, 1, 2))
+    x = tl.load(x_ptr + r * D + d, mask=d < D, other=0.0)
+    w = tl.load(w_ptr + sec, mask=d < D, other=0.0)
+    tl.store(y_ptr + r * D + d, x * w, mask=d < D)
+
+
+@triton.jit
+def _sec_bwd(x_ptr, w_ptr, g_ptr, dx_ptr, dw_ptr, D, s0, s1, GOOD: tl.constexpr,
+             BD: tl.constexpr):
+    r = tl.program_id(0)
+    d = tl.arange(0, BD)
+    end1 = s0 + s1 if GOOD else s1
+    sec = tl.where(d < s0, 0, tl.where(d < end1, 1, 2))
+    x = tl.load(x_ptr + r * D + d, mask=d < D, other=0.0)
+    g = tl.load(g_ptr + r * D + d, mask=d < D, other=0.0)
+    w = tl.load(w_ptr + sec, mask=d < D, other=0.0)
+    tl.store(dx_ptr + r * D + d, g * w, mask=d < D)
+    for k in tl.static_range(3):
+        tl.store(dw_ptr + r * 3 + k, tl.sum(tl.where((sec == k) & (d < D), g * x, 0.0), axis=0))
+
+
+class SectionGain(torch.autograd.Function):
+    """Scales each section of the hidden dimension by its own gain.
+
+    x size: (rows, dim)
+    w size: (3,)
+    sections: three ints summing to dim
+    """
+
+    @staticmethod
+    def forward(ctx, x, w, sections):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        D = x.shape[-1]
+        _sec_fwd[(x.shape[0],)](x, w, y, D, sections[0], sections[1],
+                                BD=triton.next_power_of_2(D))
+        ctx.save_for_backward(x, w)
+        ctx.sections = sections
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _section_backward(ctx, g, True)
+
+
+class SectionGainBadBackward(SectionGain):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _section_backward(ctx, g, False)
+
+
+def _section_backward(ctx, g, good):
+    x, w = ctx.saved_tensors
+    D = x.shape[-1]
+    dx, dw = torch.empty_like(x), torch.empty((x.shape[0], 3), dtype=x.dtype)
+    _sec_bwd[(x.shape[0],)](x, w, g.contiguous(), dx, dw, D, ctx.sections[0],
+                            ctx.sections[1], GOOD=good, BD=triton.next_power_of_2(D))
+    return dx, dw.sum(0), None
+
+
+def section_gain_reference(x, w, sections):
+    return x * torch.cat([w[i].expand(n) for i, n in enumerate(sections)])
