@@ -77,6 +77,11 @@ What the analysis takes into account, so that an error is always worth stopping 
   outputs that are visibly integer or boolean (indices from `topk`/`max`, comparisons,
   `.long()`, `dtype=torch.int64`, names such as `idx`, `mask`, `valid_flags`) or not
   tensors (handles), and parameters named `_...` or deleted with `del` on purpose.
+- A recomputation (GS123) is a call in backward of the same helper forward calls with one
+  of its inputs as a keyword (`attn_mask=attn_mask`), now given `None` or a constant, with
+  no argument computed from grad_output (a helper reused to compute a gradient is not a
+  recomputation) and no other use of that input in backward (`ctx.attn_mask`); torch's
+  own functions (`F.linear(g, w.t(), bias=None)`) are not counted.
 - A gradient computed in forward (GS222) is a value computed from the inputs with smooth
   operations (a Triton kernel filling a buffer counts), kept on ctx or saved, and not an
   output; 0/1 masks, comparisons and rounding are piecewise constant and not reported.

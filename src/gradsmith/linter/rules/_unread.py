@@ -9,6 +9,7 @@ from gradsmith.linter._evidence import index_like
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter._symbols import dotted
 from gradsmith.linter._tensors import TUPLE_RESULT
 from gradsmith.linter.rules._common import own, short, trivial
 from gradsmith.linter.rules._fallthrough import _items
@@ -199,13 +200,19 @@ def check_recompute_with_other_value(facts: Facts, report) -> None:
                     passed.setdefault(ast.unparse(node.func), {})[kw.arg] = kw.value.id
     if not passed:
         return
+    resolve = facts.resolver(fwd)
     for bwd in own(facts, "backward"):
         mentioned = {n.attr for n in ast.walk(bwd.node) if isinstance(n, ast.Attribute)} | {
             n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
+        from_grad = _from_grad(bwd)
         for node in walk_shallow(bwd.node):
             if not isinstance(node, ast.Call):
                 continue
             wanted = passed.get(ast.unparse(node.func), {})
+            if not wanted or _torch_function(node.func, resolve) or any(
+                    isinstance(n, ast.Name) and n.id in from_grad
+                    for a in (*node.args, *node.keywords) for n in ast.walk(a)):
+                continue  # torch's own function, or a gradient computed with the helper
             for kw in node.keywords:
                 # backward reading the value some other way (`ctx.mask`) may apply it itself
                 if kw.arg in wanted and isinstance(kw.value, ast.Constant) \
@@ -214,6 +221,27 @@ def check_recompute_with_other_value(facts: Facts, report) -> None:
                     value = short(ast.unparse(kw.value), 12)
                     report("GS123", bwd.source, kw.value,
                            f"`{callee}({kw.arg}={value})`; forward passes `{wanted[kw.arg]}`")
+
+
+def _torch_function(func: ast.expr, resolve) -> bool:
+    """``F.linear``, ``torch.matmul``: also used in backward to compute gradients (custom
+    ``torch.ops`` namespaces are user kernels, a recomputation like any helper)."""
+    parts = dotted(func)
+    qual = resolve(parts) if parts else None
+    return qual is not None and not qual.startswith("torch.ops.")
+
+
+def _from_grad(bwd) -> set[str]:
+    """Backward's gradient parameters and the locals computed from them."""
+    names = set(bwd.params[1:])
+    if bwd.node.args.vararg:
+        names.add(bwd.node.args.vararg.arg)
+    for stmt in sorted((n for n in walk_shallow(bwd.node) if isinstance(n, ast.Assign)),
+                       key=lambda n: (n.lineno, n.col_offset)):
+        if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt.value)):
+            names.update(n.id for t in stmt.targets for n in ast.walk(t)
+                         if isinstance(n, ast.Name))
+    return names
 
 
 __all__ = ["GS122", "GS123"]
