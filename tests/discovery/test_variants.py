@@ -185,7 +185,8 @@ def test_variants_that_the_forward_rejects_are_dropped():
         return x * 2
 
     found = synthesize(needs_3_by_4)
-    assert isinstance(found, Synthesized) and found.variants == ()
+    assert isinstance(found, Synthesized)  # only the same shape at a wider scale is kept
+    assert [v.change for v in found.variants] == ["values 3 * randn: x"]
 
 
 def test_matmul_shapes_stay_consistent_in_the_resized_variant():

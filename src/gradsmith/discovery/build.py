@@ -8,11 +8,16 @@ from gradsmith.discovery.callables import SyntheticFn
 from gradsmith.discovery.placement import place
 from gradsmith.discovery.slots import Slot
 
+#: An override making an index tensor non-contiguous (a transposed 2-D view, else strided).
+NONCONTIGUOUS = "non-contiguous"
+
 
 def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
-           overrides: dict[str, Any] | None = None,
-           dtype: str = "float64") -> tuple[list, list[str]]:
-    """The argument list for one layout; ``overrides`` maps a name to a value or a shape."""
+               overrides: dict[str, Any] | None = None, dtype: str = "float64",
+               spread: float = 1.0) -> tuple[list, list[str]]:
+    """The argument list for one layout; ``overrides`` maps a name to a value, a shape or
+    :data:`NONCONTIGUOUS` (an index tensor); ``spread`` scales standard normal values (a
+    backward that is infinite outside [-3, 3] is finite on ``randn`` but not on ``3 * randn``)."""
     import torch
 
     float_dtype = getattr(torch, dtype)
@@ -30,7 +35,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
         elif positive:
             value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
         else:
-            value = torch.randn(shape, dtype=torch.float64, generator=generator)
+            value = torch.randn(shape, dtype=torch.float64, generator=generator) * spread
         return value.to(float_dtype).requires_grad_(not slot.frozen)
 
     for slot in slots:
@@ -48,6 +53,12 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
         elif slot.kind == "index":
             shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
             high = max(1, min(first_shape) if first_shape else 3)
+            if over == NONCONTIGUOUS:
+                index = _noncontiguous(shape, high, generator)
+                args.append(index)
+                parts.append(f"{slot.name}: int64 {tuple(index.shape)} in [0, {high}), "
+                             f"non-contiguous (strides {index.stride()})")
+                continue
             args.append(torch.randint(0, high, shape, generator=generator))
             parts.append(f"{slot.name}: int64 {tuple(shape)} in [0, {high})")
         elif slot.kind == "scalar":
@@ -84,6 +95,17 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
 
 
 _MISSING = object()
+
+
+def _noncontiguous(shape: tuple[int, ...], high: int, generator: Any) -> Any:
+    """Index values in a non-contiguous tensor: a 1-D index becomes a transposed (2, n) one
+    (``idx.view(-1)`` then fails, as it does on a transposed index in real use), a 2-D or
+    larger one is its own shape, transposed in its last two dimensions."""
+    import torch
+
+    shape = (2, *shape) if len(shape) == 1 else shape
+    flipped = (*shape[:-2], shape[-1], shape[-2])
+    return torch.randint(0, high, flipped, generator=generator).transpose(-1, -2)
 
 
 def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:

@@ -88,7 +88,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         >>> found.description
         'x: float64 (3, 4), dim=-1'
         >>> [v.change for v in found.variants]
-        ['other shapes: x (2, 5)', 'size-1 dimension: x (1, 4)']
+        ['other shapes: x (2, 5)', 'size-1 dimension: x (1, 4)', 'values 3 * randn: x']
     """
 
     call, params, target = signature(fn)

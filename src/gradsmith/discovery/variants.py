@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gradsmith.discovery.build import build_args
+from gradsmith.discovery.build import NONCONTIGUOUS, build_args
 from gradsmith.discovery.layouts import RESIZE, broadcast_layout, shapes_text
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
 from gradsmith.discovery.slots import Slot
@@ -27,7 +27,8 @@ class Variant:
 
 def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, primary: list,
               dtype: str = "float64"):
-    """Other input sets the forward accepts: hyperparameters, optional tensors, shapes."""
+    """Other input sets the forward accepts: hyperparameters, optional tensors, shapes, a
+    non-contiguous index, values at a realistic scale (``3 * randn``)."""
     candidates: list[tuple[str, dict[str, Any], Any]] = []
     floats = {s.name: s.value for s in slots if s.kind == "value"
               and isinstance(s.value, float) and not isinstance(s.value, bool)}
@@ -55,19 +56,26 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
         if broadcast is not None:
             candidates.append((f"size-1 dimension: {shapes_text(names, broadcast)}", {},
                                broadcast))
+    indices = {s.name: NONCONTIGUOUS for s in slots if s.kind == "index"}
+    if indices:  # idx.view(-1) in backward fails on a transposed index
+        candidates.append((f"non-contiguous index: {', '.join(indices)}", indices, layout))
+    spread = [s.name for s in slots if s.kind == "tensor" and not (s.hint and s.hint.probability)]
     seen_optional: set[str] = set()
-    for change, overrides, lay in candidates:
+    for change, overrides, lay, scale in [(*c, 1.0) for c in candidates] + (
+            [(f"values 3 * randn: {', '.join(spread)}", {}, layout, 3.0)]
+            if spread and not positive else []):
         opt = next((k for k, v in overrides.items() if isinstance(v, tuple)), None)
         if opt is not None and opt in seen_optional:
             continue
-        args, _ = build_args(slots, lay, seed, positive, overrides, dtype)
-        if isinstance(probe(call, args, any(s.kind == "function" for s in slots)), str):
-            continue
+        args, _ = build_args(slots, lay, seed, positive, overrides, dtype, scale)
+        ran = probe(call, args, any(s.kind == "function" for s in slots))
+        if isinstance(ran, str) or (scale != 1.0 and ran is not True):
+            continue  # at a wider scale, only where forward stays finite: its domain
         if kernel_backward_misfits(call, tuple(args)):  # a shape its kernels cannot take
             continue
         if opt is not None:
             seen_optional.add(opt)
-        args, parts = build_args(slots, lay, seed, positive, overrides, dtype)
+        args, parts = build_args(slots, lay, seed, positive, overrides, dtype, scale)
         yield Variant(tuple(args), ", ".join(parts), change)
 
 
