@@ -160,7 +160,8 @@ def test_xdist_gives_the_same_items_and_verdicts_as_a_serial_run(pytester, user_
 
     common = ("--gradsmith", str(user_file), "-p", "no:cacheprovider",
               "-o", "gradsmith_compat=false")  # the deployment checks add time, not coverage
-    serial = pytester.runpytest_subprocess(*common, "--junitxml=serial.xml", timeout=240)
+    # the serial run in this process (as the tests above): only xdist's workers need their own
+    serial = pytester.runpytest_inprocess(*common, "--junitxml=serial.xml")
     parallel = pytester.runpytest_subprocess(*common, "-n", "2", "--junitxml=parallel.xml",
                                              timeout=240)
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
