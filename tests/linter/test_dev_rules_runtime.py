@@ -127,6 +127,9 @@ def test_near_misses_raise_or_are_right(mod, codes):
     torch.testing.assert_close(_second(mod.ExpSavesOutput.apply, x),
                                _second(lambda t: t.exp() * 2, x))
     torch.testing.assert_close(_second(mod.ReluMask.apply, x), _second(torch.relu, x))
+    torch.testing.assert_close(_second(lambda t: mod.ScaleByNumber.apply(t, 1.5), x),
+                               _second(lambda t: t * 3.0, x))
+    assert not _reported(codes, "GS222", "ScaleByNumber", "ReluMask")
     assert not _reported(codes, "GS222", "SoftplusOnce", None)
 
 

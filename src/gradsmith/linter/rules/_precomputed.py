@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from gradsmith.linter._evidence import evidence
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._kernels import launched
@@ -85,6 +86,25 @@ def _smooth_op(expr: ast.expr) -> bool:
     return computed
 
 
+def _tensor_op(expr: ast.expr) -> bool:
+    """A call that returns a tensor (not ``int``/``float``/``len``/``math.*``...)."""
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _BUILTINS:
+            continue
+        if isinstance(func, ast.Attribute) and (func.attr in _NUMBER_METHODS or isinstance(
+                func.value, ast.Name) and func.value.id in ("math", "np", "numpy")):
+            continue
+        return True
+    return False
+
+
+_BUILTINS = frozenset({"int", "float", "len", "abs", "min", "max", "round", "sum", "pow", "bool"})
+_NUMBER_METHODS = frozenset({"item", "size", "dim", "numel", "stride", "tolist"})
+
+
 def _forward_gradients(facts: Facts, method) -> tuple[set[str], set[int]]:
     """ctx attributes and save_for_backward positions holding values forward computed from
     its inputs with smooth operations (not the inputs, views of them or outputs)."""
@@ -95,21 +115,28 @@ def _forward_gradients(facts: Facts, method) -> tuple[set[str], set[int]]:
                    key=lambda n: (n.lineno, n.col_offset))
     returned = {n.id for r in stmts if isinstance(r, ast.Return) and r.value is not None
                 for n in (_items(r.value) or [r.value]) if isinstance(n, ast.Name)}
+    ev = evidence(method, sorted(inputs), ctx, facts.resolver(method),
+                  passed=facts.passed_tensors) if method.name == "forward" else {}
+    tensors = {n for n in inputs if ev.get(n) is True}  # names surely holding tensors
     derived: set[str] = set()  # names holding values computed from the inputs
-    computed: set[str] = set()  # ... with smooth operations
+    computed: set[str] = set()  # ... with smooth tensor operations
     attrs: set[str] = set()
     slots: set[int] = set()
     for stmt in stmts:
         if isinstance(stmt, ast.Assign):
             reads = _value_names(stmt.value) & (inputs | derived)
+            tensor = _tensor_op(stmt.value) or bool(_value_names(stmt.value) & tensors)
             for target in stmt.targets:
                 for name in (t.id for t in ast.walk(target) if isinstance(t, ast.Name)):
                     (derived.add if reads else derived.discard)(name)
-                    smooth = reads and (_smooth_op(stmt.value) or isinstance(
-                        stmt.value, ast.Name) and stmt.value.id in computed)
+                    (tensors.add if tensor else tensors.discard)(name)
+                    smooth = reads and _smooth_op(stmt.value) or isinstance(
+                        stmt.value, ast.Name) and stmt.value.id in computed
                     (computed.add if smooth else computed.discard)(name)
+                # on ctx anything can be kept (numbers too): a tensor needs evidence, while
+                # save_for_backward takes tensors only
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                        and target.value.id == ctx and reads and (
+                        and target.value.id == ctx and reads and tensor and (
                         _smooth_op(stmt.value) or isinstance(stmt.value, ast.Name)
                         and stmt.value.id in computed and stmt.value.id not in returned):
                     attrs.add(target.attr)
