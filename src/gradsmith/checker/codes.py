@@ -23,6 +23,7 @@ CODES: dict[str, tuple[str, str]] = {
     "non-tensor-grad": ("error", "structure"),
     "grad-shape-mismatch": ("error", "structure"),
     "broadcast-grad": ("warning", "structure"),
+    "assumed-shape": ("warning", "structure"),
     "undefined-grad-error": ("error", "structure"),
     "undefined-grad-mismatch": ("error", "structure"),
     "grad-dtype-mismatch": ("error", "structure"),

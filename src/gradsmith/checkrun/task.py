@@ -158,18 +158,35 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         return row(candidate, label, "fail", error="exception",
                    reason=f"building the example inputs raised {_describe(exc)}")
     from gradsmith.checker import check
+    from gradsmith.checker.layout import on_own_layout
 
     sets = [(inputs, args)] + [(v.change, v.args) for v in variants]
     seed = int(merged.get("seed", 0))
     record = _repro_record(candidate, obj, seed, sets, inline_limit)
     if INPUTS_KNOWN.get() is not None:
         INPUTS_KNOWN.get()(record)
+
+    def checked(set_args: tuple, opts: dict) -> tuple[tuple, Any, str]:
+        """One set's report; a synthesised set whose guessed parameter shape backward
+        rejects is checked again on the layout it is written for (assumed-shape)."""
+        report = check(obj, *set_args, surrogate=surrogate, name=label, **opts)
+        if example_index is not None or report.passed:
+            return set_args, report, ""
+        return on_own_layout(set_args, parameter_names(obj), report, lambda a: check(
+            obj, *a, surrogate=surrogate, name=label, **opts))
+
     try:
-        report = check(obj, *args, surrogate=surrogate, name=label, **merged)
+        args, report, reshaped = checked(args, merged)
+        if reshaped:
+            inputs += f" (then {reshaped}: the layout backward is written for)"
+        sets = [(inputs, args)]
         for index, variant in enumerate(variants, start=1):
-            _merge(report, index, variant.change,
-                   check(obj, *variant.args, surrogate=surrogate, name=label,
-                         **{**merged, "checks": _variant_checks(merged)}))
+            set_args, other, changed = checked(variant.args,
+                                               {**merged, "checks": _variant_checks(merged)})
+            change = variant.change + (f", then {changed}" if changed else "")
+            _merge(report, index, change, other)
+            sets.append((change, set_args))
+            reshaped = reshaped or changed
     except Exception as exc:  # bad registered options, user code, or a verifier bug
         if _raised_in_user_code(exc):
             who = (f"user code raised {_describe(exc)} while gradsmith.check handled the "
@@ -178,6 +195,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             who = f"gradsmith.check raised {_describe(exc)}"
         return row(candidate, label, "fail", error="exception", reason=who,
                    elapsed=time.perf_counter() - started)
+    if reshaped:  # the exact inputs the findings came from
+        record = _repro_record(candidate, obj, seed, sets, inline_limit)
     repro = None if report.passed else record
     if variants:
         inputs += "; also: " + "; ".join(v.change for v in variants)
