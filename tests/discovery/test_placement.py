@@ -22,6 +22,7 @@ def test_parse_names_argument_value_and_fix(text):
 
 def test_auto_is_cpu_without_native_kernels(monkeypatch):
     monkeypatch.delenv(placement.ENV, raising=False)
+    monkeypatch.setattr(placement, "_user_kernels", lambda: False)  # whatever else is loaded
     x = torch.randn(3, requires_grad=True)
     args, parts = placement.place([x, 2.0], ["x: float64 (3,)"])
     assert args[0] is x and parts == ["x: float64 (3,)"]  # untouched on the CPU

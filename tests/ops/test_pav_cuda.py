@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import warnings
 
 import pytest
 import torch
@@ -89,8 +90,11 @@ def test_without_a_gpu_the_kernel_is_not_loaded():
         from gradsmith.functional import soft_rank, soft_sort
 
         torch.cuda.synchronize()
-        # a host synchronisation inside would raise under this mode
-        torch.cuda.set_sync_debug_mode("error")
+        # a host synchronisation inside would raise under this mode (torch warns, once, that
+        # the mode is a prototype: not the code under test)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Synchronization debug mode")
+            torch.cuda.set_sync_debug_mode("error")
         try:
             for fn in (soft_rank, soft_sort):
                 fn(x)
