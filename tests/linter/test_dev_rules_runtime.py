@@ -92,10 +92,16 @@ def test_recompute_without_the_mask_gives_the_wrong_gradient(mod, codes):
     good = torch.autograd.grad((mod.MaskedScoresKept.apply(q, k, mask) * w).sum(), (q, k))
     applied = torch.autograd.grad((mod.MaskedScoresApplied.apply(q, k, mask) * w).sum(), (q, k))
     assert not torch.allclose(bad[0], ref[0])
+    helper = torch.autograd.grad((mod.MaskedScoresKernel.apply(q, k, mask) * w).sum(), (q, k))
+    assert not torch.allclose(helper[0], ref[0])
+    assert _reported(codes, "GS123", "MaskedScoresKernel", "AffineHelperForGradient")
+    plain = torch.autograd.grad((mod.MaskedScoresKernel.apply(q, k) * w).sum(), (q, k))
+    torch.testing.assert_close(plain, torch.autograd.grad(((q * k).softmax(-1) * w).sum(), (q, k)))
     torch.testing.assert_close(good, ref)
     torch.testing.assert_close(applied, ref)
     assert _reported(codes, "GS123", "MaskedScores", "MaskedScoresKept")
-    assert not _reported(codes, "GS123", "MaskedScoresKept", None)
+    assert not _reported(codes, "GS123", "MaskedScoresKept", "MaskedScoresKernel")
+    assert not _reported(codes, "GS123", "AffineHelperForGradient", None)
 
 
 def _second(fn, x):
@@ -223,3 +229,9 @@ def test_gradient_gated_by_a_number_flag_is_never_computed(mod, codes):
     assert _reported(codes, "GS124", "AffineShiftedFlag", "AffineUnpackedFlags")
     assert _reported(codes, "GS124", "AffineUnpackedFlags", "AffineSharedFlag")
     assert not _reported(codes, "GS124", "AffineSharedFlag", None)
+    a, rel = _x(3, 3), _x(3, 3).detach().requires_grad_()
+    (got,) = torch.autograd.grad(mod.RelativeBias.apply(a, 2.0, rel, True)[:, 0].sum(), rel,
+                                 allow_unused=True, materialize_grads=False)
+    (want,) = torch.autograd.grad((a * 2.0 + rel).tril().softmax(-1)[:, 0].sum(), rel)
+    assert got is None and want.abs().sum() > 0  # rel silently gets no gradient
+    assert _reported(codes, "GS124", "RelativeBias", "AffineSharedFlag")

@@ -81,7 +81,12 @@ What the analysis takes into account, so that an error is always worth stopping 
   of its inputs as a keyword (`attn_mask=attn_mask`), now given `None` or a constant, with
   no argument computed from grad_output (a helper reused to compute a gradient is not a
   recomputation) and no other use of that input in backward (`ctx.attn_mask`); torch's
-  own functions (`F.linear(g, w.t(), bias=None)`) are not counted.
+  own functions (`F.linear(g, w.t(), bias=None)`) are not counted. A backward helper given
+  a constant for a keyword named like a forward input that shapes attention (`*mask*`,
+  `*causal*`, `window`, `softcap`, `alibi`, `dropout`, `scale`) counts too when forward
+  computes with that input (more than an `assert` or an `is None` test).
+- A flag (GS124) is always False for an input with non-tensor evidence (a number default,
+  an `int`/`bool` annotation) or a flag's name (`is_causal`, `use_bias`) no use contradicts.
 - A gradient computed in forward (GS222) is a value computed from the inputs with smooth
   operations (a Triton kernel filling a buffer counts), kept on ctx or saved, and not an
   output; 0/1 masks, comparisons and rounding are piecewise constant and not reported.

@@ -1,9 +1,11 @@
-"""GS124: a gradient computed only when ``ctx.needs_input_grad`` of another input is set,
-an input that is not a tensor (its flag is always False)."""
+"""GS124: a gradient computed only when ``ctx.needs_input_grad`` of an input that is not a
+tensor is set (its flag is always False): the gradient is never computed, whichever slot it
+is returned in (the non-tensor's own slot means some tensor input's slot lost it)."""
 
 from __future__ import annotations
 
 import ast
+import re
 
 from gradsmith.linter._evidence import evidence
 from gradsmith.linter._facts import Facts
@@ -11,6 +13,7 @@ from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, own, short
 from gradsmith.linter.rules._fallthrough import _items
+from gradsmith.linter.rules._slots import _grad_of
 
 _H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n" \
      "    def forward(ctx, x, w, eps=1e-6):\n        ctx.save_for_backward(x, w)\n" \
@@ -87,6 +90,14 @@ def _guards(bwd, ctx: str | None) -> tuple[dict[str, int], dict[str, int]]:
     return flags, {k: v for k, v in guard.items() if k not in other}
 
 
+_FLAG = re.compile(r"^(is|use|has|enable|with|do|return)_[a-z0-9_]+$")
+
+
+def _not_tensor(name: str, ev: dict[str, bool | None]) -> bool:
+    """Evidence says so, or a flag's name (``is_causal``) that no use contradicts."""
+    return ev.get(name) is False or ev.get(name) is None and bool(_FLAG.match(name))
+
+
 @checker(GS124)
 def check_flag_of_another_input(facts: Facts, report) -> None:
     inputs, fwd = facts.inputs, facts.method("forward")
@@ -107,14 +118,19 @@ def check_flag_of_another_input(facts: Facts, report) -> None:
                     index = _flag(item.test, ctx, flags)
                 else:
                     index = None
-                if index is None or index == slot or index >= len(params) or slot >= len(params):
+                if index is None or index >= len(params) or slot >= len(params):
                     continue
+                if index == slot and _grad_of(item.id if isinstance(item, ast.Name) else "",
+                                              [params[slot]]):
+                    continue  # `grad_eps` for `eps`: the author holds eps for a tensor
                 if ev is None:
                     ev = evidence(fwd, params, facts.ctx_of(fwd), facts.resolver(fwd),
                                   passed=facts.passed_tensors)
-                if ev.get(params[index]) is False and ev.get(params[slot]) is not False:
+                if _not_tensor(params[index], ev) and (
+                        slot == index or ev.get(params[slot]) is not False):
+                    whom = f"for `{short(params[slot], 12)}` " if slot != index else ""
                     report("GS124", bwd.source, item,
-                           f"`{short(ast.unparse(item), 16)}` for `{short(params[slot], 12)}` "
+                           f"`{short(ast.unparse(item), 16)}` {whom}"
                            f"reads flag [{index}] of `{short(params[index], 12)}`")
                     return
 

@@ -4,6 +4,7 @@ input's value), so the gradient it returns belongs to another function."""
 from __future__ import annotations
 
 import ast
+import re
 
 from gradsmith.linter._evidence import index_like
 from gradsmith.linter._facts import Facts, is_ctx_call
@@ -36,8 +37,10 @@ GS123 = Rule(
     "GS123", "recompute-with-other-value", "warning",
     "backward recomputes forward with a constant where forward passes one of its inputs",
     "forward calls the helper with the caller's value (a mask, a bias, a scale) but backward "
-    "calls the same helper with None or a constant: whenever a caller passes a value, "
-    "backward differentiates another function and the gradients are silently wrong.",
+    "calls the same helper with None or a constant (or gives its gradient helper a constant "
+    "`attn_mask=`, `is_causal=`, `scale=` where forward used the input): whenever a caller "
+    "passes a value, backward differentiates another function and the gradients are "
+    "silently wrong.",
     "pass the same value in backward (keep it on ctx, or save it with "
     "`ctx.save_for_backward`).",
     bad="import torch\n\n\ndef _probs(s, mask=None):\n"
@@ -185,6 +188,11 @@ _NOT_VALUES = frozenset({"out", "output", "inplace", "async_op", "group", "strea
                          "device", "return_softmax", "return_attn_probs", "name"})
 
 
+#: Keywords that change what attention-like code computes: a backward helper given a
+#: constant for one of them (where forward used the caller's value) computes another function.
+_SHAPING = re.compile(r"mask|causal|window|softcap|alibi|dropout|scale", re.I)
+
+
 @checker(GS123)
 def check_recompute_with_other_value(facts: Facts, report) -> None:
     fwd, inputs = facts.method("forward"), facts.inputs
@@ -198,7 +206,9 @@ def check_recompute_with_other_value(facts: Facts, report) -> None:
                 if kw.arg and kw.arg not in _NOT_VALUES and isinstance(kw.value, ast.Name) \
                         and kw.value.id in names:
                     passed.setdefault(ast.unparse(node.func), {})[kw.arg] = kw.value.id
-    if not passed:
+    shaping = {n for n in names if _SHAPING.search(n)}
+    used = _computed_with(fwd, shaping) if shaping else set()
+    if not passed and not used:
         return
     resolve = facts.resolver(fwd)
     for bwd in own(facts, "backward"):
@@ -206,21 +216,39 @@ def check_recompute_with_other_value(facts: Facts, report) -> None:
             n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
         from_grad = _from_grad(bwd)
         for node in walk_shallow(bwd.node):
-            if not isinstance(node, ast.Call):
-                continue
-            wanted = passed.get(ast.unparse(node.func), {})
-            if not wanted or _torch_function(node.func, resolve) or any(
-                    isinstance(n, ast.Name) and n.id in from_grad
-                    for a in (*node.args, *node.keywords) for n in ast.walk(a)):
-                continue  # torch's own function, or a gradient computed with the helper
+            if not isinstance(node, ast.Call) or _torch_function(node.func, resolve):
+                continue  # torch's own functions also compute gradients
+            same = passed.get(ast.unparse(node.func), {})
+            if same and any(isinstance(n, ast.Name) and n.id in from_grad
+                            for a in (*node.args, *node.keywords) for n in ast.walk(a)):
+                same = {}  # the helper computes a gradient here, not forward again
             for kw in node.keywords:
-                # backward reading the value some other way (`ctx.mask`) may apply it itself
-                if kw.arg in wanted and isinstance(kw.value, ast.Constant) \
-                        and not {kw.arg, wanted[kw.arg]} & mentioned:
-                    callee = short(ast.unparse(node.func), 24)
-                    value = short(ast.unparse(kw.value), 12)
-                    report("GS123", bwd.source, kw.value,
-                           f"`{callee}({kw.arg}={value})`; forward passes `{wanted[kw.arg]}`")
+                if not isinstance(kw.value, ast.Constant) or kw.arg is None:
+                    continue
+                if kw.arg in same:
+                    source, how = same[kw.arg], "passes"
+                elif kw.arg in used:
+                    source, how = kw.arg, "uses"
+                else:
+                    continue
+                if {kw.arg, source} & mentioned:
+                    continue  # backward reads the value some other way (`ctx.mask`)
+                callee = short(ast.unparse(node.func), 24)
+                value = short(ast.unparse(kw.value), 12)
+                report("GS123", bwd.source, kw.value,
+                       f"`{callee}({kw.arg}={value})`; forward {how} `{source}`")
+
+
+def _computed_with(fwd, candidates: set[str]) -> set[str]:
+    """Those of ``candidates`` forward computes with: read other than in an ``assert`` or an
+    ``is None`` test (``assert dropout_p == 0.0`` changes nothing a gradient depends on)."""
+    skip: set[int] = set()
+    for node in walk_shallow(fwd.node):
+        if isinstance(node, ast.Assert) or isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value is None for c in node.comparators):
+            skip.update(id(n) for n in ast.walk(node))
+    return {n.id for n in walk_shallow(fwd.node) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) and n.id in candidates and id(n) not in skip}
 
 
 def _torch_function(func: ast.expr, resolve) -> bool:
