@@ -9,8 +9,6 @@ only."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
@@ -159,13 +157,6 @@ EXPECTED = [
 ]
 
 
-def _run_script(path):
-    # the fixture module imports gradsmith to register its examples; the script itself must not
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=120, env=env)
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("repro_cases")
@@ -191,14 +182,15 @@ def _finding(doc, name, code, label):
 
 
 @pytest.mark.parametrize("name, code, label", EXPECTED, ids=[e[0] for e in EXPECTED])
-def test_the_script_reproduces_the_finding(run, name, code, label):
+def test_the_script_reproduces_the_finding(run, name, code, label, run_script):
     doc, out = run
     finding = _finding(doc, name, code, label)
     stem = label.replace("[", "_").replace("]", "")
     (script,) = out.glob(f"*{name}__{code}__{stem}.py")
     text = script.read_text()
     assert "import gradsmith" not in text and "from gradsmith" not in text
-    done = _run_script(script)
+    # the fixture module imports gradsmith to register its examples; the script itself must not
+    done = run_script(script)
     assert done.returncode == 0 and "REPRODUCED:" in done.stdout, done.stdout + done.stderr
     for _, analytic, numerical in finding["details"].get("elements", [])[:3]:
         assert f"analytic {analytic:.6g}, numerical {numerical:.6g}" in done.stdout

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -73,12 +71,6 @@ class Wrong(Function):
 '''
 
 
-def _run_script(path: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=180, env=env, cwd=cwd)
-
-
 @pytest.fixture
 def hostile(tmp_path: Path, capsys):
     (tmp_path / "hostile.py").write_text(textwrap.dedent(HOSTILE))
@@ -88,7 +80,8 @@ def hostile(tmp_path: Path, capsys):
     return code, capsys.readouterr().out, out
 
 
-def test_user_text_in_a_script_is_a_literal_never_code(hostile, tmp_path: Path) -> None:
+def test_user_text_in_a_script_is_a_literal_never_code(hostile, tmp_path: Path,
+                                                     run_script) -> None:
     code, _, out = hostile
     assert code == 1
     scripts = sorted(out.glob("*.py"))
@@ -100,7 +93,7 @@ def test_user_text_in_a_script_is_a_literal_never_code(hostile, tmp_path: Path) 
     run_dir = tmp_path / "cwd"
     run_dir.mkdir()
     for script in scripts:
-        done = _run_script(script, run_dir)
+        done = run_script(script, run_dir, timeout=180)
         assert "REPRODUCED" in done.stdout, done.stdout + done.stderr
         assert done.returncode == 0, done.stdout + done.stderr
         assert "\x1b" not in done.stdout  # the name is printed with its escapes shown
@@ -109,7 +102,8 @@ def test_user_text_in_a_script_is_a_literal_never_code(hostile, tmp_path: Path) 
     assert r"C:\\new\\xyz" in raises  # the message, shown with its escapes
 
 
-def test_same_named_functions_in_two_packages_get_two_scripts(tmp_path: Path, capsys) -> None:
+def test_same_named_functions_in_two_packages_get_two_scripts(tmp_path: Path, capsys,
+                                                            run_script) -> None:
     for package in ("pkg_a", "pkg_b"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
@@ -124,16 +118,17 @@ def test_same_named_functions_in_two_packages_get_two_scripts(tmp_path: Path, ca
     assert said and int(said.group(1)) == len(files) == 2
     assert len({f.read_text() for f in files}) == 2  # one per package, neither overwritten
     for f in files:
-        done = _run_script(f, tmp_path)
+        done = run_script(f, tmp_path, timeout=180)
         assert done.returncode == 0 and "REPRODUCED" in done.stdout, done.stdout + done.stderr
 
 
-def test_a_script_moved_with_the_code_still_finds_it(hostile, tmp_path: Path) -> None:
+def test_a_script_moved_with_the_code_still_finds_it(hostile, tmp_path: Path,
+                                                    run_script) -> None:
     _, _, out = hostile
     moved = tmp_path / "elsewhere" / "project"
     moved.parent.mkdir()
     shutil.copytree(tmp_path, moved, ignore=shutil.ignore_patterns("elsewhere"))
     (tmp_path / "hostile.py").unlink()  # the absolute path written into the script is gone
     script = next((moved / "scripts").glob("*Wrong*plain*.py"))
-    done = _run_script(script, moved.parent)
+    done = run_script(script, moved.parent, timeout=180)
     assert done.returncode == 0 and "REPRODUCED" in done.stdout, done.stdout + done.stderr

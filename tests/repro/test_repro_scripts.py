@@ -6,8 +6,6 @@ mismatches, print the finding's own analytic and numerical values)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 
@@ -167,17 +165,6 @@ def run(tmp_path_factory):
     return code, doc, out
 
 
-def _run_script(path, block=True):
-    # gradsmith is blocked explicitly so an accidental import fails loudly even where it is
-    # installed (not when the user's own module imports it to register examples).
-    stop = "sys.modules['gradsmith'] = None; " if block else ""
-    blocker = (f"import sys, runpy; {stop}sys.argv = [{str(path)!r}]; "
-               f"runpy.run_path({str(path)!r}, run_name='__main__')")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
-                          timeout=120, env=env)
-
-
 def test_every_failing_row_carries_seed_and_exact_inputs(run):
     code, doc, _ = run
     assert code == 1
@@ -189,7 +176,7 @@ def test_every_failing_row_carries_seed_and_exact_inputs(run):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_each_family_reproduces_with_plain_pytorch(run, name):
+def test_each_family_reproduces_with_plain_pytorch(run, name, run_script):
     _, doc, out = run
     row = next(r for r in doc["results"] if r["name"].endswith("::" + name))
     codes = {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"}
@@ -198,7 +185,9 @@ def test_each_family_reproduces_with_plain_pytorch(run, name):
     assert scripts, sorted(p.name for p in out.iterdir())
     text = scripts[0].read_text()
     assert "import gradsmith" not in text and "from gradsmith" not in text
-    done = _run_script(scripts[0])
+    # gradsmith is blocked explicitly so an accidental import fails loudly even where it is
+    # installed (not when the user's own module imports it to register examples).
+    done = run_script(scripts[0], block=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "REPRODUCED" in done.stdout
     finding = next(f for f in row["report"]["findings"] if f["code"] == EXPECTED[name])
@@ -216,7 +205,7 @@ def test_repro_must_be_a_directory(tmp_path, capsys):
     assert "--repro" in capsys.readouterr().err
 
 
-def test_large_inputs_travel_in_a_side_file(tmp_path):
+def test_large_inputs_travel_in_a_side_file(tmp_path, run_script):
     source = tmp_path / "big.py"
     source.write_text(textwrap.dedent('''
         import torch
@@ -243,5 +232,5 @@ def test_large_inputs_travel_in_a_side_file(tmp_path):
     text = script.read_text()
     assert script.with_suffix(".pt").exists() and len(text) < 40_000
     assert "import gradsmith" not in text  # (the user's module imports it for its example)
-    done = _run_script(script, block=False)
+    done = run_script(script)
     assert done.returncode == 0 and "REPRODUCED" in done.stdout, done.stdout + done.stderr
