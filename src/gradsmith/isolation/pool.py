@@ -223,6 +223,8 @@ class WorkerPool:
                 self._ready = True
             elif kind == "started":
                 started[index] = time.monotonic()
+            elif kind == "interpreted" and isinstance(message[2], float):
+                started[index] = started.get(index, time.monotonic()) + message[2]
             elif kind == "progress":
                 snap = plain(message[2])
                 if not isinstance(snap, dict):  # not gradsmith's: user code wrote it
@@ -333,6 +335,11 @@ class WorkerPool:
 
     def _describe(self, kind: str, info: dict) -> str:
         tail = _format_tail(info.get("tail", ""))
+        if kind == "timeout" and info.get("interpreted"):
+            return (f"timed out after {info.get('limit', self.timeout):g} s, the --timeout "
+                    f"of {self.timeout:g} s scaled because its Triton kernels ran in Triton's "
+                    "interpreter (20-500x slower than on a GPU; the task and every process "
+                    f"it started were killed; raise --timeout if it is just slow){tail}")
         if kind == "timeout":
             return (f"timed out after {self.timeout:g} s (the task and every process it "
                     f"started were killed; raise --timeout if it is just slow){tail}")

@@ -64,7 +64,7 @@ def plain(payload: bytes) -> Any:
 
 
 #: The worker server's messages about a task, by kind: how many fields each has.
-FIELDS = {"started": 2, "progress": 3, "result": 4, "ended": 5}
+FIELDS = {"started": 2, "progress": 3, "result": 4, "ended": 5, "interpreted": 3}
 
 
 def server_message(payload: bytes) -> tuple:

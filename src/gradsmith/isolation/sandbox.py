@@ -40,6 +40,8 @@ from gradsmith.isolation.protocol import frame, write_all
 from gradsmith.isolation.tasklog import TaskLog
 
 EVENT, RESULT, EXIT, DEPLOY = b"e", b"r", b"x", b"d"
+#: A task's Triton kernels run in the interpreter (20-500x slower): its time limit is scaled.
+INTERPRETED = b"i"
 #: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
 LOST_PIPE = 113
 #: Exit code of a task process whose gradsmith code failed (its traceback is in the log).
@@ -190,15 +192,20 @@ def _task_process(task: tuple, threads: int, out: int, pipe: int, keeper: int) -
         except OSError:  # user code closed or replaced the descriptor
             os._exit(LOST_PIPE)
 
+    from gradsmith._triton import launches
     from gradsmith.isolation.task import run_in_worker
 
     deploying = None  # the deployment check running
+    kernels = [launches(), False]  # launches before the task; said it runs interpreted
 
     def progress(snapshot: dict) -> None:
         nonlocal deploying
         if snapshot.get("in_deployment") and snapshot.get("running") != deploying:
             deploying = snapshot.get("running")
             emit(DEPLOY)  # before the snapshot: the server restarts the clock for it
+        if not kernels[1] and launches() > kernels[0]:
+            kernels[1] = True
+            emit(INTERPRETED)  # the server scales this task's time limit, once
         emit(EVENT, snapshot)
 
     result = run_in_worker(task, progress)

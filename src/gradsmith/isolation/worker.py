@@ -58,6 +58,8 @@ _EOF_GRACE = 2.0
 # Deployment phases a task may restart its time limit for (a check task's deployment checks,
 # gradsmith.checker.deploy's DEPLOY_MODULES: this runner knows nothing of them).
 _DEPLOY_CLOCKS = 8
+#: How many times ``--timeout`` a task whose Triton kernels run interpreted gets.
+INTERPRETED_SCALE = 4
 
 
 @dataclass
@@ -70,6 +72,7 @@ class _Task:
     started: float = field(default_factory=time.monotonic)  # of the current time limit
     launched: float = field(default_factory=time.monotonic)
     deploy_clocks: int = 0  # time limits restarted for deployment checks
+    interpreted: bool = False  # its Triton kernels run interpreted: the limit was scaled
     reader: FrameReader = field(default_factory=FrameReader)
     result: bytes | None = None
     status: int | None = None  # the task process's, from the keeper
@@ -187,6 +190,17 @@ class Server:
         task.started = time.monotonic()
         self.send(("started", task.index))
 
+    def _interpreted(self, task: _Task) -> None:
+        """The task's Triton kernels run in the interpreter, 20-500x slower than compiled:
+        its time limit becomes ``INTERPRETED_SCALE`` times ``--timeout`` (once), and the
+        parent hears by how much to move its watchdog."""
+        if task.interpreted or task.terminated is not None:
+            return
+        task.interpreted = True
+        extra = float(task.timeout * (INTERPRETED_SCALE - 1))
+        task.timeout += extra
+        self.send(("interpreted", task.index, extra))
+
     def _kill_strays(self) -> None:
         """Kill what a dead keeper kept, at once: the processes it left were adopted by this
         server (a subreaper; the kernel reparents them before the keeper's death can be
@@ -267,6 +281,8 @@ class Server:
                     task.status = sandbox.exit_status(payload)
                 elif kind == sandbox.DEPLOY:
                     self._deploying(task)
+                elif kind == sandbox.INTERPRETED:
+                    self._interpreted(task)
                 else:
                     raise FrameError(f"a frame of unknown kind {kind!r}")
         except FrameError:  # user code wrote into gradsmith's pipe: end the task
@@ -318,9 +334,9 @@ class Server:
             kind = "timeout" if task.terminated is not None and not task.corrupt else "crash"
             how = sandbox.describe_end(task.status, corrupt=task.corrupt,
                                        killed=task.terminated is not None)
-            self.send(("ended", task.index, kind, {"exit": how,
-                                                   "tail": log_tail(task.log)},
-                       elapsed))
+            self.send(("ended", task.index, kind, {"exit": how, "tail": log_tail(task.log),
+                                                   "interpreted": task.interpreted,
+                                                   "limit": task.timeout}, elapsed))
         try:
             os.unlink(task.log)
         except OSError:
