@@ -250,6 +250,13 @@ def _functorch(m: re.Match, where: str) -> Explanation:
         "write `forward(*args)` without ctx plus `setup_context(ctx, inputs, output)`")
 
 
+def _no_triton_driver(m: re.Match, where: str) -> Explanation:
+    from gradsmith._triton.late import ADVICE
+
+    return Explanation("triton-no-driver", f"{where} launched Triton kernels, but {ADVICE}",
+                       ADVICE.split(": ", 1)[1])
+
+
 _RULES: tuple[tuple[re.Pattern, Rule], ...] = tuple((re.compile(p), rule) for p, rule in (
     (r"returned an incorrect number of gradients \(expected (\d+), got (\d+)\)", _count),
     (r"invalid gradient at index (\d+) - got \[([^\]]*)\] but expected shape compatible "
@@ -276,6 +283,7 @@ _RULES: tuple[tuple[re.Pattern, Rule], ...] = tuple((re.compile(p), rule) for p,
      r"|expected both vectors to have same dtype", _dtype_mix),
     (r"Can't call numpy\(\) on Tensor that requires grad", _numpy_requires_grad),
     (r"must override the setup_context staticmethod", _functorch),
+    (r"0 active drivers", _no_triton_driver),
 ))
 
 
