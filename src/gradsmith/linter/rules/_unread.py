@@ -57,7 +57,7 @@ GS123 = Rule(
     "        return _probs(s, mask=mask)\n\n    @staticmethod\n    def backward(ctx, g):\n"
     "        s, mask = ctx.saved_tensors\n        p = _probs(s, mask=mask)\n"
     "        return p * (g - (g * p).sum(-1, keepdim=True)), None\n",
-    brief="backward recomputes with a constant",
+    brief="backward passes a constant where forward used the input",
 )
 
 #: Name parts of outputs that carry no gradient: flags, labels, ranks (integers or booleans)
@@ -235,8 +235,9 @@ def check_recompute_with_other_value(facts: Facts, report) -> None:
                     continue  # backward reads the value some other way (`ctx.mask`)
                 callee = short(ast.unparse(node.func), 24)
                 value = short(ast.unparse(kw.value), 12)
+                whose = "it" if source == kw.arg else f"`{short(source, 16)}`"
                 report("GS123", bwd.source, kw.value,
-                       f"`{callee}({kw.arg}={value})`; forward {how} `{source}`")
+                       f"`{callee}({kw.arg}={value})`, forward {how} {whose}")
 
 
 def _computed_with(fwd, candidates: set[str]) -> set[str]:
