@@ -57,7 +57,7 @@ GS123 = Rule(
     "        return _probs(s, mask=mask)\n\n    @staticmethod\n    def backward(ctx, g):\n"
     "        s, mask = ctx.saved_tensors\n        p = _probs(s, mask=mask)\n"
     "        return p * (g - (g * p).sum(-1, keepdim=True)), None\n",
-    brief="backward passes a constant where forward used the input",
+    brief="backward passes a constant for an input",
 )
 
 #: Name parts of outputs that carry no gradient: flags, labels, ranks (integers or booleans)
@@ -233,7 +233,7 @@ def check_recompute_with_other_value(facts: Facts, report) -> None:
                     continue
                 if {kw.arg, source} & mentioned:
                     continue  # backward reads the value some other way (`ctx.mask`)
-                callee = short(ast.unparse(node.func), 24)
+                callee = short(ast.unparse(node.func), 20)
                 value = short(ast.unparse(kw.value), 12)
                 whose = "it" if source == kw.arg else f"`{short(source, 16)}`"
                 report("GS123", bwd.source, kw.value,
