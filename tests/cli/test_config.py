@@ -147,7 +147,8 @@ def test_isolate_from_pyproject_and_the_command_line_overrides_it(write, pyproje
     pyproject('[tool.gradsmith.check]\ntargets = ["where.py"]\nisolate = false\n')
     assert gradsmith_cli()[0] == 0
     assert int(where.read_text()) == os.getpid()  # ran in this process
-    assert gradsmith_cli("--isolate", "--jobs", "1")[0] == 0
+    # --no-compat: which process runs the Function does not depend on the deployment checks
+    assert gradsmith_cli("--isolate", "--jobs", "1", "--no-compat")[0] == 0
     assert int(where.read_text()) != os.getpid()  # ran in a worker
 
 
@@ -166,7 +167,8 @@ class Slow(Function):
     def backward(ctx, grad):
         return grad
 """)
-    pyproject('[tool.gradsmith.check]\ntargets = ["slow.py"]\ntimeout = 1\njobs = 1\n')
+    pyproject('[tool.gradsmith.check]\ntargets = ["slow.py"]\ntimeout = 1\njobs = 1\n'
+              'compat = false\n')  # forward hangs: no deployment check would run
     code, out, _ = gradsmith_cli("--format", "json")
     (row,) = json.loads(out)["results"]
     assert code == 1 and row["error"] == "timeout"
