@@ -150,7 +150,7 @@ class RmsNorm(torch.autograd.Function):
         weight = weight.contiguous()
         rows, cols = x2.shape
         y = torch.empty_like(x2)
-        rstd = torch.empty(rows, dtype=torch.float32)
+        rstd = torch.empty(rows, dtype=torch.float32, device=x2.device)
         _rms_fwd[(rows,)](x2, weight, y, rstd, cols, eps, BLOCK=triton.next_power_of_2(cols))
         ctx.save_for_backward(x2, weight, rstd)
         return y.reshape(shape)
@@ -162,7 +162,7 @@ class RmsNorm(torch.autograd.Function):
         rows, cols = x2.shape
         g2 = g.reshape(rows, cols).contiguous()
         dx = torch.empty_like(x2)
-        dw = torch.empty(rows, cols, dtype=torch.float32)
+        dw = torch.empty(rows, cols, dtype=torch.float32, device=x2.device)
         good = ctx._forward_cls.GOOD
         _rms_bwd[(rows,)](x2, weight, rstd, g2, dx, dw, cols, GOOD=good,
                           BLOCK=triton.next_power_of_2(cols))
@@ -202,7 +202,7 @@ class CrossEntropy(torch.autograd.Function):
     def forward(ctx, logits, target):
         rows, cols = logits.shape
         logits = logits.contiguous()
-        loss = torch.empty(rows, dtype=torch.float32)
+        loss = torch.empty(rows, dtype=torch.float32, device=logits.device)
         grad = torch.empty_like(logits)
         _ce_fwd[(rows,)](logits, target, loss, grad, cols, 1.0 / rows,
                          BLOCK=triton.next_power_of_2(cols))

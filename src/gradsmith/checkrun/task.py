@@ -39,8 +39,16 @@ _MAX_JACOBIAN_SIDE = 400
 INPUTS_KNOWN: ContextVar[Callable[[dict], None] | None] = ContextVar(
     "gradsmith_inputs_known", default=None)
 
+# Called once the candidate's module is imported (see IMPORTS_FIRST); set by listening().
+_IMPORTED: ContextVar[Callable[[], None]] = ContextVar("gradsmith_imported",
+                                                      default=lambda: None)
+
 #: The kind of a check task: ``(KIND, candidate, example_index, options, html)``.
 KIND = __name__
+#: A check task imports the user's code first: the worker gives that import the start-up limit
+#: (a module of 300 Functions, or one importing a large library, is not the Function's time)
+#: and starts the task's own ``--timeout`` when :func:`check_candidate` says it is done.
+IMPORTS_FIRST = True
 # What warm_up has paid for in this process: "core" (the eager checks), "deploy" (also the
 # deployment checks), "onnx" (the opt-in ONNX check's exporters).
 _WARMED: set[str] = set()
@@ -86,11 +94,13 @@ def listening(on_progress: Callable[[dict], None]) -> Iterator[None]:
         on_progress(snapshot(name, reports))
 
     token = INPUTS_KNOWN.set(lambda record: on_progress({"repro": record}))
+    imported = _IMPORTED.set(lambda: on_progress({"imported": True}))
     try:
         with progress.listening(listener):
             yield
     finally:
         INPUTS_KNOWN.reset(token)
+        _IMPORTED.reset(imported)
 
 
 def warm_up(tasks: list[tuple]) -> None:
@@ -98,6 +108,8 @@ def warm_up(tasks: list[tuple]) -> None:
     and export and their first-call set-up: seconds, tens of seconds on a loaded machine) once
     in the worker server, before the first check task forks, so that every fork inherits them
     and no task's time limit pays for them. ``tasks``: the queued tasks' arguments."""
+    if _gpu_visible():
+        return
     deploy = any(t[2].get("compat", t[2].get("_defaults", {}).get("compat")) is True
                  for t in tasks)
     wanted = "deploy" if deploy else "core"
@@ -106,6 +118,19 @@ def warm_up(tasks: list[tuple]) -> None:
     if wanted not in _WARMED or onnx:
         _check_a_tiny_function(deploy=deploy, onnx=onnx)
         _WARMED.update({"core", wanted} | ({"onnx"} if onnx else set()))
+
+
+def _gpu_visible() -> bool:
+    """Whether a CUDA GPU is visible, asked without initialising CUDA (the pool's server runs
+    with ``PYTORCH_NVML_BASED_CUDA_CHECK=1``). There the warm-up is skipped: compiling even a
+    CPU function initialises the CUDA driver (seen on an H200 with torch 2.11), and no fork of
+    the server could use the GPU afterwards; each task pays its own first compile instead."""
+    import torch
+
+    try:
+        return torch.cuda.device_count() > 0
+    except Exception:  # noqa: BLE001 - a broken CUDA setup is no GPU here
+        return False
 
 
 def _check_a_tiny_function(deploy: bool = False, onnx: bool = False) -> None:
@@ -146,6 +171,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         obj = resolve_ref(candidate.ref)
     except TargetImportError as exc:
         return row(candidate, label, "fail", error="import", reason=f"import failed: {exc}")
+    _IMPORTED.get()()  # isolated: the task's own time limit starts now
+    started = time.perf_counter()
     options = dict(options)
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
     defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
