@@ -259,3 +259,70 @@ def _section_backward(ctx, g, good):
 
 def section_gain_reference(x, w, sections):
     return x * torch.cat([w[i].expand(n) for i, n in enumerate(sections)])
+
+
+# -- a mode named by a string its docstring lists ----------------------------------------------
+@triton.jit
+def _act_fwd(x_ptr, y_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+    if ACT == "softsign":
+        y = x / (1 + tl.abs(x))
+    else:
+        y = tl.sigmoid(x)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def _act_bwd(x_ptr, g_ptr, dx_ptr, n, ACT: tl.constexpr, GOOD: tl.constexpr,
+             BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=offs < n).to(tl.float32)
+    if ACT == "softsign":
+        d = 1 / ((1 + tl.abs(x)) * (1 + tl.abs(x))) if GOOD else 1 / (1 + tl.abs(x))
+    else:
+        d = tl.sigmoid(x) * (1 - tl.sigmoid(x))
+    tl.store(dx_ptr + offs, (g * d).to(dx_ptr.dtype.element_ty), mask=offs < n)
+
+
+class Activation(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, act: str):
+        """Applies an activation.
+
+        Args:
+            ctx: the context.
+            x: the input, any shape.
+            act: the activation's name. Options are 'softsign' and 'sigmoid'.
+        """
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _act_fwd[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), ACT=act, BLOCK=64)
+        ctx.save_for_backward(x)
+        ctx.act = act
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _act_backward(ctx, g, True)
+
+
+class ActivationBadBackward(Activation):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _act_backward(ctx, g, False)
+
+
+def _act_backward(ctx, g, good):
+    (x,) = ctx.saved_tensors
+    dx = torch.empty_like(x)
+    _act_bwd[(triton.cdiv(x.numel(), 64),)](x, g.contiguous(), dx, x.numel(), ACT=ctx.act,
+                                            GOOD=good, BLOCK=64)
+    return dx, None
+
+
+def activation_reference(x, act):
+    return torch.nn.functional.softsign(x) if act == "softsign" else torch.sigmoid(x)

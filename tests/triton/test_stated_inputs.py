@@ -16,6 +16,8 @@ CASES = {  # Function, its reference, the input a broken backward gets wrong
     "modulated-bad-backward": (K.ModulatedBadBackward, K.modulated_reference, {"X"}),
     "sections": (K.SectionGain, K.section_gain_reference, None),
     "sections-bad-backward": (K.SectionGainBadBackward, K.section_gain_reference, {"x", "w"}),
+    "activation": (K.Activation, K.activation_reference, None),
+    "activation-bad-backward": (K.ActivationBadBackward, K.activation_reference, {"x"}),
 }
 
 
@@ -52,7 +54,13 @@ def test_a_section_list_sums_to_the_dimension_it_splits():
     assert sum(sections) == x.shape[-1]
 
 
-@pytest.mark.parametrize("name", ["head-mix", "modulated", "sections"])
+def test_a_mode_string_its_docstring_lists():
+    found = _found(K.Activation)
+    assert found.args[1] == "softsign"  # the first listed value; the other is a variant
+    assert "act='sigmoid'" in [v.change for v in found.variants]
+
+
+@pytest.mark.parametrize("name", ["head-mix", "modulated", "sections", "activation"])
 def test_correct_kernels_agree_with_plain_pytorch(name):
     # Independent of gradsmith's method: outputs and autograd gradients against the reference.
     fn, reference, _ = CASES[name]

@@ -17,6 +17,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.discovery.stated import documented_options
+
 # Methods and attributes that only tensors have (a parameter using one is a tensor).
 _TENSOR_ATTRS = {
     "shape", "size", "dim", "ndim", "ndimension", "view", "view_as", "reshape", "item", "type_as",
@@ -78,6 +80,9 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
     """
     hints = {n: Hint() for n in names}
     _annotations(fn, hints)
+    for name, values in documented_options(fn, names).items():  # "Options are 'a', 'b'"
+        if hints[name].kind in (None, "str") and not hints[name].literals:
+            hints[name].kind, hints[name].literals = "str", values[:4]
     tree = _parse(fn)
     if tree is not None:
         visitor = _Visitor(hints)

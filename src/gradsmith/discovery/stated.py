@@ -32,6 +32,8 @@ _COMMENT = re.compile(r"#\s*(?:\[(" + _DIMS + r")\]|(scalar)\b)")
 _DOC = re.compile(r"^\s*`*(\w+)`*\s*(?:size|shape)?\s*:\s*[\[(](" + _DIMS + r")[\])]")
 _MESSAGE = re.compile(r"\b(\w+)\s*(?:must be|should be|of shape|shape)?\s*\[(" + _DIMS + r")\]")
 _SECTION = re.compile(r"sections?$|_sizes$|_splits?$")
+_OPTIONS = re.compile(r"\b(?:options? (?:are|is)|one of|either|choices? (?:are|is)|can be|"
+                      r"supported (?:values|modes) are)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -79,6 +81,41 @@ def read_statements(owner: type, names: list[str]) -> Statements:
     named = {d for dims in found.shapes.values() for d in dims}
     found.equations = {k: v for k, v in found.equations.items()  # about these dims only
                        if k in named and set(re.findall(r"[A-Za-z_]\w*", v)) <= named}
+    return found
+
+
+def documented_options(fn: Any, names: list[str]) -> dict[str, list[str]]:
+    """Values ``fn``'s docstring lists for its parameters (``Options are 'a', 'b'``).
+
+    Example:
+        >>> def forward(ctx, x, mode):
+        ...     \"\"\"Args:
+        ...         mode: how to round. One of 'floor' or 'nearest'.
+        ...     \"\"\"
+        >>> documented_options(forward, ["x", "mode"])
+        {'mode': ['floor', 'nearest']}
+    """
+    return _documented_options(inspect.getdoc(fn) or "", set(names))
+
+
+def _documented_options(doc: str, wanted: set[str]) -> dict[str, list[str]]:
+    """``act_func: Name of the activation. Options are 'sigmoid', 'tanh', ...`` in a
+    Google-style ``Args:`` entry: the quoted values, in order."""
+    found: dict[str, list[str]] = {}
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)(\w+)\s*(?:\([^)]*\))?:\s*(.*)$", line)
+        if not m or m.group(2) not in wanted:
+            continue
+        body = [m.group(3)]
+        for more in lines[i + 1:]:  # the entry's continuation lines, indented deeper
+            if more.strip() and len(more) - len(more.lstrip()) <= len(m.group(1)):
+                break
+            body.append(more.strip())
+        text = " ".join(body)
+        values = re.findall(r"['\"`]([A-Za-z_][\w.-]*)['\"`]", text)
+        if _OPTIONS.search(text) and values:
+            found.setdefault(m.group(2), list(dict.fromkeys(values)))
     return found
 
 
