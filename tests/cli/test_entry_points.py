@@ -16,8 +16,9 @@ def _run(cmd: list[str], cwd) -> subprocess.CompletedProcess:
 
 def test_python_dash_m_json(write, snippets, tmp_path):
     write("ops.py", snippets.good, snippets.bad)
+    # --no-compat here and below: the entry points are under test, not the deployment checks
     proc = _run([sys.executable, "-m", "gradsmith", "check", "ops.py::Cube", "--no-isolate",
-                 "--format", "json"], tmp_path)
+                 "--no-compat", "--format", "json"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [r["verdict"] for r in doc["results"]] == ["pass"]
@@ -26,7 +27,8 @@ def test_python_dash_m_json(write, snippets, tmp_path):
 @pytest.mark.skipif(shutil.which("gradsmith") is None, reason="console script not installed")
 def test_console_script_isolated_failure_exit_1(write, snippets, tmp_path):
     write("ops.py", snippets.bad)
-    proc = _run([shutil.which("gradsmith"), "check", "ops.py", "--jobs", "1"], tmp_path)
+    proc = _run([shutil.which("gradsmith"), "check", "ops.py", "--jobs", "1", "--no-compat"],
+                tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "ops.py::BadMatmul" in proc.stdout and "gradient-mismatch" in proc.stdout
 
