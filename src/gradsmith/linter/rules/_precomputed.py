@@ -35,10 +35,11 @@ GS222 = Rule(
     brief="gradient precomputed in forward: double backward treats it as a constant",
 )
 
-#: Calls that read only a tensor's shape/dtype/device (their result does not depend on values).
+#: Calls whose result has no graph back to their arguments: they read only a tensor's
+#: shape/dtype/device, or build a tensor from Python values (`torch.tensor(alpha)`).
 _SHAPE_ONLY = frozenset(
     """empty_like zeros_like ones_like full_like empty zeros ones full new_empty new_zeros
-    new_ones new_full size dim numel stride""".split()
+    new_ones new_full size dim numel stride tensor as_tensor scalar_tensor new_tensor""".split()
 )
 _SHAPE_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad"})
 #: Methods that keep the values of their receiver (views, casts, copies).

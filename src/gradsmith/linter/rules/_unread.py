@@ -127,19 +127,42 @@ def _definitions(method) -> dict[str, list[ast.expr]]:
     return defs
 
 
-def _non_differentiable(facts: Facts) -> set[str] | None:
-    """Source text of what forward/setup_context marks non-differentiable (None: unknown)."""
-    marked: set[str] = set()
+def _non_differentiable(facts: Facts) -> set[str | int] | None:
+    """What forward/setup_context marks non-differentiable: source texts, and positions
+    of the output (setup_context's ``output[1]``, or a name unpacked from ``output``);
+    None when it cannot be told (``*outs``)."""
+    marked: set[str | int] = set()
     for method in own(facts, "forward", "setup_context"):
         ctx = facts.ctx_of(method) if method.name == "forward" else (
             method.params[0] if method.params else None)
+        output = method.params[2] if method.name == "setup_context" and len(
+            method.params) >= 3 else None
+        positions = _output_positions(method, output) if output else {}
         for node in walk_shallow(method.node):
             if is_ctx_call(node, ctx, "mark_non_differentiable"):
                 for arg in node.args:
                     if isinstance(arg, ast.Starred):
                         return None
                     marked.add(ast.unparse(arg))
+                    if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
+                            and arg.value.id == output and isinstance(arg.slice, ast.Constant):
+                        marked.add(arg.slice.value)
+                    elif isinstance(arg, ast.Name) and arg.id in positions:
+                        marked.add(positions[arg.id])
     return marked
+
+
+def _output_positions(method, output: str) -> dict[str, int]:
+    """Names bound to items of setup_context's ``output`` (``out, lse = output``)."""
+    found: dict[str, int] = {}
+    for node in walk_shallow(method.node):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                and node.value.id == output:
+            for target in node.targets:
+                if isinstance(target, (ast.Tuple, ast.List)):
+                    found.update({e.id: i for i, e in enumerate(target.elts)
+                                  if isinstance(e, ast.Name)})
+    return found
 
 
 def _outputs(facts: Facts) -> list[list[ast.expr]] | None:
@@ -176,7 +199,8 @@ def check_unread_output_gradient(facts: Facts, report) -> None:
                     index < len(vals) and vals[index].tensor is False):
                 continue
             items = [ret[index] for ret in outputs]
-            if any(ast.unparse(e) in marked or _discrete(e, defs) for e in items):
+            if index in marked or any(ast.unparse(e) in marked or _discrete(e, defs)
+                                      for e in items):
                 continue
             arg = next(a for a in (*bwd.node.args.posonlyargs, *bwd.node.args.args)
                        if a.arg == name)
