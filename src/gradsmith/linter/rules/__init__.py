@@ -12,6 +12,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _needs_index,
     _perf,
     _precomputed,
+    _recompute,
     _shape,
     _slots,
     _unread,

@@ -15,10 +15,10 @@ from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import nodes, own, short
 from gradsmith.linter.rules._inplace_scope import (
-    _INPLACE_WORD,
     OPTION,
     by_option,
     chosen_by_option,
+    chosen_out,
     option,
     reshapes_fresh_view,
     track_fresh_views,
@@ -174,7 +174,7 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
         for arg, what, proven in edited:  # a helper's body shows what it writes
             yield node, arg, OPTION if opted else what, proven
         for kw in node.keywords:
-            chosen = _chosen_out(kw)
+            chosen = chosen_out(kw)
             if chosen is not None:  # `out=x if inplace else None`: x is written by option
                 yield node, chosen, "`out=` (`inplace` option)", True
             elif kw.arg == "out" and qual is not None and qual.rpartition(".")[0] in _OUT_MODULES:
@@ -190,17 +190,6 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
             yield stmt, _root(stmt.target), "item assignment `[...] op=`", False
         elif isinstance(stmt.target, ast.Name):
             yield stmt, stmt.target, f"augmented assignment `{_OPS.get(type(stmt.op), '?')}=`", False
-
-
-def _chosen_out(kw: ast.keyword) -> ast.expr | None:
-    """``out=x if inplace else None`` (or ``None if not inplace else x``): ``x``."""
-    value = kw.value
-    if kw.arg != "out" or not isinstance(value, ast.IfExp) \
-            or not _INPLACE_WORD.search(ast.unparse(value.test)):
-        return None
-    branches = [b for b in (value.body, value.orelse)
-                if not (isinstance(b, ast.Constant) and b.value is None)]
-    return branches[0] if len(branches) == 1 else None
 
 
 def _dotted(node):

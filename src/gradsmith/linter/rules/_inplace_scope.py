@@ -41,6 +41,17 @@ def chosen_by_option(func: ast.AST, source=None) -> tuple[set[int], set[str]]:
     return stmts, names
 
 
+def chosen_out(kw: ast.keyword) -> ast.expr | None:
+    """``out=x if inplace else None`` (or ``None if not inplace else x``): ``x``."""
+    value = kw.value
+    if kw.arg != "out" or not isinstance(value, ast.IfExp) \
+            or not _INPLACE_WORD.search(ast.unparse(value.test)):
+        return None
+    branches = [b for b in (value.body, value.orelse)
+                if not (isinstance(b, ast.Constant) and b.value is None)]
+    return branches[0] if len(branches) == 1 else None
+
+
 def by_option(what: str, stmt: ast.stmt, target: ast.expr, chosen) -> str:
     stmts, names = chosen
     if id(stmt) in stmts or isinstance(target, ast.Name) and target.id in names:
@@ -78,5 +89,5 @@ def track_fresh_views(stmt: ast.stmt, fresh: set[str]) -> None:
             (fresh.add if new else fresh.discard)(target.id)
 
 
-__all__ = ["OPTION", "by_option", "chosen_by_option", "option", "reshapes_fresh_view",
+__all__ = ["OPTION", "by_option", "chosen_by_option", "chosen_out", "option", "reshapes_fresh_view",
            "track_fresh_views"]
