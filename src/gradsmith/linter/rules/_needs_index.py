@@ -21,8 +21,8 @@ _H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod
      "        x, w = ctx.saved_tensors\n        gx = g * w if ctx.needs_input_grad[0] else None\n"
 GS124 = Rule(
     "GS124", "needs-input-grad-other-input", "warning",
-    "a gradient is computed only when ctx.needs_input_grad of another input, one that is "
-    "not a tensor, is set",
+    "a gradient is computed only when ctx.needs_input_grad of an input that is not a "
+    "tensor is set (it never is)",
     "needs_input_grad[j] is always False for an input that is not a tensor (a number, a "
     "flag), so the gradient guarded by it is never computed: the input it is returned for "
     "silently gets no gradient (its .grad stays None and it is never trained).",

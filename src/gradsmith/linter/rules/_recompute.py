@@ -14,7 +14,8 @@ from gradsmith.linter.rules._common import own, short
 
 GS123 = Rule(
     "GS123", "recompute-with-other-value", "warning",
-    "backward recomputes forward with a constant where forward passes one of its inputs",
+    "backward passes a constant where forward passed or used one of its inputs (a "
+    "recomputation, or a gradient helper's mask/causal/scale)",
     "forward calls the helper with the caller's value (a mask, a bias, a scale) but backward "
     "calls the same helper with None or a constant (or gives its gradient helper a constant "
     "`attn_mask=`, `is_causal=`, `scale=` where forward used the input): whenever a caller "
