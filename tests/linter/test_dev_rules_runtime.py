@@ -212,6 +212,13 @@ def test_writes_through_imported_helpers_change_the_callers_tensors(layers):
     seen = y.clone()
     layers.ScaleInto.apply(y, 2.0)
     assert torch.equal(y, seen)  # the near miss leaves its input alone
+    x = torch.randn(2, 4)
+    seen = x.clone()
+    layers.OptionOff.apply(x, 2.0)
+    assert torch.equal(x, seen)  # options off: nothing written, nothing reported
+    layers.OptionPassedOn.apply(x, 3.0, True)
+    torch.testing.assert_close(x, seen * 3.0 * 0.5)  # the caller's x: scaled, then halved
+    assert not [f for f in found if f[2] == "GS101"]
     (line,) = [n for (_, n, code) in found if code == "GS102"]
     assert "normalize_(g)" in text[line - 1]
 

@@ -10,6 +10,7 @@ passing a tensor in such a position is then an in-place edit of that tensor.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 from gradsmith.linter._flow import Flow, Val
@@ -48,6 +49,7 @@ class Helpers:
         self.mutations = mutations
         self.sym_of = sym_of  # all linted modules: helpers imported from them are followed
         self._summary: dict[int, dict[int, bool]] = {}
+        self._optional: dict[int, set[int]] = {}  # parameters written only by option
         self._busy: set[int] = set()
         self._foreign: dict[int, Helpers] = {}
 
@@ -95,12 +97,19 @@ class Helpers:
         if found is None or depth > _MAX_DEPTH:
             return []
         node, bound = found
-        summary = self._home(node).summary(node, depth)
+        home = self._home(node)
+        summary = home.summary(node, depth)
+        optional = home._optional.get(id(node), set())
+        option = _option_value(node, call, bound) if optional else True
         out = []
         for index, proven in summary.items():
             pos = index - bound
-            if 0 <= pos < len(call.args) and not isinstance(call.args[pos], ast.Starred):
+            if not (0 <= pos < len(call.args)) or isinstance(call.args[pos], ast.Starred):
+                continue
+            if index not in optional:
                 out.append((call.args[pos], f"`{node.name}()` (in place)", proven))
+            elif option is not False:  # written only when the helper's option is on
+                out.append((call.args[pos], f"`{node.name}()` (`inplace` option)", proven))
         return out
 
     def _launch(self, call: ast.Call, head: ast.expr) -> list[tuple[ast.expr, str, bool]]:
@@ -147,22 +156,77 @@ class Helpers:
         flow = Flow(None, self.resolve)
         flow.env = {p: Val(frozenset({f"input:{p}"}), None) for p in params}
         result: dict[int, bool] = {}
+        always: set[int] = set()  # written whatever the helper's in-place option says
+        scoped, chosen = option_scope(node)
 
         def nested(call: ast.Call):
             return self.edits(call, depth + 1)
 
         def visit(stmt, flow: Flow) -> None:
-            for _node, target, _what, proven in self.mutations(stmt, flow, nested):
+            for where, target, what, proven in self.mutations(stmt, flow, nested):
                 val = flow.eval(target)
+                optional = id(where) in scoped or id(stmt) in scoped or "option" in what or (
+                    isinstance(target, ast.Name) and target.id in chosen)
                 for origin in val.origins:
                     if origin.startswith("input:") and origin[6:] in params:
                         index = params.index(origin[6:])
                         result[index] = result.get(index, False) or proven or bool(val.tensor)
+                        if not optional:
+                            always.add(index)
 
         run(flow, node.body, visit)
         self._busy.discard(key)
         self._summary[key] = result
+        self._optional[key] = set(result) - always
         return result
+
+
+_OPTION_WORD = re.compile(r"in_?place", re.I)
+
+
+def option_scope(func: ast.AST) -> tuple[set[int], set[str]]:
+    """What runs only by a helper's in-place option: nodes under ``if <...inplace...>:`` (either
+    branch) or in a branch of ``... if inplace else ...``, and names bound there or to
+    ``x if inplace else y`` (``out = x if inplace else torch.empty_like(x)``)."""
+    nodes: set[int] = set()
+    names: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, (ast.If, ast.IfExp)) and _OPTION_WORD.search(ast.unparse(node.test)):
+            branches = (node.body, node.orelse) if isinstance(node, ast.If) else (
+                [node.body], [node.orelse])
+            for branch in branches:
+                for sub in branch:
+                    for inner in ast.walk(sub):
+                        nodes.add(id(inner))
+                        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                            names.add(inner.id)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) \
+                and _OPTION_WORD.search(ast.unparse(node.value.test)):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return nodes, names
+
+
+def _option_value(helper: ast.FunctionDef, call: ast.Call, bound: int) -> bool | None:
+    """The helper's in-place option at ``call``: False/True when a constant (passed or the
+    default), None when it cannot be told (a variable, or no parameter by that name)."""
+    args = helper.args
+    params = [a.arg for a in (*args.posonlyargs, *args.args)]
+    defaults = dict(zip(params[len(params) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    names = [p for p in (*params, *(a.arg for a in args.kwonlyargs)) if _OPTION_WORD.search(p)]
+    if len(names) != 1:
+        return None
+    name = names[0]
+    value = next((k.value for k in call.keywords if k.arg == name), None)
+    if value is None and name in params and 0 <= params.index(name) - bound < len(call.args):
+        value = call.args[params.index(name) - bound]
+        if any(isinstance(a, ast.Starred) for a in call.args[: params.index(name) - bound + 1]):
+            return None
+    if value is None:
+        value = defaults.get(name)
+    if isinstance(value, ast.Constant):
+        return bool(value.value)
+    return None
 
 
 def _flags_verdict(flags, params: list[str], arg_of) -> bool | None:

@@ -96,7 +96,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   class (`_reduce(grad_output)`) and functions imported from other linted modules. A
   helper called with `inplace=True` writes what its body writes (the first argument when
   its body is not linted), and `out=x if inplace else None` writes `x`: both are GS217
-  (an option chosen on purpose). In-place `torch.distributed` collectives
+  (an option chosen on purpose). A write a helper makes only under its own `inplace`
+  option (`if inplace:`, `x.mul_(s) if inplace else x * s`) counts only when the call
+  turns it on (passed True, or a variable: GS217), not when it is off by default or passed
+  False. In-place `torch.distributed` collectives
   (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
   `_functional_collectives` do not.
 - Triton: a launch `kernel[grid](x, ...)` of a `@triton.jit` kernel defined in the linted
