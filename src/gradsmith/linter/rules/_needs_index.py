@@ -25,6 +25,7 @@ GS124 = Rule(
     "tensor is set (it never is)",
     "needs_input_grad[j] is always False for an input that is not a tensor (a number, a "
     "flag), so the gradient guarded by it is never computed: the input it is returned for "
+    "(or, when it sits in the non-tensor's own slot, the tensor input it belongs to) "
     "silently gets no gradient (its .grad stays None and it is never trained).",
     "guard each gradient with its own input's flag: `ctx.needs_input_grad[k]` for the k-th "
     "input of forward (ctx excluded).",
