@@ -36,14 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="seconds allowed per Function and example for its eager checks "
                              "(default 30), and as many again for each deployment check; "
-                             "worker start-up and torch's warm-up are not counted; a hang "
+                             "worker start-up, torch's warm-up and importing your module "
+                             "(bounded by --startup-timeout) are not counted; a hang "
                              "becomes a failed row")
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="Functions checked at once (default: number of CPUs, at most 4; "
                              "capped at what the CPUs and memory can hold)")
     parser.add_argument("--startup-timeout", type=float, default=None, metavar="S",
                         help=f"seconds the worker may take to start (import torch; default "
-                             f"{STARTUP_TIMEOUT:g}); raise it on a heavily loaded machine "
+                             f"{STARTUP_TIMEOUT:g}), and each import of your code; raise it "
+                             "on a heavily loaded machine "
                              "(also startup-timeout in pyproject)")
     parser.add_argument("--no-isolate", dest="no_isolate", action="store_const", const=True,
                         default=None,

@@ -13,6 +13,9 @@ from gradsmith.discovery.targets import Source
 
 #: The kind of a listing task: ``(KIND, source)``.
 KIND = __name__
+#: Listing a target is importing it: the worker gives it the start-up limit
+#: (``--startup-timeout``), not a Function's ``--timeout``.
+IMPORTS_FIRST = True
 
 
 def run(source: Source) -> dict:

@@ -118,7 +118,8 @@ class WorkerPool:
         search = [p for p in sys.path if p]
         cwd = os.getcwd()  # dotted targets are found from here, as `python -m` does
         self._init = {"sys_path": search if cwd in search else [cwd, *search],
-                      "jobs": jobs, "threads": threads, "modules": list(modules)}
+                      "jobs": jobs, "threads": threads, "modules": list(modules),
+                      "import_timeout": startup_timeout}
         self._proc: subprocess.Popen | None = None
         self._reader = FrameReader()
         self._selector = selectors.DefaultSelector()
@@ -299,7 +300,8 @@ class WorkerPool:
                                          "(raise --startup-timeout on a loaded machine)")
                 if self.on_wait is not None:
                     self.on_wait(now - waiting_since)
-            elif started and now > min(started.values()) + self.timeout + _WATCHDOG_GRACE:
+            elif started and now > min(started.values()) + max(
+                    self.timeout, self.startup_timeout) + _WATCHDOG_GRACE:
                 return None
             wait = 1.0 if self._ready else min(1.0, max(
                 0.0, waiting_since + self.startup_timeout - now))
@@ -340,6 +342,10 @@ class WorkerPool:
                     f"of {self.timeout:g} s scaled because its Triton kernels ran in Triton's "
                     "interpreter (20-500x slower than on a GPU; the task and every process "
                     f"it started were killed; raise --timeout if it is just slow){tail}")
+        if kind == "timeout" and info.get("importing"):
+            return (f"importing it timed out after {info.get('limit', self.timeout):g} s, the "
+                    "start-up limit (--startup-timeout; the task and every process it started "
+                    f"were killed; raise --startup-timeout if it is just slow){tail}")
         if kind == "timeout":
             return (f"timed out after {self.timeout:g} s (the task and every process it "
                     f"started were killed; raise --timeout if it is just slow){tail}")

@@ -42,6 +42,8 @@ from gradsmith.isolation.tasklog import TaskLog
 EVENT, RESULT, EXIT, DEPLOY = b"e", b"r", b"x", b"d"
 #: A task's Triton kernels run in the interpreter (20-500x slower): its time limit is scaled.
 INTERPRETED = b"i"
+#: The task imported the user's code: its time limit starts again, at ``--timeout``.
+IMPORTED = b"m"
 #: Exit code of a task process whose pipe user code closed or broke: no result can be sent.
 LOST_PIPE = 113
 #: Exit code of a task process whose gradsmith code failed (its traceback is in the log).
@@ -196,10 +198,15 @@ def _task_process(task: tuple, threads: int, out: int, pipe: int, keeper: int) -
     from gradsmith.isolation.task import run_in_worker
 
     deploying = None  # the deployment check running
-    kernels = [launches(), False]  # launches before the task; said it runs interpreted
+    # launches before the task; said it runs interpreted; said its user code is imported
+    kernels = [launches(), False, False]
 
     def progress(snapshot: dict) -> None:
         nonlocal deploying
+        if snapshot.get("imported") is True and not kernels[2]:
+            kernels[2] = True
+            emit(IMPORTED)  # the import had the start-up limit; the work gets --timeout
+            return
         if snapshot.get("in_deployment") and snapshot.get("running") != deploying:
             deploying = snapshot.get("running")
             emit(DEPLOY)  # before the snapshot: the server restarts the clock for it

@@ -10,7 +10,8 @@ before it, and starting one costs milliseconds instead of a torch import.
 
 Messages (:mod:`.protocol`) on the original stdin/stdout:
 
-- from ``gradsmith check``: ``{"sys_path", "jobs", "threads", "modules"}`` first, then
+- from ``gradsmith check``: ``{"sys_path", "jobs", "threads", "modules", "import_timeout"}``
+  first (``import_timeout``: the limit of a task's import of the user's code), then
   ``("task", index, task, timeout)``; closing stdin ends the server;
 - to ``gradsmith check``: ``("ready", pid)``; ``("started", index)``; ``("progress", index,
   bytes)`` and
@@ -72,6 +73,7 @@ class _Task:
     started: float = field(default_factory=time.monotonic)  # of the current time limit
     launched: float = field(default_factory=time.monotonic)
     deploy_clocks: int = 0  # time limits restarted for deployment checks
+    then: float | None = None  # importing: the limit once the user's code is imported
     interpreted: bool = False  # its Triton kernels run interpreted: the limit was scaled
     reader: FrameReader = field(default_factory=FrameReader)
     result: bytes | None = None
@@ -88,6 +90,14 @@ class _Task:
         if self.terminated is not None:
             return self.terminated + _KILL_GRACE
         return self.started + self.timeout
+
+
+def _imports_first(task: tuple) -> bool:
+    """Whether the task's module says its tasks import user code first (``IMPORTS_FIRST``)."""
+    try:
+        return bool(getattr(task_module(task[0]), "IMPORTS_FIRST", False))
+    except Exception:  # noqa: BLE001 - an unknown kind fails in its task, with the reason
+        return False
 
 
 class Server:
@@ -123,6 +133,7 @@ class Server:
         sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
         self.jobs = max(1, int(init.get("jobs", 1)))
         self.threads = max(1, int(init.get("threads", 1)))
+        self.import_timeout = float(init.get("import_timeout", 0.0))
         self.modules = [m for m in init.get("modules", []) if isinstance(m, str)]
         self.queue.extend(m[1:] for m in messages[1:] if m[0] == "task")
         from gradsmith._triton import prepare
@@ -187,6 +198,15 @@ class Server:
         if task.deploy_clocks >= _DEPLOY_CLOCKS or task.terminated is not None:
             return
         task.deploy_clocks += 1
+        task.started = time.monotonic()
+        self.send(("started", task.index))
+
+    def _imported(self, task: _Task) -> None:
+        """The task imported the user's code: its own time limit (``--timeout``) starts now,
+        and the parent hears of it to restart its watchdog."""
+        if task.then is None or task.terminated is not None:
+            return
+        task.timeout, task.then = task.then, None
         task.started = time.monotonic()
         self.send(("started", task.index))
 
@@ -258,7 +278,12 @@ class Server:
                *(t.fd for t in self.running.values() if not t.eof)]
         keeper, read_end = sandbox.start(task, threads=self.threads, log_fd=fd, close_fds=own)
         os.close(fd)
-        self.running[keeper] = _Task(index, keeper, read_end, log, timeout)
+        # Importing the user's code is start-up, not the task's work: a task whose module
+        # says so (IMPORTS_FIRST) has the start-up limit until it reports the import done
+        # (listing a module is its import: all of it).
+        first = max(timeout, self.import_timeout) if _imports_first(task) else timeout
+        self.running[keeper] = _Task(index, keeper, read_end, log, first,
+                                     then=timeout if first > timeout else None)
 
     def _read_task(self, task: _Task) -> None:
         try:
@@ -283,6 +308,8 @@ class Server:
                     self._deploying(task)
                 elif kind == sandbox.INTERPRETED:
                     self._interpreted(task)
+                elif kind == sandbox.IMPORTED:
+                    self._imported(task)
                 else:
                     raise FrameError(f"a frame of unknown kind {kind!r}")
         except FrameError:  # user code wrote into gradsmith's pipe: end the task
@@ -336,6 +363,7 @@ class Server:
                                        killed=task.terminated is not None)
             self.send(("ended", task.index, kind, {"exit": how, "tail": log_tail(task.log),
                                                    "interpreted": task.interpreted,
+                                                   "importing": task.then is not None,
                                                    "limit": task.timeout}, elapsed))
         try:
             os.unlink(task.log)
