@@ -8,6 +8,7 @@ name cannot forge a summary line in piped output.
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 import pytest
@@ -16,6 +17,11 @@ HOSTILE = "ex\x1b[2J\x1b]52;c;ZXZpbA==\x07\r\n9 passed, 0 failed, 0 skipped in 0
 FILE = "f\x1b]0;T\x07\n7 passed, 0 failed, 0 skipped in 0.1 s\n.py"
 
 BODY = f'''
+import torch
+from torch.autograd import Function
+import gradsmith
+
+
 @gradsmith.example(lambda: (torch.randn(3, dtype=torch.float64, requires_grad=True),),
                    name={HOSTILE!r})
 @gradsmith.example(lambda: (torch.randn(2, dtype=torch.float64, requires_grad=True),),
@@ -35,11 +41,25 @@ RAW = ("\x1b", "\x07", "\r")
 SUMMARY = re.compile(r"^\d+ passed, \d+ failed, \d+ skipped in [\d.]+ s$")
 
 
-@pytest.fixture
-def hostile_run(write, gradsmith_cli):
-    write("hostile.py", BODY)
-    write(FILE, BODY)
-    return gradsmith_cli(".", "--no-compat", "--timeout", "120")
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    """One isolated run for the tests below, which read the same output (issue 21: each run
+    starts a worker that imports torch): (exit code, stdout, stderr), as ``gradsmith_cli``
+    gives them, stdout and stderr being files, not terminals."""
+    from gradsmith.cli import main
+
+    folder = tmp_path_factory.mktemp("hostile")
+    for name in ("hostile.py", FILE):
+        (folder / name).write_text(BODY)
+    logs = tmp_path_factory.mktemp("hostile-output")
+    out_file, err_file = logs / "out.txt", logs / "err.txt"
+    with pytest.MonkeyPatch.context() as patch, open(out_file, "w") as out, \
+            open(err_file, "w") as err:
+        patch.chdir(folder)  # rows are labelled relative to the working directory
+        patch.setattr(sys, "stdout", out)
+        patch.setattr(sys, "stderr", err)
+        code = main(["check", ".", "--no-compat", "--timeout", "120"])
+    return code, out_file.read_text(), err_file.read_text()
 
 
 def test_piped_output_shows_control_characters_instead_of_obeying_them(hostile_run) -> None:
