@@ -1,7 +1,7 @@
 """Every recognised estimator family gets a declaration that passes when pasted exactly as
 printed: surrogate gradients of step functions (arctan, sigmoid, fast sigmoid, triangle,
 rectangle, Gaussian, exponential, with their slope or width), quantizer STEs with clipping,
-windowed STEs and straight-through with a scale. Zero configuration: inputs synthesised, the
+windowed STEs, straight-through with a scale, and leaky windows (a constant leak outside). Zero configuration: inputs synthesised, the
 printed line pasted above the class, the file imported and checked again; the same line on
 the Function with another hyperparameter fails."""
 
@@ -103,6 +103,33 @@ class ThresholdSpike(Function):
         s = torch.sigmoid({k} * (x - ctx.threshold))
         return g * {k} * s * (1 - s), None
 """, 4.0, 5.0),
+    # leaky surrogates: a constant other than 0 outside the window (issue 18's dev half)
+    "LeakySpike": ("""
+class LeakySpike(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x >= 0, torch.ones_like(x), torch.full_like(x, {k}))
+""", 0.1, 0.3),
+    "PiecewiseLeakySpike": ("""
+class PiecewiseLeakySpike(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        w = {k}
+        inside = (x.abs() <= w).to(g.dtype)
+        return g * (inside / (2 * w) + (1 - inside) * 0.01)
+""", 1.0, 0.5),
 }
 
 

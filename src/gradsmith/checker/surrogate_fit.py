@@ -116,15 +116,16 @@ class _Oracle:
         keep = torch.isfinite(d) & torch.isfinite(values)
         return values[keep], d[keep], pos[keep]
 
-    def edge(self, outside: float, inside: float) -> float:
-        """Where ``d`` turns from 0 (at ``outside``) to not 0 (at ``inside``), by bisection."""
+    def edge(self, outside: float, inside: float, base: float = 0.0) -> float:
+        """Where ``d`` turns from ``base`` (at ``outside``) to another value (at ``inside``),
+        by bisection."""
         a, b = outside, inside
         for _ in range(60):
             mid = (a + b) / 2
             if mid in (a, b):
                 break
             d, _ = self(torch.tensor([mid], dtype=torch.float64))
-            if float(d[0]) == 0:
+            if float(d[0]) == base:
                 a = mid
             else:
                 b = mid
@@ -191,12 +192,31 @@ def _render_smooth(arg: str, source: str, fit: tuple[float, float],
 
 def _piecewise(name: str, x: torch.Tensor, d: torch.Tensor, numbers: list[tuple[str, float]],
                oracle: _Oracle, shift: torch.Tensor) -> Iterator[str]:
-    """A constant (scaled straight-through), a window or clipping range, or a triangle."""
+    """A constant (scaled straight-through), a window or clipping range, or a triangle; then
+    the same on a leak: ``d`` is ``b`` outside a window (``leak * x + (k - leak) *
+    x.clamp(min=0)``, ``c * x + (1 / (2 * w) - c) * x.clamp(-w, w)``), ``b`` the value at
+    either far end."""
+    yield from _window(name, x, d, numbers, oracle, shift, 0.0)
+    scale = float(d.abs().max())
+    ends = [float(d[x.argmin()]), float(d[x.argmax()])]
+    for base in dict.fromkeys(b for b in ends if abs(b) > 1e-12 * scale):
+        rest = d - base
+        if not bool((rest.abs() > 1e-12 * scale).any()):
+            continue  # a constant: the straight-through case above
+        for body in _window(name, x, rest, numbers, oracle, shift, base):
+            for b in _expressions(base, numbers):
+                yield f"{name if b == '1' else f'{_factor(b)} * {name}'} + {body}"
+
+
+def _window(name: str, x: torch.Tensor, d: torch.Tensor, numbers: list[tuple[str, float]],
+            oracle: _Oracle, shift: torch.Tensor, base: float) -> Iterator[str]:
+    """``d`` (backward's derivative less ``base``) as a constant, a window or a triangle."""
     scale = float(d.abs().max())
     inside = d.abs() > 1e-12 * scale
     values = d[inside]
     if not bool(((values - values[0]).abs() <= 1e-9 * scale).all()):
-        yield from _triangle(name, x, d, inside, numbers)
+        if base == 0.0:
+            yield from _triangle(name, x, d, inside, numbers)
         return
     c = float(values.mean())
     if bool(inside.all()):  # straight-through with a scale
@@ -212,7 +232,7 @@ def _piecewise(name: str, x: torch.Tensor, d: torch.Tensor, numbers: list[tuple[
     offset = float(shift[0])
 
     def edge(out_u: float, in_u: float) -> float | None:
-        return oracle.edge(out_u + offset, in_u + offset) - offset if exact else None
+        return oracle.edge(out_u + offset, in_u + offset, base) - offset if exact else None
 
     lo = edge(float(below.max()), float(inner.min())) if below.numel() else None
     hi = edge(float(above.min()), float(inner.max())) if above.numel() else None
