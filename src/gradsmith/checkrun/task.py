@@ -193,24 +193,27 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     if INPUTS_KNOWN.get() is not None:
         INPUTS_KNOWN.get()(record)
 
-    def checked(set_args: tuple, opts: dict) -> tuple[tuple, Any, str]:
+    def checked(set_args: tuple, opts: dict, known=frozenset()) -> tuple[tuple, Any, dict]:
         """One set's report; a synthesised set whose guessed parameter shape backward
         rejects is checked again on the layout it is written for (assumed-shape)."""
         report = check(obj, *set_args, surrogate=surrogate, name=label, **opts)
         if example_index is not None or report.passed:
-            return set_args, report, ""
+            return set_args, report, {}
         return on_own_layout(set_args, parameter_names(obj), report, lambda a: check(
-            obj, *a, surrogate=surrogate, name=label, **opts))
+            obj, *a, surrogate=surrogate, name=label, **opts), known)
+
+    def said(shapes: dict) -> str:
+        return ", ".join(f"{n} {s}" for n, s in shapes.items())
 
     try:
         args, report, reshaped = checked(args, merged)
         if reshaped:
-            inputs += f" (then {reshaped}: the layout backward is written for)"
-        sets = [(inputs, args)]
+            inputs += f" (then {said(reshaped)}: the layout backward is written for)"
+        sets, known = [(inputs, args)], frozenset(reshaped)
         for index, variant in enumerate(variants, start=1):
-            set_args, other, changed = checked(variant.args,
-                                               {**merged, "checks": _variant_checks(merged)})
-            change = variant.change + (f", then {changed}" if changed else "")
+            set_args, other, changed = checked(
+                variant.args, {**merged, "checks": _variant_checks(merged)}, known)
+            change = variant.change + (f", then {said(changed)}" if changed else "")
             _merge(report, index, change, other)
             sets.append((change, set_args))
             reshaped = reshaped or changed
