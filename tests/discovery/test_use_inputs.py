@@ -98,7 +98,7 @@ def test_a_called_activation_is_a_plain_function_and_a_correct_function_passes()
     found = _found(Activated)
     x, act = found.args
     assert isinstance(act, SyntheticFn) and not isinstance(act, torch.nn.Module)
-    assert "a plain function: forward calls it" in found.description
+    assert "a plain function: the code calls it" in found.description
     reference, = torch.autograd.grad((act(x) * 2).sum(), x)  # autograd of the same expression
     got, = torch.autograd.grad(Activated.apply(x, act).sum(), x)
     torch.testing.assert_close(got, reference)

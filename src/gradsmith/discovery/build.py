@@ -76,7 +76,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             fn = SyntheticFn(0.75 + 0.5 * n_functions, bool(slot.value))
             n_functions += 1
             args.append(fn)
-            called = " (a plain function: forward calls it)" if slot.hint and \
+            called = " (a plain function: the code calls it)" if slot.hint and \
                 slot.hint.kind == "module" else ""
             parts.append(f"{slot.name}: {fn!r}{called}")
         elif slot.kind in ("config", "sections", "size"):

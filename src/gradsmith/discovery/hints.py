@@ -172,6 +172,9 @@ def _annotations(fn: Any, hints: dict[str, Hint]) -> None:
         lowered = text.replace("typing.", "").replace("torch.", "")
         if "Optional" in lowered or "None" in lowered:
             hint.optional = True
+        if "float" in lowered and "Tensor" in lowered:  # Union[float, Tensor]: a float will do
+            hint.kind = hint.kind or "float"
+            continue
         for word, kind in (("Tensor", "tensor"), ("Module", "module"), ("Callable", "module"),
                            ("bool", "bool"), ("int", "int"), ("float", "float"),
                            ("str", "str")):
