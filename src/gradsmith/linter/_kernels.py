@@ -211,12 +211,14 @@ def finder(sym, sym_of: dict):
         if qual is None:
             return None
         qual = ".".join([qual, *parts[1:]])
-        modules = _modules(sym_of)
+        modules = modules_of(sym_of)
+        importer = sym
         for _ in range(4):  # follow re-exports (`from .mv import mv` in a package __init__)
             module, _, name = qual.rpartition(".")
-            other = modules.get(module)
+            other = module_named(modules, module, importer)
             if other is None:
                 return None
+            importer = other
             node = other.source.functions.get(name)
             if isinstance(node, ast.FunctionDef):
                 jitted_names(other.source)
@@ -233,11 +235,24 @@ def finder(sym, sym_of: dict):
         if qual is None or "." not in qual:
             return None
         module = qual.rpartition(".")[0]
-        return None if module in _modules(sym_of) else module
+        return None if module_named(modules_of(sym_of), module, sym) else module
 
     find.owner = lambda node: owners.get(id(node))
     find.external = external
     return find
+
+
+def module_named(modules: dict, name: str, importer):
+    """The linted module ``name`` as ``importer`` imports it: by its full name, or a sibling
+    imported by its bare name (``from MinkowskiCommon import f`` inside the package
+    ``MinkowskiEngine``, whose folder the project puts on ``sys.path``)."""
+    found = modules.get(name)
+    if found is None and importer is not None and name:
+        package = importer.module if importer.source.is_package else \
+            importer.module.rpartition(".")[0]
+        if package:
+            found = modules.get(f"{package}.{name}")
+    return found
 
 
 def forget() -> None:
@@ -248,8 +263,8 @@ def forget() -> None:
 _MODULES: dict[int, tuple[int, dict]] = {}
 
 
-def _modules(sym_of: dict) -> dict:
-    """Module name -> symbols (built once per run's ``sym_of``)."""
+def modules_of(sym_of: dict) -> dict:
+    """Module name -> symbols of every linted module (built once per run's ``sym_of``)."""
     entry = _MODULES.get(id(sym_of))
     if entry is None or entry[0] != len(sym_of):
         _MODULES.clear()
@@ -258,4 +273,4 @@ def _modules(sym_of: dict) -> dict:
 
 
 __all__ = ["finder", "forget", "is_custom_op", "is_kernel", "jitted_names", "launched",
-           "stored_params"]
+           "module_named", "modules_of", "stored_params"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from gradsmith.linter import _extensions
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
@@ -47,16 +48,18 @@ GS216 = Rule(
 
 @checker(GS215)
 def check_opaque_backward(facts: Facts, report) -> None:
-    find = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
+    sym = facts.sym_of[id(facts.fc.source)]
+    find = finder(sym, facts.sym_of)
     functions = facts.fc.source.functions
     for method in own(facts, "backward", "vjp"):
         if once_differentiable(method):
             continue
-        extensions = _loaded_extensions(method.source)
-        local = _Lazy(method.node, extensions)
+        scope = _extensions.Scope(sym, facts.sym_of, _extensions.names(sym, facts.sym_of))
+        scope = scope.with_locals(method.node)
+        local = _Lazy(method.node, frozenset(scope.known))
         for node in nodes(method):
             if isinstance(node, ast.Call):
-                what = _opaque(node, find, local, extensions) or _via_helper(
+                what = _opaque(node, find, local, scope) or _via_helper(
                     node, functions, find, facts.sym_of)
                 if what:
                     report("GS215", method.source, node, what)
@@ -81,14 +84,17 @@ class _Lazy:
         return name in self.names
 
 
-def _opaque(call: ast.Call, find, local=frozenset(),
-            extensions: frozenset[str] = frozenset()) -> str | None:
+def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
     head = launched(call)
     if head is not None:
         kernel = find(head)
         if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
             return f"`{short(ast.unparse(head))}[...]()`"
         return None
+    if scope is not None:
+        how = _extensions.kernel_call(call, scope, local)
+        if how is not None:
+            return f"`{short(ast.unparse(call.func))}(...)`{how}"  # a compiled extension
     parts = dotted(call.func)
     if not parts and isinstance(call.func, ast.Call):  # `_make_lazy_cuda_func("bwd")(...)`
         inner = dotted(call.func.func)
@@ -98,8 +104,10 @@ def _opaque(call: ast.Call, find, local=frozenset(),
         return None
     if len(parts) >= 3 and parts[:2] == ["torch", "ops"] and parts[2] not in ("aten", "prims"):
         return f"`{short('.'.join(parts))}()`"  # aten/prims have autograd formulas
-    if len(parts) >= 2 and parts[0] not in local and parts[0] not in _NOT_EXTENSION and (
-        any(_EXTENSION.search(p) for p in parts[:-1]) or parts[0] in extensions
+    if parts[-1] == "apply" and parts[-2:-1] and parts[-2][:1].isupper():
+        return None  # another Function's apply: its own backward decides
+    if len(parts) >= 2 and parts[0] not in local and parts[0] not in _NOT_EXTENSION and any(
+        _EXTENSION.search(p) for p in parts[:-1]
     ):
         return f"`{short('.'.join(parts))}()`"  # a compiled extension's function
     external = getattr(find, "external", None)
@@ -112,43 +120,6 @@ def _opaque(call: ast.Call, find, local=frozenset(),
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
     return None
-
-
-def _loaded_extensions(source) -> frozenset[str]:
-    """Names bound to ``torch.utils.cpp_extension.load(...)`` (or ``load_inline``) or to a
-    custom ``torch.ops.<namespace>`` in ``source``'s module (computed once per file)."""
-    found = source.__dict__.get("_gs_extensions")
-    if found is None:
-        names = set()
-        if "load" in source.text or "torch.ops" in source.text:
-            for stmt in _module_level(source.tree.body):
-                value = getattr(stmt, "value", None)
-                if not isinstance(stmt, ast.Assign):
-                    continue
-                loaded = isinstance(value, ast.Call) and (
-                    (dotted(value.func) or [""])[-1] in ("load", "load_inline")
-                    and any(k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords)
-                )
-                parts = dotted(value) or []  # `OP = torch.ops.my_ext`: an alias of a namespace
-                if loaded or len(parts) == 3 and parts[:2] == ["torch", "ops"] and parts[2] not in (
-                    "aten", "prims"
-                ):
-                    names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-        found = source.__dict__["_gs_extensions"] = frozenset(names)
-    return found
-
-
-def _module_level(body: list[ast.stmt]):
-    """Statements run at import time: the module body and its if/try/with blocks (not the
-    bodies of functions or classes)."""
-    stack = list(reversed(body))
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try, ast.With)):
-            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
-                          *[h.body for h in getattr(stmt, "handlers", [])]):
-                stack.extend(reversed(block))
 
 
 def _assigned(node: ast.AST) -> frozenset[str]:
@@ -185,9 +156,12 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict) -> str | No
 def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict) -> bool:
     owner = getattr(find, "owner", lambda node: None)(helper)
     inner = finder(owner, sym_of) if owner is not None else find
-    extensions = _loaded_extensions(owner.source) if owner is not None else frozenset()
-    local = _Lazy(helper, extensions)
-    return any(isinstance(node, ast.Call) and _opaque(node, inner, local, extensions)
+    scope = None
+    if owner is not None:
+        scope = _extensions.Scope(owner, sym_of, _extensions.names(owner, sym_of))
+        scope = scope.with_locals(helper)
+    local = _Lazy(helper, frozenset(scope.known) if scope is not None else frozenset())
+    return any(isinstance(node, ast.Call) and _opaque(node, inner, local, scope)
                for node in ast.walk(helper))
 
 

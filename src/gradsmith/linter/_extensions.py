@@ -1,0 +1,372 @@
+"""Compiled extensions of the linted code: the names of a module bound to a C++/CUDA
+extension, so that a call through one runs a kernel autograd cannot see (GS215).
+
+A name is an extension when it is bound to
+
+- a module the project builds itself: one named by an ``Extension``, ``CUDAExtension``,
+  ``CppExtension`` (any ``*Extension(...)``, or a name bound to one) in a ``setup.py`` of the
+  file's folder or a folder above, or a compiled file (``SCN.cpython-311-x86_64-linux-gnu.so``,
+  ``.pyd``) where the import points. A Python module or package of that name in the tree
+  wins: it is Python code, not an extension (``import foo._ext as ext``, ``from . import
+  SCN``, ``from .SCN import *``, ``from foo._ext import fn``);
+- ``torch.utils.cpp_extension.load(...)`` or ``load_inline(...)`` at module level or under
+  ``global`` in a function, or a custom ``torch.ops.<namespace>``;
+- such a name of another linted module (``from .backend import _backend``), an attribute of
+  one (``fn = module.fn``, ``getattr(_C, name)``), or what a helper returns when its
+  ``return`` gives one (``def get_backend(): ... return _C``).
+
+A call through ``X.apply`` or of a capitalised name (a class such as a handle or a key) is
+not a kernel: a Function's ``apply`` has its own backward.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+
+from gradsmith.linter._kernels import finder, module_named, modules_of
+from gradsmith.linter._symbols import ModuleSymbols, dotted, statements
+
+#: Folders above a file searched for ``setup.py``.
+_MAX_UP = 8
+_FOLLOW = 4  # re-exports and helpers followed across modules
+_OPS_BUILTIN = frozenset({"aten", "prims"})
+_BUILTINS = frozenset(dir(builtins))
+
+_SETUPS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+_LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def forget() -> None:
+    """Drop what was read from disk during the last run (called when an analysis ends)."""
+    _SETUPS.clear()
+    _LISTINGS.clear()
+
+
+def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
+    """Names of ``sym``'s module bound to a compiled extension (computed once per file).
+
+    ``sym_of`` maps every linted source to its symbols.
+    """
+    source = sym.source
+    found = source.__dict__.get("_gs_ext_names")
+    if found is not None:
+        return found
+    source.__dict__["_gs_ext_names"] = frozenset()  # an import cycle ends here
+    known = set(loaded(sym))
+    for local, target in sym.imports.items():
+        if _imported(target, sym, sym_of, depth):
+            known.add(local)
+    scope = Scope(sym, sym_of, known, depth)
+    for _ in range(2):  # `module = load_inline(...)` then `fn = module.fn`
+        before = len(known)
+        for stmt in _module_level(source.tree.body):
+            if isinstance(stmt, ast.Assign) and scope.valued(stmt.value):
+                known.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        if len(known) == before:
+            break
+    found = source.__dict__["_gs_ext_names"] = frozenset(known)
+    return found
+
+
+def star(sym: ModuleSymbols) -> bool:
+    """``from <extension> import *`` in ``sym``'s module."""
+    return any(is_extension_module(base, sym) for base in sym.stars)
+
+
+def free(sym: ModuleSymbols, name: str) -> bool:
+    """``name`` is bound nowhere in the module (it may come from a star import)."""
+    source = sym.source
+    bound = source.__dict__.get("_gs_bound")
+    if bound is None:
+        bound = set(source.functions) | set(sym.imports) | set(sym.classes)
+        for stmt in statements(source.tree.body):
+            for node in ast.walk(stmt) if isinstance(stmt, (ast.Assign, ast.AugAssign,
+                                                           ast.AnnAssign, ast.For, ast.With)) \
+                    else ():
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bound.add(node.id)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(stmt.name)
+        bound = source.__dict__["_gs_bound"] = frozenset(bound)
+    return name not in bound and name not in _BUILTINS
+
+
+class Scope:
+    """What is an extension in one function (or module): the module's names plus locals."""
+
+    def __init__(self, sym: ModuleSymbols, sym_of: dict, known, depth: int = 0) -> None:
+        self.sym, self.sym_of, self.known, self.depth = sym, sym_of, known, depth
+
+    def with_locals(self, node: ast.AST) -> Scope:
+        """This scope plus the locals of ``node`` every assignment binds to an extension
+        (``bw_fn = get_minkowski_function(...)``); its other locals and parameters shadow
+        the module's names."""
+        values: dict[str, list[ast.expr | None]] = {}
+        args = getattr(node, "args", None)
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if args is not None else ():
+            values[a.arg] = [None]
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Assign):
+                for target in sub.targets:
+                    if isinstance(target, ast.Name):
+                        values.setdefault(target.id, []).append(sub.value)
+                    else:
+                        for n in ast.walk(target):
+                            if isinstance(n, ast.Name):
+                                values.setdefault(n.id, []).append(None)
+        if not values:
+            return self
+        known = set(self.known) - set(values)
+        inner = Scope(self.sym, self.sym_of, known, self.depth)
+        for _ in range(2):
+            for name, exprs in values.items():
+                if name not in known and all(e is not None and inner.valued(e) for e in exprs):
+                    known.add(name)
+        return inner
+
+    def valued(self, expr: ast.expr | None) -> bool:
+        """Whether ``expr``'s value is an extension or a function of one."""
+        if isinstance(expr, ast.Name):
+            return expr.id in self.known
+        if isinstance(expr, ast.Attribute):
+            return self.valued(expr.value)
+        if isinstance(expr, ast.IfExp):
+            return self.valued(expr.body) or self.valued(expr.orelse)
+        if not isinstance(expr, ast.Call):
+            return False
+        parts = dotted(expr.func) or []
+        if parts == ["getattr"] and expr.args:
+            return self.valued(expr.args[0])
+        if _is_load(expr, self.sym):
+            return True
+        return self.depth < _FOLLOW and self.returns(expr.func)
+
+    def returns(self, func: ast.expr) -> bool:
+        """``func`` is a helper (this module or a linted one) returning an extension."""
+        parts = dotted(func)
+        if not parts:
+            return False
+        node = self.sym.source.functions.get(parts[0]) if len(parts) == 1 else None
+        owner = self.sym
+        if node is None:
+            find = finder(self.sym, self.sym_of)
+            node = find(func)
+            owner = find.owner(node) if node is not None else None
+        if not isinstance(node, ast.FunctionDef) or owner is None:
+            return False
+        cached = node.__dict__.get("_gs_returns_ext")
+        if cached is None:
+            node.__dict__["_gs_returns_ext"] = False  # recursion ends here
+            scope = Scope(owner, self.sym_of, names(owner, self.sym_of, self.depth + 1),
+                          self.depth + 1).with_locals(node)
+            cached = node.__dict__["_gs_returns_ext"] = any(
+                isinstance(sub, ast.Return) and scope.valued(sub.value)
+                for sub in ast.walk(node))
+        return cached
+
+
+def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
+    """The text naming ``call`` when it runs a compiled extension, else None."""
+    parts = dotted(call.func)
+    if not parts:  # `get_backend().fn(g)`, `_lazy_func("bwd")(g)`
+        return "" if scope.valued(call.func) else None
+    head, last = parts[0], parts[-1]
+    if last[:1].isupper() or last == "apply" and len(parts) > 1 and parts[-2][:1].isupper():
+        return None  # a class (a handle, a key) or another Function's apply
+    if head in scope.known:
+        return ""
+    if len(parts) == 1 and head not in local and free(scope.sym, head) and star(scope.sym):
+        return " (star import)"
+    return None
+
+
+def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
+    """``qual`` (a module, or a name in one) is a compiled module of the project."""
+    path = sym.source.path
+    if not qual or not os.path.isfile(path):
+        return False
+    declared, roots = _setup_names(os.path.dirname(os.path.abspath(path)))
+    roots = (*roots, *_package_root(sym))
+    if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
+           for name in declared):
+        return True
+    head, _, _ = qual.rpartition(".")
+    return any(module and _compiled(module, roots) and not _has_source(module, roots)
+               for module in (qual, head))
+
+
+def _imported(target: str, sym: ModuleSymbols, sym_of: dict, depth: int) -> bool:
+    """An import target that is an extension, or a linted module's extension name."""
+    if is_extension_module(target, sym):
+        return True
+    module, _, name = target.rpartition(".")
+    other = module_named(modules_of(sym_of), module, sym)
+    if other is None or depth >= _FOLLOW:
+        return False
+    return name in names(other, sym_of, depth + 1)
+
+
+def loaded(sym: ModuleSymbols) -> frozenset[str]:
+    """Names bound to ``cpp_extension.load(...)``/``load_inline(...)`` at import time or
+    under ``global``, or to a custom ``torch.ops.<namespace>``."""
+    source = sym.source
+    found = set()
+    text = source.text
+    if "load" in text or "torch.ops" in text:
+        for stmt in _module_level(source.tree.body):
+            if isinstance(stmt, ast.Assign) and (_is_load(stmt.value, sym) or _is_ops(stmt.value)):
+                found |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    if "global" in text and "load" in text:
+        for stmt in statements(source.tree.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                shared = {n for s in ast.walk(stmt) if isinstance(s, ast.Global) for n in s.names}
+                for sub in ast.walk(stmt) if shared else ():
+                    if isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
+                        found |= {t.id for t in sub.targets
+                                  if isinstance(t, ast.Name) and t.id in shared}
+    return frozenset(found)
+
+
+def _is_ops(value: ast.expr | None) -> bool:
+    """``torch.ops.my_ext``: an alias of a custom operator namespace."""
+    parts = dotted(value) if value is not None else None
+    return bool(parts) and len(parts) == 3 and parts[:2] == ["torch", "ops"] \
+        and parts[2] not in _OPS_BUILTIN
+
+
+def _is_load(value: ast.expr | None, sym: ModuleSymbols) -> bool:
+    """``load(name=..., sources=[...])``/``load_inline(...)`` of ``torch.utils.cpp_extension``
+    (known by its import, or by its ``sources`` keywords)."""
+    if not isinstance(value, ast.Call):
+        return False
+    parts = dotted(value.func) or [""]
+    if parts[-1] not in ("load", "load_inline"):
+        return False
+    if any(k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords):
+        return True
+    origin = ".".join([sym.imports.get(parts[0], parts[0]), *parts[1:]])
+    return "cpp_extension." in origin
+
+
+def _module_level(body: list[ast.stmt]):
+    """Statements run at import time: the module body and its if/try/with blocks (not the
+    bodies of functions or classes)."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                stack.extend(reversed(block))
+
+
+def _setup_names(folder: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(extension names declared, folders holding a setup.py) for ``folder`` and above."""
+    entry = _SETUPS.get(folder)
+    if entry is not None:
+        return entry
+    declared: set[str] = set()
+    roots: list[str] = []
+    here = folder
+    for _ in range(_MAX_UP):
+        setup = os.path.join(here, "setup.py")
+        if os.path.isfile(setup):
+            declared |= _declared(setup)
+            roots.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    entry = _SETUPS[folder] = (frozenset(declared), tuple(roots))
+    return entry
+
+
+def _declared(path: str) -> frozenset[str]:
+    """Module names given to ``*Extension(...)`` calls in a setup.py (never run, only read)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    strings: dict[str, str] = {}
+    makers: set[str] = set()
+    for stmt in statements(tree.body):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+            stmt.targets[0], ast.Name
+        ):
+            name = stmt.targets[0].id
+            if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                strings[name] = stmt.value.value
+            elif any(_maker(n) for n in ast.walk(stmt.value)):
+                makers.add(name)  # `extension = CUDAExtension if cuda else CppExtension`
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (_maker(node.func) or (
+            isinstance(node.func, ast.Name) and node.func.id in makers
+        )):
+            arg = next((k.value for k in node.keywords if k.arg == "name"),
+                       node.args[0] if node.args else None)
+            text = _string(arg, strings)
+            if text and all(part.isidentifier() for part in text.split(".")):
+                found.add(text)
+    return frozenset(found)
+
+
+def _maker(node: ast.AST) -> bool:
+    """``Extension``, ``CUDAExtension``, ``cpp_extension.CppExtension``... (not BuildExtension)."""
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return isinstance(name, str) and name.endswith("Extension") and not name.startswith("Build")
+
+
+def _string(node: ast.expr | None, strings: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(str(v.value) for v in node.values)  # f"nerfacc.csrc"
+    if isinstance(node, ast.Name):
+        return strings.get(node.id)
+    return None
+
+
+def _package_root(sym: ModuleSymbols) -> tuple[str, ...]:
+    """The folder a module's dotted name starts from (``a/b/c.py`` as ``a.b.c``)."""
+    depth = sym.module.count(".") + 1 + (1 if sym.source.is_package else 0)
+    root = os.path.abspath(sym.source.path)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return (root,)
+
+
+def _has_source(module: str, roots: tuple[str, ...]) -> bool:
+    """A ``.py`` file or a package for ``module`` under one of ``roots`` (or ``roots/src``)."""
+    rel = module.replace(".", os.sep)
+    for root in roots:
+        for base in (root, os.path.join(root, "src")):
+            stem = os.path.join(base, rel)
+            if os.path.isfile(stem + ".py") or os.path.isfile(os.path.join(stem, "__init__.py")):
+                return True
+    return False
+
+
+def _compiled(module: str, roots: tuple[str, ...]) -> bool:
+    """A compiled file for ``module`` (``name.so``, ``name.cpython-311-....so``, ``.pyd``)."""
+    folder_rel, _, leaf = module.rpartition(".")
+    for root in roots:
+        folder = os.path.join(root, folder_rel.replace(".", os.sep))
+        listing = _LISTINGS.get(folder)
+        if listing is None:
+            try:
+                listing = frozenset(os.listdir(folder))
+            except OSError:
+                listing = frozenset()
+            _LISTINGS[folder] = listing
+        if any(f.startswith(leaf + ".") and f.endswith((".so", ".pyd")) for f in listing):
+            return True
+    return False
+
+
+__all__ = ["Scope", "forget", "free", "is_extension_module", "kernel_call", "loaded", "names",
+           "star"]
