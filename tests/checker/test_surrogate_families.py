@@ -191,3 +191,44 @@ def test_the_printed_declaration_passes_as_printed_and_a_wrong_variant_fails(
     other = getattr(_load(tmp_path, "other", HEADER + line + _source(name, wrong)), name)
     torch.manual_seed(0)
     assert "surrogate-mismatch" in gradsmith.check(other, compat=False).codes("error")
+
+
+TYPING = "from typing import Callable, Union\n\n"
+SURROGATE_ARGUMENT = """
+class SpikeWithSurrogate(Function):
+    @staticmethod
+    def forward(ctx, v_mem, spike_threshold: Union[float, torch.Tensor],
+                surrogate_grad_fn: Callable):
+        ctx.save_for_backward(v_mem)
+        ctx.spike_threshold = spike_threshold
+        ctx.surrogate_grad_fn = surrogate_grad_fn
+        return (v_mem >= spike_threshold).to(v_mem.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (v_mem,) = ctx.saved_tensors
+        return g * ctx.surrogate_grad_fn(v_mem, ctx.spike_threshold), None, None
+"""
+
+
+def test_a_surrogate_gradient_function_argument_gets_a_declaration_that_passes(tmp_path):
+    # sinabs' spike functions (issue 18's dev half): the threshold a float, the surrogate
+    # gradient a function backward calls; the line printed must pass as printed.
+    fn = _load(tmp_path, "plain", HEADER + TYPING + SURROGATE_ARGUMENT).SpikeWithSurrogate
+    found = synthesize(fn)
+    assert isinstance(found.args[1], float)  # Union[float, Tensor]: a float
+    report = gradsmith.check(fn, *found.args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "..." not in line, line
+    # the independent reference: the surrogate's autograd gradient is g * surrogate_grad_fn
+    source = re.search(r"surrogate=(lambda .*)\)$", line).group(1)
+    surrogate = eval(source, {"torch": torch})  # noqa: S307 - gradsmith's own suggestion
+    v, threshold, grad_fn = found.args
+    x = v.detach().clone().requires_grad_(True)
+    (want,) = torch.autograd.grad(surrogate(x, threshold, grad_fn).sum(), x)
+    torch.testing.assert_close(want, grad_fn(x.detach(), threshold))
+    torch.manual_seed(0)
+    pasted = _load(tmp_path, "pasted",
+                   HEADER + TYPING + line + SURROGATE_ARGUMENT).SpikeWithSurrogate
+    assert gradsmith.check(pasted, compat=False).passed

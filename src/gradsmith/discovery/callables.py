@@ -26,6 +26,8 @@ class SyntheticFn:
         >>> t, y = torch.tensor(0.5), torch.ones(3)
         >>> bool(torch.isclose(f(t, y), eval(f.source, {"torch": torch})(t, y)))
         True
+        >>> bool(torch.isclose(f(y, 0.5), eval(f.source, {"torch": torch})(y, 0.5)))
+        True
     """
 
     def __init__(self, weight: float, reduce: bool = False) -> None:
@@ -33,7 +35,10 @@ class SyntheticFn:
         self.reduce = bool(reduce)
         body = (f"torch.tanh(t[-1]) * {self.weight!r} "
                 "+ sum(torch.tanh(a).mean() for a in t[:-1])")
-        self.source = f"lambda *t: ({body}).sum()" if self.reduce else f"lambda *t: {body}"
+        body = f"({body}).sum()" if self.reduce else body
+        # its tensor arguments only, as __call__ (a threshold passed as a float is not one)
+        self.source = (f"lambda *a: (lambda t: {body})("
+                       "[v for v in a if isinstance(v, torch.Tensor)])")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import torch
