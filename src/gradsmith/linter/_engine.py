@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradsmith import _selection
-from gradsmith.linter import _extensions, _kernels
+from gradsmith.linter import _kernels, _project
 from gradsmith.linter import rules as _rules  # noqa: F401  (registers every rule)
 from gradsmith.linter._discovery import Index
 from gradsmith.linter._facts import Facts
@@ -168,7 +168,7 @@ def analyse(raws: list[RawFile]) -> list[LintFinding]:
         return _analyse(raws)
     finally:
         _kernels.forget()
-        _extensions.forget()
+        _project.forget()
         if enabled:
             gc.enable()
 

@@ -1,0 +1,150 @@
+"""What a project's files on disk say about its modules: the extension modules its
+``setup.py`` builds (read, never run), compiled files, and Python sources.
+
+Everything read is kept until :func:`forget` (called when an analysis ends), once per folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from gradsmith.linter._symbols import ModuleSymbols, statements
+
+#: Folders above a file searched for ``setup.py``.
+_MAX_UP = 8
+_SETUPS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+_LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def forget() -> None:
+    """Drop what was read from disk during the last run (called when an analysis ends)."""
+    _SETUPS.clear()
+    _LISTINGS.clear()
+
+
+def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
+    """``qual`` (a module, or a name in one) is a compiled module of the project."""
+    found = sym.source.__dict__.get("_gs_project")
+    if found is None:  # once per file: source text with no file on disk has no project
+        path = sym.source.path
+        found = ((), ()) if not os.path.isfile(path) else _setup_names(
+            os.path.dirname(os.path.abspath(path)))
+        found = sym.source.__dict__["_gs_project"] = (found[0], (*found[1], *_package_root(sym)))
+    declared, roots = found
+    if not qual or not roots:
+        return False
+    if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
+           for name in declared):
+        return True
+    head, _, _ = qual.rpartition(".")
+    return any(module and _compiled(module, roots) and not _has_source(module, roots)
+               for module in (qual, head))
+
+
+def _setup_names(folder: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(extension names declared, folders holding a setup.py) for ``folder`` and above."""
+    entry = _SETUPS.get(folder)
+    if entry is not None:
+        return entry
+    declared: set[str] = set()
+    roots: list[str] = []
+    here = folder
+    for _ in range(_MAX_UP):
+        setup = os.path.join(here, "setup.py")
+        if os.path.isfile(setup):
+            declared |= _declared(setup)
+            roots.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    entry = _SETUPS[folder] = (frozenset(declared), tuple(roots))
+    return entry
+
+
+def _declared(path: str) -> frozenset[str]:
+    """Module names given to ``*Extension(...)`` calls in a setup.py (never run, only read)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    strings: dict[str, str] = {}
+    makers: set[str] = set()
+    for stmt in statements(tree.body):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+            stmt.targets[0], ast.Name
+        ):
+            name = stmt.targets[0].id
+            if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                strings[name] = stmt.value.value
+            elif any(_maker(n) for n in ast.walk(stmt.value)):
+                makers.add(name)  # `extension = CUDAExtension if cuda else CppExtension`
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (_maker(node.func) or (
+            isinstance(node.func, ast.Name) and node.func.id in makers
+        )):
+            arg = next((k.value for k in node.keywords if k.arg == "name"),
+                       node.args[0] if node.args else None)
+            text = _string(arg, strings)
+            if text and all(part.isidentifier() for part in text.split(".")):
+                found.add(text)
+    return frozenset(found)
+
+
+def _maker(node: ast.AST) -> bool:
+    """``Extension``, ``CUDAExtension``, ``cpp_extension.CppExtension``... (not BuildExtension)."""
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return isinstance(name, str) and name.endswith("Extension") and not name.startswith("Build")
+
+
+def _string(node: ast.expr | None, strings: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(str(v.value) for v in node.values)  # f"nerfacc.csrc"
+    if isinstance(node, ast.Name):
+        return strings.get(node.id)
+    return None
+
+
+def _package_root(sym: ModuleSymbols) -> tuple[str, ...]:
+    """The folder a module's dotted name starts from (``a/b/c.py`` as ``a.b.c``)."""
+    depth = sym.module.count(".") + 1 + (1 if sym.source.is_package else 0)
+    root = os.path.abspath(sym.source.path)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return (root,)
+
+
+def _has_source(module: str, roots: tuple[str, ...]) -> bool:
+    """A ``.py`` file or a package for ``module`` under one of ``roots`` (or ``roots/src``)."""
+    rel = module.replace(".", os.sep)
+    for root in roots:
+        for base in (root, os.path.join(root, "src")):
+            stem = os.path.join(base, rel)
+            if os.path.isfile(stem + ".py") or os.path.isfile(os.path.join(stem, "__init__.py")):
+                return True
+    return False
+
+
+def _compiled(module: str, roots: tuple[str, ...]) -> bool:
+    """A compiled file for ``module`` (``name.so``, ``name.cpython-311-....so``, ``.pyd``)."""
+    folder_rel, _, leaf = module.rpartition(".")
+    for root in roots:
+        folder = os.path.join(root, folder_rel.replace(".", os.sep))
+        listing = _LISTINGS.get(folder)
+        if listing is None:
+            try:
+                listing = frozenset(os.listdir(folder))
+            except OSError:
+                listing = frozenset()
+            _LISTINGS[folder] = listing
+        if any(f.startswith(leaf + ".") and f.endswith((".so", ".pyd")) for f in listing):
+            return True
+    return False
+
+
+__all__ = ["forget", "is_extension_module"]

@@ -1,0 +1,115 @@
+"""GS215 on compiled extensions: what the project's setup.py builds, compiled files, and the
+harm (second derivatives silently missing a term) shown with a stand-in for the extension."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+import pytest
+import torch
+
+from gradsmith.linter import lint
+
+_SETUP = (
+    "from setuptools import setup\nfrom torch.utils.cpp_extension import CppExtension\n\n"
+    "setup(name='proj', ext_modules=[CppExtension('proj.SCN', ['scn.cpp'])])\n"
+)
+_FNS = (
+    "import torch\nfrom torch.autograd.function import once_differentiable\n\n"
+    "from . import SCN\n\n\n"
+    "class Square(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        ctx.save_for_backward(x)\n        return x * x\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+    "        return SCN.square_backward(x, g)\n\n\n"
+    "class SquareOnce(Square):\n    @staticmethod\n    @once_differentiable\n"
+    "    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+    "        return SCN.square_backward(x, g)\n"
+)
+
+
+def _project(root, setup: str | None = _SETUP, files: dict[str, str] | None = None):
+    (root / "proj").mkdir()
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "fns.py").write_text(_FNS)
+    if setup is not None:
+        (root / "setup.py").write_text(setup)
+    for name, text in (files or {}).items():
+        (root / "proj" / name).write_text(text)
+    return root / "proj" / "fns.py"
+
+
+def _gs215(path) -> list[int]:
+    return [f.line for f in lint(path, config=False) if f.code == "GS215"]
+
+
+def _line(text: str) -> int:
+    return text.splitlines().index("        return SCN.square_backward(x, g)") + 1
+
+
+def test_extension_of_setup_py_runs_opaque_kernel_and_double_backward_is_silently_wrong(
+    tmp_path, monkeypatch
+):
+    fns = _project(tmp_path)
+    assert _gs215(fns) == [_line(_FNS)]  # Square; SquareOnce is @once_differentiable
+
+    def square_backward(x, g):  # what a compiled kernel does: no autograd graph
+        return torch.from_numpy(2 * x.detach().numpy() * g.detach().numpy())
+
+    scn = types.ModuleType("proj.SCN")
+    scn.square_backward = square_backward
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "proj.SCN", scn)
+    for name in ("proj", "proj.fns"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    mod = importlib.import_module("proj.fns")
+    x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad((mod.Square.apply(x) ** 2).sum(), x, create_graph=True)
+    (ref,) = torch.autograd.grad(((x * x) ** 2).sum(), x, create_graph=True)
+    torch.testing.assert_close(g, ref.detach())  # first derivative right: 4 x^3
+    assert g.grad_fn is None  # no graph: the second derivative has nothing to follow
+    ((g ** 2).sum() + (x ** 2).sum()).backward()  # a gradient penalty next to another term
+    (ref2,) = torch.autograd.grad((ref ** 2).sum() + (x ** 2).sum(), x)
+    torch.testing.assert_close(ref2, 96 * x.detach() ** 5 + 2 * x.detach())  # by hand
+    torch.testing.assert_close(x.grad, 2 * x.detach())  # the penalty's term silently lost
+    (g,) = torch.autograd.grad((mod.SquareOnce.apply(x) ** 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        ((g ** 2).sum() + (x ** 2).sum()).backward()  # the fix: it raises instead
+
+def test_a_python_module_of_the_same_name_is_not_an_extension(tmp_path):
+    fns = _project(tmp_path)
+    assert _gs215(fns) == [_line(_FNS)]
+    (tmp_path / "proj" / "SCN.py").write_text("def square_backward(x, g):\n    return 2 * x * g\n")
+    assert _gs215(fns) == []
+
+
+def test_without_setup_py_a_compiled_file_marks_the_extension(tmp_path):
+    fns = _project(tmp_path, setup=None)
+    assert _gs215(fns) == []  # `from . import SCN` alone may name anything in __init__
+    (tmp_path / "proj" / "SCN.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    assert _gs215(fns) == [_line(_FNS)]
+
+
+@pytest.mark.parametrize("odd", [
+    "setup(ext_modules=[CppExtension('proj.SCN'\n",  # does not parse
+    "CppExtension(name=NAME)\nCppExtension(name=f'{x}.fns')\nCppExtension(123)\n",
+    "from setuptools.command.build_ext import BuildExtension\nBuildExtension('proj.fns')\n",
+], ids=["syntax-error", "not-a-constant", "build-extension"])
+def test_an_odd_setup_py_below_is_read_without_harm(tmp_path, odd):
+    """setup.py files of every folder above count; one that names nothing is skipped."""
+    fns = _project(tmp_path, files={"setup.py": odd})
+    findings = lint(fns, config=False)
+    assert [(f.code, f.line) for f in findings if f.code in ("GS215", "GS003")] == [
+        ("GS215", _line(_FNS))]
+
+
+def test_extension_known_from_setup_py_when_a_single_file_is_linted(fixtures_dir):
+    """The fixture package's setup.py is found from the folder of the one file linted."""
+    path = fixtures_dir / "extensions" / "extpkg" / "functions.py"
+    text = path.read_text().splitlines()
+    lines = _gs215(path)
+    names = [text[n - 1].split("(")[0].strip() for n in lines]
+    assert names == ["return SCN.conv_backward", "sops.gather_backward",
+                     "return fastgeomops.ball_query_grad", "return knn_backward"]
+
