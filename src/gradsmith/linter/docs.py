@@ -108,6 +108,20 @@ What the analysis takes into account, so that an error is always worth stopping 
   `tl.load` is data, not a pointer), so it counts as an in-place edit (GS101-GS103).
   `ctx.mark_dirty` called by a helper that receives ctx counts as forward's own, and a
   tensor passed at a linted `Fn.apply(...)` call beats a number as the parameter's default.
+- Opaque kernels (GS215): a Triton launch, a custom `torch.ops` namespace or
+  `@torch.library.custom_op`, and a compiled extension: a module that a `setup.py` of the
+  file's folder or a folder above builds (`Extension`, `CUDAExtension`, `CppExtension`, or a
+  name bound to one, given a literal name; the file is read, never run) or that has a
+  compiled file (`SCN.cpython-311-x86_64-linux-gnu.so`, `.pyd`), however it is imported
+  (`from . import SCN`, `import foo._ext as ext`, `from .SCN import *`, `from ext import
+  fn`, re-exported by a linted module); a name bound to `torch.utils.cpp_extension.load` or
+  `load_inline` at module level or under `global`; an attribute of one (`fn = module.fn`,
+  `getattr(_C, name)`) and what a helper returns from one (`bw_fn =
+  get_function(name)`). A Python module or package of an extension's name in the tree is
+  Python code, not an extension; a Function's `.apply` (it has its own backward) and a
+  capitalised name from an extension (a class: a handle, a key) are not kernels. A module
+  imported by its bare name from inside a package (`from MinkowskiCommon import f`, the
+  package folder on `sys.path`) is the package's module.
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103. A backward that only raises

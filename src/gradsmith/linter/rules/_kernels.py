@@ -18,7 +18,8 @@ _CLS = "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(c
        "        return x * 2\n\n"
 GS215 = Rule(
     "GS215", "opaque-kernel-in-backward", "warning",
-    "backward runs a custom kernel (Triton launch, torch.ops) and is not @once_differentiable",
+    "backward runs a custom kernel (Triton launch, torch.ops, compiled extension) and is not "
+    "@once_differentiable",
     "autograd cannot see inside the kernel: the gradient it returns has no graph, so a "
     "second derivative (create_graph=True, gradcheck's gradgradcheck, Hessian-vector "
     "products) is silently missing this term instead of raising.",
