@@ -1,0 +1,77 @@
+"""CPU time of the test suite, per test and per file: a pytest plugin and its summary (issue 21).
+
+Wall time on a shared 2-core machine says little; CPU time (user + sys) is what the cores have
+to give. This plugin records, around each test's ``pytest_runtest_protocol``, the CPU of the
+pytest process (an xdist worker, with ``-n``) and of every process it reaped meanwhile
+(``getrusage`` self + children): the ``gradsmith check`` processes, worker servers and tasks,
+inner pytest runs, script runners a test starts. A process reaped later (a session fixture's
+helper) is counted in the test that was running then. Each pytest process writes one JSON file;
+``python benchmarks/suite_cpu.py PREFIX`` sums them by file and lists the costliest tests.
+
+Usage (from the repository root; the whole command's CPU comes from ``/usr/bin/time``)::
+
+    TEST_SUITE_CPU=/tmp/cpu PYTHONPATH=benchmarks /usr/bin/time -v \\
+        python -m pytest -q -n 2 --dist loadscope -p suite_cpu
+    python benchmarks/suite_cpu.py /tmp/cpu
+
+Results: ``benchmarks/results/test_suite_cost.md``.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import resource
+import sys
+import time
+
+import pytest
+
+_ROWS: list[tuple[str, float, float]] = []
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    cpu, wall = _cpu(), time.monotonic()
+    yield
+    _ROWS.append((item.nodeid, _cpu() - cpu, time.monotonic() - wall))
+
+
+def pytest_sessionfinish(session):
+    prefix = os.environ.get("TEST_SUITE_CPU")
+    if prefix:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(f"{prefix}.{worker}.{os.getpid()}.json", "w") as handle:
+            json.dump({"rows": _ROWS, "total": _cpu()}, handle)
+
+
+def summarise(prefix: str, top: int = 40) -> str:
+    """Per-file sums and the ``top`` costliest tests, from the files a run wrote."""
+    rows = []
+    for path in glob.glob(f"{prefix}.*.json"):
+        with open(path) as handle:
+            rows += json.load(handle)["rows"]
+    by_file = collections.Counter()
+    for nodeid, cpu, _ in rows:
+        by_file[nodeid.split("::")[0]] += cpu
+    lines = [f"{sum(r[1] for r in rows):.1f} CPU-s in {len(rows)} tests", "", "CPU-s  file"]
+    lines += [f"{cpu:6.1f} {name}" for name, cpu in by_file.most_common()]
+    lines += ["", " CPU-s  wall-s  test"]
+    lines += [f"{cpu:6.1f} {wall:7.1f}  {nodeid}"
+              for nodeid, cpu, wall in sorted(rows, key=lambda r: -r[1])[:top]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python benchmarks/suite_cpu.py PREFIX "
+                         "(the TEST_SUITE_CPU of the run)")
+    print(summarise(sys.argv[1]))
