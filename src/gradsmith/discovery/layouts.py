@@ -39,6 +39,10 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     ((4, 8), (3,), ()),
     ((2, 3, 4), (4,)),                       # stacked rows and per-feature vectors
     ((2, 2, 4), (2,)),                       # (batch, channels, length), per-channel vectors
+    # Filter banks (wavelets, transposed convolutions): one or two signals (batch, channels,
+    # length), then filters (1, 1, taps) shorter than them.
+    ((2, 3, 8), (1, 1, 4)),
+    ((2, 3, 8), (2, 3, 8), (1, 1, 4)),
 )
 
 
