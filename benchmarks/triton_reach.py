@@ -80,9 +80,11 @@ def _environment() -> dict:
         triton = version("triton")
     except Exception:  # noqa: BLE001
         triton = None
+    gpu = (f"{torch.cuda.get_device_name(0)} (kernels compiled, run natively)"
+           if torch.cuda.is_available() else "none (Triton's interpreter)")
     return {"python": platform.python_version(), "torch": torch.__version__,
             "triton": triton, "machine": platform.machine(), "cpus": os.cpu_count(),
-            "gpu": "none (Triton's interpreter)"}
+            "gpu": gpu}
 
 
 def render(args: argparse.Namespace) -> None:

@@ -73,7 +73,7 @@ class HeadMix(torch.autograd.Function):
         N, HC, C = x_flat.shape
         h_flat = h.contiguous().view(-1, HC)
         assert h_flat.shape[0] == N, "h needs one row of head coefficients per token"
-        out = torch.empty((N, C), dtype=x.dtype)
+        out = torch.empty((N, C), dtype=x.dtype, device=x.device)
         _mix_fwd[(N,)](x_flat, h_flat, out, HC, C, BHC=triton.next_power_of_2(HC),
                        BC=triton.next_power_of_2(C))
         ctx.save_for_backward(x_flat, h_flat)
@@ -153,7 +153,7 @@ class Modulated(torch.autograd.Function):
         scale_rows, per = _modulation_rows(X, scale)
         H = X.shape[-1]
         x, s = X.contiguous().view(-1, H), scale.contiguous().view(scale_rows, H)
-        y, rstd = torch.empty_like(x), torch.empty(x.shape[0], dtype=torch.float32)
+        y, rstd = torch.empty_like(x), torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
         _mod_fwd[(x.shape[0],)](x, s, y, rstd, H, per, eps, BH=triton.next_power_of_2(H))
         ctx.save_for_backward(x, s, rstd)
         ctx.per, ctx.shape, ctx.scale_shape = per, X.shape, scale.shape
@@ -175,7 +175,7 @@ class ModulatedBadBackward(Modulated):
 def _modulated_backward(ctx, g, good):
     x, s, rstd = ctx.saved_tensors
     H = x.shape[1]
-    dx, ds = torch.empty_like(x), torch.empty(x.shape, dtype=torch.float32)
+    dx, ds = torch.empty_like(x), torch.empty(x.shape, dtype=torch.float32, device=x.device)
     _mod_bwd[(x.shape[0],)](x, s, g.contiguous().view(-1, H), rstd, dx, ds, H, ctx.per,
                             OUT=_TL[x.dtype], GOOD=good, BH=triton.next_power_of_2(H))
     dscale = ds.view(s.shape[0], ctx.per, H).sum(1).to(s.dtype)
@@ -251,7 +251,7 @@ class SectionGainBadBackward(SectionGain):
 def _section_backward(ctx, g, good):
     x, w = ctx.saved_tensors
     D = x.shape[-1]
-    dx, dw = torch.empty_like(x), torch.empty((x.shape[0], 3), dtype=x.dtype)
+    dx, dw = torch.empty_like(x), torch.empty((x.shape[0], 3), dtype=x.dtype, device=x.device)
     _sec_bwd[(x.shape[0],)](x, w, g.contiguous(), dx, dw, D, ctx.sections[0],
                             ctx.sections[1], GOOD=good, BD=triton.next_power_of_2(D))
     return dx, dw.sum(0), None

@@ -11,8 +11,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+import torch
+
 from gradsmith.isolation import worker
 from gradsmith.isolation.protocol import FrameReader, server_message
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(),
+                                reason="a GPU runs kernels compiled, not interpreted")
 
 # Right first-order gradients through a kernel; backward hangs on a non-contiguous grad_output
 # (the robustness check), after the gradients check has launched kernels.

@@ -89,4 +89,5 @@ def test_zero_config_verdicts(name):
         assert report.passed, report
     else:
         assert bad == {("gradient-mismatch", n) for n in wrong}, (bad, names)
-    assert "triton-interpreted" in report.codes()
+    if not torch.cuda.is_available():  # with a GPU the kernels run compiled
+        assert "triton-interpreted" in report.codes()
