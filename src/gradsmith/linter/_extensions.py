@@ -166,7 +166,7 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
         return None  # a class (a handle, a key) or another Function's apply
     if head in scope.known:
         return ""
-    if len(parts) == 1 and head not in local and free(scope.sym, head) and star(scope.sym):
+    if len(parts) == 1 and head not in local and star(scope.sym) and free(scope.sym, head):
         return " (star import)"
     return None
 
@@ -192,7 +192,7 @@ def loaded(sym: ModuleSymbols) -> frozenset[str]:
         for stmt in _module_level(source.tree.body):
             if isinstance(stmt, ast.Assign) and (_is_load(stmt.value, sym) or _is_ops(stmt.value)):
                 found |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-    if "global" in text and "load" in text:
+    if "global" in text and "cpp_extension" in text:  # `global _C` then `_C = load(...)`
         for stmt in statements(source.tree.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 shared = {n for s in ast.walk(stmt) if isinstance(s, ast.Global) for n in s.names}

@@ -14,7 +14,7 @@ from gradsmith.linter._symbols import ModuleSymbols, statements
 #: Folders above a file searched for ``setup.py``.
 _MAX_UP = 8
 _SETUPS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
-_LISTINGS: dict[str, frozenset[str]] = {}
+_LISTINGS: dict[str, frozenset[str]] = {}  # folder -> names of its compiled modules
 
 
 def forget() -> None:
@@ -32,8 +32,8 @@ def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
             os.path.dirname(os.path.abspath(path)))
         found = sym.source.__dict__["_gs_project"] = (found[0], (*found[1], *_package_root(sym)))
     declared, roots = found
-    if not qual or not roots:
-        return False
+    if not qual or not roots or qual.partition(".")[0] == "torch":
+        return False  # torch._C binds aten operators, which have autograd formulas
     if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
            for name in declared):
         return True
@@ -135,14 +135,15 @@ def _compiled(module: str, roots: tuple[str, ...]) -> bool:
     folder_rel, _, leaf = module.rpartition(".")
     for root in roots:
         folder = os.path.join(root, folder_rel.replace(".", os.sep))
-        listing = _LISTINGS.get(folder)
-        if listing is None:
+        stems = _LISTINGS.get(folder)
+        if stems is None:
             try:
-                listing = frozenset(os.listdir(folder))
+                files = os.listdir(folder)
             except OSError:
-                listing = frozenset()
-            _LISTINGS[folder] = listing
-        if any(f.startswith(leaf + ".") and f.endswith((".so", ".pyd")) for f in listing):
+                files = []
+            stems = _LISTINGS[folder] = frozenset(
+                f.partition(".")[0] for f in files if f.endswith((".so", ".pyd")))
+        if leaf in stems:
             return True
     return False
 
