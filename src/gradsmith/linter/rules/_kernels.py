@@ -94,8 +94,9 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
         return None
     if scope is not None:
         how = _extensions.kernel_call(call, scope, local)
-        if how is not None:
-            return f"`{short(ast.unparse(call.func))}(...)`{how}"  # a compiled extension
+        if how is not None:  # a compiled extension
+            text = ".".join(dotted(call.func) or []) or ast.unparse(call.func)
+            return f"`{short(text)}()`{how}"
     parts = dotted(call.func)
     if not parts and isinstance(call.func, ast.Call):  # `_make_lazy_cuda_func("bwd")(...)`
         inner = dotted(call.func.func)
