@@ -66,6 +66,20 @@ def inputs_from_code(fn: Any, params: list[inspect.Parameter], hints: dict[str, 
     return fallback
 
 
+def stated_if_misfit(fn: Any, params: list[inspect.Parameter], hints: dict[str, Hint],
+                     seed: int, found: tuple) -> tuple[tuple, str, tuple] | None:
+    """Inputs shaped as the code states, when the guessed ``found`` is a layout its kernels'
+    backward rejects (host code that checks no shapes lets forward run on it) and the stated
+    one is accepted; None otherwise (``found`` stands)."""
+    call = getattr(fn, "apply", fn)
+    if not kernel_backward_misfits(call, found):
+        return None
+    stated = inputs_from_code(fn, params, hints, seed)
+    if stated is None or kernel_backward_misfits(call, stated[0]):
+        return None
+    return stated
+
+
 def _slots(params, hints, said: Statements, frozen: set[str]) -> list[Slot] | None:
     """The plan, changed where the code says more than the name tables: stated and
     tensor-named parameters are tensors, section lists are lists; None when that changes

@@ -36,6 +36,7 @@ from typing import Any
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
+from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
@@ -125,11 +126,10 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     for dtype in ("float64", "float32"):
         for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
             found = _first_working(call, slots, seed, dtype)
-            if isinstance(found, Synthesized):
-                return found
+            if isinstance(found, Synthesized):  # a layout backward rejects: what the code states
+                better = stated_if_misfit(fn, params, hints, seed, found.args)
+                return found if better is None else Synthesized(*better, seed=seed)
             last_error = found if dtype == "float64" else last_error
-    from gradsmith.discovery.from_code import inputs_from_code  # last: shapes the code states
-
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
