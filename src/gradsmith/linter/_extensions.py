@@ -59,9 +59,20 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
     return found
 
 
-def star(sym: ModuleSymbols) -> bool:
-    """``from <extension> import *`` in ``sym``'s module."""
-    return any(is_extension_module(base, sym) for base in sym.stars)
+def star(sym: ModuleSymbols, name: str, sym_of: dict) -> bool:
+    """``name``, bound nowhere in the module, comes from ``from <extension> import *``: every
+    other star import is of a linted module that does not bind it either."""
+    if not sym.stars or not free(sym, name):
+        return False
+    extension = False
+    for base in sym.stars:
+        if is_extension_module(base, sym):
+            extension = True
+            continue
+        other = module_named(modules_of(sym_of), base, sym)
+        if other is None or not free(other, name):
+            return False  # a Python module's star import may bind it
+    return extension
 
 
 def free(sym: ModuleSymbols, name: str) -> bool:
@@ -166,7 +177,14 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
         return None  # a class (a handle, a key) or another Function's apply
     if head in scope.known:
         return ""
-    if len(parts) == 1 and head not in local and star(scope.sym) and free(scope.sym, head):
+    if head in local:
+        return None
+    target = scope.sym.imports.get(head)
+    if len(parts) > 2 and target and is_extension_module(
+        ".".join([target, *parts[1:-1]]), scope.sym
+    ):
+        return ""  # `import sparseconvnet.SCN` then `sparseconvnet.SCN.fn(...)`
+    if len(parts) == 1 and star(scope.sym, head, scope.sym_of):
         return " (star import)"
     return None
 
