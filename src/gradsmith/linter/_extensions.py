@@ -25,7 +25,7 @@ import ast
 import builtins
 
 from gradsmith.linter._kernels import finder, module_named, modules_of
-from gradsmith.linter._project import is_extension_module
+from gradsmith.linter._project import is_extension_module, is_python_module
 from gradsmith.linter._symbols import ModuleSymbols, dotted, statements
 
 _FOLLOW = 4  # re-exports and helpers followed across modules
@@ -47,6 +47,10 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
     for local, target in sym.imports.items():
         if _imported(target, sym, sym_of, depth):
             known.add(local)
+    for base in sym.stars if depth < _FOLLOW else ():  # `from .utils import *` re-exports
+        other = module_named(modules_of(sym_of), base, sym)
+        if other is not None and other is not sym:
+            known.update(n for n in names(other, sym_of, depth + 1) if not n.startswith("_"))
     scope = Scope(sym, sym_of, known, depth)
     for _ in range(2):  # `module = load_inline(...)` then `fn = module.fn`
         before = len(known)
@@ -197,7 +201,8 @@ def _imported(target: str, sym: ModuleSymbols, sym_of: dict, depth: int) -> bool
     other = module_named(modules_of(sym_of), module, sym)
     if other is None or depth >= _FOLLOW:
         return False
-    return name in names(other, sym_of, depth + 1)
+    return name in names(other, sym_of, depth + 1) or (
+        star(other, name, sym_of) and not is_python_module(target, sym))  # not a submodule
 
 
 def loaded(sym: ModuleSymbols) -> frozenset[str]:

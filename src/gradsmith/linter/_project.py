@@ -25,13 +25,7 @@ def forget() -> None:
 
 def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
     """``qual`` (a module, or a name in one) is a compiled module of the project."""
-    found = sym.source.__dict__.get("_gs_project")
-    if found is None:  # once per file: source text with no file on disk has no project
-        path = sym.source.path
-        found = ((), ()) if not os.path.isfile(path) else _setup_names(
-            os.path.dirname(os.path.abspath(path)))
-        found = sym.source.__dict__["_gs_project"] = (found[0], (*found[1], *_package_root(sym)))
-    declared, roots = found
+    declared, roots = _project(sym)
     if not qual or not roots or qual.partition(".")[0] == "torch":
         return False  # torch._C binds aten operators, which have autograd formulas
     if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
@@ -40,6 +34,22 @@ def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
     head, _, _ = qual.rpartition(".")
     return any(module and _compiled(module, roots) and not _has_source(module, roots)
                for module in (qual, head))
+
+
+def is_python_module(qual: str, sym: ModuleSymbols) -> bool:
+    """``qual`` has a ``.py`` file or a package in the project ``sym``'s module is part of."""
+    return _has_source(qual, _project(sym)[1])
+
+
+def _project(sym: ModuleSymbols) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(extension names its setup.py files declare, folders modules are found from)."""
+    found = sym.source.__dict__.get("_gs_project")
+    if found is None:  # once per file: source text with no file on disk has no project
+        path = sym.source.path
+        found = ((), ()) if not os.path.isfile(path) else _setup_names(
+            os.path.dirname(os.path.abspath(path)))
+        found = sym.source.__dict__["_gs_project"] = (found[0], (*found[1], *_package_root(sym)))
+    return found
 
 
 def _setup_names(folder: str) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -148,4 +158,4 @@ def _compiled(module: str, roots: tuple[str, ...]) -> bool:
     return False
 
 
-__all__ = ["forget", "is_extension_module"]
+__all__ = ["forget", "is_extension_module", "is_python_module"]

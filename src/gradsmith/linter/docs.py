@@ -114,8 +114,8 @@ What the analysis takes into account, so that an error is always worth stopping 
   name bound to one, given a literal name; the file is read, never run) or that has a
   compiled file (`SCN.cpython-311-x86_64-linux-gnu.so`, `.pyd`), however it is imported
   (`from . import SCN`, `import foo._ext as ext`, `import foo.SCN` then `foo.SCN.fn(...)`,
-  `from ext import fn`, re-exported by a linted module, or `from .SCN import *` when no other
-  star import may bind the name); a name bound to `torch.utils.cpp_extension.load` or
+  `from ext import fn`, re-exported by a linted module or through its star import, or
+  `from .SCN import *` when no other star import may bind the name); a name bound to `torch.utils.cpp_extension.load` or
   `load_inline` at module level or under `global`; an attribute of one (`fn = module.fn`,
   `getattr(_C, name)`) and what a helper returns from one (`bw_fn =
   get_function(name)`). A Python module or package of an extension's name in the tree is
