@@ -235,16 +235,15 @@ def _is_ops(value: ast.expr | None) -> bool:
 
 def _is_load(value: ast.expr | None, sym: ModuleSymbols) -> bool:
     """``load(name=..., sources=[...])``/``load_inline(...)`` of ``torch.utils.cpp_extension``
-    (known by its import, or by its ``sources`` keywords)."""
+    (known by its import, also under another name, or by its ``sources`` keywords)."""
     if not isinstance(value, ast.Call):
         return False
     parts = dotted(value.func) or [""]
-    if parts[-1] not in ("load", "load_inline"):
-        return False
-    if any(k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords):
-        return True
     origin = ".".join([sym.imports.get(parts[0], parts[0]), *parts[1:]])
-    return "cpp_extension." in origin
+    if origin.rpartition(".")[2] not in ("load", "load_inline"):
+        return False
+    return "cpp_extension." in origin or any(
+        k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords)
 
 
 def _module_level(body: list[ast.stmt]):
