@@ -232,3 +232,50 @@ def test_a_surrogate_gradient_function_argument_gets_a_declaration_that_passes(t
     pasted = _load(tmp_path, "pasted",
                    HEADER + TYPING + line + SURROGATE_ARGUMENT).SpikeWithSurrogate
     assert gradsmith.check(pasted, compat=False).passed
+
+
+LEAKY_HELPER = """
+def leaky_backward(g, x, leak, k):
+    mask = (x >= 0).to(x)
+    return g * (mask * k + (1 - mask) * leak), None, None
+
+"""
+LEAKY_K = """
+class LeakyK(Function):
+    @staticmethod
+    def forward(x, leak, k):
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, leak, k = inputs
+        ctx.save_for_backward(x)
+        ctx.leak = leak
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx, g):
+        return leaky_backward(g, ctx.saved_tensors[0], ctx.leak, ctx.k)
+"""
+
+
+def test_hyperparameters_only_setup_context_stores_are_numbers_and_the_line_passes(tmp_path):
+    # spikingjelly's leaky_k_relu (issue 18's dev half): forward never reads leak and k, and
+    # backward's Nones are in a helper, so leak was a (3, 4) tensor and the line a template.
+    fn = _load(tmp_path, "plain", HEADER + LEAKY_HELPER + LEAKY_K).LeakyK
+    found = synthesize(fn)
+    x, leak, k = found.args
+    assert isinstance(leak, float) and isinstance(k, (int, float))
+    report = gradsmith.check(fn, *found.args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "..." not in line and "e-" not in line, line
+    source = re.search(r"surrogate=(lambda .*)\)$", line).group(1)
+    surrogate = eval(source, {"torch": torch})  # noqa: S307 - gradsmith's own suggestion
+    xs = torch.linspace(-2, 2, 9, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(surrogate(xs, leak, k).sum(), xs)
+    want = torch.where(xs >= 0, torch.full_like(xs, k), torch.full_like(xs, leak))  # by hand
+    torch.testing.assert_close(got, want.detach())
+    torch.manual_seed(0)
+    pasted = _load(tmp_path, "pasted", HEADER + LEAKY_HELPER + line + LEAKY_K).LeakyK
+    assert gradsmith.check(pasted, compat=False).passed

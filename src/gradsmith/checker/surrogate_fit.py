@@ -239,6 +239,8 @@ def _window(name: str, x: torch.Tensor, d: torch.Tensor, numbers: list[tuple[str
 
     lo = edge(float(below.max()), float(inner.min())) if below.numel() else None
     hi = edge(float(above.min()), float(inner.max())) if above.numel() else None
+    # an edge bisected to within 1e-12 of 0 is 0 (x >= 0, not x >= -2e-20); verified after
+    lo, hi = (0.0 if e is not None and abs(e) < 1e-12 else e for e in (lo, hi))
     bounds = []
     if lo is not None and hi is not None and math.isclose(-lo, hi, rel_tol=1e-9):
         bounds += [(f"-{w}" if not w.startswith("-") else w[1:], w)

@@ -110,7 +110,8 @@ def _in_matmul(name: str, hints: dict[str, Hint]) -> bool:
 def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) -> set[str]:
     """Parameters the code uses as a Python number: passed to ``float()``, or stored on ctx as
     they are (``ctx.coef = coef``, ``ctx.bounds = (lo, hi)``) while backward returns ``None``
-    for them (and nothing uses them as a tensor).
+    for them or, in the setup_context style, forward never reads them (and nothing uses them
+    as a tensor).
 
     Example:
         >>> import torch
@@ -139,8 +140,21 @@ def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) 
             elif isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Attribute) for t in node.targets):
                 stored = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-                found |= {e.id for e in stored if isinstance(e, ast.Name)} & unknown & frozen
+                names = {e.id for e in stored if isinstance(e, ast.Name)} & unknown
+                found |= names & (frozen | (_unread_by_forward(owner, names)
+                                            if method == "setup_context" else set()))
     return found
+
+
+def _unread_by_forward(owner: type, names: set[str]) -> set[str]:
+    """Of ``names``, the parameters a setup_context-style forward never reads: stored on ctx
+    for backward only (``leak``, ``k`` of a surrogate spike), hyperparameters, not data."""
+    tree = _parse(vars(owner).get("forward"))
+    if tree is None:
+        return set()
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(
+        n.ctx, ast.Load)}
+    return names - read
 
 
 def _param_of_exact(node: ast.AST, names: set[str]) -> str | None:
