@@ -112,5 +112,6 @@ def test_extension_known_from_setup_py_when_a_single_file_is_linted(fixtures_dir
     names = [text[n - 1].split("(")[0].strip() for n in lines]
     assert names == ["return SCN.conv_backward", "sops.gather_backward",
                      "return fastgeomops.ball_query_grad", "return knn_backward",
+                     "return SCN.Convolution_updateGradInput",
                      "return extpkg.SCN.conv_backward"]
 

@@ -15,8 +15,8 @@ A name is an extension when it is bound to
   one (``fn = module.fn``, ``getattr(_C, name)``), or what a helper returns when its
   ``return`` gives one (``def get_backend(): ... return _C``).
 
-A call through ``X.apply`` or of a capitalised name (a class such as a handle or a key) is
-not a kernel: a Function's ``apply`` has its own backward.
+A call through ``X.apply`` or of a CapWords name with no underscore (a class: a handle, a
+key) is not a kernel: a Function's ``apply`` has its own backward.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
     if not parts:  # `get_backend().fn(g)`, `_lazy_func("bwd")(g)`
         return "" if scope.valued(call.func) else None
     head, last = parts[0], parts[-1]
-    if last[:1].isupper() or last == "apply" and len(parts) > 1 and parts[-2][:1].isupper():
+    if _class_name(last) or last == "apply" and len(parts) > 1 and parts[-2][:1].isupper():
         return None  # a class (a handle, a key) or another Function's apply
     if head in scope.known:
         return ""
@@ -191,6 +191,12 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
     if len(parts) == 1 and star(scope.sym, head, scope.sym_of):
         return " (star import)"
     return None
+
+
+def _class_name(name: str) -> bool:
+    """``CoordinateMapKey``, ``Metadata``: CapWords with no underscore (an extension's
+    functions may be capitalised too, but carry one: ``Convolution_updateGradInput``)."""
+    return name[:1].isupper() and "_" not in name and not name.isupper()
 
 
 def _imported(target: str, sym: ModuleSymbols, sym_of: dict, depth: int) -> bool:

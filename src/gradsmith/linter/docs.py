@@ -115,14 +115,16 @@ What the analysis takes into account, so that an error is always worth stopping 
   compiled file (`SCN.cpython-311-x86_64-linux-gnu.so`, `.pyd`), however it is imported
   (`from . import SCN`, `import foo._ext as ext`, `import foo.SCN` then `foo.SCN.fn(...)`,
   `from ext import fn`, re-exported by a linted module or through its star import, or
-  `from .SCN import *` when no other star import may bind the name); a name bound to `torch.utils.cpp_extension.load` or
-  `load_inline` at module level or under `global`; an attribute of one (`fn = module.fn`,
-  `getattr(_C, name)`) and what a helper returns from one (`bw_fn =
-  get_function(name)`). A Python module or package of an extension's name in the tree is
-  Python code, not an extension; a Function's `.apply` (it has its own backward) and a
-  capitalised name from an extension (a class: a handle, a key) are not kernels. A module
-  imported by its bare name from inside a package (`from MinkowskiCommon import f`, the
-  package folder on `sys.path`) is the package's module.
+  `from .SCN import *` when no other star import may bind the name); a name bound to
+  `torch.utils.cpp_extension.load` or `load_inline` (also imported under another name) at
+  module level or under `global`; an attribute of one (`fn = module.fn`, `getattr(_C,
+  name)`) and what a helper returns from one (`bw_fn = get_function(name)`). A Python
+  module or package of an extension's name in the tree is Python code, not an extension;
+  a Function's `.apply` (it has its own backward) and a CapWords name with no underscore
+  from an extension (a class: `CoordinateMapKey`; `Convolution_updateGradInput` is a
+  function) are not kernels. A module imported by its bare name from inside a package
+  (`from MinkowskiCommon import f`, the package folder on `sys.path`) is the package's
+  module.
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103. A backward that only raises
