@@ -326,3 +326,65 @@ def _act_backward(ctx, g, good):
 
 def activation_reference(x, act):
     return torch.nn.functional.softsign(x) if act == "softsign" else torch.sigmoid(x)
+
+
+# -- shapes in parameter comments, an equality between dimensions, a flag the message names ----
+@triton.jit
+def _coef_fwd(x_ptr, phi_ptr, out_ptr, K, M, alpha, BK: tl.constexpr, BM: tl.constexpr):
+    n = tl.program_id(0)
+    k = tl.arange(0, BK)
+    m = tl.arange(0, BM)
+    x = tl.load(x_ptr + n * K + k, mask=k < K, other=0.0)
+    phi = tl.load(phi_ptr + k[:, None] * M + m[None, :], mask=(k[:, None] < K) & (m[None, :] < M),
+                  other=0.0)
+    out = tl.sum(x[:, None] * phi, axis=0) * alpha
+    tl.store(out_ptr + n * M + m, out, mask=m < M)
+
+
+class Coefficients(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx,
+                x,  # [..., HC, C] bf16/fp16 (fp32 with allow_fp32)
+                phi,  # [HC*C, M]
+                alpha: float,
+                allow_fp32: bool):
+        if not allow_fp32:
+            assert x.dtype in (torch.float16, torch.bfloat16), \
+                "x should be BF16/FP16 (set allow_fp32=True for FP32)"
+        assert x.dtype != torch.float64, "x must not be float64"
+        HC, C = x.shape[-2], x.shape[-1]
+        M = phi.shape[1]
+        assert HC * HC == M, "phi must have HC * HC columns"
+        flat = x.contiguous().view(-1, HC * C)
+        out = torch.empty((flat.shape[0], M), dtype=torch.float32, device=x.device)
+        _coef_fwd[(flat.shape[0],)](flat, phi.contiguous(), out, HC * C, M, alpha,
+                                    BK=triton.next_power_of_2(HC * C),
+                                    BM=triton.next_power_of_2(M))
+        ctx.save_for_backward(flat, phi)
+        ctx.alpha, ctx.shape = alpha, x.shape
+        return out.view(*x.shape[:-2], HC, HC)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _coefficients_backward(ctx, g, True)
+
+
+class CoefficientsBadBackward(Coefficients):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return _coefficients_backward(ctx, g, False)
+
+
+def _coefficients_backward(ctx, g, good):
+    flat, phi = ctx.saved_tensors
+    g = g.reshape(flat.shape[0], -1).to(flat.dtype) * ctx.alpha
+    dphi = flat.T @ g if good else flat.T @ g / ctx.alpha  # broken: forgets alpha
+    return (g @ phi.T).view(ctx.shape), dphi, None, None
+
+
+def coefficients_reference(x, phi, alpha, allow_fp32):
+    HC = x.shape[-2]
+    return ((x.reshape(-1, x.shape[-2] * x.shape[-1]) @ phi) * alpha).view(
+        *x.shape[:-2], HC, HC)

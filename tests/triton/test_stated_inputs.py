@@ -16,6 +16,8 @@ CASES = {  # Function, its reference, the input a broken backward gets wrong
     "modulated-bad-backward": (K.ModulatedBadBackward, K.modulated_reference, {"X"}),
     "sections": (K.SectionGain, K.section_gain_reference, None),
     "sections-bad-backward": (K.SectionGainBadBackward, K.section_gain_reference, {"x", "w"}),
+    "coefficients": (K.Coefficients, K.coefficients_reference, None),
+    "coefficients-bad-backward": (K.CoefficientsBadBackward, K.coefficients_reference, {"phi"}),
     "activation": (K.Activation, K.activation_reference, None),
     "activation-bad-backward": (K.ActivationBadBackward, K.activation_reference, {"x"}),
 }
@@ -54,13 +56,21 @@ def test_a_section_list_sums_to_the_dimension_it_splits():
     assert sum(sections) == x.shape[-1]
 
 
+def test_comments_an_equality_and_a_flag_the_message_names():
+    x, phi, alpha, allow_fp32 = _found(K.Coefficients).args
+    assert allow_fp32 is True  # "set allow_fp32=True for FP32" in the failing assert
+    assert x.dtype == torch.float32  # float64 refused, float16 is not what the interpreter runs
+    assert phi.shape == (x.shape[-2] * x.shape[-1], x.shape[-2] ** 2)  # HC * HC == M
+
+
 def test_a_mode_string_its_docstring_lists():
     found = _found(K.Activation)
     assert found.args[1] == "softsign"  # the first listed value; the other is a variant
     assert "act='sigmoid'" in [v.change for v in found.variants]
 
 
-@pytest.mark.parametrize("name", ["head-mix", "modulated", "sections", "activation"])
+@pytest.mark.parametrize("name", ["head-mix", "modulated", "sections", "coefficients",
+                                  "activation"])
 def test_correct_kernels_agree_with_plain_pytorch(name):
     # Independent of gradsmith's method: outputs and autograd gradients against the reference.
     fn, reference, _ = CASES[name]
