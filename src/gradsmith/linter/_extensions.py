@@ -31,6 +31,7 @@ from gradsmith.linter._symbols import ModuleSymbols, dotted, statements
 _FOLLOW = 4  # re-exports and helpers followed across modules
 _OPS_BUILTIN = frozenset({"aten", "prims"})
 _BUILTINS = frozenset(dir(builtins))
+_BINDING = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
 
 
 def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
@@ -86,13 +87,11 @@ def free(sym: ModuleSymbols, name: str) -> bool:
     if bound is None:
         bound = set(source.functions) | set(sym.imports) | set(sym.classes)
         for stmt in statements(source.tree.body):
-            for node in ast.walk(stmt) if isinstance(stmt, (ast.Assign, ast.AugAssign,
-                                                           ast.AnnAssign, ast.For, ast.With)) \
-                    else ():
-                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                    bound.add(node.id)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 bound.add(stmt.name)
+            elif isinstance(stmt, _BINDING):
+                bound.update(node.id for node in ast.walk(stmt)
+                             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store))
         bound = source.__dict__["_gs_bound"] = frozenset(bound)
     return name not in bound and name not in _BUILTINS
 

@@ -78,7 +78,7 @@ def _declared(path: str) -> frozenset[str]:
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     strings: dict[str, str] = {}
     makers: set[str] = set()
