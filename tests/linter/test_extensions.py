@@ -61,8 +61,9 @@ def test_extension_of_setup_py_runs_opaque_kernel_and_double_backward_is_silentl
     scn.square_backward = square_backward
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(sys.modules, "proj.SCN", scn)
-    for name in ("proj", "proj.fns"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    for name in ("proj", "proj.fns"):  # removed again when the test ends
+        monkeypatch.setitem(sys.modules, name, None)
+        monkeypatch.delitem(sys.modules, name)
     mod = importlib.import_module("proj.fns")
     x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad((mod.Square.apply(x) ** 2).sum(), x, create_graph=True)
