@@ -1,7 +1,8 @@
 """Zero-config inputs for kernels whose host code says the shapes it wants (our own kernels in
-tests/triton/stated_kernels.py): synthesis reads the statements, and the verdicts on those
+tests/triton/stated_kernels.py and named_kernels.py): synthesis reads the statements, and the verdicts on those
 inputs are right, judged against plain PyTorch."""
 
+import named_kernels as N
 import pytest
 import stated_kernels as K
 import torch
@@ -12,14 +13,14 @@ from gradsmith.discovery import Synthesized, synthesize
 CASES = {  # Function, its reference, the input a broken backward gets wrong
     "head-mix": (K.HeadMix, K.head_mix_reference, None),
     "head-mix-bad-backward": (K.HeadMixBadBackward, K.head_mix_reference, {"h"}),
-    "modulated": (K.Modulated, K.modulated_reference, None),
-    "modulated-bad-backward": (K.ModulatedBadBackward, K.modulated_reference, {"X"}),
+    "modulated": (N.Modulated, N.modulated_reference, None),
+    "modulated-bad-backward": (N.ModulatedBadBackward, N.modulated_reference, {"X"}),
     "sections": (K.SectionGain, K.section_gain_reference, None),
     "sections-bad-backward": (K.SectionGainBadBackward, K.section_gain_reference, {"x", "w"}),
     "coefficients": (K.Coefficients, K.coefficients_reference, None),
     "coefficients-bad-backward": (K.CoefficientsBadBackward, K.coefficients_reference, {"phi"}),
-    "activation": (K.Activation, K.activation_reference, None),
-    "activation-bad-backward": (K.ActivationBadBackward, K.activation_reference, {"x"}),
+    "activation": (N.Activation, N.activation_reference, None),
+    "activation-bad-backward": (N.ActivationBadBackward, N.activation_reference, {"x"}),
 }
 
 
@@ -43,7 +44,7 @@ def test_a_layout_stated_by_a_message_and_a_view():
 def test_a_tensor_the_name_tables_take_for_a_number():
     # scale: 2.0 by name; the code needs a tensor whose size is a multiple of the hidden size
     # (and eps stays the float the kernel reads); float64 is refused by backward: float32
-    X, scale, eps = _found(K.Modulated).args
+    X, scale, eps = _found(N.Modulated).args
     assert isinstance(scale, torch.Tensor) and scale.numel() % X.shape[-1] == 0
     assert isinstance(eps, float)
     assert X.dtype == torch.float32
@@ -64,7 +65,7 @@ def test_comments_an_equality_and_a_flag_the_message_names():
 
 
 def test_a_mode_string_its_docstring_lists():
-    found = _found(K.Activation)
+    found = _found(N.Activation)
     assert found.args[1] == "softsign"  # the first listed value; the other is a variant
     assert "act='sigmoid'" in [v.change for v in found.variants]
 
