@@ -26,6 +26,7 @@ from gradsmith.discovery.placement import device
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
 from gradsmith.discovery.slots import Slot, plan_slots
 from gradsmith.discovery.stated import Statements, read_statements
+from gradsmith.discovery.uses import argument_uses
 
 # Tensor-named parameters (a required ``scale`` is a modulation tensor, not 2.0).
 _TENSOR_WORDS = ("scale", "shift", "weight", "bias", "gate", "mask", "residual")
@@ -53,7 +54,7 @@ def inputs_from_code(fn: Any, params: list[inspect.Parameter], hints: dict[str, 
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     said = read_statements(fn, names)
     frozen = {names[i] for i in no_gradient_positions(fn) if i < len(names)}
-    slots = _slots(params, hints, said, frozen)
+    slots = _slots(params, hints, said, frozen, argument_uses(fn, names))
     if slots is None:
         return None
     call = fn.apply
@@ -80,11 +81,11 @@ def stated_if_misfit(fn: Any, params: list[inspect.Parameter], hints: dict[str, 
     return stated
 
 
-def _slots(params, hints, said: Statements, frozen: set[str]) -> list[Slot] | None:
+def _slots(params, hints, said: Statements, frozen: set[str], uses) -> list[Slot] | None:
     """The plan, changed where the code says more than the name tables: stated and
     tensor-named parameters are tensors, section lists are lists; None when that changes
     nothing (the usual plans were already tried)."""
-    slots = plan_slots(params, hints, False, set())
+    slots = plan_slots(params, hints, False, set(), uses)  # config objects, sizes: as usual
     changed = False
     for i, s in enumerate(slots):
         required = next(p for p in params if p.name == s.name).default is inspect.Parameter.empty
