@@ -1,7 +1,8 @@
-"""Inputs shaped the way a Function's code says, when no guessed layout runs (private).
+"""Inputs shaped the way a Function's code says, when no guessed layout fits (private).
 
-The last resort of synthesis, for kernel libraries whose host code checks what it is given:
-the shapes the code states (:mod:`~gradsmith.discovery.stated`) become sizes, one per
+For kernel libraries whose host code checks what it is given (then no guessed layout runs:
+:func:`inputs_from_code` is synthesis's last resort) or checks nothing (then forward runs on a
+guess its kernels' backward rejects: :func:`stated_if_misfit` replaces it). The shapes the code states (:mod:`~gradsmith.discovery.stated`) become sizes, one per
 dimension name (distinct names get distinct sizes, a dimension defined by an equality gets its
 value, ``...`` one leading dimension shared by every tensor that has it); a parameter named
 like a tensor (``scale``, ``weight``) that the name tables took for a number becomes a tensor;
