@@ -73,8 +73,10 @@ def stated_if_misfit(fn: Any, params: list[inspect.Parameter], hints: dict[str, 
     """Inputs shaped as the code states, when the guessed ``found`` is a layout its kernels'
     backward rejects (host code that checks no shapes lets forward run on it) and the stated
     one is accepted; None otherwise (``found`` stands)."""
+    from gradsmith._triton import launches
+
     call = getattr(fn, "apply", fn)
-    if not kernel_backward_misfits(call, found):
+    if launches() == 0 or not kernel_backward_misfits(call, found):  # no kernel ran: no probe
         return None
     stated = inputs_from_code(fn, params, hints, seed)
     if stated is None or kernel_backward_misfits(call, stated[0]):
