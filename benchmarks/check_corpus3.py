@@ -9,9 +9,10 @@ on it. The projects' code never enters this repository: extract each tree outsid
 what their imports need (plus import shims for compiled modules that cannot be built here) on
 ``--deps``.
 
-Per file this script runs ``gradsmith check FILE::Fn ... --format json --repro DIR`` as a user
-would (no examples, no options; ``check_newcorpus.run_file``), applies every declaration line
-printed for an estimator exactly as printed (``check_newcorpus.apply_declarations``) and scores
+Per file this script runs ``gradsmith check FILE::Fn ... --format json --repro DIR`` as the
+project's user would, from its checkout (the project root on ``PYTHONPATH``), with no examples
+and no options (``check_newcorpus.run_file``); applies every declaration line printed for an
+estimator exactly as printed (``check_newcorpus.apply_declarations``) and scores
 each requested Function against its judgement:
 
 - false PASS: a ``defect`` or ``estimator-defect`` that PASSes;
@@ -22,14 +23,15 @@ each requested Function against its judgement:
 - defect caught: a ``defect``/``estimator-defect`` row that FAILs with an error finding;
 - declaration passes as printed: an ``estimator`` whose printed declaration, applied verbatim,
   makes the check pass (estimators that equal the true gradient on their domain, such as a
-  gradient clamped only beyond exp(15), are reported apart: a plain PASS is right for them).
+  gradient clamped only for x > 15, are reported apart: a plain PASS is right for them).
 
-Environment used for the judgements (``/tmp/cc3deps``): the previous corpus's dependency folder
-(scipy, scikit-learn, einops, jaxtyping, ...; without its copies of torch's ``torchgen`` and
-``functorch``, which shadow torch's own) plus ``pip install --target`` of linear_operator,
-opt_einsum, pyro-api and qpsolvers, and import shims (modules whose attributes raise when used)
-for k2, blossom_v, ttach, simple_pid, torchvision, PIL, cv2 and matplotlib, and a two-helper
-``icefall.utils``; no judged Function calls a shim except the two judged ``not-checkable``.
+Environment (``/tmp/cc3deps``): the previous corpus's dependency folder (scipy, scikit-learn,
+einops, jaxtyping, ...; without its copies of torch's ``torchgen`` and ``functorch``, which
+shadow torch's own), ``pip install --target --no-deps`` of what the projects import (e.g.
+linear_operator, opt_einsum, pyro-api, timm, pandas, matplotlib, omegaconf, pydantic), a
+``sitecustomize.py`` whose import shims stand in for modules that cannot be built or installed
+here (k2, torchvision, CUDA extensions, wandb, ...; ``SHIMS`` lists them) and a two-helper
+``icefall.utils``. No judged Function calls a shim except the two judged ``not-checkable``.
 
 Usage (the lead runs the held-out half once, at the end)::
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -232,10 +235,13 @@ def main() -> None:
             parser.error(f"--project {unknown[0]!r} is not in the {args.half} half; "
                          f"choose from {', '.join(split[args.half])}")
         split[args.half] = [p for p in split[args.half] if p in args.project]
-    env = _env(args.deps, args.corpus)
     repro = args.corpus / "_repro" / args.half
     found, rows_by_key, walls, errors = {}, {}, {}, {}
     for project in split[args.half]:
+        # As a user runs it from the project's checkout: its root importable (``ldm.util``
+        # from ``ldm/modules/...``, ``braincog`` from ``examples/...``).
+        env = _env(os.pathsep.join(p for p in (args.deps, str(args.corpus / project)) if p),
+                   args.corpus)
         by_file = defaultdict(list)
         for fn in split["projects"][project]["functions"]:
             by_file[fn["path"]].append(fn["function"])
@@ -252,7 +258,12 @@ def main() -> None:
                 if row is not None:
                     rows_by_key[(project, path, name)] = row
             print(f"{label}: {len(doc.get('results', []))} rows in {wall:.1f} s", flush=True)
-    applied = apply_declarations(rows_by_key, env)
+    applied = {}
+    for project in split[args.half]:
+        env = _env(os.pathsep.join(p for p in (args.deps, str(args.corpus / project)) if p),
+                   args.corpus)
+        applied.update(apply_declarations(
+            {k: v for k, v in rows_by_key.items() if k[0] == project}, env))
     data = score(split, args.half, found, applied)
     data.update(wall_per_file=walls, wall_total=round(sum(walls.values()), 1), errors=errors,
                 declarations_applied=applied,
