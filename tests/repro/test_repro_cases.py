@@ -145,6 +145,20 @@ class HandsTimeToState(Function):
     def backward(ctx, gt, gy):
         t, y = ctx.saved_tensors
         return None, None, gy + gt * ctx.rate(t, y)
+
+
+class ConfigScaled(Function):
+    \"\"\"A config object (synthesised as a namespace, a called attribute a plain function),
+    which the script must rebuild without gradsmith: backward doubles the scale.\"\"\"
+
+    @staticmethod
+    def forward(ctx, x, cfg):
+        ctx.scale = cfg.scale
+        return cfg.transform(x) * cfg.scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 * ctx.scale, None
 '''
 
 EXPECTED = [
@@ -154,6 +168,7 @@ EXPECTED = [
     ("Float32Forward", "gradient-mismatch", "x"),
     ("HandsTimeToState", "undeclared-estimator", "y"),
     ("AppliesGivenFunction", "gradient-mismatch", "x"),
+    ("ConfigScaled", "gradient-mismatch", "x"),
 ]
 
 

@@ -54,6 +54,12 @@ def capture_value(value: Any, inline_limit: int = MAX_INLINE) -> dict:
         return _pickled(value)
     if type(value).__name__ == "SyntheticFn" and "gradsmith" in type(value).__module__:
         return {"type": "function", "weight": value.weight, "reduce": value.reduce}
+    if isinstance(value, types.SimpleNamespace):  # a config object synthesis invented
+        return {"type": "namespace", "items": {k: capture_value(v, inline_limit)
+                                               for k, v in vars(value).items()}}
+    if getattr(value, "__qualname__", None) == "identity" and \
+            getattr(value, "__module__", None) == "gradsmith.discovery.slots":
+        return {"type": "identity"}  # a config object's called attribute: rebuilt in the script
     if isinstance(value, types.FunctionType):  # a top-level function: pickled by reference
         return _pickled(value, value.__module__)
     if isinstance(value, (list, tuple)):  # torch.Size too: the script passes a tuple

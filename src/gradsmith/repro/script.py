@@ -228,6 +228,13 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
         if kind == "tuple":
             return f"({inner}{',' if len(parts) == 1 else ''})", uses
         return f"[{inner}]", uses
+    if kind == "namespace":  # an object with these attributes, no import needed
+        parts = {k: _expr(s, side) for k, s in spec["items"].items()}
+        inner = ", ".join(f"{k!r}: {_static(p, s)}" for (k, (p, _)), s in
+                          zip(parts.items(), spec["items"].values()))
+        return f"type('Config', (), {{{inner}}})()", any(u for _, u in parts.values())
+    if kind == "identity":
+        return "(lambda t, *a, **k: t)", False
     if kind == "dict":
         parts = {k: _expr(s, side) for k, s in spec["items"].items()}
         inner = ", ".join(f"{k!r}: {p}" for k, (p, _) in parts.items())
@@ -237,6 +244,11 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
     if kind == "pickled":  # a module, saved with torch.save; its class comes from its module
         return f"_unpickle({spec['module']!r}, {spec['data']!r})", False
     return "None", False  # an opaque object (a user's module...): not recordable
+
+
+def _static(expr: str, spec: dict) -> str:
+    """A function as a class attribute stays a plain function on the instance."""
+    return f"staticmethod{expr}" if spec["type"] == "identity" else expr
 
 
 # What capture_value writes for plain values besides Python literals.
