@@ -279,3 +279,41 @@ def test_hyperparameters_only_setup_context_stores_are_numbers_and_the_line_pass
     torch.manual_seed(0)
     pasted = _load(tmp_path, "pasted", HEADER + LEAKY_HELPER + line + LEAKY_K).LeakyK
     assert gradsmith.check(pasted, compat=False).passed
+
+
+QUANT_CONFIG = """
+class QuantConfig(Function):
+    @staticmethod
+    def forward(ctx, x, qparams):
+        ctx.save_for_backward(x)
+        ctx.bounds = (qparams.min_float, qparams.max_float)
+        return qparams.dequantize(torch.round(qparams.quantize(x) * 4) / 4)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        return g * ((x >= lo) & (x <= hi)).to(g.dtype), None
+"""
+
+
+def test_a_config_object_argument_is_printed_so_that_the_line_passes(tmp_path):
+    # elastic-ai's SimQuant (a QParams object with quantize/dequantize and float bounds):
+    # the factory line printed "..." for the object, a template that could not pass.
+    fn = _load(tmp_path, "plain", HEADER + QUANT_CONFIG).QuantConfig
+    found = synthesize(fn)
+    report = gradsmith.check(fn, *found.args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "..." not in line, line
+    # the independent reference: the window [lo, hi] by hand
+    source = re.search(r"surrogate=(lambda .*)\)$", line).group(1)
+    surrogate = eval(source, {"torch": torch})  # noqa: S307 - gradsmith's own suggestion
+    x, qparams = found.args
+    xs = torch.linspace(-3, 3, 25, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(surrogate(xs, qparams).sum(), xs)
+    want = ((xs >= qparams.min_float) & (xs <= qparams.max_float)).to(xs.dtype)
+    torch.testing.assert_close(got, want.detach())
+    torch.manual_seed(0)
+    pasted = _load(tmp_path, "pasted", HEADER + line + QUANT_CONFIG).QuantConfig
+    assert gradsmith.check(pasted, compat=False).passed
