@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch.autograd import Function
 
 import gradsmith
-from gradsmith.checkrun.task import _merge, _variant_checks
+from gradsmith.checkrun.sets import merge as _merge
+from gradsmith.checkrun.sets import variant_checks as _variant_checks
 from gradsmith.discovery.synthesize import Synthesized, synthesize
 
 

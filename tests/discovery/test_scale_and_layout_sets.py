@@ -8,13 +8,14 @@ import torch.nn.functional as F
 from torch.autograd import Function
 
 import gradsmith
-from gradsmith.checkrun.task import _merge, _variant_checks
+from gradsmith.checkrun.sets import merge as _merge
+from gradsmith.checkrun.sets import variant_checks as _variant_checks
 from gradsmith.discovery.synthesize import Synthesized, synthesize
 
 
 def _zero_config(fn):
     """The report ``gradsmith check`` builds on synthesised inputs: the first set, then each
-    variant's findings merged in (as :func:`gradsmith.checkrun.task.check_candidate`)."""
+    variant's findings merged in (as :func:`gradsmith.checkrun.sets.check_sets`)."""
     found = synthesize(fn)
     assert isinstance(found, Synthesized), found
     report = gradsmith.check(fn, *found.args)

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from gradsmith.checkrun.partial import add_partial, snapshot
+from gradsmith.checkrun.sets import check_sets
 from gradsmith.discovery import (
     Candidate,
     NoInputs,
@@ -184,39 +185,14 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     except Exception as exc:
         return row(candidate, label, "fail", error="exception",
                    reason=f"building the example inputs raised {_describe(exc)}")
-    from gradsmith.checker import check
-    from gradsmith.checker.layout import on_own_layout
-
     sets = [(inputs, args)] + [(v.change, v.args) for v in variants]
     seed = int(merged.get("seed", 0))
     record = _repro_record(candidate, obj, seed, sets, inline_limit)
     if INPUTS_KNOWN.get() is not None:
         INPUTS_KNOWN.get()(record)
-
-    def checked(set_args: tuple, opts: dict, known=frozenset()) -> tuple[tuple, Any, dict]:
-        """One set's report; a synthesised set whose guessed parameter shape backward
-        rejects is checked again on the layout it is written for (assumed-shape)."""
-        report = check(obj, *set_args, surrogate=surrogate, name=label, **opts)
-        if example_index is not None or report.passed:
-            return set_args, report, {}
-        return on_own_layout(set_args, parameter_names(obj), report, lambda a: check(
-            obj, *a, surrogate=surrogate, name=label, **opts), known)
-
-    def said(shapes: dict) -> str:
-        return ", ".join(f"{n} {s}" for n, s in shapes.items())
-
     try:
-        args, report, reshaped = checked(args, merged)
-        if reshaped:
-            inputs += f" (then {said(reshaped)}: the layout backward is written for)"
-        sets, known = [(inputs, args)], frozenset(reshaped)
-        for index, variant in enumerate(variants, start=1):
-            set_args, other, changed = checked(
-                variant.args, {**merged, "checks": _variant_checks(merged)}, known)
-            change = variant.change + (f", then {said(changed)}" if changed else "")
-            _merge(report, index, change, other)
-            sets.append((change, set_args))
-            reshaped = reshaped or changed
+        report, inputs, sets, reshaped = check_sets(
+            obj, label, surrogate, merged, inputs, sets, synthesised=example_index is None)
     except Exception as exc:  # bad registered options, user code, or a verifier bug
         if _raised_in_user_code(exc):
             who = (f"user code raised {_describe(exc)} while gradsmith.check handled the "
@@ -256,32 +232,6 @@ def _inputs(obj: Any, example_index: int | None, options: dict):
     if ex.reference is not None:  # judged against it (outputs and gradients), see checker
         merged.setdefault("reference", ex.reference)
     return ex.make_args(), ex.surrogate, merged, "registered example", ()
-
-
-# Variant input sets re-run the checks that depend on the values and shapes; the rest
-# (hygiene, vmap, randomness...) would only repeat the first set's findings at a higher cost.
-_VARIANT_CHECKS = ("structure", "mutation", "gradients", "surrogate", "second_order")
-
-
-def _variant_checks(options: dict) -> list[str]:
-    chosen = options.get("checks")
-    chosen = [chosen] if isinstance(chosen, str) else chosen
-    return [c for c in _VARIANT_CHECKS if chosen is None or c in chosen] or ["structure"]
-
-
-def _merge(report: Any, index: int, change: str, other: Any) -> None:
-    """Add a variant's new findings to the first report, saying on which inputs they arose."""
-    report.merge_exercised(other)
-    known = {(f.code, f.input) for f in report.findings}
-    for f in other.findings:
-        if (f.code, f.input) in known or f.code in ("constant-input", "user-warning"):
-            continue
-        f.details["input_set"] = index
-        f.details["inputs"] = change
-        f.message = f"[inputs: {change}] {f.message}"
-        report.findings.append(f)
-    report.elapsed += other.elapsed
-    report.sort()
 
 
 def _repro_record(candidate: Candidate, obj: Any, seed: int, sets: list, inline_limit) -> dict:
