@@ -10,7 +10,7 @@ import pytest
 import gradsmith.discovery
 
 DISCOVERY = Path(gradsmith.discovery.__file__).parent
-SYNTHESIS = ("synthesize", "slots", "layouts", "build", "probe", "variants", "suggestion")
+SYNTHESIS = ("synthesize", "slots", "layouts", "build", "probe", "variants", "suggestion", "uses")
 
 
 @pytest.mark.parametrize("name", SYNTHESIS)
