@@ -3,9 +3,9 @@
 The corpus (``results/check_corpus3_split.json``) lists 31 public projects, their commits and
 120 CPU-runnable ``autograd.Function``s, split by project (sha256 of ``owner+name``,
 alternating) into a development half and a held-out half before anything was judged or run.
-The held-out half's judgements (``results/check_corpus3_judgements.json``) were made by
-reading each Function and confirming it with an independent computation before gradsmith ran
-on it. The projects' code never enters this repository: extract each tree outside it and put
+Every Function's judgement (``results/check_corpus3_judgements.json``; the held-out half
+first, then the development half) was made by reading it and confirming it with an
+independent computation before gradsmith ran on it. The projects' code never enters this repository: extract each tree outside it and put
 what their imports need (plus import shims for compiled modules that cannot be built here) on
 ``--deps``.
 
@@ -121,8 +121,8 @@ def _scrub(row: dict) -> dict:
 
 
 def judged_split(half: str) -> dict:
-    """The split with each Function's judgement merged in (held-out half: from the
-    judgements file; development half: unjudged unless the file covers it)."""
+    """The split with each Function's judgement merged in (``unjudged`` where the
+    judgements file has none)."""
     split = json.loads(SPLIT.read_text())
     judged = {}
     if JUDGEMENTS.exists():
