@@ -38,7 +38,8 @@ Usage (the lead runs the held-out half once, at the end)::
     python benchmarks/check_corpus3.py --half heldout --corpus /tmp/checkcorpus3 \\
         --deps /tmp/cc3deps
 
-Results: ``benchmarks/results/check_corpus3_<half>.{json,md}`` (``_partial`` with --project).
+Results: ``benchmarks/results/check_corpus3_<half>.{json,md}`` (``_partial`` with --project);
+the raw reports, which quote the projects' code, go to ``CORPUS/_reports/`` instead.
 """
 
 from __future__ import annotations
@@ -266,10 +267,15 @@ def main() -> None:
             {k: v for k, v in rows_by_key.items() if k[0] == project}, env))
     data = score(split, args.half, found, applied)
     data.update(wall_per_file=walls, wall_total=round(sum(walls.values()), 1), errors=errors,
-                declarations_applied=applied,
-                reports={"::".join(k): _scrub(v) for k, v in rows_by_key.items()})
+                declarations_applied=applied)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"check_corpus3_{args.half}{'_partial' if args.project else ''}"
+    # Raw reports quote the projects' code (messages, hints): they stay beside the corpus,
+    # outside the repository.
+    raw = args.corpus / "_reports" / f"{stem}.json"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps({"::".join(k): _scrub(v) for k, v in rows_by_key.items()},
+                              indent=1, default=str))
     (args.out / f"{stem}.json").write_text(json.dumps(data, indent=1, default=str))
     (args.out / f"{stem}.md").write_text(markdown(data))
     print(markdown(data))
