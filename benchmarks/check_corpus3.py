@@ -266,7 +266,9 @@ def main() -> None:
         applied.update(apply_declarations(
             {k: v for k, v in rows_by_key.items() if k[0] == project}, env))
     data = score(split, args.half, found, applied)
-    data.update(wall_per_file=walls, wall_total=round(sum(walls.values()), 1), errors=errors,
+    # An error's last line (the exception) only: tracebacks quote the projects' code.
+    data.update(wall_per_file=walls, wall_total=round(sum(walls.values()), 1),
+                errors={k: (v.strip().splitlines() or [""])[-1][:300] for k, v in errors.items()},
                 declarations_applied=applied)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"check_corpus3_{args.half}{'_partial' if args.project else ''}"
@@ -274,8 +276,8 @@ def main() -> None:
     # outside the repository.
     raw = args.corpus / "_reports" / f"{stem}.json"
     raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_text(json.dumps({"::".join(k): _scrub(v) for k, v in rows_by_key.items()},
-                              indent=1, default=str))
+    raw.write_text(json.dumps({"errors": errors, "reports": {
+        "::".join(k): _scrub(v) for k, v in rows_by_key.items()}}, indent=1, default=str))
     (args.out / f"{stem}.json").write_text(json.dumps(data, indent=1, default=str))
     (args.out / f"{stem}.md").write_text(markdown(data))
     print(markdown(data))
