@@ -24,7 +24,7 @@ import functools
 import importlib.util
 import os
 
-__all__ = ["interpreting", "launches", "prepare", "status"]
+__all__ = ["all_launches", "interpreting", "launches", "prepare", "status"]
 
 _ENV = "TRITON_INTERPRET"
 _state: dict[str, object] = {}
@@ -44,6 +44,10 @@ def prepare() -> bool:
         from gradsmith._triton import shims
 
         _state["shims"] = shims.apply()
+    elif importlib.util.find_spec("triton") is not None:
+        from gradsmith._triton import native
+
+        _state["native"] = native.count()
     return on
 
 
@@ -61,6 +65,17 @@ def launches() -> int:
     from gradsmith._triton.shims import LAUNCHES
 
     return LAUNCHES[0]
+
+
+def all_launches() -> int:
+    """Triton kernel launches in this process so far, interpreted and native (0 when neither
+    counter is in place: :func:`prepare` sets them up)."""
+    native = 0
+    if "native" in _state:
+        from gradsmith._triton.native import LAUNCHES
+
+        native = LAUNCHES[0]
+    return launches() + native
 
 
 def status() -> dict[str, object]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradsmith._triton import interpreting, launches, status
+from gradsmith._triton import all_launches, interpreting, launches, status
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
@@ -87,17 +87,18 @@ def kernel_backward(session: Session, findings: list[Finding]) -> list[Finding]:
 
 
 def interpreted_launches_in_backward(session: Session) -> int:
-    """Triton kernel launches during one backward of the Function (0 without Triton)."""
+    """Triton kernel launches, interpreted or native, during one backward of the Function (0
+    without Triton)."""
     if "kernels:backward" not in session.cache:
         count = 0
-        if launches() or interpreting():
+        if all_launches() or interpreting():
             problem = session.problem
             try:
                 problem.linearize()
-                before = launches()
+                before = all_launches()
                 # Not ones: fused losses skip their kernel when grad_output is exactly 1.
                 problem.vjp(torch.full((problem.m,), 0.75, dtype=problem.xs[0].dtype))
-                count = launches() - before
+                count = all_launches() - before
             except Exception:  # noqa: BLE001 - backward errors are reported elsewhere
                 count = 0
         session.cache["kernels:backward"] = count

@@ -1,0 +1,55 @@
+"""Native (GPU-compiled) Triton launches are counted too, so a kernel backward without
+@once_differentiable is one finding on a GPU as under the interpreter (on an H200, Liger-Kernel's
+rows listed a double-backward mismatch per input). No GPU here: the launch itself is stood in for."""
+
+import pytest
+import torch
+from torch.autograd import Function
+
+import gradsmith
+from gradsmith import _triton
+from gradsmith._triton import native
+
+
+def test_native_launches_are_counted_once_wrapped(monkeypatch):
+    from triton.runtime.jit import JITFunction
+
+    calls = []
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, **k: calls.append(a) or "ran")
+    before = native.LAUNCHES[0]
+    assert native.count() == "applied"
+    assert native.count() == "applied"  # idempotent: wrapped once
+    assert JITFunction.run(object(), 1, grid=(1,)) == "ran"
+    JITFunction.run(object())
+    assert native.LAUNCHES[0] == before + 2 and calls == [(1,), ()]
+
+
+class _KernelBackward(Function):
+    # backward "launches a kernel": a result computed outside autograd's view, as a kernel's is
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        native.LAUNCHES[0] += 1  # what the wrapped JITFunction.run counts
+        with torch.no_grad():
+            return 2 * x * w * g, x * x * g
+
+
+def test_kernel_backward_is_one_finding_with_native_launches(monkeypatch):
+    monkeypatch.setitem(_triton._state, "native", "applied")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # native: not interpreting
+    gen = torch.Generator().manual_seed(0)
+    x, w = (torch.randn(5, dtype=torch.float64, generator=gen).requires_grad_() for _ in "xw")
+    report = gradsmith.check(_KernelBackward, x, w, checks=["gradients", "second_order"])
+    bad = [f for f in report.findings if f.is_error]
+    assert [f.code for f in bad] == ["double-backward-mismatch"], bad
+    assert bad[0].details["cause"] == "kernel-backward" and "@once_differentiable" in bad[0].message
+    # The harm is real: autograd's second derivative through it is 0, the true one (2 w) is not.
+    (gx,) = torch.autograd.grad(_KernelBackward.apply(x, w).sum(), x, create_graph=True)
+    assert gx.grad_fn is None
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(gx.sum(), x)
