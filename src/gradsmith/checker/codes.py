@@ -1,98 +1,469 @@
-"""Every finding code the checker can report, with its severity and check (docs and tests
-are generated from / checked against this table)."""
+"""Every finding code gradsmith check can report: its severity, the check that reports it, the
+cause and the fix.
+
+This table is the single source of truth: ``gradsmith check --explain CODE`` prints a row from
+it (so a pip install, which has no docs/ folder, can say what a code means), and the table under
+"Finding codes" in docs/check.md is generated from it (``python -m gradsmith.checker.code_docs
+docs/check.md``; a test fails when the two differ).
+"""
 
 from __future__ import annotations
 
-CODES: dict[str, tuple[str, str]] = {
-    # code: (severity, check)
-    "forward-error": ("error", "setup"),
-    "no-gradient-path": ("error", "setup"),
-    "nan-output": ("warning", "setup"),
-    "float64-unsupported": ("info", "setup"),
-    "low-precision-numerics": ("info", "setup"),
-    "triton-interpreted": ("info", "setup"),
-    "reference-mismatch": ("error", "reference"),
-    "reference-error": ("error", "reference"),
-    "user-warning": ("info", "setup"),
-    "constant-input": ("info", "setup"),
-    "check-crashed": ("warning", "any"),
-    "check-incomplete": ("warning", "any"),
-    "not-exercised": ("warning", "gradients"),
-    "backward-error": ("error", "any"),
-    "wrong-grad-count": ("error", "structure"),
-    "non-tensor-grad": ("error", "structure"),
-    "grad-shape-mismatch": ("error", "structure"),
-    "broadcast-grad": ("warning", "structure"),
-    "assumed-shape": ("warning", "structure"),
-    "undefined-grad-error": ("error", "structure"),
-    "undefined-grad-mismatch": ("error", "structure"),
-    "grad-dtype-mismatch": ("error", "structure"),
-    "grad-device-mismatch": ("error", "structure"),
-    "input-mutated": ("error", "mutation"),
-    "grad-output-mutated": ("error", "mutation"),
-    "input-mutated-in-backward": ("error", "mutation"),
-    "saved-tensor-mutated": ("error", "mutation"),
-    "gradient-mismatch": ("error", "gradients"),
-    "nan-gradient": ("error", "gradients"),
-    "kink": ("info", "gradients"),
-    "undeclared-estimator": ("error", "gradients"),
-    "missing-param-grad": ("error", "gradients"),
-    "biased-estimate": ("error", "gradients"),
-    "nan-numerical": ("info", "gradients"),
-    "surrogate-mismatch": ("error", "surrogate"),
-    "surrogate-error": ("error", "surrogate"),
-    "intended-mismatch": ("error", "surrogate"),
-    "intended-error": ("error", "surrogate"),
-    "random-backward": ("info", "randomness"),
-    "gradient-quality": ("info", "approximate"),
-    "double-backward-mismatch": ("error", "second_order"),
-    "nan-double-backward": ("error", "second_order"),
-    "double-backward-error": ("error", "second_order"),
-    "jvp-mismatch": ("error", "forward_ad"),
-    "jvp-error": ("error", "forward_ad"),
-    "vmap-mismatch": ("error", "vmap"),
-    "vmap-error": ("error", "vmap"),
-    "vmap-no-rule": ("warning", "vmap"),
-    "noncontiguous-mismatch": ("error", "robustness"),
-    "nondeterministic-backward": ("error", "robustness"),
-    "random-forward": ("info", "randomness"),
-    "nondeterministic-forward": ("warning", "randomness"),
-    "fresh-noise-in-backward": ("error", "randomness"),
-    "tensor-on-ctx": ("warning", "hygiene"),
-    "ctx-leak": ("warning", "hygiene"),
-    "unneeded-grad": ("info", "hygiene"),
-    "needs-input-grad-mismatch": ("error", "hygiene"),
-    "float64-crash": ("warning", "setup"),
-    "gap-not-observed": ("info", "setup"),
-    "precision-loss": ("error", "precision"),
-    "precision-degraded": ("warning", "precision"),
-    "precision-error": ("warning", "precision"),
-    "compile-graph-break": ("warning", "compile"),
-    "compile-error": ("warning", "compile"),
-    "compile-mismatch": ("error", "compile"),
-    "compile-unsupported-by-torch": ("info", "compile"),
-    "export-error": ("warning", "export"),
-    "export-mismatch": ("error", "export"),
-    "export-drops-backward": ("warning", "export"),
-    "autocast-error": ("warning", "autocast"),
-    "autocast-inaccurate": ("warning", "autocast"),
-    "autocast-grad-dtype": ("error", "autocast"),
-    "autocast-unsupported-device": ("info", "autocast"),
-    "checkpoint-error": ("warning", "checkpoint"),
-    "checkpoint-mismatch": ("error", "checkpoint"),
-    "checkpoint-needs-rng-state": ("info", "checkpoint"),
-    "func-needs-setup-context": ("warning", "torch_func"),
-    "func-error": ("warning", "torch_func"),
-    "func-mismatch": ("error", "torch_func"),
-    "func-unsupported-by-torch": ("info", "torch_func"),
-    "vmap-randomness": ("info", "vmap"),
-    "onnx-export-error": ("warning", "onnx"),
-    "onnx-mismatch": ("error", "onnx"),
-    "deploy-not-comparable": ("info", "any"),
-    "custom-op-no-fake": ("warning", "custom_op"),
-    "custom-op-fake-mismatch": ("error", "custom_op"),
-    "custom-op-schema": ("error", "custom_op"),
-    "custom-op-autograd-registration": ("error", "custom_op"),
-    "custom-op-aot-dispatch": ("warning", "custom_op"),
-    "custom-op-check-error": ("warning", "custom_op"),
+from typing import NamedTuple
+
+
+class Code(NamedTuple):
+    """One finding code.
+
+    Attributes:
+        severity: the severity it is reported with (see ``severity_note`` when it varies).
+        check: the check that reports it (``"gradients"``, ``"compile"``, ...; several are
+            comma-separated, ``"any"`` for any check).
+        cause: what in the Function produces it.
+        fix: what to change.
+        severity_note: when the severity depends on the case, which other one and when.
+    """
+
+    severity: str
+    check: str
+    cause: str
+    fix: str
+    severity_note: str = ""
+
+
+#: Codes the checker (``gradsmith.check``) reports, in the order docs/check.md lists them.
+ROWS: dict[str, Code] = {
+    "forward-error": Code(
+        "error", "setup",
+        "forward raised on the example inputs (known autograd errors explained)",
+        "make the inputs valid for the Function, or fix forward"),
+    "no-gradient-path": Code(
+        "error", "setup",
+        "no output is floating and attached to the graph (all detached / marked "
+        "non-differentiable)",
+        "return outputs computed from the inputs"),
+    "nan-output": Code(
+        "warning", "setup",
+        "forward returns NaN/inf at the example inputs",
+        "pick inputs inside the domain, or guard forward"),
+    "float64-unsupported": Code(
+        "info", "setup",
+        "forward fails in float64; checked in the input dtype with scaled step and tolerances",
+        "let forward follow its input dtype"),
+    "low-precision-numerics": Code(
+        "info", "setup",
+        "outputs are lower precision than float64 inputs, or float64 holding values of a lower "
+        "precision (kernels computing in float32 whatever they get); step/tolerances scaled to "
+        "the precision computed in",
+        "compute in the input dtype, or pass `reference=`"),
+    "triton-interpreted": Code(
+        "info", "setup",
+        "Triton kernels ran in Triton's interpreter (no GPU): verdicts hold for the kernels' "
+        "code, not for the GPU compiler's output",
+        "check on a GPU too"),
+    "user-warning": Code(
+        "info", "setup",
+        "user code emitted a warning during the check",
+        "address or silence it deliberately"),
+    "constant-input": Code(
+        "info", "setup",
+        "some floating inputs require grad and these do not, so they are held constant and their "
+        "gradients are not checked (gradcheck's rule; with no input requiring grad, every "
+        "floating input is checked)",
+        "pass them with `requires_grad=True` to check them too"),
+    "check-crashed": Code(
+        "warning", "any",
+        "a check could not run (likely a gradsmith limitation); what it verifies is unverified: "
+        "the verdict is INCOMPLETE",
+        "run the Function by hand; report a bug"),
+    "check-incomplete": Code(
+        "warning", "any",
+        "a check that applies could not establish its property (a declaration it needs cannot be "
+        "evaluated; the gradients check skipped for a declaration whose surrogate check did not "
+        "run to the end): the verdict is INCOMPLETE",
+        "fix what the reason names"),
+    "not-exercised": Code(
+        "warning", "gradients",
+        "backward was never exercised: it returned 0 for every input and direction and finite "
+        "differences agree (a constant forward, an empty quantizer window), or forward is NaN/inf "
+        "next to every element; held on every input set, the verdict is INCOMPLETE",
+        "give inputs where forward changes"),
+    "backward-error": Code(
+        "error", "any",
+        "backward raised; known autograd errors are explained (cause, user line, fix: see above)",
+        "fix backward as the finding says"),
+    "wrong-grad-count": Code(
+        "error", "structure",
+        "backward returned fewer values than forward has inputs (or extra non-None ones)",
+        "one value per forward input, `None` for non-tensors"),
+    "non-tensor-grad": Code(
+        "error", "structure",
+        "a gradient for a non-tensor argument",
+        "return `None` at that position"),
+    "grad-shape-mismatch": Code(
+        "error", "structure",
+        "gradient shape is neither the input's nor one the input broadcasts to (autograd rejects "
+        "it)",
+        "sum over broadcast dims, reshape"),
+    "undefined-grad-error": Code(
+        "error", "structure",
+        "backward raises when an output is unused by the loss (receives `None` after "
+        "`set_materialize_grads(False)`)",
+        "`if grad is None:` skip its contribution"),
+    "undefined-grad-mismatch": Code(
+        "error", "structure",
+        "with an output unused, the gradients differ from the full ones with zeros for it",
+        "treat `None` exactly as zeros"),
+    "assumed-shape": Code(
+        "warning", "structure",
+        "zero-config only: a parameter's guessed shape got a gradient of another shape (a "
+        "per-feature `bias` given the input's full shape, backward `g.sum(0)`); the set was "
+        "checked again with the parameter in the gradient's shape, and that check's findings "
+        "stand: the Function is written for that layout, and rejects the guessed one at run time",
+        "`grad.sum_to_size(p.shape)` if other shapes are allowed, else register an example"),
+    "broadcast-grad": Code(
+        "warning", "structure",
+        "gradient has the broadcast shape (`(3, 4)` for a `(4,)` input): legal, autograd sums it "
+        "down, but backward materialises the larger tensor",
+        "`grad.sum_to_size(x.shape)`"),
+    "grad-dtype-mismatch": Code(
+        "warning", "structure",
+        "gradient dtype differs from the input's: autograd casts it silently, so a `.float()` in "
+        "backward gives float64 users float32 precision and bfloat16 users float32 memory; a "
+        "dtype and precision problem, not a wrong gradient (the gradients check and second order "
+        "judge its values at the precision it returns)",
+        "compute in `x.dtype`; `zeros_like`, no `.float()`",
+        severity_note="error when not both real floating"),
+    "grad-device-mismatch": Code(
+        "error", "structure",
+        "gradient on another device",
+        "create tensors with `device=x.device`"),
+    "input-mutated": Code(
+        "error", "mutation",
+        "forward modified an input without `ctx.mark_dirty`",
+        "out-of-place ops, or `mark_dirty` and return it",
+        severity_note="warning for inputs needing no grad"),
+    "grad-output-mutated": Code(
+        "error", "mutation",
+        "backward wrote into `grad_output`",
+        "build new tensors (`g * mask`, not `g[mask] = 0`)"),
+    "input-mutated-in-backward": Code(
+        "error", "mutation",
+        "backward wrote into a forward input",
+        "never write into inputs in backward"),
+    "saved-tensor-mutated": Code(
+        "error", "mutation",
+        "backward wrote into a saved tensor (e.g. the user's output), or forward modified a "
+        "tensor in place after an op saved it (`y = x.exp(); y += 1`)",
+        "treat saved tensors as read-only; out-of-place ops"),
+    "gradient-mismatch": Code(
+        "error", "gradients",
+        "backward disagrees with finite differences: which input, which elements, analytic vs "
+        "numerical, the Jacobian entry, the probe ratio",
+        "re-derive backward (chain rule, transposes, broadcast sums); look at the heatmap"),
+    "nan-gradient": Code(
+        "error", "gradients",
+        "backward is NaN/inf where forward is finite",
+        "guard divisions/logs, `torch.where` on safe values"),
+    "kink": Code(
+        "info", "gradients",
+        "the input sits on a non-differentiable point and backward gives a valid subgradient",
+        "nothing; move the example off the kink to check there"),
+    "nan-numerical": Code(
+        "info", "gradients",
+        "forward is NaN/inf next to some elements; not compared",
+        "choose inputs inside the domain"),
+    "missing-param-grad": Code(
+        "error", "gradients",
+        "the parameters of a module argument get no gradient (the checkpointing pattern with "
+        "`torch.autograd.grad` on the inputs only), although the output depends on them",
+        "recompute under `enable_grad` and `torch.autograd.backward(outputs, grad_outputs)`"),
+    "undeclared-estimator": Code(
+        "error", "gradients",
+        "backward is not the forward's gradient and has an estimator's signature "
+        "(straight-through, straight-through clamp, gradient reversal or scaling, an identity "
+        "forward's modified gradient, a sampled or random backward): what it looks like and the "
+        'declaration line for this Function (`details["declaration"]`, `details["verified"]`)',
+        "declare it (`surrogate=` / `intended=` / `unbiased=True`), or fix backward if it is not "
+        "intended"),
+    "biased-estimate": Code(
+        "error", "gradients, surrogate",
+        "declared `unbiased=True`, the mean of backward's random draws is not the gradient (how "
+        "many standard errors off, the worst element's mean and expected value)",
+        "make each draw unbiased, or declare the draws with `intended=` (draw for draw)"),
+    "reference-mismatch": Code(
+        "error", "reference",
+        "an output or gradient differs from the reference's float64 autograd by more than 8x the "
+        "reference's own error at the Function's precision",
+        "fix forward/backward (or the reference)"),
+    "reference-error": Code(
+        "error", "reference",
+        "`reference=` could not be compared: it raised, or returns other outputs than the "
+        "Function",
+        "give plain PyTorch with the Function's signature and outputs"),
+    "surrogate-mismatch": Code(
+        "error", "surrogate",
+        "backward differs from the surrogate's autograd gradient",
+        "implement the surrogate's derivative, or fix the surrogate"),
+    "surrogate-error": Code(
+        "error", "surrogate",
+        "the surrogate raised or returned differently shaped outputs",
+        "same signature and output shapes as the Function"),
+    "intended-mismatch": Code(
+        "error", "surrogate",
+        "backward differs from what the `intended=` function returns",
+        "make backward return it (same random state for noise), or fix the declaration"),
+    "intended-error": Code(
+        "error", "surrogate",
+        "the `intended=` function raised, or returned a wrong count or shape",
+        "one value per forward argument, like backward"),
+    "gradient-quality": Code(
+        "info", "approximate",
+        "relative error, cosine similarity, band and verdict per input",
+        "fix sign/scale/transposition first, then accuracy; or loosen the thresholds",
+        severity_note="error above `max_relative_error` or below `min_cosine`"),
+    "double-backward-mismatch": Code(
+        "error", "second_order",
+        "differentiating backward gives wrong results (saved intermediates, `.detach()` in "
+        "backward)",
+        "recompute from inputs, save outputs, or `@once_differentiable`"),
+    "nan-double-backward": Code(
+        "error", "second_order",
+        "second derivatives NaN/inf",
+        "guard the backward's own divisions"),
+    "double-backward-error": Code(
+        "error", "second_order",
+        "differentiating backward raised",
+        "differentiable backward or `@once_differentiable`"),
+    "jvp-mismatch": Code(
+        "error", "forward_ad",
+        "`jvp` tangents differ from `J u`",
+        "`tangent_out = J @ tangent_in`"),
+    "jvp-error": Code(
+        "error", "forward_ad",
+        "forward-mode AD raised (e.g. a `jvp` that returns `None`)",
+        "return one tangent per output; `ctx.save_for_forward`"),
+    "vmap-mismatch": Code(
+        "error", "vmap",
+        "vmapped forward or per-sample gradient differs from a loop",
+        "fix the vmap rule (`out_dims`, batch dim)"),
+    "vmap-error": Code(
+        "error", "vmap",
+        "vmap raised (`.item()`, numpy, data-dependent control flow)",
+        "write a vmap staticmethod or drop the claim"),
+    "vmap-no-rule": Code(
+        "warning", "vmap",
+        "a `setup_context`-style Function with neither a `vmap` staticmethod nor "
+        "`generate_vmap_rule = True`: `torch.func.vmap` (and per-sample gradients) refuse it; the "
+        "hint says whether `generate_vmap_rule = True` was verified to fix it",
+        "`generate_vmap_rule = True`, or a `vmap` staticmethod"),
+    "noncontiguous-mismatch": Code(
+        "error", "robustness",
+        "results change (or it raises) with non-contiguous inputs or `grad_output`",
+        "`.reshape`/`.contiguous()`, no stride assumptions"),
+    "nondeterministic-backward": Code(
+        "error", "robustness",
+        "two identical runs give different gradients",
+        "no state on ctx/globals changing between calls"),
+    "random-forward": Code(
+        "info", "randomness",
+        "forward draws random numbers; replayed for the comparison",
+        "make sure backward reuses the noise"),
+    "nondeterministic-forward": Code(
+        "warning", "randomness",
+        "forward differs for the same inputs and RNG state",
+        "forward must depend only on inputs and torch RNG"),
+    "fresh-noise-in-backward": Code(
+        "error", "randomness",
+        "backward depends on the RNG state at backward time",
+        "save the mask/noise in forward"),
+    "random-backward": Code(
+        "info", "randomness",
+        "backward draws noise at backward time, as the declared `intended=` gradient does "
+        "(compared draw for draw) or as `unbiased=True` declares (judged on average)",
+        "nothing"),
+    "tensor-on-ctx": Code(
+        "warning", "hygiene",
+        "a tensor stored as a ctx attribute",
+        "`ctx.save_for_backward`"),
+    "ctx-leak": Code(
+        "warning", "hygiene",
+        "ctx survives deletion of outputs + gc",
+        "do not keep ctx/outputs in globals, closures, caches"),
+    "needs-input-grad-mismatch": Code(
+        "error", "hygiene",
+        "switching one input's `requires_grad` off changes (or drops, or crashes) another input's "
+        "gradient: a wrong `ctx.needs_input_grad` index",
+        "index `needs_input_grad` by the position of the gradient it guards"),
+    "unneeded-grad": Code(
+        "info", "hygiene",
+        "gradient computed for an input that does not need one: a frozen input as passed "
+        '(`details["frozen"]`), or an input switched off in turn (not reported when it is '
+        "`grad_output` itself or the same tensor as another returned gradient: no work wasted)",
+        "guard with `ctx.needs_input_grad[i]`"),
+    "float64-crash": Code(
+        "warning", "setup",
+        "forward or backward crashes in float64 although the inputs are float64 (or backward "
+        "only): float32 internals; checked in float32 instead",
+        "create internal tensors with the input's dtype"),
+    "gap-not-observed": Code(
+        "info", "setup",
+        "a gap is declared in `gaps=` but that column found nothing",
+        "remove it from `gaps=`"),
+    "precision-loss": Code(
+        "error", "precision",
+        "float32 (or the user's low precision) result more than 10x JAX's tolerance from float64 "
+        "at the same inputs",
+        "stable formula (expm1/log1p, subtract the mean first), or compute that step in higher "
+        "precision"),
+    "precision-degraded": Code(
+        "warning", "precision",
+        "beyond JAX's tolerance but within 10x",
+        "accumulate in higher precision"),
+    "precision-error": Code(
+        "warning", "precision",
+        "raises in float32 although it runs in float64",
+        "no hard-coded dtypes"),
+    "compile-graph-break": Code(
+        "warning", "compile",
+        "`fullgraph=True` fails on a graph break: Dynamo's reason and the user line",
+        "tensor operations instead of `.item()`, Python branches on tensors, logging/print"),
+    "compile-error": Code(
+        "warning", "compile",
+        "`torch.compile` raises (not a graph break)",
+        "see Dynamo's message"),
+    "compile-mismatch": Code(
+        "error", "compile",
+        "compiled outputs or gradients differ from eager",
+        "no Python state / `is_compiling()` paths; no in-place `mark_dirty` under compile"),
+    "compile-unsupported-by-torch": Code(
+        "info", "compile",
+        "Dynamo cannot trace this kind of Function (custom `jvp`/`vjp`)",
+        "nothing; it runs eagerly between graphs"),
+    "export-error": Code(
+        "warning", "export",
+        "`torch.export` fails (data-dependent branches, NumPy)",
+        "`torch.cond`/`torch._check`, or a custom op with a fake kernel"),
+    "export-mismatch": Code(
+        "error", "export",
+        "the exported program computes other outputs",
+        "keep forward a function of its tensor inputs"),
+    "export-drops-backward": Code(
+        "warning", "export",
+        "the exported program trains with the traced forward's gradient (zero for `sign`), or "
+        "cannot be differentiated",
+        "`torch.library.custom_op` + `register_autograd`; nothing for inference-only export"),
+    "onnx-export-error": Code(
+        "warning", "onnx",
+        "`torch.onnx.export` (the exporter named) or ONNX Runtime raises: the first line of its "
+        "error",
+        "torch operations the exporter knows; no NumPy or data-dependent Python control flow"),
+    "onnx-mismatch": Code(
+        "error", "onnx",
+        "the ONNX model's outputs differ from eager; \"baked a value\" when it agrees on the "
+        "example inputs but not on a second draw (a `.item()` read became a constant, its input "
+        "dropped)",
+        "keep forward a function of its tensor inputs (torch ops, `torch.where`, no `.item()`)"),
+    "autocast-error": Code(
+        "warning", "autocast",
+        "forward or backward raises under autocast (mixed dtypes)",
+        "`custom_fwd`/`custom_bwd` (verified when the hint says so), or cast in backward"),
+    "autocast-inaccurate": Code(
+        "warning", "autocast",
+        "results beyond 1e-1 (bfloat16) / 1e-2 (float16) of float32 (JAX's gradient tolerances)",
+        "keep sensitive steps in float32 (`custom_fwd(cast_inputs=torch.float32)`)"),
+    "autocast-grad-dtype": Code(
+        "error", "autocast",
+        "a gradient is not in its input's dtype under autocast",
+        "`grad.to(x.dtype)`"),
+    "autocast-unsupported-device": Code(
+        "info", "autocast",
+        "CUDA autocast not checked: the Function does not run on CUDA",
+        "-"),
+    "checkpoint-error": Code(
+        "warning", "checkpoint",
+        "raises inside `torch.utils.checkpoint` (an input modified in place)",
+        "no in-place writes to inputs"),
+    "checkpoint-mismatch": Code(
+        "error", "checkpoint",
+        "gradients under checkpoint differ from plain autograd",
+        "forward pure in its inputs and the torch RNG"),
+    "checkpoint-needs-rng-state": Code(
+        "info", "checkpoint",
+        "a random forward is right under checkpoint only with `preserve_rng_state=True`",
+        "keep the default"),
+    "func-needs-setup-context": Code(
+        "warning", "torch_func",
+        "old-style `forward(ctx, ...)`: torch.func refuses it; the hint carries the rewrite",
+        "`forward(*args)` + `setup_context`"),
+    "func-error": Code(
+        "warning", "torch_func",
+        "a torch.func transform raises",
+        "torch ops only in forward/backward"),
+    "func-mismatch": Code(
+        "error", "torch_func",
+        "a torch.func transform disagrees with reverse mode",
+        "no ctx state outside `setup_context`"),
+    "func-unsupported-by-torch": Code(
+        "info", "torch_func",
+        "torch.func cannot do it (custom ops with `register_autograd`, saved-tensor hooks)",
+        "nothing"),
+    "vmap-randomness": Code(
+        "info", "vmap",
+        'random forward: vmap checked with `randomness="same"`, `"different"` must run',
+        "pass `randomness=` to vmap"),
+    "deploy-not-comparable": Code(
+        "info", "compile, export, autocast, torch_func, vmap",
+        "two eager runs from the same torch random state differ (numpy, Python `random`, a "
+        "private `torch.Generator`, changing state): their value comparisons are dropped (they "
+        "would compare two draws), what does not depend on values (graph breaks, export errors) "
+        "stays; cells with nothing else are `n/a`",
+        "draw from torch's default generator"),
+    "custom-op-no-fake": Code(
+        "warning", "custom_op",
+        "no fake (meta) kernel: compile and export cannot trace the op",
+        "`@op.register_fake`"),
+    "custom-op-fake-mismatch": Code(
+        "error", "custom_op",
+        "the fake kernel's shapes/dtypes differ from the real kernel's",
+        "make them equal"),
+    "custom-op-schema": Code(
+        "error", "custom_op",
+        "undeclared mutation or aliasing",
+        "`mutates_args`, return clones"),
+    "custom-op-autograd-registration": Code(
+        "error", "custom_op",
+        "autograd registered in an unsupported way",
+        "`register_autograd`"),
+    "custom-op-aot-dispatch": Code(
+        "warning", "custom_op",
+        "AOTAutograd cannot trace the op",
+        "traceable fake kernel and backward"),
+    "custom-op-check-error": Code(
+        "warning", "custom_op",
+        "`torch.library.opcheck` itself could not run",
+        "run it by hand"),
 }
+
+#: Codes only the ``gradsmith check`` command adds (its time limit and ``--require``).
+COMMAND_ROWS: dict[str, Code] = {
+    "deployment-timeout": Code(
+        "warning", "any",
+        "`gradsmith check` only: time ran out in a deployment check (compile, export, ...) after "
+        "every eager check had finished; the row keeps the eager verdict, and that check and the "
+        "deployment checks after it did not run",
+        "raise `--timeout` if it is just slow, or skip the deployment checks with `--no-compat`; "
+        "a Function that hangs under torch.compile or torch.export hangs where it is deployed "
+        "that way"),
+    "required-not-checked": Code(
+        "error", "any",
+        "`gradsmith check` only: a column named in `--require` (or `require` in "
+        "[tool.gradsmith.check]) was not checked (`--no-compat`, the example's `compat=False`, "
+        "or time ran out before it)",
+        "let that check run (drop `--no-compat` or `compat=False`, raise `--timeout`), or stop "
+        "requiring it"),
+}
+
+#: ``{code: (severity, check)}`` of the checker's codes (the first check where several report it).
+CODES: dict[str, tuple[str, str]] = {
+    code: (row.severity, row.check.split(",")[0]) for code, row in ROWS.items()}

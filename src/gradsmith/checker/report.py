@@ -16,7 +16,7 @@ class Finding:
     """One observation about a Function.
 
     Attributes:
-        code: stable kebab-case identifier, e.g. ``"gradient-mismatch"`` (see docs/check.md).
+        code: stable kebab-case identifier, e.g. ``"gradient-mismatch"`` (see :mod:`gradsmith.checker.codes`).
         severity: ``"error"`` (the Function is wrong), ``"warning"`` (suspicious or wasteful)
             or ``"info"`` (worth knowing, not a problem).
         message: what was observed and where: which input, which elements, expected vs got.

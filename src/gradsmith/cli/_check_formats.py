@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from gradsmith import __version__
+from gradsmith.checker.code_docs import help_text
 from gradsmith.cli._check_output import _relative
 from gradsmith.linter._formats import _GITHUB_LEVEL, _SARIF_LEVEL, _escape
 
@@ -53,7 +54,7 @@ def sarif(result) -> str:
     codes = sorted({a["code"] for a in found})
     index = {code: i for i, code in enumerate(codes)}
     rules = [{"id": code, "name": code, "shortDescription": {"text": code},
-              "help": {"text": f"docs/check.md says what {code} means and how to fix it"}}
+              "help": {"text": help_text(code)}}
              for code in codes]
     results = [{
         "ruleId": a["code"], "ruleIndex": index[a["code"]], "level": _SARIF_LEVEL[a["severity"]],

@@ -55,8 +55,8 @@ def validate_codes(option: str, items: list[str]) -> list[str]:
     if bad:
         raise GradsmithUsageError(
             f"check: {option} has unknown finding code(s) {', '.join(map(repr, bad))}; give "
-            f"codes or prefixes of codes as listed in docs/check.md (e.g. {option} "
-            "unneeded-grad,compile-)")
+            f"codes or prefixes of codes as listed by `gradsmith check --explain all` (e.g. "
+            f"{option} unneeded-grad,compile-)")
     return items
 
 

@@ -104,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", default=None, metavar="CODES",
                         help="comma-separated finding codes or prefixes to drop (e.g. "
                              "unneeded-grad; also in pyproject)")
+    parser.add_argument("--explain", default=None, metavar="CODE",
+                        help="print a finding code's severity, check, cause and fix, and "
+                             "exit (e.g. gradient-mismatch; 'all' lists every code)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,6 +116,15 @@ def run(args: argparse.Namespace) -> int:
     from gradsmith.cli._text import escape
 
     err = Console(stderr=True, highlight=False)
+    if args.explain is not None:
+        from gradsmith.checker.code_docs import explain
+
+        try:
+            print(explain(args.explain))
+        except GradsmithError as exc:
+            err.print(f"[red]{escape(usage_error('check', str(exc)))}[/red]", soft_wrap=True)
+            return 2
+        return 0
     try:
         apply_check_config(args)
         _validate(args)
