@@ -257,6 +257,10 @@ class _Visitor(ast.NodeVisitor):
                 idx = _param_of(e, self.hints)
                 if idx is not None and self.hints[idx].kind is None:
                     self.hints[idx].kind = "int"
+                if isinstance(e, ast.Slice):  # x[:, :fold]: a slice bound is an int
+                    for bound in (e.lower, e.upper, e.step):
+                        if bound is not None:
+                            self._int_arg(bound)
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
@@ -266,6 +270,20 @@ class _Visitor(ast.NodeVisitor):
             self._set(right, "tensor")
             if left and right:
                 self.hints[left].matmul_left_of = right
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        """``n, t, c, h, w = x.size()`` (or ``x.shape``): x has one dimension per name (at
+        least as many as the names beside a starred one)."""
+        value = node.value
+        if isinstance(value, ast.Call) and not value.args:
+            value = value.func  # x.size()
+        if isinstance(value, ast.Attribute) and value.attr in ("shape", "size"):
+            name = _param_of(value.value, self.hints)
+            for target in node.targets:
+                if name is not None and isinstance(target, (ast.Tuple, ast.List)):
+                    self._set(name, "tensor")
+                    self._rank(name, sum(not isinstance(e, ast.Starred) for e in target.elts))
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:

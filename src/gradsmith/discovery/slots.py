@@ -121,6 +121,10 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             modules = any(s.kind == "module" for s in slots)
             slots.append(Slot(p.name, "params" if modules else "tensor", hint=hint))
             continue
+        use = (uses or {}).get(p.name)
+        if use is not None and use.boolean and hint.kind in (None, "bool"):
+            # only tested for truth: a bool, the other value tried as a variant
+            hint.kind, hint.literals = "bool", [False, True]
         kind = hint.kind
         if p.name in functions and p.default is p.empty and kind in (None, "module"):
             slots.append(Slot(p.name, "function", False, hint))

@@ -11,6 +11,10 @@ Synthesis made every argument it could not name a float tensor; these uses say o
   ``List[int]`` annotation): sizes that sum to the split dimension;
 - a **size**: ``torch.Size`` in the annotation, or the one argument of ``x.view(shape)``,
   ``reshape``, ``expand``, ``new_zeros``, ``torch.zeros(shape)``: the first tensor's shape;
+- a **flag**: an argument only ever tested for truth (``if flag:``, ``not flag``, ``and``/``or``
+  in a test, ``bool(flag)``), directly or kept on ctx and tested in backward
+  (``ctx.flag = flag`` ... ``if ctx.flag:``): a bool, tried both ways (see
+  :mod:`~gradsmith.discovery.flags`);
 - a **plain function**: a callable forward calls (``act(x)``) that is neither named like a
   module (``module``, ``layer``, ``Fm``, ...) nor used as one (``.parameters()``,
   ``.forward``): a parameter-free tensor-to-tensor function, not a module whose parameters
@@ -24,6 +28,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.discovery.flags import truth_tested
 from gradsmith.discovery.hints import _TENSOR_ATTRS, _parse
 
 _SHAPE_METHODS = {"view", "reshape", "expand", "new_zeros", "new_ones", "new_empty"}
@@ -46,6 +51,7 @@ class Use:
     size: bool = False               # x.view(it), torch.zeros(it), torch.Size annotation
     module: bool = False             # it.parameters(), it.forward(...), a module's name
     foreign: bool = False            # reads an attribute tensors do not have (cfg.num_bits)
+    boolean: bool = False            # only ever tested for truth (if it:, not it, bool(it))
 
     @property
     def config(self) -> bool:
@@ -87,6 +93,8 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
     backward = _parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
     if backward is not None and stored:
         _Reader(uses, {}, stored).visit(backward)
+    for name in truth_tested(owner, names):
+        uses[name].boolean = True
     for name, use in uses.items():
         word = name.lower().rstrip("_")
         if word in _MODULE_WORDS or word.endswith(("_module", "_layer", "_block", "_net")):
