@@ -35,8 +35,8 @@ NAME = "export"
 CUSTOM_OP_HINT = (
     "to train an exported model with this gradient, define the operation with "
     "torch.library.custom_op and attach the backward with register_autograd (export keeps a "
-    "custom op as one node with its formula, given a fake kernel; see gradsmith check "
-    "--explain export-drops-backward); for inference-only export nothing is lost")
+    "custom op as one node with its formula, given a fake kernel: register_fake); for "
+    "inference-only export nothing is lost")
 
 
 class _Call(torch.nn.Module):

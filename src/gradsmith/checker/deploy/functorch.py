@@ -129,8 +129,7 @@ def _error(session: Session, name: str, exc: BaseException) -> Finding:
         rewrite = setup_context_rewrite(cls, on_ctx) if cls is not None and not overrides(
             cls, "setup_context") else None
         hint = ("split forward: `forward(*args)` computes the outputs without ctx, and "
-                "`setup_context(ctx, inputs, output)` does every ctx.* call (see `gradsmith "
-                "check --explain func-needs-setup-context`)")
+                "`setup_context(ctx, inputs, output)` does every ctx.* call")
         if rewrite:  # indented under the finding's "fix:" line
             hint += ":\n" + textwrap.indent(rewrite, "    ")
         return Finding(
