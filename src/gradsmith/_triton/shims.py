@@ -1,10 +1,11 @@
 """Small patches for gaps in Triton's interpreter that real kernels run into.
 
 Each shim first *probes* whether its gap is present in the installed Triton and patches only
-then, so a Triton that closes a gap is left alone. Tested against Triton 3.9.0 (the newest
-release at the time; the CPU build of torch 2.13 pins no Triton, its CUDA builds pin their
-own 3.x). Versions before 3.0 are not supported: :func:`apply` reports them and patches
-nothing (kernels then run as Triton runs them).
+then, so a Triton that closes a gap is left alone. Tested (``tests/triton`` under the
+interpreter) against Triton 3.9.0, the newest release and the one torch 2.15 pins, and 3.6.0,
+the one torch 2.11's CUDA build pins (the CPU build of torch 2.13 pins none). Versions before
+3.0 are not supported: :func:`apply` reports them and patches nothing (kernels then run as
+Triton runs them).
 
 The gaps:
 
