@@ -264,7 +264,8 @@ ROWS: dict[str, Code] = {
     "nondeterministic-backward": Code(
         "error", "robustness",
         "two identical runs give different gradients",
-        "no state on ctx/globals changing between calls"),
+        "no state on ctx/globals changing between calls",
+        severity_note="warning when they differ in their last bits only: summation order"),
     "random-forward": Code(
         "info", "randomness",
         "forward draws random numbers; replayed for the comparison",

@@ -41,6 +41,28 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(d.max()) if d.numel() else 0.0
 
 
+#: Run-to-run differences up to this many units of the precision computed in, relative to the
+#: gradient's largest entry, are rounding order (a GPU's atomic adds, a parallel reduction), not
+#: a different gradient: a float32 sum of n terms reordered moves by about sqrt(n) units.
+ROUNDING_UNITS = 1e3
+
+
+def rounding_only(a: torch.Tensor | None, b: torch.Tensor | None, eps: float) -> bool:
+    """Whether ``a`` and ``b`` differ only by summation order at precision ``eps``: at most
+    :data:`ROUNDING_UNITS` units of ``eps`` relative to their largest entry (normwise, so a
+    sum cancelling to near zero is judged by the size of what it summed)."""
+    if a is None or b is None:
+        return a is None and b is None
+    if a.shape != b.shape:
+        return False
+    wa, wb = _wide(a, b), _wide(b, a)
+    if not (torch.isfinite(wa).all() and torch.isfinite(wb).all()):
+        return False
+    scale = max(float(wa.abs().max()) if wa.numel() else 0.0,
+                float(wb.abs().max()) if wb.numel() else 0.0)
+    return max_diff(a, b) <= ROUNDING_UNITS * eps * scale
+
+
 def _wide(t: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """float64, or complex128 when either is complex (never dropping an imaginary part)."""
     return t.to(torch.complex128 if t.is_complex() or other.is_complex() else torch.float64)
