@@ -178,7 +178,7 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
     defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
     try:
-        args, surrogate, merged, inputs, variants = _inputs(obj, example_index, options)
+        args, surrogate, merged, inputs, variants, doubt = _inputs(obj, example_index, options)
         merged = {**defaults, **merged}
     except _Skip as skip:
         return row(candidate, label, "skip", reason=str(skip))
@@ -201,6 +201,11 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             who = f"gradsmith.check raised {_describe(exc)}"
         return row(candidate, label, "fail", error="exception", reason=who,
                    elapsed=time.perf_counter() - started)
+    if doubt and report.codes("error") and report.codes("error") <= _RAISED:
+        # backward raised on every synthesised layout with an argument of a guessed kind:
+        # the inputs', not shown to be the Function's (an error here is demonstrated harm)
+        return row(candidate, label, "skip", reason=doubt, inputs=inputs,
+                   elapsed=time.perf_counter() - started)
     if reshaped:  # the exact inputs the findings came from
         record = _repro_record(candidate, obj, seed, sets, inline_limit)
     repro = None if report.passed else record
@@ -212,6 +217,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     if html and not report.passed:
         result["_jacobians"] = _jacobians(report)
     return result
+
+
+# Findings that only say forward or backward raised (see _inputs' doubt).
+_RAISED = frozenset({"backward-error", "forward-error"})
 
 
 class _Skip(Exception):
@@ -226,12 +235,12 @@ def _inputs(obj: Any, example_index: int | None, options: dict):
         if isinstance(found, NoInputs):
             raise _Skip(found.reason)
         return (found.args, None, dict(options), f"synthesised: {found.description}",
-                found.variants)
+                found.variants, found.doubt)
     ex = examples_of(obj)[example_index]
     merged = {**ex.options, **options}
     if ex.reference is not None:  # judged against it (outputs and gradients), see checker
         merged.setdefault("reference", ex.reference)
-    return ex.make_args(), ex.surrogate, merged, "registered example", ()
+    return ex.make_args(), ex.surrogate, merged, "registered example", (), ""
 
 
 def _repro_record(candidate: Candidate, obj: Any, seed: int, sets: list, inline_limit) -> dict:

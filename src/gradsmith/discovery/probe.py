@@ -80,3 +80,40 @@ def kernel_backward_misfits(call, args: tuple) -> bool:
     except Exception:  # noqa: BLE001 - user code: a misfit, or a bug every layout shows
         return launches() != before
     return False
+
+
+def backward_error(call, args: tuple) -> str | None:
+    """Why backward raises on fresh copies of ``args`` (after forward runs), or None when it
+    runs or there is nothing to differentiate. A layout backward rejects is passed over for
+    one it accepts: a ``reshape(s.shape)`` written for a scalar step size raises on a (3, 4)
+    one, which no real caller passes."""
+    import warnings
+
+    import torch
+
+    fresh = [a.detach().clone().requires_grad_(a.requires_grad)
+             if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.enable_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = call(*fresh)
+        except Exception:  # noqa: BLE001 - forward ran on these before: not backward's
+            return None
+        outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+                if isinstance(o, torch.Tensor) and o.requires_grad]
+        leaves = [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not outs or not leaves:
+            return None
+        try:
+            torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
+                                allow_unused=True)
+        except Exception as exc:  # noqa: BLE001 - user code: why, for the report
+            if any(m in str(exc) for m in _VALIDATION):
+                return None  # backward ran; the check reports the gradients it returned
+            return f"{type(exc).__name__}: {_first_line(exc)}"
+    return None
+
+
+# Autograd's own checks of what backward returned (count, shape, dtype): backward ran, and the
+# check's structure findings (grad-shape-mismatch, with the assumed-shape re-check) say more.
+_VALIDATION = ("returned an invalid gradient", "returned an incorrect number of gradients")

@@ -10,10 +10,11 @@ from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.slots import Slot
 
 
-def no_inputs_reason(fn: Any, why: str, slots: list[Slot], hints: dict[str, Hint]) -> str:
+def no_inputs_reason(fn: Any, why: str, slots: list[Slot], hints: dict[str, Hint],
+                     lead: str = "no inputs could be synthesised") -> str:
     name = getattr(fn, "__name__", type(fn).__name__)
     where = f"class {name}" if isinstance(fn, type) else f"def {name}"
-    return (f"no registered example and no inputs could be synthesised: {why}. Fix: register "
+    return (f"no registered example and {lead}: {why}. Fix: register "
             f"inputs for every argument of forward, e.g. `{example_line(slots)}` above "
             f"`{where}`")
 

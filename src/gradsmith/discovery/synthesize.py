@@ -30,7 +30,7 @@ builds one argument list, :mod:`~gradsmith.discovery.probe` runs forward on it,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gradsmith.discovery.build import build_args
@@ -39,9 +39,11 @@ from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
-from gradsmith.discovery.probe import kernel_backward_misfits, probe
+from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.slots import (
+    _TENSOR_NAMES,
     Slot,
+    _table_value,
     as_index,
     as_tensors,
     plan_slots,
@@ -63,6 +65,10 @@ class Synthesized:
     description: str
     variants: tuple[Variant, ...] = ()
     seed: int = 0
+    #: Backward raised on every layout and plan tried, and some argument's kind was a guess
+    #: (nothing in the code says what it is): why, and what to register. A backward-error
+    #: on these inputs is the inputs', not shown to be the Function's (the row is a skip).
+    doubt: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,13 +129,24 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     required = {p.name for p in params if p.default is p.empty}
     plans += [p for p in (as_tensors(plan, required) for plan in list(plans)) if p]
     plans += [p for p in map(as_index, list(plans)) if p is not None]
+    raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
     for dtype in ("float64", "float32"):
         for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
             found = _first_working(call, slots, seed, dtype)
+            if isinstance(found, Synthesized) and found.doubt and dtype == "float64":
+                raising = raising or (found, slots)  # another plan may suit backward
+                continue
             if isinstance(found, Synthesized):  # a layout backward rejects: what the code states
                 better = stated_if_misfit(fn, params, hints, seed, found.args)
                 return found if better is None else Synthesized(*better, seed=seed)
             last_error = found if dtype == "float64" else last_error
+        if raising is not None:
+            found, slots = raising
+            better = stated_if_misfit(fn, params, hints, seed, found.args)
+            if better is not None:
+                return Synthesized(*better, seed=seed)
+            given = {p.name for p in params if p.default is not p.empty}
+            return replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
@@ -147,9 +164,10 @@ def _first_working(call, slots: list[Slot], seed: int,
     for layout in layouts_for(slots):
         found = _on_layout(call, slots, layout, seed, dtype)
         if isinstance(found, Synthesized):
-            if not kernel_backward_misfits(call, found.args):
+            raised = backward_error(call, found.args)
+            if raised is None:
                 return found
-            fallback = fallback or found
+            fallback = fallback or replace(found, doubt=raised)
             continue
         last_error = found
     return fallback or last_error
@@ -204,3 +222,24 @@ def parameter_names(fn: Any) -> list[str]:
     """
     _, params, _ = signature(fn)
     return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str]) -> str:
+    """Why a backward-error on these inputs is not shown to be the Function's: backward raised
+    on every layout tried, and some argument's kind is a guess. Empty when every argument's
+    kind is read from the code (or is the first tensor): then the inputs are what the code
+    asks for, and a backward raising on them is a defect."""
+    tensors = [s for s in slots if s.kind == "tensor"]
+    guessed = [s.name for s in slots if s.name not in given and (
+        s.hint is None or s.hint.kind is None) and (
+        s.kind == "tensor" and s is not tensors[0] and s.name not in _TENSOR_NAMES
+        or s.kind in ("value", "scalar") and not isinstance(s.value, bool) and
+        _table_value(s.name) is None)]
+    if not guessed:
+        return ""
+    what = ", ".join(guessed)
+    return no_inputs_reason(
+        fn, f"backward raised on every synthesised layout (first: {raised}), and nothing in the "
+        f"code says what {what} {'is' if len(guessed) == 1 else 'are'}: the error may be the "
+        "synthesised inputs', not the Function's", slots, hints,
+        lead="the synthesised inputs are not shown to fit")

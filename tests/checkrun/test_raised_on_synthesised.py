@@ -1,0 +1,151 @@
+"""An error that only the synthesised inputs make is not an error-level finding (issue 18, the
+held-out reading: a ``backward-error`` real inputs never meet). Reduced cases, written here:
+
+- backward raises on every synthesised layout, and one argument's kind is a guess (nothing in
+  the code says what it is): the row is a skip that says why and what to register, not a FAIL;
+- backward raises on one layout only: the layout it runs on is checked (a scalar step size);
+- backward raises on inputs whose every kind the code states, or on registered inputs: a
+  defect, still a FAIL with ``backward-error``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from gradsmith.cli import main as cli_main
+
+SOURCE = '''
+import torch
+from torch.autograd import Function
+import gradsmith
+
+
+class LookupTypo(Function):
+    """The same with a typo in backward's key: raises on the user's own (valid) inputs."""
+
+    @staticmethod
+    def forward(ctx, x, table):
+        ctx.table = table
+        return x * 2 * table["unit"]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 * ctx.table["units"], None
+
+
+gradsmith.example(lambda: (torch.randn(3, dtype=torch.float64, requires_grad=True),
+                           {"unit": 1.5}))(LookupTypo)
+
+
+class Stored(Function):
+    """x * 3; backward reads a key of what forward only stored: nothing says what it is."""
+
+    @staticmethod
+    def forward(ctx, x, table):
+        ctx.table = table
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3 * ctx.table["unit"], None
+
+
+class TransposeCrash(Function):
+    """2x; backward multiplies shapes that never fit: x is read as a tensor (saved)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g @ x.t() @ x @ x
+
+
+class ScalarScale(Function):
+    """x * s for a scalar s (a learned step size): backward sums s's gradient to one number."""
+
+    @staticmethod
+    def forward(ctx, x, s):
+        ctx.save_for_backward(x, s)
+        return x * s
+
+    @staticmethod
+    def backward(ctx, g):
+        x, s = ctx.saved_tensors
+        return g * s, (g * x).sum().reshape(s.shape)
+'''
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    root = tmp_path_factory.mktemp("raised")
+    source = root / "raised_cases.py"
+    source.write_text(textwrap.dedent(SOURCE))
+    report = root / "report.json"
+    old = sys.stdout
+    with open(report, "w") as handle:
+        sys.stdout = handle
+        try:
+            cli_main(["check", str(source), "--no-isolate", "--format", "json"])
+        finally:
+            sys.stdout = old
+    spec = importlib.util.spec_from_file_location("raised_cases", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    doc = json.loads(report.read_text())
+    return {r["name"].split("::")[-1]: r for r in doc["results"]}, module
+
+
+def test_an_error_only_a_guessed_argument_makes_is_a_skip_that_says_why(rows):
+    by_name, module = rows
+    row = by_name["Stored"]
+    assert row["verdict"] == "skip", row
+    assert "backward raised on every synthesised layout" in row["reason"]
+    assert "what table is" in row["reason"] and "@gradsmith.example" in row["reason"]
+    # Independent reference: with a table of the kind backward reads, the gradient is right.
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(module.Stored.apply(x, {"unit": 1.0}).sum(), x)
+    (reference,) = torch.autograd.grad((x * 3).sum(), x)
+    torch.testing.assert_close(got, reference)
+
+
+def test_a_backward_raising_where_every_input_is_what_the_code_states_still_fails(rows):
+    by_name, module = rows
+    row = by_name["TransposeCrash"]
+    assert row["verdict"] == "fail"
+    assert {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"} == {
+        "backward-error"}
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):  # by hand, same inputs
+        module.TransposeCrash.apply(x).sum().backward()
+
+
+def test_a_backward_raising_on_registered_inputs_still_fails(rows):
+    by_name, module = rows
+    (row,) = [r for name, r in by_name.items() if name.startswith("LookupTypo")]
+    assert row["verdict"] == "fail"
+    assert "backward-error" in {f["code"] for f in row["report"]["findings"]}
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(KeyError):
+        module.LookupTypo.apply(x, {"unit": 1.5}).sum().backward()
+
+
+def test_the_layout_backward_runs_on_is_checked_and_a_correct_function_passes(rows):
+    by_name, module = rows
+    row = by_name["ScalarScale"]
+    assert row["verdict"] == "pass", row["text"]
+    assert "s: float64 ()" in row["inputs"]
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    s = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    got = torch.autograd.grad(module.ScalarScale.apply(x, s).sum(), (x, s))
+    reference = torch.autograd.grad((x * s).sum(), (x, s))
+    torch.testing.assert_close(got, reference)
