@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
+from gradsmith.checker.slope_fit import FIT, fit_smooth
+
 # (surrogate F as Python source of u, its derivative F')
 SMOOTH: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
     "sigmoid": ("torch.sigmoid({u})", lambda u: torch.sigmoid(u) * (1 - torch.sigmoid(u))),
@@ -39,8 +41,6 @@ SMOOTH: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
     # invented (tanh(v) * w) gives; the declaration then passes with that function
     "logcosh": ("torch.log(torch.cosh({u}))", torch.tanh),
 }
-FIT = 1e-7  # largest relative residual of an accepted fit
-_GRID = torch.logspace(-3, 3, 601, dtype=torch.float64)
 
 
 def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
@@ -68,7 +68,7 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
         u = xv - values
         yield from _piecewise(name + shift, u, d, numbers, oracle, values)
         for source, deriv in SMOOTH.values():
-            fit = _fit_smooth(u, d, deriv)
+            fit = fit_smooth(u, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
     for n, a in tensors:  # straight-through scaled by another argument, element by element
@@ -148,36 +148,6 @@ def _same_shaped(session, t: int, x: torch.Tensor) -> list[tuple[str, torch.Tens
                 and a.numel() == x.numel() and a.dim() > 0):
             found.append((n, a.detach().reshape(-1).to(torch.float64)))
     return found
-
-
-def _fit_smooth(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float] | None:
-    """``(A, p)`` with ``d = A p F'(p u)`` within :data:`FIT`, or None."""
-    scale = float(d.abs().max())
-
-    def residual(p: float) -> tuple[float, float]:
-        phi = deriv(p * u)
-        den = float((phi * phi).sum())
-        if den == 0 or not math.isfinite(den):
-            return math.inf, 0.0
-        c = float((phi * d).sum()) / den
-        return float((d - c * phi).abs().max()) / scale, c
-
-    errors = [residual(float(p))[0] for p in _GRID]
-    best = min(range(len(errors)), key=errors.__getitem__)
-    lo = math.log(float(_GRID[max(best - 1, 0)]))
-    hi = math.log(float(_GRID[min(best + 1, len(_GRID) - 1)]))
-    golden = (math.sqrt(5) - 1) / 2
-    for _ in range(80):  # golden-section search in log(p)
-        a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
-        if residual(math.exp(a))[0] < residual(math.exp(b))[0]:
-            hi = b
-        else:
-            lo = a
-    p = math.exp((lo + hi) / 2)
-    err, c = residual(p)
-    if err > FIT or c == 0:
-        return None
-    return c / p, p
 
 
 def _render_smooth(arg: str, source: str, fit: tuple[float, float],
