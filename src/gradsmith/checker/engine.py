@@ -218,6 +218,7 @@ def _check_registered(fn: Any, surrogate: Any, options: dict[str, Any]) -> Repor
         merged.checks += [c for c in report.checks if c not in merged.checks]
         merged.skipped.update({k: v for k, v in report.skipped.items() if k not in merged.checks})
         merged.elapsed += report.elapsed
+        merged.add_timings(report)
         merged.jacobians.update({f"{label}:{k}": v for k, v in report.jacobians.items()})
         if report.saved_bytes is not None:
             merged.saved_bytes = max(merged.saved_bytes or 0, report.saved_bytes)
@@ -391,35 +392,10 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
     report = session.report
     relied: dict[str, str] = {}
     for name in selected:
-        progress.notify(name, report)
-        if any(f.code in FATAL for f in report.findings):
-            report.skipped[name] = "skipped after a structural or crashing failure (see errors)"
-            continue
-        module = import_module(CHECK_MODULES[name])
-        try:
-            kernels.applies(name, session)
-            found = module.run(session)
-        except Incomplete as why:
-            report.findings.append(_incomplete(name, str(why)))
-            continue
-        except Skip as skip:
-            report.skipped[name] = str(skip)
-            if skip.relies_on is not None:
-                relied[name] = skip.relies_on
-            continue
-        except UserCodeError as err:
-            found = [err.finding]
-        except Exception as exc:  # noqa: BLE001 - never let user code crash the report
-            report.findings.append(Finding(
-                "check-crashed", "warning",
-                f"the {name} check could not run: {type(exc).__name__}: {_first_line(exc)}; "
-                "what it verifies is unverified, so the verdict is INCOMPLETE",
-                "run the Function by hand on the example inputs; report a gradsmith bug if "
-                "it works there", name, details={"incomplete": True}))
-            continue
-        report.checks.append(name)
-        known = {(f.code, f.input) for f in report.findings}
-        report.findings += [f for f in found if (f.code, f.input) not in known]
+        began = time.perf_counter()
+        _run_one(session, name, relied)
+        # where the time went, whatever the outcome (report.timings)
+        report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - began
     unfinished = {f.check for f in report.incomplete if f.code != "not-exercised"}
     for name, other in relied.items():
         if other not in report.checks or other in unfinished:
@@ -427,6 +403,41 @@ def _run_checks(session: Session, selected: Iterable[str]) -> None:
                 name, f"{report.skipped.pop(name)}, but the {other} check "
                 f"{'did not run to the end' if other in unfinished else 'did not run'}"))
     progress.notify(None, report)
+
+
+def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
+    """Run check ``name``; record in the report whether it held, failed, did not apply
+    (``relied``: name -> the check its skip relies on) or was not established."""
+    report = session.report
+    progress.notify(name, report)
+    if any(f.code in FATAL for f in report.findings):
+        report.skipped[name] = "skipped after a structural or crashing failure (see errors)"
+        return
+    module = import_module(CHECK_MODULES[name])
+    try:
+        kernels.applies(name, session)
+        found = module.run(session)
+    except Incomplete as why:
+        report.findings.append(_incomplete(name, str(why)))
+        return
+    except Skip as skip:
+        report.skipped[name] = str(skip)
+        if skip.relies_on is not None:
+            relied[name] = skip.relies_on
+        return
+    except UserCodeError as err:
+        found = [err.finding]
+    except Exception as exc:  # noqa: BLE001 - never let user code crash the report
+        report.findings.append(Finding(
+            "check-crashed", "warning",
+            f"the {name} check could not run: {type(exc).__name__}: {_first_line(exc)}; "
+            "what it verifies is unverified, so the verdict is INCOMPLETE",
+            "run the Function by hand on the example inputs; report a gradsmith bug if "
+            "it works there", name, details={"incomplete": True}))
+        return
+    report.checks.append(name)
+    known = {(f.code, f.input) for f in report.findings}
+    report.findings += [f for f in found if (f.code, f.input) not in known]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -78,6 +78,8 @@ class Report:
         checks: names of the checks that ran.
         skipped: check name -> reason it did not run.
         elapsed: wall time of the whole check, in seconds.
+        timings: check name -> seconds it took (summed over input sets and examples): where
+            the time went, e.g. the eager checks apart from the deployment checks.
         saved_bytes: bytes of tensors saved for backward (None when not measurable).
         jacobians: label -> (analytic, numerical) 2-D float64 Jacobian blocks for gradient
             mismatches (cropped around the worst element when large).
@@ -96,6 +98,7 @@ class Report:
     checks: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     elapsed: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
     saved_bytes: int | None = None
     jacobians: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     compat: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -134,6 +137,7 @@ class Report:
             "passed": self.passed,
             "verdict": self.verdict,
             "elapsed": round(self.elapsed, 4),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "checks": list(self.checks),
             "skipped": dict(self.skipped),
             "saved_bytes": self.saved_bytes,
@@ -174,6 +178,11 @@ class Report:
 
     def sort(self) -> None:
         self.findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+
+    def add_timings(self, other: Report) -> None:
+        """Add ``other``'s per-check seconds (a further input set or example) to these."""
+        for name, seconds in other.timings.items():
+            self.timings[name] = self.timings.get(name, 0.0) + seconds
 
     def merge_exercised(self, other: Report) -> None:
         """Before merging ``other`` (a further input set or example) into this report:

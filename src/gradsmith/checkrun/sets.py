@@ -78,4 +78,5 @@ def merge(report: Any, index: int, change: str, other: Any) -> None:
         f.message = f"[inputs: {change}] {f.message}"
         report.findings.append(f)
     report.elapsed += other.elapsed
+    report.add_timings(other)
     report.sort()
