@@ -4,8 +4,9 @@ held-out reading: a ``backward-error`` real inputs never meet). Reduced cases, w
 - backward raises on every synthesised layout, and one argument's kind is a guess (nothing in
   the code says what it is): the row is a skip that says why and what to register, not a FAIL;
 - backward raises on one layout only: the layout it runs on is checked (a scalar step size);
-- backward raises on inputs whose every kind the code states, or on registered inputs: a
-  defect, still a FAIL with ``backward-error``.
+- backward raises on inputs whose every kind the code states, with an error about shapes
+  (not about a value's kind) beside a guessed number, or on registered inputs: a defect,
+  still a FAIL with ``backward-error``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,22 @@ class TransposeCrash(Function):
         return g @ x.t() @ x @ x
 
 
+class RowLoss(Function):
+    """A per-row loss (N, L) -> (N,) whose backward forgets to unsqueeze grad_output: a
+    defect on every (N, L) with N != L, although ``smooth`` is a number nothing names."""
+
+    @staticmethod
+    def forward(ctx, logits, smooth):
+        probs = torch.sigmoid(logits)
+        ctx.vars = probs, smooth
+        return (probs * probs).sum(1) + smooth
+
+    @staticmethod
+    def backward(ctx, g):
+        probs, smooth = ctx.vars
+        return 2 * probs * probs * (1 - probs) * g, None
+
+
 class ScalarScale(Function):
     """x * s for a scalar s (a learned step size): backward sums s's gradient to one number."""
 
@@ -127,6 +144,17 @@ def test_a_backward_raising_where_every_input_is_what_the_code_states_still_fail
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):  # by hand, same inputs
         module.TransposeCrash.apply(x).sum().backward()
+
+
+def test_a_shape_error_beside_an_unnamed_number_is_the_functions_and_still_fails(rows):
+    by_name, module = rows
+    row = by_name["RowLoss"]
+    assert row["verdict"] == "fail", row  # caught: raising on (N, L), wrong where it runs
+    errors = {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"}
+    assert errors & {"backward-error", "gradient-mismatch"}, errors
+    logits = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="must match"):  # by hand, on its stated (N, L)
+        module.RowLoss.apply(logits, 1.0).sum().backward()
 
 
 def test_a_backward_raising_on_registered_inputs_still_fails(rows):

@@ -30,6 +30,7 @@ builds one argument list, :mod:`~gradsmith.discovery.probe` runs forward on it,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -224,11 +225,25 @@ def parameter_names(fn: Any) -> list[str]:
     return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+# Errors about a value's kind, not its shape or contents: a tensor tested for truth or used as
+# an index, a number subscripted or called. Only a value of the wrong kind raises them.
+_KIND_ERROR = re.compile(
+    r"Boolean value of Tensor with more than one value is ambiguous"
+    r"|only (?:one element tensors|integer tensors of a single element) can be converted"
+    r"|'(?:float|int|bool|str|tuple|list|Tensor|SimpleNamespace|SyntheticFn)' object "
+    r"(?:is not|has no|does not|cannot)"
+    r"|must be \w+(?:, not| not) (?:float|int|bool|Tensor)"
+    r"|unsupported operand type")
+
+
 def _doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str]) -> str:
     """Why a backward-error on these inputs is not shown to be the Function's: backward raised
-    on every layout tried, and some argument's kind is a guess. Empty when every argument's
-    kind is read from the code (or is the first tensor): then the inputs are what the code
-    asks for, and a backward raising on them is a defect."""
+    on every layout tried, with an error about a value's kind (``if ctx.flag:`` on a tensor,
+    ``ctx.table["unit"]`` on a float), and some argument's kind is a guess. Empty otherwise:
+    a backward raising on inputs of the kinds the code states (a shape mismatch, a typo) is a
+    defect, and stays a ``backward-error``."""
+    if not _KIND_ERROR.search(raised):
+        return ""  # shapes, values, a ctx typo: what backward does with inputs of these kinds
     tensors = [s for s in slots if s.kind == "tensor"]
     guessed = [s.name for s in slots if s.name not in given and (
         s.hint is None or s.hint.kind is None) and (
