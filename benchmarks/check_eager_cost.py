@@ -12,9 +12,17 @@ all of them):
 * ``given inputs``: the same on the Function's first registered example;
 * ``gradcheck + gradgradcheck``: ``torch.autograd.gradcheck`` and ``gradgradcheck`` (exact
   mode, their defaults) on those registered inputs, floating tensors requiring grad.
-* with ``--baseline`` also ``zero-config, before`` and ``given inputs, before``: the same
-  with issue 18's speed-ups switched off (no random-direction screen, Python's and NumPy's
-  random states saved and restored around every call), in the same pass.
+* with ``--baseline`` also ``zero-config, scalar fit`` (only the latest of issue 18's
+  speed-ups switched off: the smooth surrogate fit one slope at a time), and ``zero-config,
+  before`` and ``given inputs, before``: the same with all of issue 18's speed-ups switched
+  off (no random-direction screen, Python's and NumPy's random states saved and restored
+  around every call, the smooth surrogate fit searching one slope at a time as it did,
+  :func:`_scalar_fit`), in the same pass.
+
+With ``--corpus DIR`` the Functions are the development half of issue 18's third corpus
+(``results/check_corpus3_split.json``; run with ``PYTHONPATH=DEPS`` as for
+``check_corpus3.py``, so its import shims load) instead of the catalog, zero-config only
+(they have no registered inputs).
 
 The Functions are the embedded examples (``gradsmith.examples``: activations, linear layers,
 reductions, estimators, gradient control), all correct. Medians per Function and of the
@@ -25,6 +33,8 @@ Usage::
     python benchmarks/check_eager_cost.py --repeat 2 --baseline      # writes results/
     python benchmarks/check_eager_cost.py --profile zero-config       # cProfile, top 40
     python benchmarks/check_eager_cost.py --mutants                   # kill rate, screen on/off
+    PYTHONPATH=/tmp/cc3deps python benchmarks/check_eager_cost.py --baseline \
+        --corpus /tmp/checkcorpus3 --label "corpus 3 dev"              # dev half, zero-config
 
 ``--mutants`` plants gradient bugs in every Function's backward (each returned gradient 1 %
 too large; one element of one gradient doubled, or set to 1 where it was 0; one element
@@ -53,14 +63,42 @@ MODES = ("zero-config", "given inputs", "gradcheck + gradgradcheck")
 # The same two eager verdicts without issue 18's speed-ups (no random-direction screen, host
 # random states saved and restored around every call), timed interleaved in the same pass.
 BASELINE = ("zero-config, before", "given inputs, before")
+# Only the last of them switched off (the smooth surrogate fit searching one slope at a time):
+# the code as it was before that change alone.
+SCALAR_FIT = ("zero-config, scalar fit",)
 
 
-def _candidates(limit: int | None):
+def _candidates(limit: int | None, corpus: Path | None = None):
     from gradsmith.discovery import Source, list_candidates
 
+    if corpus is not None:
+        return _corpus_candidates(corpus)[:limit or None]
     listing = list_candidates(Source("module", "gradsmith.examples", "gradsmith.examples"))
     found = [c for c in listing.candidates if c.examples]
     return found[:limit] if limit else found
+
+
+def _corpus_candidates(corpus: Path) -> list:
+    """The development half's Functions that import here, each project's root importable."""
+    import sys
+
+    from gradsmith.discovery import Source, list_candidates
+
+    split = json.loads((RESULTS / "check_corpus3_split.json").read_text())
+    found = []
+    for project in split["dev"]:
+        root = str(corpus / project)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        for fn in split["projects"][project]["functions"]:
+            try:
+                listing = list_candidates(Source("file", f"{root}/{fn['path']}", fn["path"],
+                                                 names=(fn["function"],)))
+            except Exception as exc:  # noqa: BLE001 - not importable here: left out, said so
+                print(f"left out {project} {fn['function']}: {type(exc).__name__}: {exc}")
+                continue
+            found += listing.candidates
+    return found
 
 
 def _gradcheck(candidate) -> None:
@@ -93,6 +131,9 @@ def run_mode(mode: str, candidate) -> dict:
     if mode in BASELINE:
         with _before_issue_18():
             return run_mode(MODES[BASELINE.index(mode)], candidate)
+    if mode in SCALAR_FIT:
+        with _scalar_fit_only():
+            return run_mode("zero-config", candidate)
     start = time.perf_counter()
     verdict = None
     if mode == "zero-config":
@@ -106,33 +147,87 @@ def run_mode(mode: str, candidate) -> dict:
 
 @contextmanager
 def _before_issue_18():
-    from gradsmith.checker import engine, gradients, rng
+    from gradsmith.checker import engine, gradients, rng, surrogate_fit
 
-    saved = gradients.screened, engine.host_restored_once
+    saved = gradients.screened, engine.host_restored_once, surrogate_fit.fit_smooth
     gradients.screened = lambda *args: None
     engine.host_restored_once = rng.preserved_global_rng
+    surrogate_fit.fit_smooth = _scalar_fit
     try:
         yield
     finally:
-        gradients.screened, engine.host_restored_once = saved
+        gradients.screened, engine.host_restored_once, surrogate_fit.fit_smooth = saved
 
 
-def measure(repeat: int, limit: int | None, modes: tuple[str, ...]) -> dict:
-    candidates = _candidates(limit)
+@contextmanager
+def _scalar_fit_only():
+    from gradsmith.checker import surrogate_fit
+
+    saved = surrogate_fit.fit_smooth
+    surrogate_fit.fit_smooth = _scalar_fit
+    try:
+        yield
+    finally:
+        surrogate_fit.fit_smooth = saved
+
+
+def _scalar_fit(u, d, deriv):
+    """The smooth surrogate fit as it was before issue 18 (commit 7c6598e): one residual per
+    slope, 601 grid slopes then 80 golden-section steps of two."""
+    import math
+
+    from gradsmith.checker.slope_fit import _GRID, FIT
+
+    scale = float(d.abs().max())
+
+    def residual(p: float) -> tuple[float, float]:
+        phi = deriv(p * u)
+        den = float((phi * phi).sum())
+        if den == 0 or not math.isfinite(den):
+            return math.inf, 0.0
+        c = float((phi * d).sum()) / den
+        return float((d - c * phi).abs().max()) / scale, c
+
+    errors = [residual(float(p))[0] for p in _GRID]
+    best = min(range(len(errors)), key=errors.__getitem__)
+    lo = math.log(float(_GRID[max(best - 1, 0)]))
+    hi = math.log(float(_GRID[min(best + 1, len(_GRID) - 1)]))
+    golden = (math.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
+        if residual(math.exp(a))[0] < residual(math.exp(b))[0]:
+            hi = b
+        else:
+            lo = a
+    p = math.exp((lo + hi) / 2)
+    err, c = residual(p)
+    if err > FIT or c == 0:
+        return None
+    return c / p, p
+
+
+def measure(repeat: int, limit: int | None, modes: tuple[str, ...],
+            corpus: Path | None = None) -> dict:
+    candidates = _candidates(limit, corpus)
     times: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
     verdicts: dict[str, dict[str, str | None]] = {m: {} for m in modes}
+    # one name per candidate (two projects' files may both hold a SwishImplementation)
+    names = []
+    for c in candidates:
+        names.append(c.ref.attr if c.ref.attr not in names else
+                     f"{c.ref.attr} ({sum(n.startswith(c.ref.attr) for n in names) + 1})")
     load_before = os.getloadavg()[0]
     for rep in range(repeat + 1):  # pass 0 is the warm-up
-        for c in candidates:
+        for name, c in zip(names, candidates):
             for mode in modes:
                 result = run_mode(mode, c)
                 if rep:
-                    times[mode].setdefault(c.ref.attr, []).append(result["seconds"])
-                    verdicts[mode][c.ref.attr] = result["verdict"]
+                    times[mode].setdefault(name, []).append(result["seconds"])
+                    verdicts[mode][name] = result["verdict"]
     load_after = os.getloadavg()[0]
     per = {m: {name: round(statistics.median(v), 3) for name, v in times[m].items()}
            for m in modes}
-    return {"functions": [c.ref.attr for c in candidates], "repeat": repeat,
+    return {"functions": names, "repeat": repeat,
             "load_before": round(load_before, 1), "load_after": round(load_after, 1),
             "median_per_function": {m: round(statistics.median(per[m].values()), 3)
                                     for m in modes},
@@ -230,7 +325,7 @@ def _markdown(runs: dict) -> str:
     from gradsmith.bench import environment
 
     env = environment()
-    every = [m for m in MODES + BASELINE if any(m in r["median_per_function"]
+    every = [m for m in MODES + BASELINE + SCALAR_FIT if any(m in r["median_per_function"]
                                                 for r in runs.values())]
 
     def cell(r: dict, key: str, m: str) -> str:
@@ -244,7 +339,10 @@ def _markdown(runs: dict) -> str:
           "another (interleaved); per-Function medians of the passes, then their median and "
           "mean over the Functions. `before` modes: the same code with issue 18's speed-ups "
           "switched off (no random-direction screen, host random states restored around every "
-          "call).", "",
+          "call; from the `batched surrogate fit` runs on, also the smooth surrogate fit one "
+          "slope at a time); `scalar fit`: only that last one switched off. Runs named "
+          "`corpus 3 dev half` time the development half of the third corpus (`--corpus`, "
+          "zero-config only: no registered inputs) instead of the catalog.", "",
           "| run | when | load (1 min) before / after | passes | statistic | "
           + " | ".join(every) + " |", "|---|---|---|---:|---|" + "---:|" * len(every)]
     for label, r in runs.items():
@@ -273,6 +371,8 @@ def _markdown(runs: dict) -> str:
                + (f" ({'; '.join(found['differ'])})" if found["differ"] else "") + ". "
                "`one element +1e-4` survives where 1e-4 is within the checker's tolerance "
                "(`atol + rtol * |.|`) in both."]
+        if found.get("note"):
+            md += ["", found["note"]]
     return "\n".join(md) + "\n"
 
 
@@ -286,6 +386,8 @@ def main() -> None:
     parser.add_argument("--mutants", action="store_true", help="kill rate, screen on/off")
     parser.add_argument("--baseline", action="store_true",
                         help="also time both eager verdicts without issue 18's speed-ups")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="time corpus 3's development half (zero-config) from this folder")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.mutants:
@@ -298,7 +400,10 @@ def main() -> None:
     if args.profile:
         profile(args.profile, args.functions, args.top)
         return
-    result = measure(args.repeat, args.functions, MODES + BASELINE if args.baseline else MODES)
+    modes = MODES + BASELINE + SCALAR_FIT if args.baseline else MODES
+    if args.corpus is not None:  # no registered inputs: zero-config only
+        modes = tuple(m for m in modes if m.startswith("zero-config"))
+    result = measure(args.repeat, args.functions, modes, args.corpus)
     result["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(json.dumps({k: result[k] for k in ("when", "load_before", "load_after",
                                              "median_per_function", "mean_per_function")}))
