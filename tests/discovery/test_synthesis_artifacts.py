@@ -6,6 +6,7 @@ held-out reading's synthesis artifacts). Reduced cases, written here:
 - a forward that unpacks ``n, t, c, h, w = x.size()`` got no inputs (every layout 2-D or 4-D).
 """
 
+import pytest
 import torch
 from torch.autograd import Function
 
@@ -155,3 +156,24 @@ def test_a_starred_unpack_asks_for_at_least_the_named_dimensions():
 
     x, = _found(Channels).args
     assert x.dim() >= 5
+
+
+def test_a_float32_only_forward_whose_backward_raises_on_a_guess_says_why_in_words():
+    class Float32Lookup(Function):
+        @staticmethod
+        def forward(ctx, x, table):
+            assert x.dtype == torch.float32  # every float64 layout fails: float32 is tried
+            ctx.table = table
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2 * ctx.table["unit"], None
+
+    found = _found(Float32Lookup)
+    assert found.args[0].dtype == torch.float32
+    # the reason a row is skipped for, with the decorator to register: not backward's raw error
+    assert found.doubt.startswith("no registered example and the synthesised inputs are not")
+    assert "what table is" in found.doubt and "@gradsmith.example" in found.doubt
+    with pytest.raises(TypeError, match="not subscriptable"):  # by hand, the same inputs
+        Float32Lookup.apply(*found.args).sum().backward()

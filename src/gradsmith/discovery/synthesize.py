@@ -66,9 +66,10 @@ class Synthesized:
     description: str
     variants: tuple[Variant, ...] = ()
     seed: int = 0
-    #: Backward raised on every layout and plan tried, and some argument's kind was a guess
-    #: (nothing in the code says what it is): why, and what to register. A backward-error
-    #: on these inputs is the inputs', not shown to be the Function's (the row is a skip).
+    #: Backward raised on every layout and plan tried with an error about a value's kind, and
+    #: some argument's kind was a guess: why, and what to register (see :func:`_doubt`). A
+    #: backward-error on these inputs is not shown to be the Function's (the row is a skip).
+    #: Inside :func:`_first_working`, backward's error on the layout returned.
     doubt: str = ""
 
 
@@ -131,12 +132,15 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     plans += [p for p in (as_tensors(plan, required) for plan in list(plans)) if p]
     plans += [p for p in map(as_index, list(plans)) if p is not None]
     raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
+    given = {p.name for p in params if p.default is not p.empty}
     for dtype in ("float64", "float32"):
         for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
             found = _first_working(call, slots, seed, dtype)
-            if isinstance(found, Synthesized) and found.doubt and dtype == "float64":
-                raising = raising or (found, slots)  # another plan may suit backward
-                continue
+            if isinstance(found, Synthesized) and found.doubt:
+                if dtype == "float64":
+                    raising = raising or (found, slots)  # another plan may suit backward
+                    continue
+                found = replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):  # a layout backward rejects: what the code states
                 better = stated_if_misfit(fn, params, hints, seed, found.args)
                 return found if better is None else Synthesized(*better, seed=seed)
@@ -146,7 +150,6 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
             better = stated_if_misfit(fn, params, hints, seed, found.args)
             if better is not None:
                 return Synthesized(*better, seed=seed)
-            given = {p.name for p in params if p.default is not p.empty}
             return replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
