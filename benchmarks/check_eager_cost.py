@@ -351,6 +351,8 @@ def _markdown(runs: dict) -> str:
                   + " | ".join(cell(r, "median_per_function", m) for m in every) + " |")
         md.append("| | | | | mean | "
                   + " | ".join(cell(r, "mean_per_function", m) for m in every) + " |")
+    notes = [f"- `{label}`: {r['note']}" for label, r in runs.items() if r.get("note")]
+    md += ["", *notes] if notes else []
     last_label, last = list(runs.items())[-1]
     modes = list(last["median_per_function"])
     md += ["", f"Per Function, run `{last_label}` (median seconds):", "",
