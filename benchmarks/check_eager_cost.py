@@ -176,17 +176,12 @@ def _scalar_fit(u, d, deriv):
     slope, 601 grid slopes then 80 golden-section steps of two."""
     import math
 
-    from gradsmith.checker.slope_fit import _GRID, FIT
+    from gradsmith.checker.slope_fit import _GRID, FIT, _residual
 
     scale = float(d.abs().max())
 
     def residual(p: float) -> tuple[float, float]:
-        phi = deriv(p * u)
-        den = float((phi * phi).sum())
-        if den == 0 or not math.isfinite(den):
-            return math.inf, 0.0
-        c = float((phi * d).sum()) / den
-        return float((d - c * phi).abs().max()) / scale, c
+        return _residual(p, u, d, scale, deriv)
 
     errors = [residual(float(p))[0] for p in _GRID]
     best = min(range(len(errors)), key=errors.__getitem__)

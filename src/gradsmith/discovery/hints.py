@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.stated import documented_options
 
 # Methods and attributes that only tensors have (a parameter using one is a tensor).
@@ -151,12 +151,6 @@ def _from_parent(call: ast.Call, owner: type, hints: dict[str, Hint], depth: int
         mine.literals += got.literals
         mine.optional = mine.optional or got.optional
 
-def _parse(fn: Any) -> ast.AST | None:
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-        return ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
 
 
 def _annotations(fn: Any, hints: dict[str, Hint]) -> None:

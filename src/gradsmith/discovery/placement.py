@@ -80,7 +80,20 @@ def _native_kernels() -> bool:
     return not interpreting() and _user_kernels()
 
 
+#: ``len(sys.modules)`` -> whether user modules then defined kernels: synthesis places inputs
+#: for every layout it tries, and the modules loaded change only when something is imported.
+_seen: dict[int, bool] = {}
+
+
 def _user_kernels() -> bool:
+    count = len(sys.modules)
+    if count not in _seen:
+        _seen.clear()
+        _seen[count] = _scan()
+    return _seen[count]
+
+
+def _scan() -> bool:
     try:
         from triton.runtime.jit import KernelInterface  # jit, autotune, heuristics
     except ImportError:

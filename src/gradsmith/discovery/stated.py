@@ -22,9 +22,10 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import textwrap
 from dataclasses import dataclass, field
 from typing import Any
+
+from gradsmith.discovery.source import parse
 
 _DIMS = r"[\w.*+\s]*(?:,[\w.*+\s]*)*"
 _DIM = re.compile(r"^(\.\.\.|[A-Za-z_]\w*|\d+|[\w\s*+]+)$")
@@ -71,12 +72,12 @@ def read_statements(owner: type, names: list[str]) -> Statements:
             if m and m.group(1) in wanted and _dims(m.group(2)) is not None:
                 _state(found, m.group(1), _dims(m.group(2)), "its docstring")
     aliases = _helper_aliases(forward, wanted)
-    tree = _tree(module)
+    tree = parse(module)
     if tree is not None:
         _from_messages(tree, aliases, found)
         _equations(tree, found)
         _sections(tree, wanted, found)
-    _from_host_code([_tree(m) for m in (forward, getattr(owner, "backward", None))],
+    _from_host_code([parse(m) for m in (forward, getattr(owner, "backward", None))],
                     wanted, found)
     named = {d for dims in found.shapes.values() for d in dims}
     found.equations = {k: v for k, v in found.equations.items()  # about these dims only
@@ -137,13 +138,6 @@ def _dims(text: str) -> list[str] | None:
     return [" ".join(p.split()) for p in parts]
 
 
-def _tree(obj: Any) -> ast.AST | None:
-    try:
-        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-
-
 def _from_comments(forward: Any, wanted: set[str], found: Statements) -> None:
     """``x: torch.Tensor,  # [..., HC, C]`` on forward's own parameter lines."""
     try:
@@ -166,7 +160,7 @@ def _helper_aliases(forward: Any, wanted: set[str]) -> dict[str, str]:
     """Name in a message -> forward parameter: the parameter itself, and the parameter of a
     module-level helper it is passed to (``_validate(_input, ...)`` called with ``hidden``)."""
     aliases = {n: n for n in wanted} | {n.lstrip("_"): n for n in wanted}
-    tree = _tree(forward)
+    tree = parse(forward)
     scope = getattr(forward, "__globals__", {})
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)) if tree else ():
         helper = scope.get(call.func.id) if isinstance(call.func, ast.Name) else None
