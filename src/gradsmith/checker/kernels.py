@@ -71,7 +71,7 @@ def kernel_backward(session: Session, findings: list[Finding]) -> list[Finding]:
     mismatches per input (already demonstrated by finite differences) all have that cause.
     """
     mismatches = [f for f in findings if f.code == "double-backward-mismatch"]
-    if not mismatches or not interpreted_launches_in_backward(session):
+    if not mismatches or not launches_in_backward(session):
         return findings
     inputs = [f.input for f in mismatches if f.input]
     rest = [f for f in findings if f.code != "double-backward-mismatch"]
@@ -86,7 +86,7 @@ def kernel_backward(session: Session, findings: list[Finding]) -> list[Finding]:
         "second_order", None, {"inputs": inputs, "cause": "kernel-backward"})]
 
 
-def interpreted_launches_in_backward(session: Session) -> int:
+def launches_in_backward(session: Session) -> int:
     """Triton kernel launches, interpreted or native, during one backward of the Function (0
     without Triton)."""
     if "kernels:backward" not in session.cache:
@@ -119,7 +119,7 @@ def kernel_double_backward(session: Session, problem: Any) -> list[Finding] | No
         The finding when the two disagree; None to run the full comparison (no kernel in
         backward, or the derivative agrees: the kernel's result does carry a graph).
     """
-    if not interpreted_launches_in_backward(session):
+    if not launches_in_backward(session):
         return None
     s = session.settings
     gen = session.generator(29)
