@@ -56,8 +56,6 @@ sys.path.insert(0, str(HERE))
 from check_newcorpus import apply_declarations, run_file  # noqa: E402  (sibling benchmark)
 from real_corpus import _codes, _env, _guided  # noqa: E402
 
-SPLIT = HERE / "results" / "check_corpus3_split.json"
-JUDGEMENTS = HERE / "results" / "check_corpus3_judgements.json"
 DEFECTS = ("defect", "estimator-defect")
 APART = ("not-checkable", "opaque")  # nothing gradsmith could be expected to check
 UNCHECKED_ERRORS = ("crash", "timeout", "import", "exception")
@@ -133,13 +131,16 @@ def _eager_seconds(row: dict | None) -> float | None:
     return round(sum(v for k, v in timings.items() if k not in DEPLOY_MODULES), 4)
 
 
-def judged_split(half: str) -> dict:
+def judged_split(half: str, name: str = "check_corpus3") -> dict:
     """The split with each Function's judgement merged in (``unjudged`` where the
-    judgements file has none)."""
-    split = json.loads(SPLIT.read_text())
+    judgements file has none). ``name`` picks another corpus's files
+    (``results/NAME_split.json``, ``results/NAME_judgements.json``)."""
+    split_path = HERE / "results" / f"{name}_split.json"
+    judgements_path = HERE / "results" / f"{name}_judgements.json"
+    split = json.loads(split_path.read_text())
     judged = {}
-    if JUDGEMENTS.exists():
-        for j in json.loads(JUDGEMENTS.read_text())["functions"]:
+    if judgements_path.exists():
+        for j in json.loads(judgements_path.read_text())["functions"]:
             judged[(j["project"], j["path"], j["function"])] = j
     for project in split[half]:
         for fn in split["projects"][project]["functions"]:
@@ -250,8 +251,11 @@ def main() -> None:
     parser.add_argument("--file-timeout", default=600.0, type=float)
     parser.add_argument("--project", action="append", help="only these projects (development)")
     parser.add_argument("--out", default=HERE / "results", type=Path)
+    parser.add_argument("--name", default="check_corpus3",
+                        help="corpus files results/NAME_split.json and NAME_judgements.json; "
+                             "results go to NAME_<half>.{json,md} (e.g. check_corpus4a)")
     args = parser.parse_args()
-    split = judged_split(args.half)
+    split = judged_split(args.half, args.name)
     if args.project:
         unknown = sorted(set(args.project) - set(split[args.half]))
         if unknown:
@@ -293,7 +297,7 @@ def main() -> None:
                 errors={k: (v.strip().splitlines() or [""])[-1][:300] for k, v in errors.items()},
                 declarations_applied=applied)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"check_corpus3_{args.half}{'_partial' if args.project else ''}"
+    stem = f"{args.name}_{args.half}{'_partial' if args.project else ''}"
     # Raw reports quote the projects' code (messages, hints): they stay beside the corpus,
     # outside the repository.
     raw = args.corpus / "_reports" / f"{stem}.json"
