@@ -139,32 +139,46 @@ def _looks_like_kernel(head: ast.expr) -> bool:
     return "kernel" in name.lower() or name.startswith("_")
 
 
-def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict) -> str | None:
-    """A helper (this module or an imported linted one) that runs a custom kernel."""
+#: How many helpers deep a kernel launch is looked for (backward -> mlstm_chunkwise_bw ->
+#: mlstm_chunkwise__parallel_bw_dQKV -> kernel[grid]: two).
+_HELPER_DEPTH = 3
+
+
+def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int = 0
+                ) -> str | None:
+    """A helper (this module or an imported linted one) that runs a custom kernel, itself or
+    through helpers it calls (a few levels deep)."""
     parts = dotted(call.func)
-    if not parts:
+    if not parts or depth >= _HELPER_DEPTH:
         return None
     helper = functions.get(parts[0]) if len(parts) == 1 else None
     if helper is None:
         helper = find(call.func)
     if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
-    if "_gs_runs_kernel" not in helper.__dict__:  # once per helper, however many call it
-        helper.__dict__["_gs_runs_kernel"] = _runs_kernel(helper, find, sym_of, functions)
-    return f"`{short('.'.join(parts))}()` runs a custom kernel" if helper.__dict__[
-        "_gs_runs_kernel"] else None
+    # Once per helper, however many call it: (answer, depth it was found at); a "no" found
+    # deeper (with fewer levels left to look) is looked at again from here.
+    runs, seen = helper.__dict__.get("_gs_runs_kernel", (None, _HELPER_DEPTH))
+    if runs is None or not runs and seen > depth:
+        helper.__dict__["_gs_runs_kernel"] = (False, -1)  # a recursive helper ends here
+        runs = _runs_kernel(helper, find, sym_of, functions, depth)
+        helper.__dict__["_gs_runs_kernel"] = (runs, depth)
+    return f"`{short('.'.join(parts))}()` runs a custom kernel" if runs else None
 
 
-def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict) -> bool:
+def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, depth: int
+                 ) -> bool:
     owner = getattr(find, "owner", lambda node: None)(helper)
     inner = finder(owner, sym_of) if owner is not None else find
     scope = None
     if owner is not None:
         scope = _extensions.Scope(owner, sym_of, _extensions.names(owner, sym_of))
         scope = scope.with_locals(helper)
+        functions = owner.source.functions
     local = _Lazy(helper, frozenset(scope.known) if scope is not None else frozenset())
-    return any(isinstance(node, ast.Call) and _opaque(node, inner, local, scope)
-               for node in ast.walk(helper))
+    calls = [node for node in ast.walk(helper) if isinstance(node, ast.Call)]
+    return any(_opaque(node, inner, local, scope) for node in calls) or any(
+        _via_helper(node, functions, inner, sym_of, depth + 1) for node in calls)
 
 
 GS221 = Rule(
