@@ -24,6 +24,13 @@ COLLECTIVES = frozenset(
     """all_reduce broadcast reduce all_gather_into_tensor reduce_scatter_tensor
     all_to_all_single all_reduce_coalesced recv irecv _all_gather_base _reduce_scatter_base""".split()
 )
+#: How a write by one of the COLLECTIVES is described (directly or through a helper).
+COLLECTIVE = "(in-place collective)"
+
+
+def is_collective(what: str) -> bool:
+    """Whether a write's description says a collective made it (and nothing else did)."""
+    return what.endswith(COLLECTIVE)
 
 
 class Helpers:
@@ -50,6 +57,7 @@ class Helpers:
         self.sym_of = sym_of  # all linted modules: helpers imported from them are followed
         self._summary: dict[int, dict[int, bool]] = {}
         self._optional: dict[int, set[int]] = {}  # parameters written only by option
+        self._collective: dict[int, set[int]] = {}  # parameters written only by collectives
         self._busy: set[int] = set()
         self._foreign: dict[int, Helpers] = {}
 
@@ -100,6 +108,7 @@ class Helpers:
         home = self._home(node)
         summary = home.summary(node, depth)
         optional = home._optional.get(id(node), set())
+        collective = home._collective.get(id(node), set())
         option = _option_value(node, call, bound) if optional else True
         out = []
         for index, proven in summary.items():
@@ -107,7 +116,8 @@ class Helpers:
             if not (0 <= pos < len(call.args)) or isinstance(call.args[pos], ast.Starred):
                 continue
             if index not in optional:
-                out.append((call.args[pos], f"`{node.name}()` (in place)", proven))
+                how = COLLECTIVE if index in collective else "(in place)"
+                out.append((call.args[pos], f"`{node.name}()` {how}", proven))
             elif option is not False:  # written only when the helper's option is on
                 out.append((call.args[pos], f"`{node.name}()` (`inplace` option)", proven))
         return out
@@ -157,6 +167,7 @@ class Helpers:
         flow.env = {p: Val(frozenset({f"input:{p}"}), None) for p in params}
         result: dict[int, bool] = {}
         always: set[int] = set()  # written whatever the helper's in-place option says
+        other: set[int] = set()  # written by something other than a collective
         scoped, chosen = option_scope(node)
 
         def nested(call: ast.Call):
@@ -173,11 +184,14 @@ class Helpers:
                         result[index] = result.get(index, False) or proven or bool(val.tensor)
                         if not optional:
                             always.add(index)
+                        if not is_collective(what):
+                            other.add(index)
 
         run(flow, node.body, visit)
         self._busy.discard(key)
         self._summary[key] = result
         self._optional[key] = set(result) - always
+        self._collective[key] = set(result) - other
         return result
 
 
@@ -244,4 +258,4 @@ def _flags_verdict(flags, params: list[str], arg_of) -> bool | None:
 
 
 HelperEdits = Callable[[ast.Call], list[tuple[ast.expr, str, bool]]]
-__all__ = ["COLLECTIVES", "HelperEdits", "Helpers"]
+__all__ = ["COLLECTIVE", "COLLECTIVES", "HelperEdits", "Helpers", "is_collective"]

@@ -101,7 +101,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   turns it on (passed True, or a variable: GS217), not when it is off by default or passed
   False. In-place `torch.distributed` collectives
   (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
-  `_functional_collectives` do not.
+  `_functional_collectives` do not. On grad_output a collective is GS223, a warning (see
+  the severity policy); a helper that also changes the values otherwise (`x.div_(n)` after
+  the reduce) is GS102.
 - Triton: a launch `kernel[grid](x, ...)` of a `@triton.jit` kernel defined in the linted
   code (same module, or imported from a linted module) writes every argument whose pointer
   the kernel stores through (`tl.store`, atomics, block pointers; a value read with
@@ -148,6 +150,15 @@ Every rule is held to this; a finding's severity is its rule's.
   non-contiguous gradients, other dtypes, call sites not in the linted code), and accurate
   but harmless cases of legacy style (a plain `def backward` runs correctly: GS113).
 - **info**: wasted work (memory, time, host syncs) with correct results.
+
+Writing grad_output in place harms only when autograd or the caller reads that buffer
+again. Arithmetic, fills, index writes and kernel stores change it on every run: the
+plainest use, `fn(x).sum().backward()`, hands backward an expanded gradient and the write
+raises, and a gradient autograd shares with another branch (`y + z`) is silently changed,
+so they are GS102 (error). An in-place collective (`dist.all_reduce(grad_output)`, the
+backward of a tensor-parallel copy) changes nothing on one process and writes the
+gradient this path needs on several; it corrupts something only where the buffer is
+shared, which the caller decides, so it is GS223 (warning).
 
 Real-code evaluation: `benchmarks/lint_realcode.py` lints 14 public projects (pinned
 commits) and looks up a judgement for every error-level finding and a sample of the others

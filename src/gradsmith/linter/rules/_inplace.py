@@ -10,7 +10,7 @@ from gradsmith.linter import _tensors as T
 from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow, Val
-from gradsmith.linter._helpers import COLLECTIVES, HelperEdits, Helpers
+from gradsmith.linter._helpers import COLLECTIVE, COLLECTIVES, HelperEdits, Helpers, is_collective
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import nodes, own, short
@@ -23,6 +23,7 @@ from gradsmith.linter.rules._inplace_scope import (
     reshapes_fresh_view,
     track_fresh_views,
 )
+from gradsmith.linter.rules._inplace_warnings import GS217, GS220, GS223
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -43,8 +44,11 @@ GS101 = Rule(
 GS102 = Rule(
     "GS102", "inplace-grad-output", "error",
     "In-place modification of grad_output (or a view of it) in backward",
-    "grad_output may be shared with other nodes of the graph (and reused by double backward); "
-    "changing it corrupts their gradients.",
+    "autograd hands backward a buffer it may share: `fn(x).sum().backward()` passes an "
+    "expanded gradient and the write raises ('more than one element of the written-to tensor "
+    "refers to a single memory location'); a gradient autograd passes to another branch too "
+    "(the output added to another tensor that needs a gradient, `y + z`) or the caller passed "
+    "(`y.backward(g)`) is silently changed for that branch or the caller.",
     "write the result to a new tensor: `grad = grad_output * 2`, or `grad_output.clone()` "
     "before in-place edits.",
     bad=_IMPORT + "class Double(torch.autograd.Function):\n    @staticmethod\n"
@@ -72,43 +76,6 @@ GS103 = Rule(
     "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
     "        return g * 2 * x\n",
     brief="saved tensor modified in place",
-)
-GS217 = Rule(
-    "GS217", "inplace-option", "warning",
-    "An explicit in-place option (`inplace=True`, a kernel launch flag such as `IN_PLACE=`) "
-    "writes into a forward input, grad_output or a saved tensor",
-    "The option was chosen on purpose, so the write may be intended (memory), but the "
-    "caller's tensor changes and autograd is not told: uses of it after the call see the "
-    "new values.",
-    "pass `inplace=False` (or clone first) unless no one else uses the tensor; for a forward "
-    "input, call `ctx.mark_dirty(x)` and return it.",
-    bad=_IMPORT + "import torch.nn.functional as F\n\n\nclass Act(torch.autograd.Function):\n"
-    "    @staticmethod\n    def forward(ctx, x):\n        return F.relu(x, inplace=True)  # GS217\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
-    good=_IMPORT + "import torch.nn.functional as F\n\n\nclass Act(torch.autograd.Function):\n"
-    "    @staticmethod\n    def forward(ctx, x):\n        return F.relu(x)\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        return g\n",
-    brief="explicit in-place option",
-)
-GS220 = Rule(
-    "GS220", "kernel-overwrites-saved", "warning",
-    "A kernel launched in backward writes into a tensor forward saved (an intermediate)",
-    "Raw kernel writes do not bump the tensor's version, so autograd cannot notice: a "
-    "second backward through the same graph (retain_graph=True, or gradient accumulation "
-    "over one forward) silently reads the overwritten values.",
-    "write the gradient into a new tensor (`torch.empty_like(saved)`), or decorate backward "
-    "with `@once_differentiable` and document that the graph cannot be reused.",
-    bad=_IMPORT + "import triton\n\n\n@triton.jit\ndef _bwd(P, G):\n    tl.store(P, tl.load(P) * tl.load(G))\n\n\n"
-    "class Softmax(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
-    "        p = x.softmax(-1)\n        ctx.save_for_backward(p)\n        return p.clone()\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
-    "        _bwd[(1,)](p, g)  # GS220\n        return p\n",
-    good=_IMPORT + "import triton\n\n\n@triton.jit\ndef _bwd(P, G, D):\n    tl.store(D, tl.load(P) * tl.load(G))\n\n\n"
-    "class Softmax(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
-    "        p = x.softmax(-1)\n        ctx.save_for_backward(p)\n        return p.clone()\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
-    "        d = torch.empty_like(p)\n        _bwd[(1,)](p, g, d)\n        return d\n",
-    brief="kernel overwrites a saved tensor: a second backward reads garbage",
 )
 GS115 = Rule(
     "GS115", "mark-dirty-non-input", "error",
@@ -166,7 +133,7 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
                 (k.value for k in node.keywords if k.arg in ("tensor", "output", "output_tensor")),
                 None)
             if tensor is not None and not isinstance(tensor, ast.Starred):
-                yield node, tensor, f"`{parts[-1]}()` (in place)", True
+                yield node, tensor, f"`{parts[-1]}()` {COLLECTIVE}", True
         opted = any(kw.arg == "inplace" and isinstance(kw.value, ast.Constant)
                     and kw.value.value is True for kw in node.keywords)
         edited = helpers(node) if helpers is not None and qual is None and not (
@@ -210,7 +177,7 @@ def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...
     return (Edit(src.start(stmt), src.end(stmt), f"{name} = {name} {op} {value}"),)
 
 
-@checker(GS101, GS102, GS103, GS115, GS217, GS220)
+@checker(GS101, GS102, GS103, GS115, GS217, GS220, GS223)
 def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
     buffers = facts.none_gradients  # state updated in place, never differentiated
@@ -273,8 +240,9 @@ def check_inplace(facts: Facts, report) -> None:
                     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) \
                             and node is stmt and val.tensor:
                         fix = _augassign_fix(facts, method, stmt)
-                    report("GS217" if option(what) else "GS102", method.source, node,
-                           f"{what} on `{label}`", () if option(what) else fix)
+                    code = "GS217" if option(what) else "GS223" if is_collective(what) else "GS102"
+                    report(code, method.source, node, f"{what} on `{label}`",
+                           fix if code == "GS102" else ())
                 elif "saved:fresh" in val.origins and what.startswith("kernel `"):
                     report("GS220", method.source, node, f"{what} on `{label}`")
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
