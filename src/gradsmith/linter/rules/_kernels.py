@@ -69,6 +69,10 @@ def check_opaque_backward(facts: Facts, report) -> None:
 
 #: Names native extensions are bound to (`_C`, `_backend`, `wkv_cuda`, `_nvdiffrast_c`...).
 _EXTENSION = re.compile(r"^_?C$|_c$|cuda|backend|^_?ext$|_ext$|^ext_|_cpp$|plugin|_lib$", re.I)
+#: Python wrappers of other packages that only run a compiled kernel (flash-attn's
+#: ``_flash_attn_backward`` calls ``flash_attn_gpu.bwd``; its ``flash_attn_func`` is a
+#: Function with its own backward and is not one).
+_KNOWN_WRAPPER = re.compile(r"^flash_attn(\.[\w.]+)?\._(wrapped_)?flash_attn_\w*(forward|backward)$")
 _NOT_EXTENSION = frozenset({"torch", "F", "nn", "np", "numpy", "math", "triton", "tl", "ctx",
                             "self", "cls", "os", "sys", "dist"})
 
@@ -114,9 +118,9 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
         return f"`{short('.'.join(parts))}()`"  # a compiled extension's function
     external = getattr(find, "external", None)
     module = external(parts[0]) if external is not None and parts[0] not in local else None
-    if module and module.partition(".")[0] not in _NOT_EXTENSION and _EXTENSION.search(
+    if module and (module.partition(".")[0] not in _NOT_EXTENSION and _EXTENSION.search(
         module.rpartition(".")[2]
-    ):
+    ) or _KNOWN_WRAPPER.match(f"{module}.{parts[0]}")):
         return f"`{short('.'.join(parts))}()` (from `{short(module, 24)}`)"  # imported from one
     kernel = find(call.func)
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
