@@ -39,7 +39,7 @@ from gradsmith.checker.session import Session
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
 KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
-         "sampled", "random")
+         "sampled", "random", "guided")
 
 
 @dataclass
@@ -81,7 +81,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
             continue
         a, n, tol, idx, out = _elements(session, problem, res, vs[0], grads[0][res.t])
         identity = out is not None  # forward passes this input through unchanged
-        sig = _classify(res, a, n, tol, identity)
+        sig = _classify(res, a, n, tol, identity) or _guided(problem, res, vs[0], a, n, tol,
+                                                             idx)
         if sig is None and identity:
             sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:
@@ -173,6 +174,21 @@ def _classify(res, a, n, tol, identity: bool) -> Signature | None:
     return None
 
 
+def _guided(problem, res, v, a, n, tol, idx) -> Signature | None:
+    """An element-wise forward whose backward is its gradient with the negative incoming
+    gradients zeroed (``a = n * [v > 0]``, wrong somewhere): guided backpropagation's ReLU,
+    a saliency method's deliberate rule, not a slip (a slip zeroing exactly the elements whose
+    incoming gradient is negative is unheard of)."""
+    pieces = [p for p in problem.split(v) if p.numel() == problem.xs[res.t].numel()]
+    if len(pieces) != 1 or a.numel() == 0:
+        return None
+    up = pieces[0].reshape(-1).to(torch.float64)[idx]
+    guided = n * (up > 0)
+    if not bool(((a - guided).abs() <= tol).all()) or not bool(((a - n).abs() > tol).any()):
+        return None
+    return Signature(res.t, res.label, "guided", total=a.numel())
+
+
 def _scaled_by_argument(session, res, a, n, tol, idx) -> Signature | None:
     """An identity forward whose backward multiplies by another tensor argument, element by
     element (``-alpha_ * grad`` with ``alpha_`` a tensor): reversal or scaling by it."""
@@ -227,6 +243,10 @@ def describe(sig: Signature) -> str:
                 "while backward returns something else, no constant multiple of it: an "
                 "intended modification of the gradient (a projection, a mask, a clip), which "
                 "is the gradient of no forward")
+    if sig.kind == "guided":
+        return (f"{sig.label}: backward is forward's gradient with every negative incoming "
+                "gradient zeroed (guided backpropagation: a saliency rule, the gradient of no "
+                "forward)")
     if sig.kind == "no-gradient" and sig.through is not None:
         return (f"{sig.label}: backward returns no gradient although forward passes it "
                 f"through as {sig.through}: that output's gradient is dropped or rerouted to "
@@ -271,6 +291,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
                      "unchanged, to the input it passes through")
     elif main.kind == "modified":
         otherwise = "the backward of an identity returns grad_output unchanged"
+    elif main.kind == "guided":
+        otherwise = "pass negative incoming gradients through as well (drop the grad > 0 mask)"
     else:
         otherwise = ("backward must be 0 where forward is flat: multiply grad_output by the "
                      "mask of the region where forward changes, or re-derive backward")

@@ -15,6 +15,9 @@ Candidates, per differentiated input (named by its forward parameter):
   ``intended=`` with ``grad`` clipped by a forward number, masked by the sign of a
   same-shaped argument, centred along a dim, or masked and centred (the projection onto a
   simplex face's tangent space: the sparsemax Jacobian).
+- anything else with one output (an added loss, a sign flip that keeps a parameter in range,
+  guided backpropagation, blackbox differentiation): an ``intended=`` fitted per input
+  (:mod:`gradsmith.checker.intended_fit`).
 - sampled (a random backward whose mean over draws is the gradient): ``unbiased=True``;
   another random backward gets an ``intended=`` template (only the user knows its draws).
 
@@ -54,11 +57,14 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
     if found is not None:
         return Declaration(f"@gradsmith.example({factory}, surrogate=lambda {params}: {found})",
                            True)
-    found = _scaled(session, names, sigs, v, grads) or _modification(session, names, sigs, v,
-                                                                      grads)
+    from gradsmith.checker import intended_fit  # it builds on this module's helpers
+
+    found = (_scaled(session, names, sigs, v, grads)
+             or _modification(session, names, sigs, v, grads)
+             or intended_fit.declaration(session, names, sigs, v, grads))
     if found is not None:
         return Declaration(f"@gradsmith.example({factory}, {found})", True)
-    if any(s.kind in ("scaled", "modified") for s in sigs.values()):
+    if any(s.kind in ("scaled", "modified", "guided") for s in sigs.values()):
         grad = _grad_name(names)
         return Declaration(
             f"@gradsmith.example({factory}, intended=lambda {params}, {grad}: ...)", False,
@@ -344,9 +350,10 @@ def _render(a: Any, mark_grad: bool) -> str:
     return "..."
 
 
-# Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through).
-matches, numbers, factor, modifications, compile_source = (
-    _matches, _numbers, _factor, _modifications, _compile)
+# Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through) and
+# :mod:`gradsmith.checker.intended_fit` (one output).
+matches, numbers, factor, modifications, compile_source, grad_name = (
+    _matches, _numbers, _factor, _modifications, _compile, _grad_name)
 
 
 def try_declaration(session: Session, kind: str, fn: Any, split: list[torch.Tensor]

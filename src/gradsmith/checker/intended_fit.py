@@ -1,0 +1,149 @@
+"""``intended=`` declarations fitted to a single-output backward that is the gradient of no
+function: what it does to the incoming gradient, in closed form, per differentiable input.
+
+The families real code uses (issue 18's third corpus), beside those of
+:func:`gradsmith.checker.suggest.modifications` (clips, sign masks, centring):
+
+- **pass-through** (``grad``): an input the forward returns unchanged, its gradient correct;
+- **an added loss** (``torch.ones_like(y)``, ``c * torch.ones_like(y)``): an input the forward
+  ignores whose backward is a constant whatever the incoming gradient (icefall's ``WithLoss``:
+  ``y``'s sum is added to the objective);
+- **a sign flip outside a range** (``grad * torch.where(((grad > 0) & (x < lo)) | ((grad < 0)
+  & (x > hi)), -1.0, 1.0)``, ``lo``/``hi`` forward arguments): a gradient that never pushes a
+  parameter further out of ``[lo, hi]`` (icefall's ``LimitParamValue``);
+- **guided** (``grad.clamp(min=0) * (x > 0)``): a ReLU whose backward keeps only positive
+  incoming gradients (guided backpropagation, a saliency method);
+- **blackbox differentiation** (``-(Fn.apply(w, lam) - Fn.apply(w + lam * grad, lam)) / lam``,
+  Vlastelica et al. 2020): a piecewise-constant solver's backward that calls the solver again
+  at inputs moved along the incoming gradient (also with the moved inputs clamped at 0, as a
+  solver of non-negative weights needs).
+
+Each input's term is chosen by evaluating the declaration against the gradient backward gave;
+the whole line is then run against backward again with another incoming gradient (a constant
+term must not depend on it), so what is printed as checked has been run twice.
+
+References:
+    Vlastelica, Paulus, Musil, Martius, Rolinek: Differentiation of Blackbox Combinatorial
+    Solvers, ICLR 2020. Springenberg et al.: Striving for Simplicity: The All Convolutional
+    Net (guided backpropagation), ICLR 2015 workshop.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker import rng, suggest, surrogate_fit
+from gradsmith.checker.session import Session
+
+
+def declaration(session: Session, names: list[str], sigs: dict, v: torch.Tensor,
+                grads: list[torch.Tensor]) -> str | None:
+    """``intended=lambda ...`` reproducing backward for incoming gradients ``v`` and one more,
+    or None. ``sigs``: the estimator signatures of the failing inputs (input -> signature)."""
+    problem = session.problem
+    split = problem.split(v)
+    if len(split) != 1 or not sigs:
+        return None
+    subject = session.subject
+    grad = suggest.grad_name(names)
+    params = ", ".join(names + [grad])
+    numbers = suggest.numbers(session, names)
+    chosen: dict[int, str] = {}
+    for t, g in enumerate(grads):
+        top = subject.args.position(t)
+        if top is None or subject.args.inputs[t].is_complex:
+            return None
+        if bool((g == 0).all()):
+            continue  # None
+        for body in _candidates(session, names, t, sigs.get(t), grad, numbers, g, split[0]):
+            got = _evaluate(session, params, names, {top: body}, split)
+            if got is not None and suggest.matches(g, got[t], session):
+                chosen[top] = body
+                break
+        else:
+            return None
+    if not chosen or not any(subject.args.position(t) in chosen for t in sigs):
+        return None
+    source = f"lambda {params}: {suggest.returned(names, chosen)}"
+    fn = suggest.compile_source(source, session)
+    # run against backward for the check's incoming gradient and for a fresh one
+    v2 = torch.randn(v.shape, generator=rng.generator(41), dtype=torch.float64).to(v.dtype)
+    for w, want in ((v, grads), (v2, None)):
+        if want is None:
+            try:
+                want = problem.vjp(w)
+            except Exception:  # noqa: BLE001 - user code: unverified, so not suggested
+                return None
+        got = suggest.try_declaration(session, "intended", fn, problem.split(w))
+        if got is None or not all(suggest.matches(a, b, session) for a, b in zip(want, got)):
+            return None
+    return f"intended={source}"
+
+
+def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
+    """Terms for input ``t``'s gradient, most specific to its signature first."""
+    subject = session.subject
+    top = subject.args.position(t)
+    name = names[top]
+    x = session.problem.xs[t]
+    out: list[str] = []
+    same = piece.numel() == x.numel()
+    kind = sig.kind if sig is not None else None
+    if kind == "guided":
+        out += [f"{grad}.clamp(min=0) * ({name} > 0)", f"{grad}.clamp(min=0) * ({name} >= 0)"]
+    if kind in ("straight-through", "straight-through-saturating"):
+        out += _constant(name, g, numbers) + _blackbox(session, names, top, grad, numbers)
+    if same:
+        out.append(grad)
+        if kind == "modified":
+            out += _sign_flips(name, grad, numbers)
+            out += suggest.modifications(session, names, x, grad)
+    return out
+
+
+def _constant(name: str, g: torch.Tensor, numbers) -> list[str]:
+    """``c * torch.ones_like(name)`` when backward gives every element the same value ``c``
+    (an added loss: ``y.sum()`` has gradient 1)."""
+    flat = g.reshape(-1).to(torch.float64)
+    c = float(flat[0])
+    if not bool((flat == c).all()) or c == 0:
+        return []
+    ones = f"torch.ones_like({name})"
+    return [ones if e == "1" else f"{surrogate_fit._factor(e)} * {ones}"
+            for e in surrogate_fit._expressions(c, numbers)]
+
+
+def _sign_flips(name: str, grad: str, numbers) -> list[str]:
+    """The gradient's sign flipped where it would push ``name`` further below ``lo`` or above
+    ``hi`` (two forward numbers, ``lo <= hi``)."""
+    out = []
+    for i, (lo, a) in enumerate(numbers):
+        for hi, b in numbers[i + 1:]:
+            if a <= b:
+                out.append(f"{grad} * torch.where((({grad} > 0) & ({name} < {lo})) | "
+                           f"(({grad} < 0) & ({name} > {hi})), -1.0, 1.0)")
+    return out
+
+
+def _blackbox(session, names, top, grad, numbers) -> list[str]:
+    """``-(F(w) - F(w'))/lam`` with ``w' = w + lam * grad`` (or clamped at 0), ``lam`` a
+    positive forward number and ``F`` the Function itself, named as it is in its module."""
+    cls = session.function_cls
+    if cls is None or cls.__qualname__ != cls.__name__:
+        return []  # a class no module-level name reaches: a printed line could not call it
+    fn = cls.__name__
+    out = []
+    for lam, value in numbers:
+        if value <= 0:
+            continue
+        for moved in (f"{names[top]} + {lam} * {grad}",
+                      f"({names[top]} + {lam} * {grad}).clamp(min=0)"):
+            args = ", ".join(moved if i == top else n for i, n in enumerate(names))
+            out.append(f"-({fn}.apply({', '.join(names)}) - {fn}.apply({args})) / {lam}")
+    return out
+
+
+def _evaluate(session, params, names, chosen, split) -> list[torch.Tensor] | None:
+    fn = suggest.compile_source(f"lambda {params}: {suggest.returned(names, chosen)}",
+                                session)
+    return suggest.try_declaration(session, "intended", fn, split)

@@ -1,0 +1,165 @@
+"""Gradient modifications that are the derivative of no function get an ``intended=`` line that
+gradsmith ran against the Function and that passes when pasted exactly as printed: an added
+loss (icefall's WithLoss), a sign flip that keeps a parameter in range (LimitParamValue),
+blackbox differentiation of a piecewise-constant solver (blackbox-backprop's TrueRanker,
+ShortestPath) and guided backpropagation (pytorch-grad-cam, MONAI). Reduced cases written here.
+Each printed line is compared with a hand computation on fresh inputs, passes pasted above the
+class, and a planted bug in the same family still FAILs under it."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+
+import pytest
+import torch
+
+import gradsmith
+from gradsmith.discovery import synthesize
+
+HEADER = """\
+import torch
+from torch.autograd import Function
+
+import gradsmith
+
+"""
+
+ADDED_LOSS = """
+class AddedLoss(Function):
+    @staticmethod
+    def forward(ctx, x, penalty):
+        ctx.shape = penalty.shape
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, torch.ones(ctx.shape, dtype=g.dtype) * {k}
+"""
+
+KEEP_IN_RANGE = """
+class KeepInRange(Function):
+    @staticmethod
+    def forward(ctx, x, low: float, high: float):
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        g = g * torch.where((g > 0) & (x < ctx.low {k}), -1.0, 1.0)
+        g = g * torch.where((g < 0) & (x > ctx.high), -1.0, 1.0)
+        return g, None, None
+"""
+
+SORT_POSITION = """
+class SortPosition(Function):
+    @staticmethod
+    def forward(ctx, scores, lam: float):
+        ctx.save_for_backward(scores)
+        ctx.lam = lam
+        return scores.argsort(-1).argsort(-1).to(scores.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (scores,) = ctx.saved_tensors
+        ranks = scores.argsort(-1).argsort(-1).to(scores.dtype)
+        moved = (scores + ctx.lam * g).argsort(-1).argsort(-1).to(scores.dtype)
+        return -(ranks - moved) / (ctx.lam {k}), None
+"""
+
+GUIDED_RELU = """
+class GuidedRelu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x > 0).to(g.dtype) * (g > {k}).to(g.dtype)
+"""
+
+
+def _added_loss(x, penalty, g):
+    return g, torch.ones_like(penalty)
+
+
+def _keep_in_range(x, low, high, g):
+    flip = ((g > 0) & (x < low)) | ((g < 0) & (x > high))
+    return torch.where(flip, -g, g), None, None
+
+
+def _sort_position(scores, lam, g):
+    def ranks(s):
+        return s.argsort(-1).argsort(-1).to(s.dtype)
+
+    return (ranks(scores + lam * g) - ranks(scores)) / lam, None
+
+
+def _guided(x, g):
+    return torch.where((x > 0) & (g > 0), g, torch.zeros_like(g))
+
+
+# name: (source, right, wrong (a planted bug in the same family), hand-computed reference)
+CASES = {
+    "AddedLoss": (ADDED_LOSS, "1", "2", _added_loss),
+    "KeepInRange": (KEEP_IN_RANGE, "", "+ 1", _keep_in_range),
+    "SortPosition": (SORT_POSITION, "", "* 2", _sort_position),
+    "GuidedRelu": (GUIDED_RELU, "0", "-0.5", _guided),
+}
+
+
+def _load(tmp_path, stem: str, text: str):
+    path = tmp_path / f"{stem}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"intended_{stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_printed_intended_line_is_true_passes_as_printed_and_a_bug_still_fails(
+        tmp_path, name):
+    source, right, wrong, by_hand = CASES[name]
+    fn = getattr(_load(tmp_path, "plain", HEADER + source.format(k=right)), name)
+    found = synthesize(fn)
+    report = gradsmith.check(fn, *found.args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "intended=" in line and "..." not in line, line
+    assert f"`{line}`" in finding.hint
+
+    # The independent reference: what the printed intended= returns is the hand computation,
+    # on fresh inputs (plain PyTorch, no gradsmith).
+    module = _load(tmp_path, "names", HEADER + source.format(k=right))
+    intended = eval(re.search(r"intended=(lambda .*)\)$", line).group(1),  # noqa: S307
+                    {"torch": torch, name: getattr(module, name)})
+    torch.manual_seed(1)
+    args = eval(line[len("@gradsmith.example("):].split(", intended=")[0],  # noqa: S307
+                {"torch": torch})()
+    g = torch.randn_like(args[0])
+    got = intended(*args, g)
+    want = by_hand(*args, g)
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        if b is None:
+            assert a is None
+        else:
+            torch.testing.assert_close(a.to(b.dtype), b)
+
+    # Pasted exactly as printed, above the class: it passes on the line's own fresh inputs ...
+    torch.manual_seed(0)
+    pasted = getattr(_load(tmp_path, "pasted", HEADER + line + source.format(k=right)), name)
+    again = gradsmith.check(pasted, compat=False)
+    assert again.passed, f"{line}\n{again}"
+    # ... and a backward with a planted bug in the same family FAILs under the same line.
+    torch.manual_seed(0)
+    other = getattr(_load(tmp_path, "other", HEADER + line + source.format(k=wrong)), name)
+    assert "intended-mismatch" in gradsmith.check(other, compat=False).codes("error")
+
