@@ -84,7 +84,22 @@ def test_apply_count_errors_raise_type_error(mod, findings):
     for args in ((x,), (x, 2.0, 3.0)):
         with pytest.raises(TypeError):
             mod.Scale.apply(*args)
-    assert [f.severity for (_, c), f in findings.items() if c == "GS121"] == ["error", "error"]
+    with pytest.raises(TypeError):  # three arguments beside the `*`, forward takes 3
+        mod.offload_too_many()
+    with pytest.raises(TypeError):
+        mod.offload_too_many(x)
+    assert [f.severity for (_, c), f in findings.items() if c == "GS121"] == ["error"] * 3
+
+
+def test_spreading_a_sequence_forward_takes_whole_fails_with_two_inputs(mod, findings):
+    x, w = _pair()
+    (gx,) = torch.autograd.grad(mod.offload(x).sum(), x)  # one input: forward gets it alone
+    (rx,) = torch.autograd.grad((x * 2.0).sum(), x)
+    torch.testing.assert_close(gx, rx)
+    with pytest.raises(TypeError, match="takes 4 positional arguments but 5 were given"):
+        mod.offload(x, w)
+    line = _line("    return Offload.apply(*inputs, dummy, 2.0)  # GS224")
+    assert findings[(line, "GS224")].severity == "warning"
 
 
 def test_forward_none_ctx_under_no_grad_matches_apply(mod, findings):

@@ -14,7 +14,13 @@ from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import statements
 from gradsmith.linter._walk import header_exprs
 from gradsmith.linter.rules._common import short
-from gradsmith.linter.rules._direct import check_apply_count, gradless, is_none, unguarded_ctx_use
+from gradsmith.linter.rules._direct import (
+    GS224,
+    check_apply_count,
+    gradless,
+    is_none,
+    unguarded_ctx_use,
+)
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
 _FN = (_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
@@ -170,7 +176,7 @@ def _function_of(target, expr: ast.expr):
     return None
 
 
-@checker(GS111, GS112, GS121, GS214, scope="module")
+@checker(GS111, GS112, GS121, GS214, GS224, scope="module")
 def check_calls(target, report) -> None:
     src = target.source
     names = getattr(target.index, "names", set())

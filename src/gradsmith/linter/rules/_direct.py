@@ -6,7 +6,31 @@ from __future__ import annotations
 import ast
 
 from gradsmith.linter._flow import walk_shallow
+from gradsmith.linter._registry import Rule
 from gradsmith.linter._symbols import statements
+from gradsmith.linter.rules._common import short
+
+_H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+GS224 = Rule(
+    "GS224", "apply-spreads-sequence", "warning",
+    "`Fn.apply(*xs, ...)` spreads a sequence into one parameter that forward treats as a "
+    "sequence",
+    "forward takes the sequence whole (`isinstance(xs, tuple)`, `for x in xs`, `len(xs)`), "
+    "but `*` at the call site spreads its elements over forward's parameters: with one "
+    "element forward gets that element, with more apply raises TypeError (too many "
+    "arguments); how many the caller has decides which.",
+    "pass the sequence itself (`Fn.apply(xs, ...)`, with tensors that need gradients as "
+    "separate arguments), or give forward a `*xs` parameter.",
+    bad=_H + "    def forward(ctx, inputs, scale):\n        inputs = inputs if isinstance(inputs, tuple) "
+    "else (inputs,)\n        ctx.scale = scale\n        return inputs[0] * scale\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.scale, None\n\n\n"
+    "def run(*inputs):\n    return Fn.apply(*inputs, 2.0)  # GS224\n",
+    good=_H + "    def forward(ctx, x, scale):\n        ctx.scale = scale\n        return x * scale\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.scale, None\n\n\n"
+    "def run(x):\n    return Fn.apply(x, 2.0)\n",
+    scope="module",
+    brief="apply spreads a sequence forward takes whole",
+)
 
 
 def unguarded_ctx_use(fc) -> str | None:
@@ -74,13 +98,24 @@ def gradless(src, call: ast.Call) -> bool:
 
 def check_apply_count(report, src, node: ast.Call, fc) -> None:
     """GS121: ``Fn.apply`` with more positional arguments than forward takes, or fewer
-    than it requires (counted only when no ``*args``/``**kwargs`` hide the number)."""
+    than it requires (counted only when no ``*args``/``**kwargs`` hide the number; a
+    ``*xs`` may be empty, so the arguments beside it still count against the most).
+    GS224: a ``*xs`` that must fill exactly one parameter forward treats as a sequence."""
     inputs = fc.inputs()
-    if inputs is None or fc.unknown_base or node.keywords or any(
-        isinstance(a, ast.Starred) for a in node.args
-    ):
+    if inputs is None or fc.unknown_base or node.keywords:
         return
     params, ndefault, vararg = inputs
+    stars = [i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)]
+    if stars:
+        fixed = len(node.args) - len(stars)
+        if fixed > len(params) and not vararg:
+            report("GS121", src, node, f"{fixed} besides `*`, forward takes at most {len(params)}")
+        elif len(stars) == 1 and not vararg and len(params) - fixed == 1 \
+                and _sequence_param(fc, params[stars[0]]):
+            star = node.args[stars[0]]
+            report("GS224", src, node, f"`*{short(src.segment(star.value), 20)}` fills "
+                   f"`{short(params[stars[0]], 20)}` alone: TypeError with 2+")
+        return
     given, required = len(node.args), len(params) - ndefault
     if given < required:
         report("GS121", src, node, f"{given} argument(s), forward requires {required}")
@@ -88,4 +123,26 @@ def check_apply_count(report, src, node: ast.Call, fc) -> None:
         report("GS121", src, node, f"{given} argument(s), forward takes at most {len(params)}")
 
 
-__all__ = ["check_apply_count", "gradless", "is_none", "unguarded_ctx_use"]
+def _sequence_param(fc, name: str) -> bool:
+    """Whether forward tests ``name`` for a tuple or list, iterates it, takes its ``len`` or
+    unpacks it with ``*``: it expects the sequence a ``*`` at the call site spreads out."""
+    fwd = fc.methods["forward"].node
+    for node in ast.walk(fwd):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args and \
+                isinstance(node.args[0], ast.Name) and node.args[0].id == name:
+            if node.func.id == "len":
+                return True
+            if node.func.id == "isinstance" and len(node.args) == 2 and any(
+                isinstance(t, ast.Name) and t.id in _SEQUENCES or isinstance(t, ast.Attribute)
+                and t.attr in _SEQUENCES for t in ast.walk(node.args[1])
+            ):
+                return True
+        iterated = node.iter if isinstance(node, (ast.For, ast.comprehension)) else \
+            node.value if isinstance(node, ast.Starred) else None
+        if isinstance(iterated, ast.Name) and iterated.id == name:
+            return True
+    return False
+
+
+_SEQUENCES = frozenset({"tuple", "list", "Sequence", "Iterable"})
+__all__ = ["GS224", "check_apply_count", "gradless", "is_none", "unguarded_ctx_use"]
