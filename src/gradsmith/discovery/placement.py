@@ -66,6 +66,28 @@ def place(args: list, parts: list[str]) -> tuple[list, list[str]]:
     return placed, [*parts, f"on {target}{why}"]
 
 
+def uncompiled_note(error: str) -> str:
+    """The Inputs column's note for inputs made float32 because a probe in float64 failed with
+    ``error`` (``"Type: first line"``), when that was Triton refusing to compile a kernel for
+    float64 (a GPU compiler does, e.g. for a float32 accumulator that float64 loads make float64;
+    the interpreter does not); else "".
+
+    Example:
+        >>> uncompiled_note("ValueError: bad shape")
+        ''
+    """
+    if not str(error).startswith("CompilationError:"):
+        return ""
+    return "float32: its Triton kernels do not compile for float64 natively"
+
+
+def with_note(found: Any, note: str) -> Any:
+    """``found`` (synthesised inputs) with ``note`` added to its description, if any."""
+    from dataclasses import replace
+
+    return replace(found, description=f"{found.description} ({note})") if note else found
+
+
 def _native_kernels() -> bool:
     # Triton kernels launched natively need the GPU's memory; in the interpreter (no GPU, or
     # TRITON_INTERPRET=1) CPU tensors are what they read.

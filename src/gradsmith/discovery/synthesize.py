@@ -40,12 +40,14 @@ from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
+from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.slots import (
     _TENSOR_NAMES,
     Slot,
     _table_value,
     as_index,
+    as_small_ints,
     as_tensors,
     plan_slots,
     signature,
@@ -127,12 +129,14 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     # float32 last: some forwards crash in float64 (the check then says so, in float32).
     # Fallbacks, tried only after the usual plans: parameters without a default that the
     # hyperparameter table named (`k`, `p`, `n`) as tensors (rotary q/k, distributions p/q),
-    # then target-like tensors as class indices.
+    # then target-like tensors as class indices, then unnamed ints as 1 (slice bounds).
     required = {p.name for p in params if p.default is p.empty}
     plans += [p for p in (as_tensors(plan, required) for plan in list(plans)) if p]
     plans += [p for p in map(as_index, list(plans)) if p is not None]
+    plans += [p for p in map(as_small_ints, list(plans)) if p is not None]
     raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
     given = {p.name for p in params if p.default is not p.empty}
+    note = ""  # float32 because the kernels do not compile for float64: the Inputs column says
     for dtype in ("float64", "float32"):
         for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
             found = _first_working(call, slots, seed, dtype)
@@ -143,8 +147,11 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
                 found = replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):  # a layout backward rejects: what the code states
                 better = stated_if_misfit(fn, params, hints, seed, found.args)
-                return found if better is None else Synthesized(*better, seed=seed)
+                if better is not None:
+                    return Synthesized(*better, seed=seed)
+                return with_note(found, note if dtype == "float32" else "")
             last_error = found if dtype == "float64" else last_error
+            note = note or (uncompiled_note(found) if dtype == "float64" else "")
         if raising is not None:
             found, slots = raising
             better = stated_if_misfit(fn, params, hints, seed, found.args)
