@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradsmith.discovery.callables import SyntheticFn
+from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
 from gradsmith.discovery.placement import place
 from gradsmith.discovery.slots import Slot
 
@@ -79,6 +79,12 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             called = " (a plain function: the code calls it)" if slot.hint and \
                 slot.hint.kind == "module" else ""
             parts.append(f"{slot.name}: {fn!r}{called}")
+        elif slot.kind == "distance":
+            fn = squared_distance if slot.value else pairwise_distance
+            args.append(fn)
+            parts.append(f"{slot.name}: {'squared ' if slot.value else ''}Euclidean distance "
+                         "between rows, torch.cdist(a, b)" + (" ** 2" if slot.value else "")
+                         + " (its name says a distance)")
         elif slot.kind in ("config", "sections", "size"):
             value, text = from_use(slot, first_shape)
             args.append(value)

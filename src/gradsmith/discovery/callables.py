@@ -55,6 +55,42 @@ class SyntheticFn:
         return SyntheticFn, (self.weight, self.reduce)
 
 
+def pairwise_distance(a: Any, b: Any) -> Any:
+    """Euclidean distances between the rows of ``a`` and of ``b`` (``torch.cdist``): what a
+    function argument named as a distance (``dist_func``) is called to compute."""
+    import torch
+
+    return torch.cdist(a, b)
+
+
+def squared_distance(a: Any, b: Any) -> Any:
+    """Squared Euclidean distances between rows (``sq_dist_func``, ``sqdist``)."""
+    import torch
+
+    return torch.cdist(a, b) ** 2
+
+
+_DISTANCE_WORDS = {"dist", "distance", "sqdist", "cdist", "distances"}
+_SQUARED_WORDS = {"sq", "sqdist", "squared", "square"}
+
+
+def distance_kind(name: str) -> str | None:
+    """``"squared"`` or ``"plain"`` for a function argument whose name says it computes
+    distances (its words: ``sq_dist_func``, ``dist_fn``, ``squared_distance``), else None.
+    A Function's backward may rely on what such a function computes (an RBF kernel's
+    lengthscale gradient holds for a squared distance only): an invented one gives a false
+    gradient-mismatch.
+
+    Example:
+        >>> distance_kind("sq_dist_func"), distance_kind("dist_func"), distance_kind("fn")
+        ('squared', 'plain', None)
+    """
+    words = set(name.lower().strip("_").split("_"))
+    if not words & _DISTANCE_WORDS:
+        return None
+    return "squared" if words & _SQUARED_WORDS else "plain"
+
+
 def flavours(count: int) -> list[tuple[bool, ...]]:
     """The ``reduce`` flags to try for ``count`` function arguments (tensor-valued first)."""
     out: list[tuple[bool, ...]] = [()]

@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.stated import documented_options
 
@@ -56,6 +57,7 @@ class Hint:
     optional: bool = False         # compared with None / passed to exists()
     matmul_left_of: str | None = None
     probability: bool = False      # torch.bernoulli(p): values in [0, 1]
+    unit_dims: set[int] = field(default_factory=set)  # a raising guard needs size 1 there
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -83,6 +85,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
     for name, values in documented_options(fn, names).items():  # "Options are 'a', 'b'"
         if hints[name].kind in (None, "str") and not hints[name].literals:
             hints[name].kind, hints[name].literals = "str", values[:4]
+    read_guards(fn, hints)  # float selectors, size-1 dimensions (a tensor use still wins)
     tree = _parse(fn)
     if tree is not None:
         visitor = _Visitor(hints)

@@ -49,7 +49,7 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
 def layouts_for(slots: list[Slot]):
     """Layouts in the order tried: each adjusted to the hints first, then as it is."""
     seen = set()
-    for layout in _feature_layouts(slots):
+    for layout in [*_unit_layouts(slots), *_feature_layouts(slots)]:
         seen.add(layout)
         yield layout
     for layout in LAYOUTS:
@@ -57,6 +57,19 @@ def layouts_for(slots: list[Slot]):
             if candidate not in seen:
                 seen.add(candidate)
                 yield candidate
+
+
+def _unit_layouts(slots: list[Slot]):
+    """A tensor a guard needs size 1 in some dimension (``if s.size(-1) > 1: raise``) with
+    every dimension 1 (a single value broadcast against the others: what the guard allows
+    whatever the others' shapes), the others on the first layouts; nothing when none is."""
+    tensors = [s for s in slots if s.kind in ("tensor", "none")]
+    if not any(s.hint is not None and s.hint.unit_dims for s in tensors):
+        return
+    for base in LAYOUTS[:2]:
+        shapes = list(adjusted(slots, base))
+        yield tuple((1,) * max(len(shape), 1) if s.hint is not None and s.hint.unit_dims
+                    else shape for s, shape in zip(tensors, shapes))
 
 
 def _feature_layouts(slots: list[Slot]):
@@ -84,6 +97,9 @@ def adjusted(slots: list[Slot], layout) -> tuple[tuple[int, ...], ...]:
             shape.insert(0, 2)
         if hint.last_dim is not None and shape:
             shape[-1] = hint.last_dim
+        for d in hint.unit_dims:  # a guard raises unless this dimension is 1
+            if -len(shape) <= d < len(shape):
+                shape[d] = 1
         shapes.append(tuple(shape))
     return tuple(shapes) or layout
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gradsmith.discovery.callables import distance_kind
 from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.uses import Use
 
@@ -54,7 +55,7 @@ class Slot:
 
     name: str
     kind: str                 # value | tensor | index | module | function | params | none
-    #                           | config | sections | size
+    #                           | config | sections | size | distance
     value: Any = None
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
@@ -150,7 +151,7 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
         elif kind == "str":
             value = hint.literals[0] if hint.literals else _STR_VALUES.get(p.name)
             slots.append(Slot(p.name, "value", value, hint))
-        elif kind == "int" and hint.literals:  # an integer code: its first listed value
+        elif kind in ("int", "float") and hint.literals:  # a mode selector: its first value
             slots.append(Slot(p.name, "value", hint.literals[0], hint))
         elif kind in ("int", "float", "bool"):
             value = _table_value(p.name)
@@ -181,6 +182,9 @@ def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
     if use.size and kind in (None, "int", "seq"):
         return Slot(name, "size", None, hint)
     if kind == "module" and not use.module and not varargs:  # act(x): no parameters to train
+        distance = distance_kind(name)
+        if distance is not None:  # named as a distance: backward may rely on it being one
+            return Slot(name, "distance", distance == "squared", hint)
         return Slot(name, "function", False, hint)
     return None
 
@@ -222,6 +226,21 @@ def as_tensors(slots: list[Slot], required: set[str]) -> list[Slot] | None:
         return None
     return [Slot(s.name, "tensor", hint=s.hint, frozen=s.frozen) if s.kind in (
         "value", "scalar") and s.name in required else s for s in slots]
+
+
+def as_small_ints(slots: list[Slot]) -> list[Slot] | None:
+    """The plan with ints the code reads but no name or comparison gives a value (2 by
+    default) as 1: a slice bound such as ``x[:, :, fold:2 * fold]`` needs a dimension of at
+    least twice it, which no padded layout's size 2 has; None when there are none."""
+    def small(s: Slot) -> bool:
+        return (s.kind == "value" and type(s.value) is int and s.value == 2
+                and s.hint is not None and s.hint.kind == "int" and not s.hint.literals
+                and _table_value(s.name) is None)
+
+    if not any(small(s) for s in slots):
+        return None
+    return [Slot(s.name, "value", 1, s.hint, frozen=s.frozen) if small(s) else s
+            for s in slots]
 
 
 def as_index(slots: list[Slot]) -> list[Slot] | None:
