@@ -16,4 +16,5 @@ from gradsmith.linter.rules import (  # noqa: F401
     _shape,
     _slots,
     _unread,
+    _wrappers,
 )
