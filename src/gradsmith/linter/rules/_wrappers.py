@@ -123,8 +123,14 @@ def check_wrappers(target, report) -> None:
         meant = next((by_key[k] for k in map(_key, names) if by_key.get(k)), None)
         if meant is None:
             continue
-        applied = [n for n in ast.walk(body) if isinstance(n, ast.Attribute) and n.attr == "apply"
-                   and isinstance(n.value, ast.Name) and n.value.id in classes]
-        if applied and all(n.value.id != meant for n in applied):
+        named = [n for n in ast.walk(body) if isinstance(n, ast.Name) and n.id in classes]
+        applied = [n.value for n in ast.walk(body) if isinstance(n, ast.Attribute)
+                   and n.attr == "apply" and isinstance(n.value, ast.Name)
+                   and n.value.id in classes]
+        # A wrapper that names its own Function anyway (a factory returning the class) or
+        # applies a variant of it (`delay` applying `_delayFunctionNoGradient`) is meant.
+        if applied and all(n.id != meant for n in named) and not any(
+            _key(meant, cls=True) in _key(n.id, cls=True) for n in applied
+        ):
             report("GS225", src, applied[0],
-                   f"`{short(applied[0].value.id, 22)}`, not `{short(meant, 22)}`")
+                   f"`{short(applied[0].id, 22)}`, not `{short(meant, 22)}`")
