@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import torch
 
-from gradsmith.checker import estimators, kernels, numerics, probe, stochastic
+from gradsmith.checker import approximating, estimators, kernels, numerics, probe, stochastic
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 from gradsmith.checker.screen import screened
@@ -74,7 +74,9 @@ def run(session: Session) -> list[Finding]:
     problem = session.problem
     results = compare(session, problem, NAME)
     at_returned_precision(session, results)
+    explained = approximating.explain(session, problem, results, NAME)
     findings, replaced = estimators.detect(session, problem, results)
+    findings += explained
     missing, covered = _params_without_gradient(session, results)
     findings += missing
     replaced |= covered

@@ -1,0 +1,136 @@
+"""An approximating forward: a small first-order mismatch that a path integral explains.
+
+Some forwards approximate a function (a rational approximation of ``log Phi`` off by 2e-3, a
+series cut short) while backward returns that function's exact derivative. Finite differences
+of forward then differ from backward by up to about a percent at some points. That gradient is
+not wrong (it is the better one), and by the error policy an error needs demonstrated harm.
+
+The rule, for an input whose every mismatching element is within :data:`MAX_POINT` (1%) of
+its finite difference: along a line through each of its worst elements (``x_j +- R``, ``R``
+2, 1 or 0.5 times ``max(1, |x_j|)``, the longest on which forward and backward stay finite),
+integrate backward's gradient (Simpson's rule, float64) and compare the integral with
+forward's change over the line. If backward is the exact derivative of a function ``G``
+within ``eps`` of forward, they differ by at most ``2 eps`` whatever the line's length; a
+backward off by a relative ``r`` (a wrong factor, a missing term) is off by about ``r`` of
+forward's change. So the mismatch is forward's own approximation error only when, on every
+line, the integrated discrepancy is at most a quarter of the pointwise one and at most
+:data:`MAX_INTEGRATED` (0.1%) of forward's change: then it is a ``gradient-mismatch``
+**warning** naming both sizes. Anything else (a larger or persistent mismatch, a line leaving
+forward's domain, a jump) stays an error.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradsmith.checker import numerics
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+
+MAX_POINT = 1e-2        # pointwise relative mismatch an approximating forward may explain
+MAX_INTEGRATED = 1e-3   # integrated discrepancy, relative to forward's change, at most
+RADII = (2.0, 1.0, 0.5)  # line half-lengths tried, times max(1, |x_j|): the longest finite
+INTERVALS = 32          # Simpson intervals per line (even)
+WORST = 3               # elements whose lines are integrated
+
+
+def explain(session: Session, problem: Problem, results: list[numerics.InputResult],
+            check: str) -> list[Finding]:
+    """Warnings for inputs whose mismatches an approximating forward explains (their
+    mismatches are cleared, so no error is reported for them); nothing for the others."""
+    if problem.complex_inputs or problem.complex_outputs:
+        return []
+    vs, _ = session.cache.get(f"vjp:{check}", (None, None))
+    if not vs:
+        return []
+    findings = []
+    for res in results:
+        if res.mode != "exact" or not res.mismatches or res.nan_analytic or \
+                res.probe.get("failed"):
+            continue
+        point = [_relative(e) for e in res.mismatches]
+        if max(point) > MAX_POINT:
+            continue
+        worst = sorted(res.mismatches, key=_relative, reverse=True)[:WORST]
+        lines = [_line(problem, res.t, e.index, vs[0]) for e in worst]
+        if any(line is None for line in lines):
+            continue
+        if not all(gap <= min(_relative(e) / 4, MAX_INTEGRATED)
+                   for e, (gap, _, _) in zip(worst, lines)):
+            continue
+        findings.append(_warning(problem, res, max(point), lines, check))
+        res.mismatches = []
+    return findings
+
+
+def _relative(e: numerics.Element) -> float:
+    return abs(e.analytic - e.numerical) / max(abs(e.numerical), 1e-300)
+
+
+def _line(problem: Problem, t: int, j: int, v: torch.Tensor
+          ) -> tuple[float, float, float] | None:
+    """(integrated discrepancy relative to forward's change, its absolute size, the radius)
+    on the longest line through element ``j`` where everything is finite, or None."""
+    x = problem.xs[t]
+    scale = max(1.0, abs(float(x.reshape(-1)[j])))
+    v64 = v.to(torch.float64)
+    for radius in (r * scale for r in RADII):
+        values = [_gradient_at(problem, t, j, v, s) for s in torch.linspace(
+            -radius, radius, INTERVALS + 1, dtype=torch.float64).tolist()]
+        change = v64 @ (_shifted(problem, t, j, radius) - _shifted(problem, t, j, -radius))
+        if not all(math.isfinite(g) for g in values) or not math.isfinite(float(change)) \
+                or float(change) == 0.0:
+            continue
+        width = 2 * radius / INTERVALS
+        weights = [1.0] + [4.0 if i % 2 else 2.0 for i in range(1, INTERVALS)] + [1.0]
+        integral = width / 3 * sum(w * g for w, g in zip(weights, values))
+        gap = abs(integral - float(change))
+        return gap / abs(float(change)), gap, radius
+    return None
+
+
+def _delta(x: torch.Tensor, j: int, s: float) -> torch.Tensor:
+    delta = torch.zeros_like(x).reshape(-1)
+    delta[j] = s
+    return delta.reshape(x.shape)
+
+
+def _shifted(problem: Problem, t: int, j: int, s: float) -> torch.Tensor:
+    return problem.shifted(t, _delta(problem.xs[t], j, s)).to(torch.float64)
+
+
+def _gradient_at(problem: Problem, t: int, j: int, v: torch.Tensor, s: float) -> float:
+    """``(J^T v)_j`` with element ``j`` of input ``t`` moved by ``s``."""
+    xs = list(problem.xs)
+    xs[t] = xs[t] + _delta(xs[t], j, s)
+    moved = Problem(problem.f, xs, problem.labels, accumulate=problem.accumulate,
+                    backward_seed=problem.backward_seed)
+    try:
+        return float(moved.vjp(v)[t].reshape(-1)[j])
+    except Exception:  # noqa: BLE001 - user code: no line, no explanation (the error stays)
+        return math.nan
+
+
+def _warning(problem: Problem, res: numerics.InputResult, point: float,
+             lines: list[tuple[float, float, float]], check: str) -> Finding:
+    where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])
+    integrated = max(gap for gap, _, _ in lines)
+    eps = max(size for _, size, _ in lines) / 2
+    radius = min(r for _, _, r in lines)
+    return Finding(
+        "gradient-mismatch", "warning",
+        f"gradient of {res.label} differs from finite differences of forward by up to "
+        f"{point:.2%} at {where} ({len(res.mismatches)} of {problem.xs[res.t].numel()} "
+        f"elements), but integrated along "
+        f"+-{radius:g} around them it agrees with forward's change to {integrated:.3%}: "
+        f"backward is the derivative of a function within about {eps:.2g} of forward, so "
+        "forward approximates what backward differentiates (a rational approximation, a "
+        "series cut short); not a wrong gradient",
+        "nothing to fix if forward is a deliberate approximation; if forward should be exact, "
+        "its approximation error is the difference (or make backward differentiate the "
+        "approximation itself)", check, res.label,
+        {"approximating_forward": True, "relative": point, "integrated": integrated,
+         "eps": eps, "elements": [e.index for e in res.mismatches[:20]]})
