@@ -163,3 +163,64 @@ def test_the_printed_intended_line_is_true_passes_as_printed_and_a_bug_still_fai
     other = getattr(_load(tmp_path, "other", HEADER + line + source.format(k=wrong)), name)
     assert "intended-mismatch" in gradsmith.check(other, compat=False).codes("error")
 
+
+
+QUANTIZED = """
+class StoredSwish(Function):
+    # x * sigmoid(x - 1) with its derivative stored in 8 bits (icefall's DoubleSwish, reduced)
+    @staticmethod
+    def forward(ctx, x):
+        s = torch.sigmoid(x - {shift})
+        y = x * s
+        deriv = y * (1 - s) + s
+        lo, hi = -0.044, 1.2
+        scaled = (deriv - lo) * (255.0 / (hi - lo)) + {dither}
+        ctx.save_for_backward(scaled.to(torch.uint8))
+        return x * torch.sigmoid(x - 1.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        lo, hi = -0.044, 1.2
+        return g * (d * ((hi - lo) / 255.0) + lo)
+"""
+
+
+def _stored_swish(tmp_path, stem, line="", shift="1.0", dither="0.5"):
+    text = HEADER + line + QUANTIZED.format(shift=shift, dither=dither)
+    return _load(tmp_path, stem, text).StoredSwish
+
+
+@pytest.mark.parametrize("dither", ["0.5", "torch.rand_like(deriv)"], ids=["rounded", "dithered"])
+def test_a_derivative_stored_in_8_bits_is_a_low_precision_derivative_with_a_checked_line(
+        tmp_path, dither):
+    # The premise, against autograd of the same expression: backward is within one grid step
+    # (1.244 / 255) of the derivative and not equal to it.
+    fn = _stored_swish(tmp_path, "plain", dither=dither)
+    x = torch.linspace(-4, 4, 101, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(fn.apply(x).sum(), x)
+    (want,) = torch.autograd.grad((x * torch.sigmoid(x - 1)).sum(), x)
+    gap = float((got - want).abs().max())
+    assert 1e-4 < gap <= 1.244 / 255 * 1.01
+
+    report = gradsmith.check(fn, *synthesize(fn).args, compat=False)
+    assert "gradient-mismatch" not in report.codes("error")  # said what it is, instead
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    assert finding.details["estimator"] == {"x": "quantized"}
+    assert "256 levels" in finding.message and "8 bits" in finding.message
+    assert "low-precision derivative by design" in finding.message
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "approximate=True" in line and "..." not in line
+
+    if dither == "0.5":  # deterministic rounding: the pasted line passes as printed
+        torch.manual_seed(0)
+        assert gradsmith.check(_stored_swish(tmp_path, "pasted", line), compat=False).passed
+    # A planted bug (the derivative of x * sigmoid(x), not of x * sigmoid(x - 1)) is more
+    # than one step off: a gradient-mismatch, not a low-precision derivative ...
+    wrong = _stored_swish(tmp_path, "wrong", shift="0.0", dither=dither)
+    codes = gradsmith.check(wrong, *synthesize(wrong).args, compat=False).codes("error")
+    assert "gradient-mismatch" in codes and "undeclared-estimator" not in codes
+    # ... and under the printed line it fails the gradient quality the line declares.
+    torch.manual_seed(0)
+    under = _stored_swish(tmp_path, "wrong_pasted", line, shift="0.0", dither=dither)
+    assert "gradient-quality" in gradsmith.check(under, compat=False).codes("error")

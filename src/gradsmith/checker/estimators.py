@@ -25,12 +25,11 @@ names the pattern, and gives the declaration line for this Function (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gradsmith.checker import numerics, rerouting, rng, stochastic, suggest
+from gradsmith.checker import numerics, quantized, rerouting, rng, stochastic, suggest
 from gradsmith.checker.deploy._common import forward_is_random
+from gradsmith.checker.estimator_signature import Signature, describe
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -39,25 +38,7 @@ from gradsmith.checker.session import Session
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
 KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
-         "sampled", "random", "guided")
-
-
-@dataclass
-class Signature:
-    """What one input's comparison looks like."""
-
-    t: int
-    label: str
-    kind: str
-    flat: int = 0
-    total: int = 0
-    scale: float = 1.0
-    identity_forward: bool = False
-    factor: str | None = None  # the factor as Python source when it is a forward argument
-    # The differentiable output this input passes through unchanged (finite differences equal
-    # that output's grad_output), and its label when forward has several outputs.
-    output: int | None = None
-    through: str | None = None
+         "sampled", "random", "guided", "quantized")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -81,8 +62,9 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
             continue
         a, n, tol, idx, out = _elements(session, problem, res, vs[0], grads[0][res.t])
         identity = out is not None  # forward passes this input through unchanged
-        sig = _classify(res, a, n, tol, identity) or _guided(problem, res, vs[0], a, n, tol,
-                                                             idx)
+        sig = (_classify(res, a, n, tol, identity)
+               or _guided(problem, res, vs[0], a, n, tol, idx)
+               or _quantized(session, res, identity))
         if sig is None and identity:
             sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:
@@ -93,8 +75,11 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
         return [], set()
-    declaration = (rerouting.declaration(session, problem, sigs, vs[0], grads[0])
-                   or suggest.declaration(session, problem, sigs, vs[0], grads[0]))
+    if all(s.kind in ("quantized", "no-gradient") for s in sigs.values()):
+        declaration = quantized.declaration(session)
+    else:
+        declaration = (rerouting.declaration(session, problem, sigs, vs[0], grads[0])
+                       or suggest.declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
     # the elements behind it (the first estimator input's), for --repro's numeric replay
@@ -189,6 +174,15 @@ def _guided(problem, res, v, a, n, tol, idx) -> Signature | None:
     return Signature(res.t, res.label, "guided", total=a.numel())
 
 
+def _quantized(session, res, identity: bool) -> Signature | None:
+    """Forward's derivative rounded to a grid (:mod:`gradsmith.checker.quantized`)."""
+    found = None if identity else quantized.signature(session, res.t)
+    if found is None:
+        return None
+    step, levels = found
+    return Signature(res.t, res.label, "quantized", total=levels, step=step, levels=levels)
+
+
 def _scaled_by_argument(session, res, a, n, tol, idx) -> Signature | None:
     """An identity forward whose backward multiplies by another tensor argument, element by
     element (``-alpha_ * grad`` with ``alpha_`` a tensor): reversal or scaling by it."""
@@ -222,52 +216,6 @@ def _modified(res, a, n, tol) -> Signature | None:
     return Signature(res.t, res.label, "modified", total=a.numel(), identity_forward=True)
 
 
-def describe(sig: Signature) -> str:
-    """One input's pattern, in words."""
-    if sig.kind == "straight-through":
-        return (f"{sig.label}: forward is piecewise constant (finite differences are exactly 0 "
-                f"at all {sig.total} elements examined) while backward passes a gradient: a "
-                "straight-through estimator (round, sign, floor, quantization)")
-    if sig.kind == "straight-through-saturating":
-        return (f"{sig.label}: forward is flat at {sig.flat} of {sig.total} elements (a clamp or "
-                "saturation) where backward still passes a gradient: a straight-through "
-                "clamp, or a forgotten mask")
-    if sig.kind == "modified" and sig.through is not None:
-        return (f"{sig.label}: forward passes it through unchanged as {sig.through} (finite "
-                f"differences equal {sig.through}'s grad_output) while backward returns "
-                "something else, no constant multiple of it: its gradient is rerouted or "
-                "modified (other outputs' gradients folded in, an implicit-function or "
-                "stitching trick, a mask, a clip), which is the gradient of no forward")
-    if sig.kind == "modified":
-        return (f"{sig.label}: forward is the identity (finite differences equal grad_output) "
-                "while backward returns something else, no constant multiple of it: an "
-                "intended modification of the gradient (a projection, a mask, a clip), which "
-                "is the gradient of no forward")
-    if sig.kind == "guided":
-        return (f"{sig.label}: backward is forward's gradient with every negative incoming "
-                "gradient zeroed (guided backpropagation: a saliency rule, the gradient of no "
-                "forward)")
-    if sig.kind == "no-gradient" and sig.through is not None:
-        return (f"{sig.label}: backward returns no gradient although forward passes it "
-                f"through as {sig.through}: that output's gradient is dropped or rerouted to "
-                "another input")
-    if sig.kind == "no-gradient":
-        return (f"{sig.label}: backward returns no gradient although forward depends on it "
-                "(held constant by the estimator)")
-    c = sig.scale
-    if sig.factor is not None:
-        what = ("gradient reversal" if sig.factor.startswith("-") else "gradient scaling")
-        return (f"{sig.label}: backward is exactly {sig.factor} (a forward argument, element "
-                f"by element) x the true gradient: {what} by {sig.factor.lstrip('-')}")
-    if abs(c + 1) <= 1e-6:
-        what = "gradient reversal"
-    elif c < 0:
-        what = f"gradient reversal with coefficient {-c:.6g}"
-    else:
-        what = f"gradient scaling by {c:.6g}"
-    return f"{sig.label}: backward is exactly {c:.6g} x the true gradient: {what}"
-
-
 def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
              others: list[str]) -> Finding:
     estimators = [s for s in sigs.values() if s.kind != "no-gradient"]
@@ -281,7 +229,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
                     "separately); if it belongs to the estimator (as a learned quantization "
                     "scale's does), the declaration covers it")
     if declaration.verified:
-        how = f"declare it: `{declaration.line}` (checked: this backward matches it)"
+        how = (f"declare it: `{declaration.line}` (checked: "
+               f"{declaration.note or 'this backward matches it'})")
     else:
         how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
     if main.kind == "scaled":
@@ -291,6 +240,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
                      "unchanged, to the input it passes through")
     elif main.kind == "modified":
         otherwise = "the backward of an identity returns grad_output unchanged"
+    elif main.kind == "quantized":
+        otherwise = "return the derivative at full precision (save what computes it exactly)"
     elif main.kind == "guided":
         otherwise = "pass negative incoming gradients through as well (drop the grad > 0 mask)"
     else:
