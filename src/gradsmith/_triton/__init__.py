@@ -24,7 +24,7 @@ import functools
 import importlib.util
 import os
 
-__all__ = ["all_launches", "interpreting", "launches", "prepare", "status"]
+__all__ = ["all_launches", "interpreting", "launches", "prepare", "status", "tf32_launches"]
 
 _ENV = "TRITON_INTERPRET"
 _state: dict[str, object] = {}
@@ -76,6 +76,16 @@ def all_launches() -> int:
 
         native = LAUNCHES[0]
     return launches() + native
+
+
+def tf32_launches() -> tuple[int, list[str]]:
+    """Native launches so far of kernels whose ``tl.dot`` runs in TF32 on a GPU, and those
+    kernels' names ((0, []) when native launches are not counted: no triton, or interpreted)."""
+    if "native" not in _state:
+        return 0, []
+    from gradsmith._triton.native import TF32, TF32_KERNELS
+
+    return TF32[0], list(TF32_KERNELS)
 
 
 def status() -> dict[str, object]:

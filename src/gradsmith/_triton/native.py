@@ -7,6 +7,10 @@ backward that launches kernels and is not ``@once_differentiable`` gets one clea
 instead of a double-backward mismatch per input (seen on an H200: Liger-Kernel's rows listed
 one per input). Importing triton does not initialise CUDA, so this is safe in the worker
 server before it forks.
+
+Launches of kernels whose ``tl.dot`` rounds float32 operands to TF32 on a GPU are counted apart
+(:data:`TF32`, names in :data:`TF32_KERNELS`): the check's float32 calibration accounts for it
+(:mod:`gradsmith.checker.tf32`). See :func:`gradsmith._triton.dots.tf32_dots` for the rule.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from typing import Any
 
 #: Native Triton kernel launches in this process so far.
 LAUNCHES = [0]
+#: Native launches of kernels with a TF32 ``tl.dot``, and those kernels' names.
+TF32 = [0]
+TF32_KERNELS: dict[str, None] = {}
 _MARK = "__gradsmith_counts_launches__"
 
 
@@ -30,8 +37,18 @@ def count() -> str:
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         LAUNCHES[0] += 1
+        note_tf32(self)
         return original(self, *args, **kwargs)
 
     setattr(run, _MARK, True)
     JITFunction.run = run
     return "applied"
+
+
+def note_tf32(kernel: Any) -> None:
+    """Count a launch of ``kernel`` in :data:`TF32` when its code has a TF32 ``tl.dot``."""
+    from gradsmith._triton.dots import tf32_dots
+
+    if tf32_dots(kernel):
+        TF32[0] += 1
+        TF32_KERNELS[getattr(kernel, "__name__", None) or repr(kernel)] = None

@@ -14,7 +14,7 @@ import torch
 
 from gradsmith._errors import GradsmithError
 from gradsmith._requires import require_onnx
-from gradsmith.checker import approximate, declared, effective_dtype, kernels, progress
+from gradsmith.checker import approximate, declared, effective_dtype, kernels, progress, tf32
 from gradsmith.checker.deploy import DEPLOY_MODULES, OPT_IN
 from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
@@ -337,6 +337,7 @@ def _onnx_option(options: dict[str, Any], compat: bool | None) -> bool:
 def _prepare(session: Session) -> bool:
     """Run forward once in float64 (falling back to the user's dtype) and find the outputs."""
     subject, report = session.subject, session.report
+    tf32_before = tf32.launches()
     out = first_forward(session)
     if out is None:
         return False
@@ -365,6 +366,7 @@ def _prepare(session: Session) -> bool:
     elif (computed := effective_dtype.computed_dtype(session, outs)) is not None:
         _low_precision(session, computed, announce=False)  # float64 holding float32 values
         report.findings.append(effective_dtype.finding(computed, session))
+    tf32.calibrate(session, tf32_before)  # float32 products rounded to TF32 on a GPU
     return True
 
 

@@ -1,0 +1,93 @@
+"""float32 calibration for products computed in TF32 (natively on a CUDA GPU).
+
+On NVIDIA GPUs since Ampere, Triton's ``tl.dot`` rounds float32 operands to TF32 (10 explicit
+mantissa bits) unless the code asks for IEEE float32 (:mod:`gradsmith._triton.dots`), and so do
+torch's CUDA matmuls where ``torch.backends.cuda.matmul.allow_tf32`` is set. A correct kernel's
+float32 gradient then differs from float64's by about 1e-3 relative, and a finite-difference step
+at float32's calibration (h ~ 1e-2) moves an input by a few TF32 spacings only: on an H200,
+attorch's linear layer got a 19 % "gradient-mismatch" that way. The calibration applies only
+where TF32 really ran: a native launch of such a kernel (or a TF32 torch matmul on CUDA inputs)
+in the first forward and backward, with the check in float32 (the inputs' dtype, or the
+precision the kernels were found to compute in). float64 checks and CPU or interpreted runs
+are never loosened.
+
+With ``u = 2**-11`` (TF32's unit roundoff), ``K`` the reduction length (bounded by the largest
+input dimension, the longest sum a dot over these inputs can run) and ``m = max |x|``:
+
+- step ``h = 2 * (2u)**(1/3)`` (~0.2), the optimum for a forward rounded at ``2u``;
+- ``rtol = 12 u sqrt(K) + 2 u (m + h) / h``: operand rounding in forward and in backward
+  (``2u`` per product, ``u`` for the other operand: ``3u``), summed over ``K`` terms
+  (``sqrt(K)``: random signs), with a safety factor of 4; plus the step's own rounding to TF32
+  (``x +- h`` each land up to ``u (|x| + h)`` off, a bound, relative to ``2h``), doubled.
+
+A wrong factor (2) or a transposed operand is off by O(1) and still fails; errors below
+``rtol`` cannot be told from TF32 rounding by finite differences, which the note says.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+
+#: TF32's unit roundoff: 10 explicit mantissa bits, round to nearest.
+UNIT = 2.0 ** -11
+SAFETY = 4.0
+
+
+def launches() -> int:
+    """Native TF32 kernel launches so far (a mark to compare with after the first forward)."""
+    from gradsmith._triton import tf32_launches
+
+    return tf32_launches()[0]
+
+
+def calibrate(session: Session, before: int) -> None:
+    """Widen step and rtol for TF32 when it ran since ``before`` (a :func:`launches` mark)
+    and the check is in float32; add the precision note saying how."""
+    why = _where(session, before)
+    if why is None:
+        return
+    s = session.settings
+    xs = [x.detach() for x in session.subject.base() if x.is_floating_point()]
+    reduction = max((max(x.shape, default=1) for x in xs), default=1)
+    largest = max((float(x.abs().max()) for x in xs if x.numel()), default=1.0)
+    h = 2 * (2 * UNIT) ** (1 / 3)
+    rtol = SAFETY * 3 * UNIT * math.sqrt(reduction) + 2 * UNIT * (largest + h) / h
+    s.h = max(s.h, h)
+    if not session.options.user_tolerance:
+        s.rtol = max(s.rtol, rtol)
+    report = session.report
+    report.findings = [f for f in report.findings if f.code != "low-precision-numerics"]
+    report.findings.append(Finding(
+        "low-precision-numerics", "info",
+        f"natively on CUDA, {why} rounds float32 operands to TF32 (10-bit mantissa, unit "
+        "roundoff 2^-11) before multiplying: a correct gradient differs from float64's by "
+        "~1e-3 relative. Finite differences use step "
+        f"{s.h:.2g} and rtol={s.rtol:.2g} = 12u*sqrt(K) + 2u*(max|x| + h)/h with u=2^-11, "
+        f"reduction length K <= {reduction} (the largest input dimension) and max|x| = "
+        f"{largest:.3g}; gradient errors below that cannot be told from TF32 rounding here, a "
+        "wrong factor or operand still fails. float64 checks and CPU runs are not loosened",
+        "to check at full float32 precision, run the check with TRITON_F32_DEFAULT=ieee (or "
+        "input_precision=\"ieee\" in tl.dot), or pass reference= (plain PyTorch of the same "
+        "inputs)", "setup",
+        details={"computes_in": "tf32", "reduction": reduction, "max_abs": largest,
+                 "h": s.h, "rtol": s.rtol, "unit_roundoff": UNIT}))
+
+
+def _where(session: Session, before: int) -> str | None:
+    """What ran in TF32 (for the note), or None where TF32 does not apply."""
+    if session.settings.eps != torch.finfo(torch.float32).eps:
+        return None  # float64 (or lower than float32): TF32 is not what limits it
+    from gradsmith._triton import tf32_launches
+
+    count, names = tf32_launches()
+    if count > before:
+        return f"tl.dot in its Triton kernels ({', '.join(names[:3])})"
+    cuda = any(x.is_cuda for x in session.subject.base())
+    if cuda and torch.backends.cuda.matmul.allow_tf32:
+        return "torch's matmuls (torch.backends.cuda.matmul.allow_tf32 is set)"
+    return None
