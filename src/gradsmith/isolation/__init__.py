@@ -9,6 +9,9 @@
   and the task process itself;
 - :mod:`.task` runs one task in the current process (a task process, or in-process): the
   module its kind names does the work, and whatever user code raises becomes its result;
+- :mod:`.template` is an optional warm template of the worker server: a program running many
+  short sessions in one process (a test suite) installs one, and each pool forks its server
+  from it instead of starting a fresh interpreter;
 - :mod:`.processes` (machine resources, process trees), :mod:`.protocol` (framed messages)
   and :mod:`.tasklog` (a task's output, bounded on disk) are the plumbing.
 

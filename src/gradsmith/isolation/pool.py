@@ -37,6 +37,7 @@ from gradsmith.isolation.processes import (
     usable_cpus,
 )
 from gradsmith.isolation.protocol import FIELDS, FrameReader, plain, send, server_message
+from gradsmith.isolation.template import ForkedServer, installed, server_env
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
 STARTUP_TIMEOUT = 120.0
@@ -145,18 +146,11 @@ class WorkerPool:
         self._folder = tempfile.mkdtemp(prefix="gradsmith-worker-")
         self._log = os.path.join(self._folder, "server.log")
         fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
-                                                          env.get("PYTHONPATH")]))
-        # The server forks every task: asking the CUDA runtime whether a GPU exists there
-        # (torch.cuda.is_available()) would poison every fork ("Cannot re-initialize CUDA in
-        # forked subprocess"); NVML answers the same question without initialising CUDA.
-        env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+        env = server_env()
+        logs = os.path.join(self._folder, "tasks")
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gradsmith.isolation.worker", str(os.getpid()),
-                 os.path.join(self._folder, "tasks")],
+            self._proc = self._forked(env, logs, fd) or subprocess.Popen(
+                [sys.executable, "-m", "gradsmith.isolation.worker", str(os.getpid()), logs],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env,
                 start_new_session=True)  # Ctrl-C reaches gradsmith check, which stops it
         except BaseException:
@@ -168,6 +162,18 @@ class WorkerPool:
         self._reader = FrameReader()
         self._selector.register(self._proc.stdout, selectors.EVENT_READ)
         send(self._proc.stdin, self._init)
+
+    @staticmethod
+    def _forked(env: dict[str, str], logs: str, log_fd: int) -> ForkedServer | None:
+        """A server forked from the installed warm template (:mod:`.template`), when there
+        is one for this environment; None: start a fresh interpreter."""
+        template = installed()
+        if template is None or not template.fits(env):
+            return None
+        try:
+            return template.spawn(env, logs, log_fd)
+        except OSError:  # the template died: a fresh interpreter, as without one
+            return None
 
     def run(self, tasks: list[tuple],
             on_progress: Callable[[int, dict], None] | None = None) -> Iterator[Outcome]:

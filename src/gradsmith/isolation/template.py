@@ -1,0 +1,402 @@
+"""A warm template of the worker server (private): one process that imported torch and the task
+modules and ran their warm-up once, and forks a ready worker server for each
+:class:`~gradsmith.isolation.pool.WorkerPool` of its caller, instead of each pool starting a
+fresh interpreter (1.5-4 CPU-s each: ``import torch`` and the warm-up; a fork: milliseconds).
+
+It is for a program that runs many short ``gradsmith check`` sessions in one process, such as a
+test suite: it starts a :class:`Template` and :func:`install`\\ s it, and every pool started in
+that process afterwards, whose server would get the same environment, forks its server from the
+template. A forked server is the server :mod:`.worker` runs in a fresh interpreter, started
+from the state that interpreter reaches before its first task: the same modules imported and
+warmed up, the pool's working directory, environment, ``sys.path`` and ``sys.argv``, a session
+of its own, and the same protocol on two pipes to the pool. Two things differ, both handled:
+
+- its parent is the template, not the pool's process: the template is a child subreaper, so
+  whatever a dead server leaves is adopted and killed by the template before the pool hears
+  the server's exit status (over a pipe of its own; the pool cannot wait for a process that is
+  not its child), as ``gradsmith check`` kills what it adopted;
+- it dies with the template (its parent-death signal), and the template with its caller
+  (end of file on its control socket, and its own parent-death signal): a killed caller leaves
+  nothing behind, as with a fresh server.
+
+Where the environment differs (beyond the ``volatile`` variables the installer names, which
+the fork takes from the pool), the pool starts a fresh interpreter as before: torch read the
+environment when the template imported it. The same CUDA rule as the server's applies: the
+template never initialises CUDA (``PYTORCH_NVML_BASED_CUDA_CHECK``), so its forks can.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from gradsmith._errors import GradsmithError
+from gradsmith.isolation.processes import become_subreaper, die_with_parent, kill_below
+from gradsmith.isolation.protocol import FrameReader, encode, frame
+
+_STATUS = struct.Struct("!i")
+_current: Template | None = None
+
+
+def server_env() -> dict[str, str]:
+    """The environment a worker server runs in: the caller's, gradsmith importable (its
+    package folder first on ``PYTHONPATH``), CUDA asked about through NVML only (the server
+    forks every task: initialising CUDA there would poison every fork)."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    return env
+
+
+def install(template: Template | None) -> Template | None:
+    """Make ``template`` the one every :class:`~gradsmith.isolation.pool.WorkerPool` started in
+    this process forks its server from (``None``: none, each starts a fresh interpreter);
+    return the one installed before."""
+    global _current
+    previous, _current = _current, template
+    return previous
+
+
+def installed() -> Template | None:
+    """The template :func:`install` made current, if it is still running."""
+    if _current is not None and _current.running():
+        return _current
+    return None
+
+
+class Template:
+    """The caller's side of a template process; a context manager (stopped on exit).
+
+    Args:
+        modules: modules the template imports (the task kinds of the pools it serves, and what
+            they use), as :class:`~gradsmith.isolation.pool.WorkerPool`'s ``modules``.
+        warm: tasks whose kinds' ``warm_up`` the template calls with them, as a server does
+            for its queue before the first fork (an empty list warms a kind's common part).
+        volatile: environment variables that may differ between the template's start and a
+            pool's (the fork takes the pool's values); any other difference means a fresh
+            interpreter. Name only variables torch and gradsmith do not read at import.
+        startup_timeout: seconds the template may take to import torch and warm up.
+    """
+
+    def __init__(self, modules: Iterable[str] = (), warm: Iterable[tuple] = (),
+                 volatile: Iterable[str] = (), startup_timeout: float = 120.0) -> None:
+        self.modules = [str(m) for m in modules]
+        self.warm = [tuple(t) for t in warm]
+        self.volatile = frozenset(volatile)
+        self.startup_timeout = startup_timeout
+        self.env: dict[str, str] = {}
+        self.pid = 0
+        self._proc: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._folder = ""
+
+    def __enter__(self) -> Template:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the template and wait until it is ready.
+
+        Raises:
+            GradsmithError: it exited or did not answer within ``startup_timeout``.
+        """
+        if self._proc is not None:
+            return
+        self.env = server_env()
+        self._folder = tempfile.mkdtemp(prefix="gradsmith-template-")
+        log = os.path.join(self._folder, "template.log")
+        mine, theirs = socket.socketpair()
+        with open(log, "wb") as err:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "gradsmith.isolation.template", str(os.getpid()),
+                 str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                env=self.env, pass_fds=(theirs.fileno(),), start_new_session=True)
+        theirs.close()
+        self._control = mine
+        mine.sendall(encode({"modules": self.modules, "warm": self.warm,
+                             "path0": os.getcwd()}))
+        ready = select.select([mine], [], [], self.startup_timeout)[0]
+        answer = mine.recv(64) if ready else b""
+        if answer != b"ready":
+            tail = Path(log).read_text(errors="replace")[-2000:]
+            self.close()
+            raise GradsmithError(f"worker template: it did not start within "
+                                 f"{self.startup_timeout:g} s; its output:\n{tail}")
+        self.pid = self._proc.pid
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def fits(self, env: dict[str, str]) -> bool:
+        """Whether a server with environment ``env`` can be forked from this template."""
+        keys = (set(env) | set(self.env)) - self.volatile
+        return all(env.get(k) == self.env.get(k) for k in keys)
+
+    def spawn(self, env: dict[str, str], logs: str, stderr: int) -> ForkedServer:
+        """Fork a worker server for the caller, which talks to it as to
+        ``python -m gradsmith.isolation.worker``: over the returned handle's pipes.
+
+        Args:
+            env: its environment (:meth:`fits` it).
+            logs: the folder for its task logs (the worker's ``LOGS`` argument).
+            stderr: the file descriptor of its log.
+
+        Raises:
+            OSError: the template is gone.
+        """
+        to_server, from_server, status = os.pipe(), os.pipe(), os.pipe()
+        theirs = [to_server[0], from_server[1], stderr, status[1]]
+        try:
+            request = pickle.dumps({"env": env, "cwd": os.getcwd(), "logs": logs})
+            socket.send_fds(self._control, [frame(request)], theirs)
+            answer = self._control.recv(_STATUS.size)
+        except BaseException:
+            for fd in (to_server[1], from_server[0], status[0]):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (to_server[0], from_server[1], status[1]):
+                os.close(fd)
+        if len(answer) != _STATUS.size:
+            for fd in (to_server[1], from_server[0], status[0]):
+                os.close(fd)
+            raise OSError("the worker template is gone")
+        return ForkedServer(_STATUS.unpack(answer)[0], to_server[1], from_server[0], status[0])
+
+    def close(self) -> None:
+        """Stop the template; it kills every process below it (its servers and theirs)."""
+        proc, self._proc = self._proc, None
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if proc is not None:
+            for sig, wait in ((None, 10.0), (signal.SIGKILL, None)):
+                if sig is not None:
+                    proc.send_signal(sig)
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if _current is self:
+            install(None)
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+class ForkedServer:
+    """A server forked by the template, seen from the pool as the ``subprocess.Popen`` of a
+    fresh one (the parts the pool uses): ``pid``, ``stdin``, ``stdout``, ``returncode``,
+    ``poll``, ``wait``, ``send_signal``. Its exit status comes from the template, which reaps
+    it, once what it left behind is killed."""
+
+    def __init__(self, pid: int, stdin: int, stdout: int, status: int) -> None:
+        self.pid = pid
+        self.stdin = open(stdin, "wb", buffering=0)  # noqa: SIM115 - closed by the pool
+        self.stdout = open(stdout, "rb", buffering=0)  # noqa: SIM115 - closed by the pool
+        self.returncode: int | None = None
+        self._status = status
+
+    def poll(self) -> int | None:
+        return self.wait(0.0, raising=False)
+
+    def wait(self, timeout: float | None = None, raising: bool = True) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        if select.select([self._status], [], [], timeout)[0]:
+            data = os.read(self._status, _STATUS.size)
+            os.close(self._status)
+            # no status: the template itself died, and took its servers with it
+            self.returncode = (os.waitstatus_to_exitcode(_STATUS.unpack(data)[0])
+                               if len(data) == _STATUS.size else -signal.SIGKILL)
+            return self.returncode
+        if raising:
+            raise subprocess.TimeoutExpired(f"worker server {self.pid}", timeout)
+        return None
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:  # until the template reaped it, the pid is the server's
+            try:
+                os.kill(self.pid, sig)
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+# The template process: ``python -m gradsmith.isolation.template PARENT_PID CONTROL_FD``.
+
+def _serve(parent: int, control: socket.socket) -> None:
+    """Import and warm up as the request says, answer ``ready``, then fork a server per
+    request until the control socket closes."""
+    from gradsmith.isolation import worker
+
+    setup = pickle.loads(_read_frame(control))
+    from gradsmith._triton import prepare
+
+    prepare()
+    import torch
+
+    torch.set_num_threads(1)  # as the server: no thread pool to fork with
+    for kind in setup["modules"]:
+        try:
+            worker.task_module(kind)
+        except Exception:  # noqa: BLE001 - shown, with context, by its tasks
+            pass
+    kinds: dict[object, list[tuple]] = {}
+    for task in setup["warm"]:
+        kinds.setdefault(task[0], []).append(task[1:])
+    for kind in setup["modules"]:
+        kinds.setdefault(kind, [])
+    for kind, tasks in kinds.items():
+        try:
+            hook = getattr(worker.task_module(kind), "warm_up", None)
+            if hook is not None:
+                hook(tasks)
+        except Exception:  # noqa: BLE001 - the servers warm up again, and show why
+            pass
+    path0 = setup["path0"]
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    control.sendall(b"ready")
+    servers: dict[int, int] = {}  # server pid -> the pipe its exit status goes to
+    while True:
+        try:
+            readable = select.select([control, wake_r], [], [], 60.0)[0]
+        except InterruptedError:
+            readable = []
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 4096):
+                    pass
+            except OSError:
+                pass
+        _reap(servers)
+        if control in readable:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
+            if not message:
+                return
+            request = _read_frame(control, message)  # the rest of a large environment
+            pid = _fork_server(pickle.loads(request), fds, path0, control,
+                               (wake_r, wake_w, *servers.values()), worker.main)
+            servers[pid] = fds[3]
+            control.sendall(_STATUS.pack(pid))
+
+
+def _fork_server(request: dict, fds: list[int], path0: str, control: socket.socket,
+                 own: tuple[int, ...], main) -> int:
+    """Fork one server; in the parent, close the fds the request brought but the status one."""
+    template = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        for fd in fds[:3]:
+            os.close(fd)
+        return pid
+    try:  # the server: set up as ``python -m gradsmith.isolation.worker`` would be
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        control.close()
+        for fd in (*own, fds[3]):
+            os.close(fd)
+        os.setsid()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if sys.path and sys.path[0] == path0:
+            sys.path[0] = request["cwd"]
+        # as ``python -m gradsmith.isolation.worker PARENT LOGS`` sets it
+        sys.argv = [sys.modules[main.__module__].__file__, str(template), request["logs"]]
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        os.dup2(fds[2], 2)
+        for fd in fds[:3]:
+            os.close(fd)
+        main([str(template), request["logs"]])
+    finally:
+        os._exit(70)
+
+
+def _reap(servers: dict[int, int]) -> None:
+    """Reap what ended; for a server: kill what it left (adopted here), then send its status."""
+    ended = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in servers:
+            ended[pid] = status
+    if ended:
+        kill_below(keep=set(servers) - set(ended))
+        for pid, status in ended.items():
+            fd = servers.pop(pid)
+            try:
+                os.write(fd, _STATUS.pack(status))
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _read_frame(sock: socket.socket, start: bytes = b"") -> bytes:
+    """One framed payload from the control socket (``start``: its first bytes, read already)."""
+    reader = FrameReader()
+    data = start
+    while True:
+        for payload in reader.feed(data):
+            return payload
+        data = sock.recv(1 << 16)
+        if not data:
+            raise EOFError("the caller closed the control socket")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until the caller closes the control socket or dies; ends the process."""
+    argv = sys.argv[1:] if argv is None else argv
+    parent, control = int(argv[0]), socket.socket(fileno=int(argv[1]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+
+    def on_term(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    die_with_parent(signal.SIGTERM, parent)
+    become_subreaper()
+    code = 0
+    try:
+        _serve(parent, control)
+    except (EOFError, BrokenPipeError, ConnectionError, SystemExit):
+        pass
+    except BaseException:  # a gradsmith bug: its traceback goes to the template's log
+        import traceback
+
+        traceback.print_exc()
+        code = 70
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        kill_below()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
