@@ -128,7 +128,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   (`from MinkowskiCommon import f`, the package folder on `sys.path`) is the package's
   module. flash-attn's kernel wrappers (`from flash_attn.flash_attn_interface import
   _flash_attn_backward`) are kernels too (its `flash_attn_func` is a Function, not one).
-  A helper counts when it runs a kernel itself or through helpers it calls, three deep.
+  A helper counts when it runs a kernel itself or through helpers it calls, three deep
+  (below the first helper, a launch or an extension; a custom `torch.ops` call that far
+  down is as likely bookkeeping, such as DTensor's device-mesh lookup).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103. A backward that only raises

@@ -181,8 +181,13 @@ def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, d
         functions = owner.source.functions
     local = _Lazy(helper, frozenset(scope.known) if scope is not None else frozenset())
     calls = [node for node in ast.walk(helper) if isinstance(node, ast.Call)]
-    return any(_opaque(node, inner, local, scope) for node in calls) or any(
-        _via_helper(node, functions, inner, sym_of, depth + 1) for node in calls)
+    # Below the first helper only launches and extensions count: a custom torch.ops
+    # namespace that far down is as likely bookkeeping (DTensor's redistribute reaches
+    # torch.ops.device_mesh._get_flattened_submesh) as the gradient's kernel.
+    return any(
+        what and not (depth and what.startswith("`torch.ops."))
+        for what in (_opaque(node, inner, local, scope) for node in calls)
+    ) or any(_via_helper(node, functions, inner, sym_of, depth + 1) for node in calls)
 
 
 GS221 = Rule(
