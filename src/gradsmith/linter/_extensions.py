@@ -10,7 +10,8 @@ A name is an extension when it is bound to
   wins: it is Python code, not an extension (``import foo._ext as ext``, ``from . import
   SCN``, ``from .SCN import *``, ``from foo._ext import fn``);
 - ``torch.utils.cpp_extension.load(...)`` or ``load_inline(...)`` at module level or under
-  ``global`` in a function, or a custom ``torch.ops.<namespace>``;
+  ``global`` in a function, or a custom ``torch.ops.<namespace>``; a class of the module
+  that keeps one (``Accelerated.module = load(...)``, reached as ``Accelerated.conv.fn``);
 - such a name of another linted module (``from .backend import _backend``), an attribute of
   one (``fn = module.fn``, ``getattr(_C, name)``), or what a helper returns when its
   ``return`` gives one (``def get_backend(): ... return _C``).
@@ -228,6 +229,12 @@ def loaded(sym: ModuleSymbols) -> frozenset[str]:
                     if isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
                         found |= {t.id for t in sub.targets
                                   if isinstance(t, ast.Name) and t.id in shared}
+    if "cpp_extension" in text:  # `Accelerated.module = load(...)` in a (static) property
+        classes = {c.name for c in source.tree.body if isinstance(c, ast.ClassDef)}
+        for sub in ast.walk(source.tree) if classes else ():
+            if isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
+                found |= {t.value.id for t in sub.targets if isinstance(t, ast.Attribute)
+                          and isinstance(t.value, ast.Name) and t.value.id in classes}
     return frozenset(found)
 
 
