@@ -39,12 +39,27 @@ def tolerances(session: Session) -> tuple[float, float]:
     return 1e6 * eps, 1e5 * eps
 
 
-def random_forward(session: Session, base: list[torch.Tensor]) -> bool:
-    """True when forward's outputs depend on the random state."""
+def random_forward(session: Session, base: list[torch.Tensor],
+                   backward: tuple[list[torch.Tensor], list] | None = None) -> bool:
+    """True when forward's outputs depend on the random state, or (``backward``: incoming
+    gradients and the input gradients of a run from the usual state) the gradients backward
+    computes from what forward saved do (a derivative stored with a random dither: icefall's
+    DoubleSwish), backward's own state held fixed."""
     subject = session.subject
     a = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 1))
     b = subject.select(subject.call([x.clone() for x in base], seed=subject.seed + 2))
-    return not all(close(x, y, 0, 0) for x, y in zip(a, b))
+    if not all(close(x, y, 0, 0) for x, y in zip(a, b)):
+        return True
+    if backward is None:
+        return False
+    grads, ref_grads = backward
+    leaves = [x.clone().requires_grad_(True) for x in base]
+    try:
+        _, other = forward_backward(session, [x.clone() for x in leaves], leaves, grads,
+                                    seed=subject.seed + 1)
+    except Exception:  # noqa: BLE001 - the gradients check reports backward errors
+        return False
+    return not all(close(x, y, 0, 0) for x, y in zip(ref_grads, other))
 
 
 def run(session: Session) -> list[Finding]:
@@ -61,8 +76,8 @@ def run(session: Session) -> list[Finding]:
 
     # Non-contiguous inputs: views into a larger buffer, so in-place (mark_dirty) forwards work.
     # Skipped for random forwards: rand_like follows the memory layout, so a different layout
-    # legitimately draws different noise.
-    if not random_forward(session, base):
+    # legitimately draws different noise (in the outputs, or in what forward saves).
+    if not random_forward(session, base, (grads, ref_grads)):
         findings += _noncontiguous_inputs(session, base, grads, ref_out, ref_grads, rtol, atol)
     nc_grads = [noncontiguous(g) for g in grads]
     leaves2 = [x.clone().requires_grad_(True) for x in base]
