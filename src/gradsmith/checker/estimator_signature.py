@@ -26,6 +26,8 @@ class Signature:
     through: str | None = None
     step: float = 0.0  # quantized: the grid step of backward's derivative, and its levels
     levels: int = 0
+    # substituted: (A's label, B's parameter name): the gradient with argument B in place of A
+    swap: tuple[str, str] | None = None
 
 
 def describe(sig: Signature) -> str:
@@ -56,6 +58,12 @@ def describe(sig: Signature) -> str:
                 "everywhere examined: a low-precision derivative by design (a derivative "
                 "stored in a few bits to save memory), not a wrong formula; an approximate "
                 "gradient, judged as one with approximate=True")
+    if sig.kind == "substituted" and sig.swap is not None:
+        was, now = sig.swap
+        return (f"{sig.label}: backward is the gradient of forward with {now} in place of "
+                f"{was} (finite differences of that forward agree with it, element by "
+                "element): feedback alignment (a fixed random matrix carries the gradient "
+                "back instead of the weight), the gradient of no function of the arguments")
     if sig.kind == "guided":
         return (f"{sig.label}: backward is forward's gradient with every negative incoming "
                 "gradient zeroed (guided backpropagation: a saliency rule, the gradient of no "

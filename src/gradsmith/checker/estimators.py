@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import numerics, quantized, rerouting, rng, stochastic, suggest
+from gradsmith.checker import numerics, quantized, rerouting, rng, stochastic, substituted, suggest
 from gradsmith.checker.deploy._common import forward_is_random
 from gradsmith.checker.estimator_signature import Signature, describe
 from gradsmith.checker.numerics import InputResult
@@ -38,7 +38,7 @@ from gradsmith.checker.session import Session
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
 KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
-         "sampled", "random", "guided", "quantized")
+         "sampled", "random", "guided", "quantized", "substituted")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -64,7 +64,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
         identity = out is not None  # forward passes this input through unchanged
         sig = (_classify(res, a, n, tol, identity)
                or _guided(problem, res, vs[0], a, n, tol, idx)
-               or _quantized(session, res, identity))
+               or _quantized(session, res, identity)
+               or _substituted(session, res, vs[0], a, tol, idx, identity))
         if sig is None and identity:
             sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:
@@ -183,6 +184,17 @@ def _quantized(session, res, identity: bool) -> Signature | None:
     return Signature(res.t, res.label, "quantized", total=levels, step=step, levels=levels)
 
 
+def _substituted(session, res, v, a, tol, idx, identity: bool) -> Signature | None:
+    """Forward's gradient with one argument in place of another
+    (:mod:`gradsmith.checker.substituted`)."""
+    found = None if identity else substituted.signature(session, res, v, a, tol, idx)
+    if found is None:
+        return None
+    names = suggest.names(session)
+    return Signature(res.t, res.label, "substituted", total=a.numel(),
+                     swap=(session.subject.labels[found[0]], names[found[1]]))
+
+
 def _scaled_by_argument(session, res, a, n, tol, idx) -> Signature | None:
     """An identity forward whose backward multiplies by another tensor argument, element by
     element (``-alpha_ * grad`` with ``alpha_`` a tensor): reversal or scaling by it."""
@@ -242,6 +254,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         otherwise = "the backward of an identity returns grad_output unchanged"
     elif main.kind == "quantized":
         otherwise = "return the derivative at full precision (save what computes it exactly)"
+    elif main.kind == "substituted":
+        otherwise = "compute the gradient with the argument forward uses"
     elif main.kind == "guided":
         otherwise = "pass negative incoming gradients through as well (drop the grad > 0 mask)"
     else:

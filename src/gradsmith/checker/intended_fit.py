@@ -13,6 +13,9 @@ The families real code uses (issue 18's third corpus), beside those of
   parameter further out of ``[lo, hi]`` (icefall's ``LimitParamValue``);
 - **guided** (``grad.clamp(min=0) * (x > 0)``): a ReLU whose backward keeps only positive
   incoming gradients (guided backpropagation, a saliency method);
+- **feedback alignment** (``grad @ B`` for the input, ``grad.t() @ x`` for the weight, ``B`` a
+  fixed matrix argument standing in for the weight: :mod:`gradsmith.checker.substituted`),
+  with a linear layer's true gradients for its other inputs (``grad.sum(0)`` for a bias);
 - **blackbox differentiation** (``-(Fn.apply(w, lam) - Fn.apply(w + lam * grad, lam)) / lam``,
   Vlastelica et al. 2020): a piecewise-constant solver's backward that calls the solver again
   at inputs moved along the incoming gradient (also with the moved inputs clamped at 0, as a
@@ -93,12 +96,29 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
         out += [f"{grad}.clamp(min=0) * ({name} > 0)", f"{grad}.clamp(min=0) * ({name} >= 0)"]
     if kind in ("straight-through", "straight-through-saturating"):
         out += _constant(name, g, numbers) + _blackbox(session, names, top, grad, numbers)
+    if kind == "substituted" and sig.swap is not None:
+        out += _products(grad, sig.swap[1])  # the stand-in, a forward argument's name
     if same:
         out.append(grad)
         if kind == "modified":
             out += _sign_flips(name, grad, numbers)
             out += suggest.modifications(session, names, x, grad)
+    if kind is None and piece.dim() == 2:  # a correct input of a linear layer
+        args = subject.args.values
+        out += [term for i, a in enumerate(args) if i != top and _matrix(a)
+                for term in _products(grad, names[i])] + [f"{grad}.sum(0)"]
     return out
+
+
+def _matrix(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() == 2
+
+
+def _products(grad: str, other: str) -> list[str]:
+    """The gradients of a linear layer ``x @ W.T``: ``grad @ W`` for ``x`` and
+    ``grad.t() @ x`` for ``W`` (and their transposed layouts)."""
+    return [f"{grad} @ {other}", f"{grad}.t() @ {other}", f"{other}.t() @ {grad}",
+            f"{grad} @ {other}.t()"]
 
 
 def _constant(name: str, g: torch.Tensor, numbers) -> list[str]:
