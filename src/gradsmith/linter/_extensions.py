@@ -11,7 +11,8 @@ A name is an extension when it is bound to
   SCN``, ``from .SCN import *``, ``from foo._ext import fn``);
 - ``torch.utils.cpp_extension.load(...)`` or ``load_inline(...)`` at module level or under
   ``global`` in a function, or a custom ``torch.ops.<namespace>``; a class of the module
-  that keeps one (``Accelerated.module = load(...)``, reached as ``Accelerated.conv.fn``);
+  that keeps one (``Accelerated.module = load(...)``, reached as ``Accelerated.conv.fn``),
+  or an ``import`` of the name one was built under (``load(name='plugin', ...)``);
 - such a name of another linted module (``from .backend import _backend``), an attribute of
   one (``fn = module.fn``, ``getattr(_C, name)``), or what a helper returns when its
   ``return`` gives one (``def get_backend(): ... return _C``).
@@ -229,13 +230,34 @@ def loaded(sym: ModuleSymbols) -> frozenset[str]:
                     if isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
                         found |= {t.id for t in sub.targets
                                   if isinstance(t, ast.Name) and t.id in shared}
-    if "cpp_extension" in text:  # `Accelerated.module = load(...)` in a (static) property
-        classes = {c.name for c in source.tree.body if isinstance(c, ast.ClassDef)}
-        for sub in ast.walk(source.tree) if classes else ():
-            if isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
-                found |= {t.value.id for t in sub.targets if isinstance(t, ast.Attribute)
-                          and isinstance(t.value, ast.Name) and t.value.id in classes}
+    if "cpp_extension" in text:
+        found |= _held(source.tree, sym)
     return frozenset(found)
+
+
+def _held(tree: ast.Module, sym: ModuleSymbols) -> set[str]:
+    """Extensions a function of the module compiles and keeps: on a class of the module
+    (``Accelerated.module = load(...)`` in a static property, used as
+    ``Accelerated.conv.fn``), or imported by the name it was built under
+    (``load(name='renderutils_plugin', ...)`` then ``import renderutils_plugin``)."""
+    classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+    built: set[str] = set()
+    found: set[str] = set()
+    imports = []
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.Import):
+            imports.append(sub)
+        elif isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
+            found |= {t.value.id for t in sub.targets if isinstance(t, ast.Attribute)
+                      and isinstance(t.value, ast.Name) and t.value.id in classes}
+        if isinstance(sub, ast.Call) and _is_load(sub, sym):
+            name = next((k.value for k in sub.keywords if k.arg == "name"),
+                        sub.args[0] if sub.args else None)
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                built.add(name.value)
+    for node in imports:
+        found |= {a.asname or a.name for a in node.names if a.name in built}
+    return found
 
 
 def _is_ops(value: ast.expr | None) -> bool:

@@ -120,7 +120,8 @@ What the analysis takes into account, so that an error is always worth stopping 
   `from .SCN import *` when no other star import may bind the name); a name bound to
   `torch.utils.cpp_extension.load` or `load_inline` (also imported under another name) at
   module level or under `global`, or kept on a class of the module (`Accelerated.module =
-  load(...)`, then `Accelerated.conv.bwd(g)`); an attribute of one (`fn = module.fn`, `getattr(_C,
+  load(...)`, then `Accelerated.conv.bwd(g)`) or imported by the name it was built under
+  (`load(name='plugin', ...)` then `import plugin`); an attribute of one (`fn = module.fn`, `getattr(_C,
   name)`) and what a helper returns from one (`bw_fn = get_function(name)`). A Python
   module or package of an extension's name in the tree is Python code, not an extension;
   a Function's `.apply` (it has its own backward) and a CapWords name with no underscore
