@@ -247,3 +247,26 @@ def test_a_derivative_stored_in_8_bits_is_a_low_precision_derivative_with_a_chec
     torch.manual_seed(0)
     under = _stored_swish(tmp_path, "wrong_pasted", line, shift="0.0", dither=dither)
     assert "gradient-quality" in gradsmith.check(under, compat=False).codes("error")
+
+
+WRONG_TENSOR = """
+class TwoWeights(Function):
+    @staticmethod
+    def forward(ctx, x, w1, w2):
+        ctx.save_for_backward(x, w1, w2)
+        return x.mm(w1.t()) + x.mm(w2.t())
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w1, w2 = ctx.saved_tensors
+        return g.mm(w2) + g.mm(w2), g.t().mm(x), g.t().mm(x)
+"""
+
+
+def test_a_backward_using_another_of_forwards_tensors_is_no_feedback_alignment(tmp_path):
+    # Sensitivity: w2 for w1 is exactly the gradient of forward with w1 := w2, but forward
+    # reads w2 itself: a wrong-tensor slip, which must stay a gradient-mismatch (no estimator
+    # line to paste over it). Only an argument forward never reads is a stand-in.
+    fn = _load(tmp_path, "two", HEADER + WRONG_TENSOR).TwoWeights
+    codes = gradsmith.check(fn, *synthesize(fn).args, compat=False).codes("error")
+    assert "gradient-mismatch" in codes and "undeclared-estimator" not in codes

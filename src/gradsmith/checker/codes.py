@@ -184,8 +184,8 @@ ROWS: dict[str, Code] = {
         "error", "gradients",
         "backward is not the forward's gradient and has an estimator's signature "
         "(straight-through, straight-through clamp, gradient reversal or scaling, an identity "
-        "forward's modified gradient, guided backpropagation, a derivative rounded to a grid, a "
-        "sampled or random backward): what it looks like and the "
+        "forward's modified gradient, guided backpropagation, feedback alignment, a derivative "
+        "rounded to a grid, a sampled or random backward): what it looks like and the "
         'declaration line for this Function (`details["declaration"]`, `details["verified"]`)',
         "declare it (`surrogate=` / `intended=` / `unbiased=True`), or fix backward if it is not "
         "intended"),

@@ -5,8 +5,9 @@ Feedback alignment (Lillicrap et al. 2016) trains a linear layer with ``grad_inp
 the gradient of ``input @ B.T`` for the input, of ``input @ W.T`` for the weight. The signature:
 for a failing input, backward agrees (element by element, at the elements the gradients check
 examined) with finite differences of forward evaluated with a same-shaped tensor argument ``B``
-in place of another ``A``, and not with forward as called. A wrong formula does not turn out to
-be exactly the gradient of the same forward with one of its own arguments swapped.
+in place of another ``A``, and not with forward as called, where forward does not read ``B`` at
+all (an argument passed only for backward). A backward that uses one of forward's own tensors in
+place of another (``W2`` for ``W1``) is a wrong-tensor slip, and stays a gradient-mismatch.
 
 References:
     Lillicrap, Cownden, Tweed, Akerman: Random synaptic feedback weights support error
@@ -43,6 +44,8 @@ def signature(session, res, v: torch.Tensor, a: torch.Tensor, tol: torch.Tensor,
              if ib not in own and ib != args.position(ia) and isinstance(value, torch.Tensor)
              and value.is_floating_point() and value.shape == xa.shape]
     for ia, ib in pairs[:PAIRS]:
+        if not _unused(session, ib):
+            continue  # forward reads B too: a wrong tensor in backward, not a stand-in
         swapped = list(xs)
         swapped[ia] = args.values[ib].detach().to(xs[ia].dtype)
         n = torch.tensor([_quotient(problem, swapped, t, j, h, V) for j in idx.tolist()],
@@ -64,3 +67,19 @@ def _quotient(problem, xs, t, j, h, V) -> float:
         moved[t] = xs[t] + sign * delta
         values.append(problem.value(moved, frozenset((t,))).to(torch.float64))
     return float(V @ (values[0] - values[1])) / (2 * step)
+
+
+def _unused(session, ib: int) -> bool:
+    """Forward's outputs do not change when argument ``ib`` does (it is passed for backward)."""
+    subject = session.subject
+    base = subject.base()
+    try:
+        with torch.no_grad():
+            args = list(subject.build([x.clone() for x in base]))
+            ref = subject.select(subject.run_built(tuple(args)))
+            args = list(subject.build([x.clone() for x in base]))
+            args[ib] = args[ib] + 1.0
+            moved = subject.select(subject.run_built(tuple(args)))
+    except Exception:  # noqa: BLE001 - user code
+        return False
+    return all(torch.equal(a, b) for a, b in zip(ref, moved))
