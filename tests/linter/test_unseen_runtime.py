@@ -150,3 +150,17 @@ def test_unsqueeze_on_a_local_view_keeps_the_input_shape(mod):
     x = torch.randn(3, dtype=torch.double)
     mod.LocalView.apply(x)
     assert x.shape == (3,)
+
+
+def test_gradient_left_out_when_the_filter_needs_one_is_silently_missing(mod, findings):
+    x, f = _pair()
+    out = mod.TimeConv.apply(x, f)
+    out.sum().backward()
+    assert f.grad is None  # a filter that requires grad is never trained
+    torch.testing.assert_close(x.grad, f.sum().expand(3).detach())
+    gx, gf = torch.autograd.grad(mod.TimeConvDone.apply(x, f).sum(), (x, f))
+    rx, rf = torch.autograd.grad((x * f.sum()).sum(), (x, f))
+    torch.testing.assert_close((gx, gf), (rx, rf))
+    (line,) = [n for (n, code) in findings if code == "GS226"]
+    assert line == _line("            grad_filter = None  # GS226")
+    assert findings[(line, "GS226")].severity == "warning"
