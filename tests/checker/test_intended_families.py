@@ -1,6 +1,6 @@
 """Gradient modifications that are the derivative of no function get an ``intended=`` line that
 gradsmith ran against the Function and that passes when pasted exactly as printed: an added
-loss (icefall's WithLoss), a sign flip that keeps a parameter in range (LimitParamValue),
+loss (icefall's WithLoss), an activation balancer (ActivationBalancerFunction), a sign flip that keeps a parameter in range (LimitParamValue),
 blackbox differentiation of a piecewise-constant solver (blackbox-backprop's TrueRanker,
 ShortestPath), guided backpropagation (pytorch-grad-cam, MONAI) and feedback alignment (decolle's
 LinearFAFunction); a derivative stored in 8 bits (icefall's DoubleSwish) is an approximate
@@ -100,6 +100,26 @@ class FeedbackLinear(Function):
 """
 
 
+BALANCER = """
+class Balancer(Function):
+    @staticmethod
+    def forward(ctx, x, scale_factor, sign_factor):
+        ctx.save_for_backward(x > 0, scale_factor, sign_factor)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        xgt0, scale_factor, sign_factor = ctx.saved_tensors
+        factor = sign_factor + scale_factor * (xgt0.to(g.dtype) - {k})
+        return g - g.abs() * factor, None, None
+"""
+
+
+def _balancer(x, scale_factor, sign_factor, g):
+    pushed = torch.where(x > 0, sign_factor + scale_factor / 2, sign_factor - scale_factor / 2)
+    return g - g.abs() * pushed, None, None
+
+
 def _feedback_linear(x, weight, feedback, g):
     return g @ feedback, g.t() @ x, None
 
@@ -131,6 +151,7 @@ CASES = {
     "SortPosition": (SORT_POSITION, "", "* 2", _sort_position),
     "GuidedRelu": (GUIDED_RELU, "0", "-0.5", _guided),
     "FeedbackLinear": (FEEDBACK_LINEAR, "1", "2", _feedback_linear),
+    "Balancer": (BALANCER, "0.5", "0.4", _balancer),
 }
 
 

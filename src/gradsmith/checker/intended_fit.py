@@ -8,6 +8,9 @@ The families real code uses (issue 18's third corpus), beside those of
 - **an added loss** (``torch.ones_like(y)``, ``c * torch.ones_like(y)``): an input the forward
   ignores whose backward is a constant whatever the incoming gradient (icefall's ``WithLoss``:
   ``y``'s sum is added to the objective);
+- **balancing** (``grad - grad.abs() * (a + b * ((x > 0).to(grad.dtype) - 0.5))``, ``a``
+  and ``b`` same-shaped tensor arguments): a term proportional to the gradient's size that
+  pushes the sign statistics of each element (icefall's activation balancers);
 - **a sign flip outside a range** (``grad * torch.where(((grad > 0) & (x < lo)) | ((grad < 0)
   & (x > hi)), -1.0, 1.0)``, ``lo``/``hi`` forward arguments): a gradient that never pushes a
   parameter further out of ``[lo, hi]`` (icefall's ``LimitParamValue``);
@@ -103,10 +106,25 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
         if kind == "modified":
             out += _sign_flips(name, grad, numbers)
             out += suggest.modifications(session, names, x, grad)
+            out += _balancing(session, names, top, x, grad)
     if kind is None and piece.dim() == 2:  # a correct input of a linear layer
         args = subject.args.values
         out += [term for i, a in enumerate(args) if i != top and _matrix(a)
                 for term in _products(grad, names[i])] + [f"{grad}.sum(0)"]
+    return out
+
+
+def _balancing(session, names, top, x, grad) -> list[str]:
+    """``grad - |grad| * (a + b * ([x > 0] - 0.5))``, ``a`` and ``b`` same-shaped tensor
+    arguments (``a`` optional): a term proportional to the gradient's size that pushes each
+    element's sign statistics (icefall's activation balancers)."""
+    args = session.subject.args.values
+    same = [names[i] for i, a in enumerate(args) if i != top and isinstance(a, torch.Tensor)
+            and a.is_floating_point() and a.shape == x.shape]
+    sign = f"(({names[top]} > 0).to({grad}.dtype) - 0.5)"
+    out = [f"{grad} - {grad}.abs() * {b} * {sign}" for b in same]
+    out += [f"{grad} - {grad}.abs() * ({a} + {b} * {sign})" for a in same for b in same
+            if a != b]
     return out
 
 
