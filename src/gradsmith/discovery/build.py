@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
+from gradsmith.discovery.matrices import structured
 from gradsmith.discovery.placement import place
 from gradsmith.discovery.slots import Slot
 
@@ -30,7 +31,10 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
     modules: list = []
 
     def tensor(shape, slot: Slot) -> Any:
-        if slot.hint is not None and slot.hint.probability:
+        if slot.hint is not None and slot.hint.matrix is not None and len(shape) >= 2 \
+                and shape[-1] == shape[-2]:
+            value = structured(slot.hint.matrix, tuple(shape), generator, torch.float64)
+        elif slot.hint is not None and slot.hint.probability:
             value = torch.rand(shape, dtype=torch.float64, generator=generator)
         elif positive:
             value = torch.rand(shape, dtype=torch.float64, generator=generator) + 0.5
@@ -149,11 +153,19 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
     elif positive:
         text = " in [0.5, 1.5)"
+    if slot.hint is not None and slot.hint.matrix is not None and len(shape) >= 2 \
+            and shape[-1] == shape[-2]:
+        text += f" ({_MATRICES[slot.hint.matrix]}: the code's linear algebra or docstring)"
     if slot.frozen:
         text += " (no grad: backward returns None for it)"
     if slot.per_feature and len(shape) == 1:
         text += " (per-feature: the code reduces or broadcasts it over the other dims)"
     return text
+
+
+_MATRICES = {"tril": "lower triangular", "triu": "upper triangular",
+             "spd": "symmetric positive definite", "negdef": "symmetric negative definite",
+             "symmetric": "symmetric"}
 
 
 def synthetic_module(index: int = 0) -> Any:

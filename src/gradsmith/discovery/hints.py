@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradsmith.discovery.guards import read_guards
+from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.stated import documented_options
 
@@ -58,6 +59,7 @@ class Hint:
     matmul_left_of: str | None = None
     probability: bool = False      # torch.bernoulli(p): values in [0, 1]
     unit_dims: set[int] = field(default_factory=set)  # a raising guard needs size 1 there
+    matrix: str | None = None      # tril | triu | spd | negdef | symmetric (linear algebra)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -96,6 +98,8 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         if depth < 2:
             for call in visitor.helper_calls:
                 _from_helper(call, fn, hints, depth)
+    if owner is not None and depth == 0:
+        read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
     return hints
 
 

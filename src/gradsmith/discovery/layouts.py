@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gradsmith.discovery.hints import Hint
+from gradsmith.discovery.matrices import square
 from gradsmith.discovery.slots import Slot
 
 # Functions whose backward calls a function argument try the ODE convention early: a scalar
@@ -97,6 +98,8 @@ def adjusted(slots: list[Slot], layout) -> tuple[tuple[int, ...], ...]:
             shape.insert(0, 2)
         if hint.last_dim is not None and shape:
             shape[-1] = hint.last_dim
+        if hint.matrix is not None:  # a solve, a Cholesky factor: square matrices
+            shape = square(shape)
         for d in hint.unit_dims:  # a guard raises unless this dimension is 1
             if -len(shape) <= d < len(shape):
                 shape[d] = 1
