@@ -14,4 +14,29 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_worker_template():
+    """One warm worker-server template per test process (gradsmith.isolation.template): the
+    ``gradsmith check`` and ``gradsmith bench`` sessions a test runs in this process fork their
+    server from it instead of starting an interpreter that imports torch and warms up
+    (2.8-4 CPU-s each, about 60 such sessions in tests/cli alone). Started by the first session
+    that needs one; a session whose environment differs (a test set a variable) starts a fresh
+    interpreter as before. tests/isolation, which tests the server's own start, opts out;
+    ``gradsmith check`` processes a test starts never see it."""
+    from gradsmith.isolation.template import Template, install
+
+    # the check tasks' deployment warm-up too (compile, export: what a default run forks with);
+    # the task's arguments are (candidate, example, options, html)
+    template = Template(modules=("gradsmith.checker", "gradsmith.discovery.task",
+                                 "gradsmith.checkrun.task"),
+                        warm=[("gradsmith.checkrun.task", None, None, {"compat": True}, False)],
+                        volatile=("PYTEST_CURRENT_TEST",))
+    previous = install(template)
+    yield template
+    template.close()
+    install(previous)

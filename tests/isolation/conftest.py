@@ -194,3 +194,14 @@ def procs():
     """The process helpers above, by name (tests cannot import conftest in importlib mode)."""
     return SimpleNamespace(alive=alive, children_of=children_of, wait_until=wait_until,
                            kill_if_alive=kill_if_alive, task_log=task_log, good=GOOD, square=SQUARE)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_servers():
+    """These tests are about the worker server a pool starts: each pool here starts a fresh
+    interpreter, not a fork of the test run's warm template (the root conftest.py)."""
+    from gradsmith.isolation.template import install
+
+    previous = install(None)
+    yield
+    install(previous)

@@ -23,6 +23,8 @@ Where the environment differs (beyond the ``volatile`` variables the installer n
 the fork takes from the pool), the pool starts a fresh interpreter as before: torch read the
 environment when the template imported it. The same CUDA rule as the server's applies: the
 template never initialises CUDA (``PYTORCH_NVML_BASED_CUDA_CHECK``), so its forks can.
+
+This module is the caller's side; the template process is :mod:`.template_server`.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gradsmith._errors import GradsmithError
-from gradsmith.isolation.processes import become_subreaper, die_with_parent, kill_below
-from gradsmith.isolation.protocol import FrameReader, encode, frame
+from gradsmith.isolation.protocol import encode, frame
 
-_STATUS = struct.Struct("!i")
+#: How the template sends a server's exit status (a wait status) to its pool.
+STATUS = struct.Struct("!i")
 _current: Template | None = None
 
 
@@ -69,7 +71,15 @@ def install(template: Template | None) -> Template | None:
 
 
 def installed() -> Template | None:
-    """The template :func:`install` made current, if it is still running."""
+    """The template :func:`install` made current, started now if it was not (a template that
+    cannot start is uninstalled: each pool starts a fresh interpreter, and says why if that
+    fails too); None when there is none or it has stopped."""
+    if _current is not None and _current.lazy:
+        try:
+            _current.start()
+        except GradsmithError:
+            install(None)
+            return None
     if _current is not None and _current.running():
         return _current
     return None
@@ -87,6 +97,9 @@ class Template:
             pool's (the fork takes the pool's values); any other difference means a fresh
             interpreter. Name only variables torch and gradsmith do not read at import.
         startup_timeout: seconds the template may take to import torch and warm up.
+
+    Its environment, working directory and the interpreter it runs are the caller's when it is
+    made; :func:`install` one not started to have it started by the first pool that needs it.
     """
 
     def __init__(self, modules: Iterable[str] = (), warm: Iterable[tuple] = (),
@@ -95,8 +108,10 @@ class Template:
         self.warm = [tuple(t) for t in warm]
         self.volatile = frozenset(volatile)
         self.startup_timeout = startup_timeout
-        self.env: dict[str, str] = {}
+        self.env = server_env()
+        self.cwd = os.getcwd()
         self.pid = 0
+        self.lazy = True  # not started yet
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._folder = ""
@@ -114,21 +129,22 @@ class Template:
         Raises:
             GradsmithError: it exited or did not answer within ``startup_timeout``.
         """
-        if self._proc is not None:
+        if not self.lazy:
             return
-        self.env = server_env()
+        self.lazy = False
         self._folder = tempfile.mkdtemp(prefix="gradsmith-template-")
         log = os.path.join(self._folder, "template.log")
         mine, theirs = socket.socketpair()
         with open(log, "wb") as err:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gradsmith.isolation.template", str(os.getpid()),
+                [sys.executable, "-m", "gradsmith.isolation.template_server", str(os.getpid()),
                  str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                env=self.env, pass_fds=(theirs.fileno(),), start_new_session=True)
+                env=self.env, cwd=self.cwd, pass_fds=(theirs.fileno(),),
+                start_new_session=True)
         theirs.close()
         self._control = mine
         mine.sendall(encode({"modules": self.modules, "warm": self.warm,
-                             "path0": os.getcwd()}))
+                             "path0": self.cwd}))
         ready = select.select([mine], [], [], self.startup_timeout)[0]
         answer = mine.recv(64) if ready else b""
         if answer != b"ready":
@@ -163,7 +179,7 @@ class Template:
         try:
             request = pickle.dumps({"env": env, "cwd": os.getcwd(), "logs": logs})
             socket.send_fds(self._control, [frame(request)], theirs)
-            answer = self._control.recv(_STATUS.size)
+            answer = self._control.recv(STATUS.size)
         except BaseException:
             for fd in (to_server[1], from_server[0], status[0]):
                 os.close(fd)
@@ -171,15 +187,16 @@ class Template:
         finally:
             for fd in (to_server[0], from_server[1], status[1]):
                 os.close(fd)
-        if len(answer) != _STATUS.size:
+        if len(answer) != STATUS.size:
             for fd in (to_server[1], from_server[0], status[0]):
                 os.close(fd)
             raise OSError("the worker template is gone")
-        return ForkedServer(_STATUS.unpack(answer)[0], to_server[1], from_server[0], status[0])
+        return ForkedServer(STATUS.unpack(answer)[0], to_server[1], from_server[0], status[0])
 
     def close(self) -> None:
         """Stop the template; it kills every process below it (its servers and theirs)."""
         proc, self._proc = self._proc, None
+        self.lazy = False  # never started again
         if self._control is not None:
             self._control.close()
             self._control = None
@@ -217,11 +234,11 @@ class ForkedServer:
         if self.returncode is not None:
             return self.returncode
         if select.select([self._status], [], [], timeout)[0]:
-            data = os.read(self._status, _STATUS.size)
+            data = os.read(self._status, STATUS.size)
             os.close(self._status)
             # no status: the template itself died, and took its servers with it
-            self.returncode = (os.waitstatus_to_exitcode(_STATUS.unpack(data)[0])
-                               if len(data) == _STATUS.size else -signal.SIGKILL)
+            self.returncode = (os.waitstatus_to_exitcode(STATUS.unpack(data)[0])
+                               if len(data) == STATUS.size else -signal.SIGKILL)
             return self.returncode
         if raising:
             raise subprocess.TimeoutExpired(f"worker server {self.pid}", timeout)
@@ -236,167 +253,3 @@ class ForkedServer:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
-
-
-# The template process: ``python -m gradsmith.isolation.template PARENT_PID CONTROL_FD``.
-
-def _serve(parent: int, control: socket.socket) -> None:
-    """Import and warm up as the request says, answer ``ready``, then fork a server per
-    request until the control socket closes."""
-    from gradsmith.isolation import worker
-
-    setup = pickle.loads(_read_frame(control))
-    from gradsmith._triton import prepare
-
-    prepare()
-    import torch
-
-    torch.set_num_threads(1)  # as the server: no thread pool to fork with
-    for kind in setup["modules"]:
-        try:
-            worker.task_module(kind)
-        except Exception:  # noqa: BLE001 - shown, with context, by its tasks
-            pass
-    kinds: dict[object, list[tuple]] = {}
-    for task in setup["warm"]:
-        kinds.setdefault(task[0], []).append(task[1:])
-    for kind in setup["modules"]:
-        kinds.setdefault(kind, [])
-    for kind, tasks in kinds.items():
-        try:
-            hook = getattr(worker.task_module(kind), "warm_up", None)
-            if hook is not None:
-                hook(tasks)
-        except Exception:  # noqa: BLE001 - the servers warm up again, and show why
-            pass
-    path0 = setup["path0"]
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
-    control.sendall(b"ready")
-    servers: dict[int, int] = {}  # server pid -> the pipe its exit status goes to
-    while True:
-        try:
-            readable = select.select([control, wake_r], [], [], 60.0)[0]
-        except InterruptedError:
-            readable = []
-        if wake_r in readable:
-            try:
-                while os.read(wake_r, 4096):
-                    pass
-            except OSError:
-                pass
-        _reap(servers)
-        if control in readable:
-            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
-            if not message:
-                return
-            request = _read_frame(control, message)  # the rest of a large environment
-            pid = _fork_server(pickle.loads(request), fds, path0, control,
-                               (wake_r, wake_w, *servers.values()), worker.main)
-            servers[pid] = fds[3]
-            control.sendall(_STATUS.pack(pid))
-
-
-def _fork_server(request: dict, fds: list[int], path0: str, control: socket.socket,
-                 own: tuple[int, ...], main) -> int:
-    """Fork one server; in the parent, close the fds the request brought but the status one."""
-    template = os.getpid()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        for fd in fds[:3]:
-            os.close(fd)
-        return pid
-    try:  # the server: set up as ``python -m gradsmith.isolation.worker`` would be
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        control.close()
-        for fd in (*own, fds[3]):
-            os.close(fd)
-        os.setsid()
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        if sys.path and sys.path[0] == path0:
-            sys.path[0] = request["cwd"]
-        # as ``python -m gradsmith.isolation.worker PARENT LOGS`` sets it
-        sys.argv = [sys.modules[main.__module__].__file__, str(template), request["logs"]]
-        os.dup2(fds[0], 0)
-        os.dup2(fds[1], 1)
-        os.dup2(fds[2], 2)
-        for fd in fds[:3]:
-            os.close(fd)
-        main([str(template), request["logs"]])
-    finally:
-        os._exit(70)
-
-
-def _reap(servers: dict[int, int]) -> None:
-    """Reap what ended; for a server: kill what it left (adopted here), then send its status."""
-    ended = {}
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        if pid in servers:
-            ended[pid] = status
-    if ended:
-        kill_below(keep=set(servers) - set(ended))
-        for pid, status in ended.items():
-            fd = servers.pop(pid)
-            try:
-                os.write(fd, _STATUS.pack(status))
-            except OSError:
-                pass
-            os.close(fd)
-
-
-def _read_frame(sock: socket.socket, start: bytes = b"") -> bytes:
-    """One framed payload from the control socket (``start``: its first bytes, read already)."""
-    reader = FrameReader()
-    data = start
-    while True:
-        for payload in reader.feed(data):
-            return payload
-        data = sock.recv(1 << 16)
-        if not data:
-            raise EOFError("the caller closed the control socket")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Serve until the caller closes the control socket or dies; ends the process."""
-    argv = sys.argv[1:] if argv is None else argv
-    parent, control = int(argv[0]), socket.socket(fileno=int(argv[1]))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
-
-    def on_term(*_: object) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, on_term)
-    die_with_parent(signal.SIGTERM, parent)
-    become_subreaper()
-    code = 0
-    try:
-        _serve(parent, control)
-    except (EOFError, BrokenPipeError, ConnectionError, SystemExit):
-        pass
-    except BaseException:  # a gradsmith bug: its traceback goes to the template's log
-        import traceback
-
-        traceback.print_exc()
-        code = 70
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        kill_below()
-        os._exit(code)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

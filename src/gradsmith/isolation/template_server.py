@@ -1,0 +1,187 @@
+"""The warm template's process (private): ``python -m gradsmith.isolation.template_server
+PARENT_PID CONTROL_FD``, started by :class:`gradsmith.isolation.template.Template`.
+
+On the control socket it reads its set-up (modules to import, tasks to warm up for, the folder
+it was started in), imports and warms up as a worker server would before its first task,
+answers ``ready``, and then forks one worker server per request: the request brings the
+server's environment, working directory and task-log folder, and four file descriptors (its
+stdin and stdout pipes, its log, and a pipe for its exit status), and is answered with the
+server's pid. It is a child subreaper: when a server ends, what it left is killed first, then
+its exit status is sent. When the control socket closes, or its parent dies, or on SIGTERM,
+it kills every process below it and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import socket
+import sys
+
+from gradsmith.isolation.processes import become_subreaper, die_with_parent, kill_below
+from gradsmith.isolation.protocol import FrameReader
+from gradsmith.isolation.template import STATUS as _STATUS
+
+
+def _serve(parent: int, control: socket.socket) -> None:
+    """Import and warm up as the request says, answer ``ready``, then fork a server per
+    request until the control socket closes."""
+    from gradsmith.isolation import worker
+
+    setup = pickle.loads(_read_frame(control))
+    from gradsmith._triton import prepare
+
+    prepare()
+    import torch
+
+    torch.set_num_threads(1)  # as the server: no thread pool to fork with
+    for kind in setup["modules"]:
+        try:
+            worker.task_module(kind)
+        except Exception:  # noqa: BLE001 - shown, with context, by its tasks
+            pass
+    kinds: dict[object, list[tuple]] = {}
+    for task in setup["warm"]:
+        kinds.setdefault(task[0], []).append(task[1:])
+    for kind in setup["modules"]:
+        kinds.setdefault(kind, [])
+    for kind, tasks in kinds.items():
+        try:
+            hook = getattr(worker.task_module(kind), "warm_up", None)
+            if hook is not None:
+                hook(tasks)
+        except Exception:  # noqa: BLE001 - the servers warm up again, and show why
+            pass
+    path0 = setup["path0"]
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    control.sendall(b"ready")
+    servers: dict[int, int] = {}  # server pid -> the pipe its exit status goes to
+    while True:
+        try:
+            readable = select.select([control, wake_r], [], [], 60.0)[0]
+        except InterruptedError:
+            readable = []
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 4096):
+                    pass
+            except OSError:
+                pass
+        _reap(servers)
+        if control in readable:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
+            if not message:
+                return
+            request = _read_frame(control, message)  # the rest of a large environment
+            pid = _fork_server(pickle.loads(request), fds, path0, control,
+                               (wake_r, wake_w, *servers.values()), worker.main)
+            servers[pid] = fds[3]
+            control.sendall(_STATUS.pack(pid))
+
+
+def _fork_server(request: dict, fds: list[int], path0: str, control: socket.socket,
+                 own: tuple[int, ...], main) -> int:
+    """Fork one server; in the parent, close the fds the request brought but the status one."""
+    template = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        for fd in fds[:3]:
+            os.close(fd)
+        return pid
+    try:  # the server: set up as ``python -m gradsmith.isolation.worker`` would be
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        control.close()
+        for fd in (*own, fds[3]):
+            os.close(fd)
+        os.setsid()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if sys.path and sys.path[0] == path0:
+            sys.path[0] = request["cwd"]
+        # as ``python -m gradsmith.isolation.worker PARENT LOGS`` sets it
+        sys.argv = [sys.modules[main.__module__].__file__, str(template), request["logs"]]
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        os.dup2(fds[2], 2)
+        for fd in fds[:3]:
+            os.close(fd)
+        main([str(template), request["logs"]])
+    finally:
+        os._exit(70)
+
+
+def _reap(servers: dict[int, int]) -> None:
+    """Reap what ended; for a server: kill what it left (adopted here), then send its status."""
+    ended = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in servers:
+            ended[pid] = status
+    if ended:
+        kill_below(keep=set(servers) - set(ended))
+        for pid, status in ended.items():
+            fd = servers.pop(pid)
+            try:
+                os.write(fd, _STATUS.pack(status))
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _read_frame(sock: socket.socket, start: bytes = b"") -> bytes:
+    """One framed payload from the control socket (``start``: its first bytes, read already)."""
+    reader = FrameReader()
+    data = start
+    while True:
+        for payload in reader.feed(data):
+            return payload
+        data = sock.recv(1 << 16)
+        if not data:
+            raise EOFError("the caller closed the control socket")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until the caller closes the control socket or dies; ends the process."""
+    argv = sys.argv[1:] if argv is None else argv
+    parent, control = int(argv[0]), socket.socket(fileno=int(argv[1]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+
+    def on_term(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    die_with_parent(signal.SIGTERM, parent)
+    become_subreaper()
+    code = 0
+    try:
+        _serve(parent, control)
+    except (EOFError, BrokenPipeError, ConnectionError, SystemExit):
+        pass
+    except BaseException:  # a gradsmith bug: its traceback goes to the template's log
+        import traceback
+
+        traceback.print_exc()
+        code = 70
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        kill_below()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
