@@ -78,14 +78,15 @@ def all_launches() -> int:
     return launches() + native
 
 
-def tf32_launches() -> tuple[int, list[str]]:
-    """Native launches so far of kernels whose ``tl.dot`` runs in TF32 on a GPU, and those
-    kernels' names ((0, []) when native launches are not counted: no triton, or interpreted)."""
+def tf32_launches(since: int = 0) -> tuple[int, list[str]]:
+    """Native launches so far of kernels whose ``tl.dot`` runs in TF32 on a GPU, and the names
+    of those launched after the count was ``since`` ((0, []) when native launches are not
+    counted: no triton, or interpreted)."""
     if "native" not in _state:
         return 0, []
     from gradsmith._triton.native import TF32, TF32_KERNELS
 
-    return TF32[0], list(TF32_KERNELS)
+    return TF32[0], [name for name, last in TF32_KERNELS.items() if last > since]
 
 
 def status() -> dict[str, object]:

@@ -19,9 +19,10 @@ from typing import Any
 
 #: Native Triton kernel launches in this process so far.
 LAUNCHES = [0]
-#: Native launches of kernels with a TF32 ``tl.dot``, and those kernels' names.
+#: Native launches of kernels with a TF32 ``tl.dot``; each such kernel's name -> the value of
+#: :data:`TF32` at its last launch.
 TF32 = [0]
-TF32_KERNELS: dict[str, None] = {}
+TF32_KERNELS: dict[str, int] = {}
 _MARK = "__gradsmith_counts_launches__"
 
 
@@ -51,4 +52,4 @@ def note_tf32(kernel: Any) -> None:
 
     if tf32_dots(kernel):
         TF32[0] += 1
-        TF32_KERNELS[getattr(kernel, "__name__", None) or repr(kernel)] = None
+        TF32_KERNELS[getattr(kernel, "__name__", None) or repr(kernel)] = TF32[0]

@@ -84,7 +84,7 @@ def _where(session: Session, before: int) -> str | None:
         return None  # float64 (or lower than float32): TF32 is not what limits it
     from gradsmith._triton import tf32_launches
 
-    count, names = tf32_launches()
+    count, names = tf32_launches(since=before)
     if count > before:
         return f"tl.dot in its Triton kernels ({', '.join(names[:3])})"
     cuda = any(x.is_cuda for x in session.subject.base())
