@@ -64,3 +64,18 @@ def test_collective_on_grad_output_is_harmless_on_one_process(mod, severity, use
     torch.testing.assert_close(g, before)  # the caller's gradient is untouched
     assert severity["return _reduce(grad_output, ctx.group), None  # GS223", "GS223"] == "warning"
     assert severity["dist.all_reduce(grad_output, async_op=True)  # GS223", "GS223"] == "warning"
+
+
+def test_saved_softmax_turned_into_the_gradient_breaks_a_second_backward(mod, severity):
+    torch.manual_seed(0)
+    logits = torch.randn(4, 5, dtype=torch.double, requires_grad=True)
+    target = torch.tensor([0, 3, 1, 4])
+    loss = mod.VocabCrossEntropy.apply(logits, target).sum()
+    (first,) = torch.autograd.grad(loss, logits, retain_graph=True)
+    (ref,) = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(logits, target, reduction="sum"), logits)
+    torch.testing.assert_close(first, ref)  # the first backward is right
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(loss, logits)
+    line = "grad[torch.arange(grad.shape[0]), target] -= 1.0  # GS227"
+    assert severity[line, "GS227"] == "warning"

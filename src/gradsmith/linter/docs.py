@@ -135,7 +135,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   down is as likely bookkeeping, such as DTensor's device-mesh lookup).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
-  a backward with an explicit `inplace` mode, are not GS103. A backward that only raises
+  a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds
+  changes); the first such edit of an intermediate is GS227, a warning, as only a second
+  backward through the graph fails. A backward that only raises
   is not counted.
 
 Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or

@@ -23,7 +23,7 @@ from gradsmith.linter.rules._inplace_scope import (
     reshapes_fresh_view,
     track_fresh_views,
 )
-from gradsmith.linter.rules._inplace_warnings import GS217, GS220, GS223
+from gradsmith.linter.rules._inplace_warnings import GS217, GS220, GS223, GS227
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -177,7 +177,7 @@ def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...
     return (Edit(src.start(stmt), src.end(stmt), f"{name} = {name} {op} {value}"),)
 
 
-@checker(GS101, GS102, GS103, GS115, GS217, GS220, GS223)
+@checker(GS101, GS102, GS103, GS115, GS217, GS220, GS223, GS227)
 def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
     buffers = facts.none_gradients  # state updated in place, never differentiated
@@ -226,7 +226,10 @@ def check_inplace(facts: Facts, report) -> None:
         fresh_b: set[str] = set()
         chosen_b = chosen_by_option(method.node, method.source)
 
-        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b):
+        once_b: list[ast.AST] = []  # GS227 is reported for the first write only
+
+        def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b,
+                    once=once_b):
             for node, target, what, proven in mutations(stmt, flow, helpers):
                 what = by_option(what, stmt, target, chosen)
                 val = flow.eval(target)
@@ -245,6 +248,10 @@ def check_inplace(facts: Facts, report) -> None:
                            fix if code == "GS102" else ())
                 elif "saved:fresh" in val.origins and what.startswith("kernel `"):
                     report("GS220", method.source, node, f"{what} on `{label}`")
+                elif "saved:fresh" in val.origins and not opt_in and not option(what) and (
+                        proven or val.tensor) and not once:
+                    once.append(node)
+                    report("GS227", method.source, node, f"{what} on `{label}`")
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
                     report("GS217" if option(what) else "GS103", method.source, node,
                            f"{what} on `{label}`")

@@ -1,5 +1,6 @@
-"""GS217, GS220, GS223: in-place writes that are warnings (chosen by an option, made by a
-kernel on an intermediate, or by a collective), defined beside the errors' checker."""
+"""GS217, GS220, GS223, GS227: in-place writes that are warnings (chosen by an option, made
+by a kernel or by torch on an intermediate, or by a collective), defined beside the errors'
+checker."""
 
 from __future__ import annotations
 
@@ -63,4 +64,24 @@ GS223 = Rule(
     "    def backward(ctx, grad_output):\n        g = grad_output.clone()\n"
     "        dist.all_reduce(g)\n        return g\n",
     brief="grad_output reduced in place by a collective",
+)
+GS227 = Rule(
+    "GS227", "inplace-saved-intermediate", "warning",
+    "backward modifies in place a tensor forward saved that is neither an input nor an output",
+    "Nothing the caller holds changes, and the first backward is right; but the saved tensor "
+    "is part of the graph: a second backward through it (retain_graph=True, or "
+    "torch.autograd.grad twice) raises 'one of the variables needed for gradient computation "
+    "has been modified by an inplace operation'. The Megatron cross-entropy idiom saves "
+    "memory this way on purpose.",
+    "compute the gradient into a new tensor (`grad = softmax * g`), or document that the "
+    "graph cannot be reused.",
+    bad=_IMPORT + "class Softmax(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        p = x.softmax(-1)\n        ctx.save_for_backward(p)\n        return p.clone()\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
+    "        dot = (p * g).sum(-1, keepdim=True)\n        p.mul_(g - dot)  # GS227\n        return p\n",
+    good=_IMPORT + "class Softmax(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+    "        p = x.softmax(-1)\n        ctx.save_for_backward(p)\n        return p.clone()\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
+    "        dot = (p * g).sum(-1, keepdim=True)\n        return p * (g - dot)\n",
+    brief="saved intermediate modified in backward: a second backward raises",
 )
