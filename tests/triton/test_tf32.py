@@ -242,3 +242,73 @@ def test_interpreted_runs_get_no_tf32_calibration(monkeypatch):
     monkeypatch.delitem(_triton._state, "native", raising=False)  # the interpreter ran them
     report = gradsmith.check(ScaledMatmul, *_inputs(), compat=False, checks=["gradients"])
     assert not any(f.details.get("computes_in") == "tf32" for f in report.findings)
+
+
+# -- natively on a CUDA GPU (skipped without one): a real tl.dot, and torch's TF32 matmuls --------
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _kernel_mm(a, b):
+    c = torch.empty(16, 16, device=a.device, dtype=torch.float32)
+    _mm_default[(1,)](a.float().contiguous(), b.float().contiguous(), c, N=16)
+    return c
+
+
+class KernelMatmul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _kernel_mm(a, b).to(a.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return _kernel_mm(g, b.T).to(a.dtype), _kernel_mm(a.T, g).to(b.dtype)
+
+
+class KernelMatmulUntransposed(KernelMatmul):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return _kernel_mm(g, b).to(a.dtype), _kernel_mm(a.T, g).to(b.dtype)
+
+
+class TorchMatmul(Function):
+    # float32 inside whatever it is given, as fused code does: the check is then in float32
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a.float() @ b.float()).to(a.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        g = g.float()
+        return (g @ b.float().T).to(a.dtype), (a.float().T @ g).to(b.dtype)
+
+
+def _square_cuda():
+    gen = torch.Generator().manual_seed(3)
+    return tuple((8 * torch.randn(16, 16, generator=gen)).cuda().requires_grad_()
+                 for _ in range(2))
+
+
+@cuda
+@pytest.mark.parametrize("fn, wrong", [(KernelMatmul, None), (KernelMatmulUntransposed, "a")])
+def test_native_tl_dot_in_tf32(fn, wrong):
+    report = gradsmith.check(fn, *_square_cuda(), compat=False, checks=["gradients"])
+    assert any(f.details.get("computes_in") == "tf32" for f in report.findings), report
+    bad = {(f.code, f.input) for f in report.findings if f.is_error}
+    assert bad == (set() if wrong is None else {("gradient-mismatch", wrong)}), report
+
+
+@cuda
+def test_torch_matmul_under_allow_tf32(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    report = gradsmith.check(TorchMatmul, *_square_cuda(), compat=False, checks=["gradients"])
+    assert report.passed, report
+    (note,) = [f for f in report.findings if f.code == "low-precision-numerics"]
+    assert note.details["computes_in"] == "tf32" and "allow_tf32" in note.message
