@@ -1,6 +1,7 @@
 """Gradient modifications that are the derivative of no function get an ``intended=`` line that
 gradsmith ran against the Function and that passes when pasted exactly as printed: an added
-loss (icefall's WithLoss), an activation balancer (ActivationBalancerFunction), a sign flip that keeps a parameter in range (LimitParamValue),
+loss (icefall's WithLoss), an injected gradient (threestudio's SpecifyGradient), an activation
+balancer (ActivationBalancerFunction), a sign flip that keeps a parameter in range (LimitParamValue),
 blackbox differentiation of a piecewise-constant solver (blackbox-backprop's TrueRanker,
 ShortestPath), guided backpropagation (pytorch-grad-cam, MONAI) and feedback alignment (decolle's
 LinearFAFunction); a derivative stored in 8 bits (icefall's DoubleSwish) is an approximate
@@ -120,6 +121,25 @@ def _balancer(x, scale_factor, sign_factor, g):
     return g - g.abs() * pushed, None, None
 
 
+INJECT = """
+class InjectGradient(Function):
+    # a dummy loss whose backward hands x a gradient computed elsewhere (score distillation)
+    @staticmethod
+    def forward(ctx, x, given):
+        ctx.save_for_backward(given)
+        return torch.ones([1], dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (given,) = ctx.saved_tensors
+        return given * g * {k}, None
+"""
+
+
+def _inject(x, given, g):
+    return given * g, None
+
+
 def _feedback_linear(x, weight, feedback, g):
     return g @ feedback, g.t() @ x, None
 
@@ -152,6 +172,7 @@ CASES = {
     "GuidedRelu": (GUIDED_RELU, "0", "-0.5", _guided),
     "FeedbackLinear": (FEEDBACK_LINEAR, "1", "2", _feedback_linear),
     "Balancer": (BALANCER, "0.5", "0.4", _balancer),
+    "InjectGradient": (INJECT, "1", "0.5", _inject),
 }
 
 
@@ -291,3 +312,45 @@ def test_a_backward_using_another_of_forwards_tensors_is_no_feedback_alignment(t
     fn = _load(tmp_path, "two", HEADER + WRONG_TENSOR).TwoWeights
     codes = gradsmith.check(fn, *synthesize(fn).args, compat=False).codes("error")
     assert "gradient-mismatch" in codes and "undeclared-estimator" not in codes
+
+
+ATAN_SLOPE = """
+class ATanSlope(Function):
+    @staticmethod
+    def forward(ctx, inputs, alpha):
+        ctx.save_for_backward(inputs, alpha)
+        return inputs.gt(0.).to(inputs.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        inputs, alpha = ctx.saved_tensors
+        shared = grad_output / (1 + (alpha * 3.141592653589793 / 2 * inputs).square())
+        return alpha / 2 * shared, (inputs / 2 * shared).sum() * {k}
+"""
+
+
+def test_a_slope_argument_gets_its_gradient_from_the_inputs_surrogate_term(tmp_path):
+    # BrainCog's atan: alpha (a tensor) gets the arctan surrogate's own alpha-gradient, which
+    # the input's fitted term already carries; it had no term of its own, so the line was a
+    # template.
+    fn = _load(tmp_path, "plain", HEADER + ATAN_SLOPE.format(k=1)).ATanSlope
+    report = gradsmith.check(fn, *synthesize(fn).args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "surrogate=" in line and "..." not in line, line
+    # the independent reference: the surrogate's autograd gradients, by hand
+    surrogate = eval(re.search(r"surrogate=(lambda .*)\)$", line).group(1),  # noqa: S307
+                     {"torch": torch})
+    x = torch.linspace(-2, 2, 9, dtype=torch.float64, requires_grad=True)
+    alpha = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    gx, ga = torch.autograd.grad(surrogate(x, alpha).sum(), (x, alpha))
+    u = torch.pi / 2 * 0.7 * x.detach()
+    torch.testing.assert_close(gx, 0.7 / 2 / (1 + u * u))
+    torch.testing.assert_close(ga, (x.detach() / 2 / (1 + u * u)).sum())
+    torch.manual_seed(0)
+    pasted = _load(tmp_path, "pasted", HEADER + line + ATAN_SLOPE.format(k=1)).ATanSlope
+    assert gradsmith.check(pasted, compat=False).passed
+    # a wrong alpha-gradient under the same line fails
+    torch.manual_seed(0)
+    wrong = _load(tmp_path, "wrong", HEADER + line + ATAN_SLOPE.format(k=2)).ATanSlope
+    assert "surrogate-mismatch" in gradsmith.check(wrong, compat=False).codes("error")

@@ -8,6 +8,9 @@ The families real code uses (issue 18's third corpus), beside those of
 - **an added loss** (``torch.ones_like(y)``, ``c * torch.ones_like(y)``): an input the forward
   ignores whose backward is a constant whatever the incoming gradient (icefall's ``WithLoss``:
   ``y``'s sum is added to the objective);
+- **an injected gradient** (``grad * g``, ``g`` a same-shaped argument): a dummy loss whose
+  backward hands the input a gradient computed elsewhere (score distillation's
+  ``SpecifyGradient``);
 - **balancing** (``grad - grad.abs() * (a + b * ((x > 0).to(grad.dtype) - 0.5))``, ``a``
   and ``b`` same-shaped tensor arguments): a term proportional to the gradient's size that
   pushes the sign statistics of each element (icefall's activation balancers);
@@ -99,6 +102,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
         out += [f"{grad}.clamp(min=0) * ({name} > 0)", f"{grad}.clamp(min=0) * ({name} >= 0)"]
     if kind in ("straight-through", "straight-through-saturating"):
         out += _constant(name, g, numbers) + _blackbox(session, names, top, grad, numbers)
+        out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
     if kind == "substituted" and sig.swap is not None:
         out += _products(grad, sig.swap[1])  # the stand-in, a forward argument's name
     if same:
@@ -118,14 +122,19 @@ def _balancing(session, names, top, x, grad) -> list[str]:
     """``grad - |grad| * (a + b * ([x > 0] - 0.5))``, ``a`` and ``b`` same-shaped tensor
     arguments (``a`` optional): a term proportional to the gradient's size that pushes each
     element's sign statistics (icefall's activation balancers)."""
-    args = session.subject.args.values
-    same = [names[i] for i, a in enumerate(args) if i != top and isinstance(a, torch.Tensor)
-            and a.is_floating_point() and a.shape == x.shape]
+    same = _same_shaped(session, names, top, x)
     sign = f"(({names[top]} > 0).to({grad}.dtype) - 0.5)"
     out = [f"{grad} - {grad}.abs() * {b} * {sign}" for b in same]
     out += [f"{grad} - {grad}.abs() * ({a} + {b} * {sign})" for a in same for b in same
             if a != b]
     return out
+
+
+def _same_shaped(session, names, top, x) -> list[str]:
+    """Names of the floating tensor arguments shaped like ``x`` (``x`` itself left out)."""
+    return [names[i] for i, a in enumerate(session.subject.args.values)
+            if i != top and isinstance(a, torch.Tensor) and a.is_floating_point()
+            and a.shape == x.shape]
 
 
 def _matrix(value) -> bool:

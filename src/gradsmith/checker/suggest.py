@@ -191,6 +191,11 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
         top = subject.args.position(t)
         if top is None or subject.args.inputs[t].is_complex:
             return None  # nested, a parameter, complex: no plain term to write
+        if chosen:  # a slope argument's gradient may come with another input's term
+            got = _try(session, "surrogate", _compile(
+                f"lambda {params}: {' + '.join(chosen)}", session), v, problem.xs, split)
+            if got is not None and _matches(grads[t], got[t], session):
+                continue
         for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers,
                                         _terms(names[top], numbers)):
             got = _try(session, "surrogate", _compile(f"lambda {params}: {term}", session), v,
