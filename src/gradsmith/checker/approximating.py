@@ -17,6 +17,14 @@ line, the integrated discrepancy is at most a quarter of the pointwise one and a
 :data:`MAX_INTEGRATED` (0.1%) of forward's change: then it is a ``gradient-mismatch``
 **warning** naming both sizes. Anything else (a larger or persistent mismatch, a line leaving
 forward's domain, a jump) stays an error.
+
+The integral alone cannot tell which side approximates: a bug confined to a narrow region or a
+single point (``grad * 1.005`` where ``2.9 < x < 3.1``) is also the derivative of a function
+within a small ``eps`` of forward, one with kinks. So the mismatch's structure must be
+forward's: on each line the fourth differences of backward's cell averages must be at most
+:data:`MAX_ROUGH` of those of the mismatch (forward's cell slopes minus backward's). An
+approximating forward wiggles around a smooth exact function; a backward that jumps, spikes or
+oscillates where forward is smooth is a bug, and stays an error.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ MAX_INTEGRATED = 1e-3   # integrated discrepancy, relative to forward's change, 
 RADII = (2.0, 1.0, 0.5)  # line half-lengths tried, times max(1, |x_j|): the longest finite
 INTERVALS = 32          # Simpson intervals per line (even)
 WORST = 3               # elements whose lines are integrated
+MAX_ROUGH = 0.5         # backward's roughness along a line, relative to the mismatch's, at most
 
 
 def explain(session: Session, problem: Problem, results: list[numerics.InputResult],
@@ -58,8 +67,8 @@ def explain(session: Session, problem: Problem, results: list[numerics.InputResu
         lines = [_line(problem, res.t, e.index, vs[0]) for e in worst]
         if any(line is None for line in lines):
             continue
-        if not all(gap <= min(_relative(e) / 4, MAX_INTEGRATED)
-                   for e, (gap, _, _) in zip(worst, lines)):
+        if not all(gap <= min(_relative(e) / 4, MAX_INTEGRATED) and rough <= MAX_ROUGH
+                   for e, (gap, _, _, rough) in zip(worst, lines)):
             continue
         findings.append(_warning(problem, res, max(point), lines, check))
         res.mismatches = []
@@ -71,25 +80,41 @@ def _relative(e: numerics.Element) -> float:
 
 
 def _line(problem: Problem, t: int, j: int, v: torch.Tensor
-          ) -> tuple[float, float, float] | None:
-    """(integrated discrepancy relative to forward's change, its absolute size, the radius)
-    on the longest line through element ``j`` where everything is finite, or None."""
+          ) -> tuple[float, float, float, float] | None:
+    """(integrated discrepancy relative to forward's change, its absolute size, the radius,
+    backward's roughness relative to the mismatch's) on the longest line through element
+    ``j`` where everything is finite, or None."""
     x = problem.xs[t]
     scale = max(1.0, abs(float(x.reshape(-1)[j])))
     v64 = v.to(torch.float64)
     for radius in (r * scale for r in RADII):
-        values = [_gradient_at(problem, t, j, v, s) for s in torch.linspace(
-            -radius, radius, INTERVALS + 1, dtype=torch.float64).tolist()]
-        change = v64 @ (_shifted(problem, t, j, radius) - _shifted(problem, t, j, -radius))
-        if not all(math.isfinite(g) for g in values) or not math.isfinite(float(change)) \
-                or float(change) == 0.0:
+        grid = torch.linspace(-radius, radius, INTERVALS + 1, dtype=torch.float64).tolist()
+        values = [_gradient_at(problem, t, j, v, s) for s in grid]
+        forward = [float(v64 @ _shifted(problem, t, j, s)) for s in grid]
+        change = forward[-1] - forward[0]
+        if not all(math.isfinite(g) for g in values + forward) or change == 0.0:
             continue
         width = 2 * radius / INTERVALS
         weights = [1.0] + [4.0 if i % 2 else 2.0 for i in range(1, INTERVALS)] + [1.0]
         integral = width / 3 * sum(w * g for w, g in zip(weights, values))
-        gap = abs(integral - float(change))
-        return gap / abs(float(change)), gap, radius
+        gap = abs(integral - change)
+        return gap / abs(change), gap, radius, _roughness(values, forward, width)
     return None
+
+
+def _roughness(values: list[float], forward: list[float], width: float) -> float:
+    """Backward's roughness along a line relative to the mismatch's: the largest fourth
+    difference of backward's cell averages (trapezoid) over the largest of the mismatch's
+    (backward's cell averages minus forward's cell slopes). Near 0 when forward carries the
+    mismatch's wiggle around a smooth backward; near 1 when backward carries it (a jump,
+    a spike at one point, an oscillation) and forward is smooth: a bug."""
+    b = torch.tensor(values, dtype=torch.float64)
+    f = torch.tensor(forward, dtype=torch.float64)
+    cells = (b[1:] + b[:-1]) / 2
+    slopes = (f[1:] - f[:-1]) / width
+    own = float(torch.diff(cells, n=4).abs().max())
+    mismatch = float(torch.diff(cells - slopes, n=4).abs().max())
+    return own / mismatch if mismatch > 0 else math.inf
 
 
 def _delta(x: torch.Tensor, j: int, s: float) -> torch.Tensor:
@@ -117,9 +142,9 @@ def _gradient_at(problem: Problem, t: int, j: int, v: torch.Tensor, s: float) ->
 def _warning(problem: Problem, res: numerics.InputResult, point: float,
              lines: list[tuple[float, float, float]], check: str) -> Finding:
     where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])
-    integrated = max(gap for gap, _, _ in lines)
-    eps = max(size for _, size, _ in lines) / 2
-    radius = min(r for _, _, r in lines)
+    integrated = max(line[0] for line in lines)
+    eps = max(line[1] for line in lines) / 2
+    radius = min(line[2] for line in lines)
     return Finding(
         "gradient-mismatch", "warning",
         f"gradient of {res.label} differs from finite differences of forward by up to "

@@ -1,0 +1,110 @@
+"""Red team for trust (issues 18 and 22): rules that turn an error into a warning, an info or a
+fitted declaration must never let a real wrong gradient end in a PASS. Each planted bug here is
+a reduced Function written for this file, its wrongness shown against autograd of an equivalent
+expression; each has a correct twin that must still PASS.
+"""
+
+import pytest
+import torch
+from torch.autograd import Function
+
+import gradsmith
+
+
+def _function(forward, backward):
+    """A Function with ``forward(*xs)`` and ``backward(g, *xs)`` (inputs saved)."""
+
+    class Planted(Function):
+        @staticmethod
+        def forward(ctx, *xs):
+            ctx.save_for_backward(*xs)
+            return forward(*xs)
+
+        @staticmethod
+        def backward(ctx, g):
+            return backward(g, *ctx.saved_tensors)
+
+    return Planted
+
+
+def _inputs(*xs):
+    return [x.clone().requires_grad_() for x in xs]
+
+
+def _wrong_by_hand(fn, reference, xs):
+    """backward's gradients differ from autograd of the equivalent expression somewhere."""
+    leaves = _inputs(*xs)
+    got = torch.autograd.grad(fn.apply(*leaves).sum(), leaves)
+    leaves = _inputs(*xs)
+    want = torch.autograd.grad(reference(*leaves).sum(), leaves)
+    return any(not torch.allclose(a, b, rtol=1e-4, atol=0) for a, b in zip(got, want))
+
+
+# -- approximating forward (bb58cb8): a mismatch within 1% that integrates away ----------------
+_softplus = torch.nn.functional.softplus
+_LINE = torch.linspace(0.1, 1.9, 12, dtype=torch.float64).reshape(3, 4)
+_AROUND_3 = torch.linspace(2.0, 4.0, 12, dtype=torch.float64).reshape(3, 4)
+_POINT = float(_LINE[1, 2])
+
+
+def _narrow(x, lo, hi, factor):
+    return torch.where((x > lo) & (x < hi), factor, 1.0).to(x.dtype)
+
+
+APPROXIMATING_BUGS = {
+    # grad * 1.005 on 2.9 < x < 3.1 only: the derivative of a function with kinks within 1e-3
+    # of forward, which the line integral alone took for an approximating forward
+    "narrow-region": (lambda x: _softplus(x),
+                      lambda g, x: g * torch.sigmoid(x) * _narrow(x, 2.9, 3.1, 1.005),
+                      [_AROUND_3]),
+    # a factor wrong at one value only (a special case gone wrong): integrates to nothing
+    "single-point": (lambda x: x ** 3,
+                     lambda g, x: g * 3 * x * x * torch.where(
+                         (x - _POINT).abs() < 1e-9, 1.008, 1.0).to(x.dtype),
+                     [_LINE]),
+    # the second input is right, the first wrong on a narrow band
+    "one-of-two-inputs": (lambda x, y: _softplus(x) * y,
+                          lambda g, x, y: (g * torch.sigmoid(x) * y * _narrow(x, 0.9, 1.1, 1.008),
+                                           g * _softplus(x)),
+                          [_LINE, torch.linspace(0.5, 1.5, 12, dtype=torch.float64).reshape(3, 4)]),
+}
+
+APPROXIMATING_TWINS = {
+    "narrow-region": (lambda x: _softplus(x), lambda g, x: g * torch.sigmoid(x), [_AROUND_3]),
+    "single-point": (lambda x: x ** 3, lambda g, x: g * 3 * x * x, [_LINE]),
+    "one-of-two-inputs": (lambda x, y: _softplus(x) * y,
+                          lambda g, x, y: (g * torch.sigmoid(x) * y, g * _softplus(x)),
+                          [_LINE, torch.linspace(0.5, 1.5, 12, dtype=torch.float64).reshape(3, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(APPROXIMATING_BUGS))
+def test_a_bug_that_integrates_away_is_not_an_approximating_forward(name):
+    forward, backward, xs = APPROXIMATING_BUGS[name]
+    fn = _function(forward, backward)
+    assert _wrong_by_hand(fn, forward, xs)
+    report = gradsmith.check(fn, *_inputs(*xs), checks=["gradients"])
+    assert not report.passed, report
+    assert "gradient-mismatch" in report.codes("error")
+    assert not any(f.details.get("approximating_forward") for f in report.findings)
+
+
+@pytest.mark.parametrize("name", sorted(APPROXIMATING_TWINS))
+def test_the_correct_twins_of_the_approximating_probes_pass(name):
+    forward, backward, xs = APPROXIMATING_TWINS[name]
+    fn = _function(forward, backward)
+    assert not _wrong_by_hand(fn, forward, xs)
+    report = gradsmith.check(fn, *_inputs(*xs), checks=["gradients"])
+    assert report.passed, report
+    assert "gradient-mismatch" not in report.codes()
+
+
+def test_an_approximating_forward_around_a_smooth_exact_derivative_is_still_a_warning():
+    """The rule's own case survives the attribution: forward wiggles (5e-4 sin 5x) around
+    softplus, backward is softplus' exact derivative."""
+    fn = _function(lambda x: _softplus(x) + 5e-4 * torch.sin(5 * x),
+                   lambda g, x: g * torch.sigmoid(x))
+    report = gradsmith.check(fn, *_inputs(_LINE), checks=["gradients"])
+    assert report.passed
+    (finding,) = [f for f in report.findings if f.code == "gradient-mismatch"]
+    assert finding.severity == "warning" and finding.details["approximating_forward"]
