@@ -15,6 +15,7 @@ import ast
 from typing import Any
 
 from gradsmith.discovery.hints import _parse
+from gradsmith.discovery.source import stored_on_ctx
 
 
 def truth_tested(owner: Any, names: list[str]) -> set[str]:
@@ -37,14 +38,9 @@ def truth_tested(owner: Any, names: list[str]) -> set[str]:
     setup = vars(owner).get("setup_context") if isinstance(owner, type) else None
     backward = getattr(owner, "backward", None) if isinstance(owner, type) else None
     trees = [t for t in (_parse(forward), _parse(setup)) if t is not None]
-    stored: dict[str, str] = {}  # ctx attribute -> parameter
+    stored: dict[str, str] = {}  # ctx attribute -> parameter (also ctx.flag = inputs[0])
     for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
-                    node.value.id in names:
-                for target in node.targets:
-                    if _ctx_attr(target) is not None:
-                        stored[target.attr] = node.value.id
+        stored.update(stored_on_ctx(tree, names))
     tested: dict[str, bool] = {}  # parameter -> every use so far a truth test
     for tree in trees:
         _read(tree, {n: n for n in names}, stored, tested)

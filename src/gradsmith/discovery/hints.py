@@ -19,6 +19,7 @@ from typing import Any
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.source import parse as _parse
+from gradsmith.discovery.source import stored_on_ctx
 from gradsmith.discovery.stated import documented_options
 
 # Methods and attributes that only tensors have (a parameter using one is a tensor).
@@ -533,6 +534,7 @@ def backward_functions(owner: type | None, names: list[str]) -> set[str]:
                         stored[target.attr] = node.value.id
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 called_in_forward.add(node.func.id)
+        stored.update(stored_on_ctx(tree, names))  # ctx.fn = inputs[1] in setup_context
     tree = _parse(getattr(owner, "backward", None))
     if tree is None or not stored:
         return set()

@@ -28,3 +28,64 @@ def _parse(obj: Any) -> ast.AST | None:
         return ast.parse(textwrap.dedent(inspect.getsource(obj)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return None
+
+
+def stored_on_ctx(tree: ast.AST | None, names: list[str]) -> dict[str, str]:
+    """ctx attribute -> forward parameter, for what ``tree`` (forward or setup_context) keeps
+    on ctx as it is: ``ctx.flag = flag``, and in a ``setup_context(ctx, inputs, output)``
+    ``ctx.flag = inputs[0]`` or ``flag, x = inputs; ctx.flag = flag`` (positions of forward's
+    parameters ``names``).
+
+    Example:
+        >>> tree = ast.parse("def setup_context(ctx, inputs, output):\\n"
+        ...                  "    ctx.phase = inputs[0]\\n    a, fn = inputs[:2]\\n"
+        ...                  "    ctx.fn = fn")
+        >>> stored_on_ctx(tree, ["phase", "fn", "x"])
+        {'phase': 'phase', 'fn': 'fn'}
+    """
+    if tree is None:
+        return {}
+    local = {n: n for n in names}
+    packed = _inputs_parameter(tree)
+    for node in ast.walk(tree):  # a, b = inputs (or inputs[:2])
+        if (packed and isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Tuple) and _is_name(_unsliced(node.value),
+                                                                         packed)):
+            for i, element in enumerate(node.targets[0].elts):
+                if isinstance(element, ast.Name) and i < len(names):
+                    local[element.id] = names[i]
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        name = local.get(value.id) if isinstance(value, ast.Name) else None
+        if (name is None and packed and isinstance(value, ast.Subscript)
+                and _is_name(value.value, packed) and isinstance(value.slice, ast.Constant)
+                and type(value.slice.value) is int and 0 <= value.slice.value < len(names)):
+            name = names[value.slice.value]
+        if name is None:
+            continue
+        for target in node.targets:
+            if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == "ctx"):
+                found[target.attr] = name
+    return found
+
+
+def _inputs_parameter(tree: ast.AST) -> str | None:
+    """The name of setup_context's ``inputs`` parameter, if ``tree`` defines one."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "setup_context":
+            args = [a.arg for a in node.args.args]
+            return args[1] if len(args) >= 2 else None
+    return None
+
+
+def _unsliced(node: ast.AST) -> ast.AST:
+    return node.value if isinstance(node, ast.Subscript) and isinstance(
+        node.slice, ast.Slice) else node
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name

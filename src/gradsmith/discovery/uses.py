@@ -30,6 +30,7 @@ from typing import Any
 
 from gradsmith.discovery.flags import truth_tested
 from gradsmith.discovery.hints import _TENSOR_ATTRS, _parse
+from gradsmith.discovery.source import stored_on_ctx
 
 _SHAPE_METHODS = {"view", "reshape", "expand", "new_zeros", "new_ones", "new_empty"}
 _SHAPE_FUNCTIONS = {"zeros", "ones", "empty", "randn", "rand", "Size"}
@@ -90,6 +91,7 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
         if tree is not None:
             _Reader(uses, {n: n for n in names}).visit(tree)
             stored.update(_stored(tree, names))
+            stored.update(stored_on_ctx(tree, names))  # ctx.cfg = inputs[1]
     backward = _parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
     if backward is not None and stored:
         _Reader(uses, {}, stored).visit(backward)
