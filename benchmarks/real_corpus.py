@@ -342,11 +342,14 @@ def capture(factory, **kwargs):
 
 for key, source, line in json.loads(sys.stdin.read()):
     try:
-        obj = load_module(source["kind"], source["location"])
+        module = obj = load_module(source["kind"], source["location"])
         for part in source["attr"].split("."):
             obj = getattr(obj, part)
+        # pasted above the class, the line's names resolve in the module (the class itself,
+        # what it imports), then torch
+        names = {**vars(module), "torch": torch, "capture": capture}
         factory, kwargs = eval(line.lstrip("@").replace("gradsmith.example(", "capture(", 1),
-                               {"torch": torch, "capture": capture})
+                               names)
         report = gradsmith.check(obj, *factory(), compat=False, **kwargs)
         out[key] = {"passed": report.passed, "errors": sorted(report.codes("error"))}
     except Exception as exc:
