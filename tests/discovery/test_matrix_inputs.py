@@ -126,3 +126,39 @@ def test_a_documented_symmetric_matrix_is_symmetric_and_a_missing_factor_is_caug
     torch.testing.assert_close(got, reference)
     assert gradsmith.check(right, *found.args).passed
     assert "gradient-mismatch" in gradsmith.check(wrong, *found.args).codes("error")
+
+
+class Precision(Function):
+    """mean and Cholesky factor from natural parameters, through the class's own static
+    helper (``cholesky(-2 * nat_covar)``: nat_covar negative definite)."""
+
+    @staticmethod
+    def _forward(nat_mean, nat_covar):
+        covariance = torch.linalg.inv(-2.0 * nat_covar)
+        return covariance @ nat_mean, torch.linalg.cholesky(-2.0 * nat_covar)
+
+    @staticmethod
+    def forward(ctx, nat_mean, nat_covar):
+        mean, chol = Precision._forward(nat_mean, nat_covar)
+        ctx.save_for_backward(nat_mean, nat_covar)
+        return mean
+
+    @staticmethod
+    def backward(ctx, g):
+        nat_mean, nat_covar = ctx.saved_tensors
+        covariance = torch.linalg.inv(-2.0 * nat_covar)
+        mean = covariance @ nat_mean
+        return covariance.mT @ g, 2 * (covariance.mT @ g) @ mean.mT
+
+
+def test_a_static_helper_of_the_class_is_read_too_and_a_negative_definite_matrix_made():
+    found = _found(Precision)
+    nat_mean, nat_covar = found.args
+    assert "negative definite" in found.description
+    assert bool((torch.linalg.eigvalsh(nat_covar) < 0).all())
+    g = torch.randn(nat_covar.shape[-1], nat_mean.shape[-1], dtype=torch.float64)
+    got = torch.autograd.grad(Precision.apply(nat_mean, nat_covar), (nat_mean, nat_covar), g)
+    reference = torch.autograd.grad(torch.linalg.inv(-2.0 * nat_covar) @ nat_mean,
+                                    (nat_mean, nat_covar), g)
+    torch.testing.assert_close(got, reference)
+    assert gradsmith.check(Precision, *found.args).passed

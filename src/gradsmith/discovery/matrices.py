@@ -63,11 +63,36 @@ def read_matrices(owner: Any, hints: dict) -> None:
     for tree in (parse(forward), parse(vars(owner).get("setup_context"))):
         if tree is not None:
             _read(tree, names, hints)
+            for helper, passed in _own_helpers(owner, tree, names):
+                _read(helper, passed, hints)
     backward = parse(getattr(owner, "backward", None))
     if backward is not None:
         _read(backward, _saved_aliases(parse(forward), backward, hints), hints)
     for name, kind in _documented(forward, hints).items():
         hints[name].matrix = hints[name].matrix or kind
+
+
+def _own_helpers(owner: Any, tree: ast.AST, names: dict[str, str]):
+    """The class's own static helpers forward calls (``Owner._forward(nat_mean, nat_covar)``):
+    each helper's tree, and its parameter -> our parameter for the arguments passed as is."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in (owner.__name__, "cls")):
+            continue
+        method = vars(owner).get(node.func.attr)
+        function = getattr(method, "__func__", None)
+        helper = parse(function)
+        if not isinstance(method, staticmethod) or helper is None:
+            continue
+        try:
+            params = list(inspect.signature(function).parameters)
+        except (TypeError, ValueError):
+            continue
+        passed = {theirs: names[arg.id] for theirs, arg in zip(params, node.args)
+                  if isinstance(arg, ast.Name) and arg.id in names}
+        if passed:
+            yield helper, passed
 
 
 def _saved_aliases(forward: ast.AST | None, backward: ast.AST, hints: dict) -> dict[str, str]:
