@@ -3,7 +3,8 @@ gradsmith ran against the Function and that passes when pasted exactly as printe
 loss (icefall's WithLoss), an injected gradient (threestudio's SpecifyGradient), an activation
 balancer (ActivationBalancerFunction), a sign flip that keeps a parameter in range (LimitParamValue),
 blackbox differentiation of a piecewise-constant solver (blackbox-backprop's TrueRanker,
-ShortestPath), guided backpropagation (pytorch-grad-cam, MONAI) and feedback alignment (decolle's
+ShortestPath), sinabs' periodic exponential surrogate (rockpool), guided backpropagation
+(pytorch-grad-cam, MONAI) and feedback alignment (decolle's
 LinearFAFunction); a derivative stored in 8 bits (icefall's DoubleSwish) is an approximate
 gradient with an approximate=True line. Reduced cases written here.
 Each printed line is compared with a hand computation on fresh inputs, passes pasted above the
@@ -24,6 +25,7 @@ from gradsmith.discovery import synthesize
 HEADER = """\
 import torch
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 import gradsmith
 
@@ -140,6 +142,35 @@ def _inject(x, given, g):
     return given * g, None
 
 
+MULTI_SPIKE = """
+class MultiSpike(Function):
+    @staticmethod
+    def forward(ctx, data, threshold=1.0, window=0.5):
+        ctx.save_for_backward(data.clone())
+        ctx.threshold, ctx.window = threshold, window
+        return ((data > 0) * torch.floor(data / threshold)).to(data.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (v,) = ctx.saved_tensors
+        shifted = v - ctx.threshold / 2
+        periodic = shifted % ctx.threshold
+        new = periodic * (v >= ctx.threshold) + shifted * (v < ctx.threshold)
+        pdf = torch.exp(-torch.abs(new - ctx.threshold / 2) / (ctx.window * {k}))
+        return grad_output * pdf / ctx.threshold, None, None
+"""
+
+
+def _multi_spike(data, threshold, window, g):
+    # by hand: the distance to the middle of the spike period the potential is in
+    below = data < threshold
+    middle = torch.where(below, torch.full_like(data, threshold), data - torch.remainder(
+        data - threshold / 2, threshold) + threshold / 2)
+    bump = torch.where(below, (data - threshold).abs(), (data - middle).abs())
+    return g * torch.exp(-bump / window) / threshold, None, None
+
+
 def _feedback_linear(x, weight, feedback, g):
     return g @ feedback, g.t() @ x, None
 
@@ -173,6 +204,7 @@ CASES = {
     "FeedbackLinear": (FEEDBACK_LINEAR, "1", "2", _feedback_linear),
     "Balancer": (BALANCER, "0.5", "0.4", _balancer),
     "InjectGradient": (INJECT, "1", "0.5", _inject),
+    "MultiSpike": (MULTI_SPIKE, "1", "2", _multi_spike),
 }
 
 

@@ -17,6 +17,8 @@ The families real code uses (issue 18's third corpus), beside those of
 - **a sign flip outside a range** (``grad * torch.where(((grad > 0) & (x < lo)) | ((grad < 0)
   & (x > hi)), -1.0, 1.0)``, ``lo``/``hi`` forward arguments): a gradient that never pushes a
   parameter further out of ``[lo, hi]`` (icefall's ``LimitParamValue``);
+- **a periodic exponential** (sinabs' multi-spike surrogate: an exponential bump of width
+  ``w`` in each period ``theta`` of ``floor(x / theta)``);
 - **guided** (``grad.clamp(min=0) * (x > 0)``): a ReLU whose backward keeps only positive
   incoming gradients (guided backpropagation, a saliency method);
 - **feedback alignment** (``grad @ B`` for the input, ``grad.t() @ x`` for the weight, ``B`` a
@@ -103,6 +105,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
     if kind in ("straight-through", "straight-through-saturating"):
         out += _constant(name, g, numbers) + _blackbox(session, names, top, grad, numbers)
         out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
+        out += _periodic_exponential(name, grad, numbers)
     if kind == "substituted" and sig.swap is not None:
         out += _products(grad, sig.swap[1])  # the stand-in, a forward argument's name
     if same:
@@ -127,6 +130,20 @@ def _balancing(session, names, top, x, grad) -> list[str]:
     out = [f"{grad} - {grad}.abs() * {b} * {sign}" for b in same]
     out += [f"{grad} - {grad}.abs() * ({a} + {b} * {sign})" for a in same for b in same
             if a != b]
+    return out
+
+
+def _periodic_exponential(name: str, grad: str, numbers) -> list[str]:
+    """Sinabs' periodic exponential surrogate of a multi-spike ``floor(x / theta)``: an
+    exponential bump of width ``w`` in the middle of each spike period (``theta``, ``w``
+    positive forward numbers)."""
+    out = []
+    for theta, a in numbers:
+        for w, b in numbers:
+            if theta != w and a > 0 and b > 0:
+                u = (f"torch.where({name} >= {theta}, ({name} - {theta} / 2) % {theta}, "
+                     f"{name} - {theta} / 2)")
+                out.append(f"{grad} * torch.exp(-({u} - {theta} / 2).abs() / {w}) / {theta}")
     return out
 
 
