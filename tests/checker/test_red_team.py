@@ -4,6 +4,9 @@ a reduced Function written for this file, its wrongness shown against autograd o
 expression; each has a correct twin that must still PASS.
 """
 
+import importlib.util
+import sys
+
 import pytest
 import torch
 from torch.autograd import Function
@@ -108,3 +111,73 @@ def test_an_approximating_forward_around_a_smooth_exact_derivative_is_still_a_wa
     assert report.passed
     (finding,) = [f for f in report.findings if f.code == "gradient-mismatch"]
     assert finding.severity == "warning" and finding.details["approximating_forward"]
+
+
+# -- quantized derivative (77026e6): a derivative rounded to a grid ----------------------------
+STORED_4_BITS = '''
+import torch
+import gradsmith
+from torch.autograd import Function
+{line}
+class Stored4(Function):
+    # x * sigmoid(x - 1), its derivative (times {factor}) rounded to a 4-bit grid
+    @staticmethod
+    def forward(ctx, x):
+        s = torch.sigmoid(x - 1)
+        deriv = (s + x * s * (1 - s)) * {factor}
+        ctx.save_for_backward(((deriv + 0.05) * (15 / 1.25)).round().clamp(0, 15))
+        return x * s
+
+    @staticmethod
+    def backward(ctx, g):
+        (q,) = ctx.saved_tensors
+        return g * (q * (1.25 / 15) - 0.05)
+'''
+
+
+def _stored(tmp_path, stem, factor, line=""):
+    path = tmp_path / f"{stem}.py"
+    path.write_text(STORED_4_BITS.format(line=line, factor=factor))
+    spec = importlib.util.spec_from_file_location(f"red_team_{stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.Stored4
+
+
+def _swish_shifted(x):
+    return x * torch.sigmoid(x - 1)
+
+
+def test_a_wrong_factor_under_a_coarse_grid_is_no_low_precision_derivative(tmp_path):
+    """A derivative 4% too large, rounded to 4 bits, stays within a step (1.25/15) of the
+    true one: it was an undeclared estimator of kind quantized whose printed, "checked"
+    approximate=True line PASSed pasted. Rounding's error does not grow with the derivative;
+    this one does (0.5 step across the range)."""
+    fn = _stored(tmp_path, "factor", "1.04")
+    x = torch.linspace(-4, 4, 101, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(fn.apply(x).sum(), x)
+    (want,) = torch.autograd.grad(_swish_shifted(x).sum(), x)
+    assert float((got - want).abs().max()) <= 1.25 / 15 * 1.05  # within a step ...
+    large = want > 0.8
+    assert float((got[large] - want[large]).mean()) > 0.02  # ... and biased upwards: a bug
+    x0 = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    report = gradsmith.check(fn, x0.requires_grad_(), compat=False)
+    assert "gradient-mismatch" in report.codes("error"), report
+    assert "undeclared-estimator" not in report.codes(), report
+
+
+def test_a_correct_derivative_rounded_to_4_bits_keeps_its_line(tmp_path):
+    fn = _stored(tmp_path, "right", "1.0")
+    x = torch.linspace(-4, 4, 101, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(fn.apply(x).sum(), x)
+    (want,) = torch.autograd.grad(_swish_shifted(x).sum(), x)
+    assert float((got - want).abs().max()) <= 1.25 / 15 / 2 + 1e-12  # rounded to nearest
+    x0 = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    report = gradsmith.check(fn, x0.requires_grad_(), compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    assert finding.details["estimator"] == {"x": "quantized"}
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "approximate=True" in line
+    torch.manual_seed(0)
+    assert gradsmith.check(_stored(tmp_path, "pasted", "1.0", line), compat=False).passed

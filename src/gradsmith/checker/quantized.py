@@ -28,6 +28,11 @@ from gradsmith.checker.surrogate_fit import _Oracle
 
 MIN_LEVELS = 16  # fewer steps across the derivative's range is a window, not a precision
 MAX_BITS = 16  # a finer grid is float rounding, which the gradients check's tolerance absorbs
+# The trend of backward's rounding error across the derivative's range, in steps, at most,
+# where the error spreads over more than one step (a dither): a dither's is 0 up to sampling
+# noise (at most 0.15 step over the ~170 values examined, 4-8 bits), a factor off by r shows
+# r * span (a 4-bit grid's 1.04 factor: 0.5 step)
+MAX_TREND = 0.35
 
 
 def signature(session: Session, t: int) -> tuple[float, int] | None:
@@ -63,7 +68,25 @@ def signature(session: Session, t: int) -> tuple[float, int] | None:
     err = (d - f).abs()
     if float(err.max()) > 1.05 * step + 1e-9 * float(f.abs().max()):
         return None  # further from the derivative than one step: a wrong formula
+    spread = float((d - f).max() - (d - f).min())
+    if spread > 1.05 * step and _trend(d, f) > MAX_TREND * step:
+        return None  # wider than rounding, and not a dither's: a wrong factor under the grid
     return step, count
+
+
+def _trend(d: torch.Tensor, f: torch.Tensor) -> float:
+    """How much ``d - f`` changes across the derivative's range along a straight line fitted
+    to it (least squares on ``f``): about 0 for a dithered rounding (its error does not
+    depend on the value rounded); ``r * span`` for a derivative off by a factor ``1 + r`` (or
+    a term growing with it) hidden under a coarse grid's step. Asked only where ``d - f``
+    spreads over more than one step: a deterministic rounding (nearest, floor) stays within
+    one, but its error follows clusters of values and has a trend of its own."""
+    centred = f - f.mean()
+    spread = float(centred @ centred)
+    if spread == 0.0:
+        return 0.0
+    slope = float(centred @ (d - f)) / spread
+    return abs(slope) * float(f.max() - f.min())
 
 
 def _forward_derivative(session: Session, t: int, values: torch.Tensor) -> torch.Tensor:
