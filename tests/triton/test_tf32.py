@@ -244,6 +244,23 @@ def test_interpreted_runs_get_no_tf32_calibration(monkeypatch):
     assert not any(f.details.get("computes_in") == "tf32" for f in report.findings)
 
 
+def test_reference_runs_its_own_precision_with_tf32_matmuls(natively):
+    # reference=: the tolerance is the reference's own float32 error; where the Function's
+    # products ran in TF32, CUDA matmuls in that run are TF32 too (float64's truth is not)
+    seen = []
+
+    def reference(x, w):
+        seen.append((x.dtype, torch.backends.cuda.matmul.allow_tf32))
+        return 2 * x @ w
+
+    report = gradsmith.check(ScaledMatmul, *_inputs(), reference=reference, compat=False,
+                             checks=["reference"])
+    assert "reference" in report.checks
+    assert {flag for dtype, flag in seen if dtype == torch.float32} == {True}
+    assert {flag for dtype, flag in seen if dtype == torch.float64} == {False}
+    assert torch.backends.cuda.matmul.allow_tf32 is False  # restored
+
+
 # -- natively on a CUDA GPU (skipped without one): a real tl.dot, and torch's TF32 matmuls --------
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -312,3 +329,12 @@ def test_torch_matmul_under_allow_tf32(monkeypatch):
     assert report.passed, report
     (note,) = [f for f in report.findings if f.code == "low-precision-numerics"]
     assert note.details["computes_in"] == "tf32" and "allow_tf32" in note.message
+
+
+@cuda
+@pytest.mark.parametrize("fn, wrong", [(KernelMatmul, None), (KernelMatmulUntransposed, "a")])
+def test_native_tl_dot_against_a_reference(fn, wrong):
+    report = gradsmith.check(fn, *_square_cuda(), reference=lambda a, b: a @ b, compat=False,
+                             checks=["reference"])
+    bad = {(f.code, f.input) for f in report.findings if f.is_error}
+    assert bad == (set() if wrong is None else {("reference-mismatch", wrong)}), report

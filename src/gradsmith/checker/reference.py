@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from gradsmith.checker import tf32
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.problem import index_str, seeded_grad
 from gradsmith.checker.report import Finding
@@ -53,7 +54,8 @@ def run(session: Session) -> list[Finding]:
     try:
         exact = _evaluate(session, [x.to(torch.float64) for x in base], reference, vs,
                           torch.float64)
-        rough = _evaluate(session, [x.to(own) for x in base], reference, vs, own)
+        with tf32.like_the_function(session):  # TF32 where the Function's products were
+            rough = _evaluate(session, [x.to(own) for x in base], reference, vs, own)
     except _Failed as failed:
         return [failed.finding]
     findings: list[Finding] = []

@@ -22,11 +22,17 @@ input dimension, the longest sum a dot over these inputs can run) and ``m = max 
 
 A wrong factor (2) or a transposed operand is off by O(1) and still fails; errors below
 ``rtol`` cannot be told from TF32 rounding by finite differences, which the note says.
+
+With ``reference=``, the reference's run at the Function's own precision (whose distance from
+float64 sets the tolerance) runs with TF32 CUDA matmuls too (:func:`like_the_function`): an
+honest TF32 implementation's error, not IEEE float32's, which a correct kernel exceeds 1e4-fold.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -58,6 +64,7 @@ def calibrate(session: Session, before: int) -> None:
     h = 2 * (2 * UNIT) ** (1 / 3)
     rtol = SAFETY * 3 * UNIT * math.sqrt(reduction) + 2 * UNIT * (largest + h) / h
     s.h = max(s.h, h)
+    session.cache["tf32"] = True
     if not session.options.user_tolerance:
         s.rtol = max(s.rtol, rtol)
     report = session.report
@@ -76,6 +83,21 @@ def calibrate(session: Session, before: int) -> None:
         "inputs)", "setup",
         details={"computes_in": "tf32", "reduction": reduction, "max_abs": largest,
                  "h": s.h, "rtol": s.rtol, "unit_roundoff": UNIT}))
+
+
+@contextmanager
+def like_the_function(session: Session) -> Iterator[None]:
+    """CUDA matmuls in TF32 inside, where the Function's products ran in TF32 (else nothing
+    changes); the flag is restored."""
+    if not session.cache.get("tf32"):
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def _where(session: Session, before: int) -> str | None:
