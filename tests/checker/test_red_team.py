@@ -181,3 +181,67 @@ def test_a_correct_derivative_rounded_to_4_bits_keeps_its_line(tmp_path):
     assert finding.details["verified"] and "approximate=True" in line
     torch.manual_seed(0)
     assert gradsmith.check(_stored(tmp_path, "pasted", "1.0", line), compat=False).passed
+
+
+# -- intended= fits (e661152): a constant backward is an added loss only for an ignored input --
+STE = '''
+import torch
+import gradsmith
+from torch.autograd import Function
+{line}
+class Rounded(Function):
+    # round(x * k) / k, straight-through: backward should pass the incoming gradient
+    @staticmethod
+    def forward(ctx, x, k):
+        return torch.round(x * k) / k
+
+    @staticmethod
+    def backward(ctx, g):
+        return {returned}, None
+'''
+
+
+def _rounded(tmp_path, stem, returned, line=""):
+    path = tmp_path / f"{stem}.py"
+    path.write_text(STE.format(line=line, returned=returned))
+    spec = importlib.util.spec_from_file_location(f"red_team_{stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.Rounded
+
+
+_X = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("returned", ["torch.ones_like(g)", "torch.full_like(g, 2.0)"],
+                         ids=["ones", "twos"])
+def test_a_straight_through_backward_that_forgets_the_incoming_gradient_gets_no_checked_line(
+        tmp_path, returned):
+    """``torch.ones_like(g)`` for ``g``: the gradient of no loss of the output. It was fitted
+    as an added loss (``intended=lambda x, k, grad: torch.ones_like(x)``, or ``(2 * k) *``
+    with k = 1), printed as checked, and PASSed pasted; an added loss is an input forward
+    ignores, and round(x) does not ignore x."""
+    fn = _rounded(tmp_path, "forgot", returned)
+    x = _X.clone().requires_grad_()
+    g = torch.randn(3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    (got,) = torch.autograd.grad(fn.apply(x, 1), x, g)
+    # straight-through's reference: the gradient of the identity, which backward is not
+    assert not torch.allclose(got, g)
+    report = gradsmith.check(fn, _X.clone().requires_grad_(), 1, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    assert not finding.details["verified"], finding.details["declaration"]
+    assert "ones_like" not in finding.details["declaration"]
+
+
+def test_the_straight_through_twin_passing_the_gradient_gets_a_line_that_passes(tmp_path):
+    fn = _rounded(tmp_path, "right", "g")
+    x = _X.clone().requires_grad_()
+    (got,) = torch.autograd.grad(fn.apply(x, 1).sum(), x)
+    torch.testing.assert_close(got, torch.ones_like(x))  # the identity's gradient
+    report = gradsmith.check(fn, _X.clone().requires_grad_(), 1, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"], line
+    torch.manual_seed(0)
+    assert gradsmith.check(_rounded(tmp_path, "pasted", "g", line), compat=False).passed

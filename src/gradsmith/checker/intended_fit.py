@@ -103,7 +103,9 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
     if kind == "guided":
         out += [f"{grad}.clamp(min=0) * ({name} > 0)", f"{grad}.clamp(min=0) * ({name} >= 0)"]
     if kind in ("straight-through", "straight-through-saturating"):
-        out += _constant(name, g, numbers) + _blackbox(session, names, top, grad, numbers)
+        if _ignored(session, top):  # an added loss; a flat forward's (round) is a slip
+            out += _constant(name, g, numbers)
+        out += _blackbox(session, names, top, grad, numbers)
         out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
         out += _periodic_exponential(name, grad, numbers)
     if kind == "substituted" and sig.swap is not None:
@@ -163,6 +165,29 @@ def _products(grad: str, other: str) -> list[str]:
     ``grad.t() @ x`` for ``W`` (and their transposed layouts)."""
     return [f"{grad} @ {other}", f"{grad}.t() @ {other}", f"{other}.t() @ {grad}",
             f"{grad} @ {other}.t()"]
+
+
+def _ignored(session, top: int) -> bool:
+    """Forward's outputs do not change at all when argument ``top`` moves (by 1, by -3.7, to
+    ten times itself plus 0.5): an input only backward uses, as an added loss's. A
+    piecewise-constant forward (round, floor) is flat only locally: a backward returning a
+    constant there forgot the incoming gradient (``torch.ones_like(g)`` for ``g``)."""
+    subject = session.subject
+    base = subject.base()
+    moves = (lambda a: a + 1.0, lambda a: a - 3.7, lambda a: a * 10 + 0.5)
+    try:
+        with torch.no_grad():
+            ref = subject.select(subject.run_built(tuple(subject.build(
+                [x.clone() for x in base]))))
+            for move in moves:
+                args = list(subject.build([x.clone() for x in base]))
+                args[top] = move(args[top])
+                got = subject.select(subject.run_built(tuple(args)))
+                if not all(torch.equal(a, b) for a, b in zip(ref, got)):
+                    return False
+    except Exception:  # noqa: BLE001 - user code: not shown to be ignored
+        return False
+    return True
 
 
 def _constant(name: str, g: torch.Tensor, numbers) -> list[str]:
