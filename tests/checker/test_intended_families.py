@@ -386,3 +386,27 @@ def test_a_slope_argument_gets_its_gradient_from_the_inputs_surrogate_term(tmp_p
     torch.manual_seed(0)
     wrong = _load(tmp_path, "wrong", HEADER + line + ATAN_SLOPE.format(k=2)).ATanSlope
     assert "surrogate-mismatch" in gradsmith.check(wrong, compat=False).codes("error")
+
+
+ROUND_TIMES = """
+class RoundTimes(Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(scale)
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        (scale,) = ctx.saved_tensors
+        return g * scale, None
+"""
+
+
+def test_an_injected_gradient_is_only_offered_for_an_input_forward_never_reads(tmp_path):
+    # Sensitivity: round(x) whose backward multiplies by another argument has the shape of an
+    # injected gradient, but forward reads x: no checked intended= line to paste over it.
+    fn = _load(tmp_path, "round", HEADER + ROUND_TIMES).RoundTimes
+    report = gradsmith.check(fn, *synthesize(fn).args, compat=False)
+    for f in report.errors:
+        if f.code == "undeclared-estimator":
+            assert "grad * scale" not in f.details["declaration"], f.details["declaration"]

@@ -105,8 +105,9 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
     if kind in ("straight-through", "straight-through-saturating"):
         if _ignored(session, top):  # an added loss; a flat forward's (round) is a slip
             out += _constant(name, g, numbers)
+            # an injected gradient, likewise only into an input forward never reads
+            out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
         out += _blackbox(session, names, top, grad, numbers)
-        out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
         out += _periodic_exponential(name, grad, numbers)
     if kind == "substituted" and sig.swap is not None:
         out += _products(grad, sig.swap[1])  # the stand-in, a forward argument's name
