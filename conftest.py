@@ -27,8 +27,13 @@ def _warm_worker_template():
     (2.8-4 CPU-s each, about 60 such sessions in tests/cli alone). Started by the first session
     that needs one; a session whose environment differs (a test set a variable) starts a fresh
     interpreter as before. tests/isolation, which tests the server's own start, opts out;
-    ``gradsmith check`` processes a test starts never see it."""
+    ``gradsmith check`` processes a test starts never see it. ``GRADSMITH_TEST_TEMPLATE=0``:
+    no template (every session starts its own server; to compare, or to rule it out)."""
     from gradsmith.isolation.template import Template, install
+
+    if os.environ.get("GRADSMITH_TEST_TEMPLATE") == "0":
+        yield None
+        return
 
     # the check tasks' deployment warm-up too (compile, export: what a default run forks with);
     # the task's arguments are (candidate, example, options, html)

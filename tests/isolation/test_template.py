@@ -20,7 +20,7 @@ import pytest
 
 from gradsmith.discovery.task import KIND
 from gradsmith.isolation.pool import WorkerPool
-from gradsmith.isolation.template import Template, install
+from gradsmith.isolation.template import Template, install, server_env
 
 PROBE = """
 import json, os, sys
@@ -33,7 +33,7 @@ keeper = os.getppid()
 server = _ppid(keeper)
 with open(os.environ["PROBE_OUT"], "w") as handle:
     json.dump({"cwd": os.getcwd(), "path": sys.path, "argv": [sys.argv[0], len(sys.argv)],
-               "volatile": os.environ.get("PROBE_VOLATILE"),
+               "volatile": os.environ.get("PROBE_VOLATILE"), "environ": dict(os.environ),
                "server": server, "server_parent": _ppid(server),
                "server_session": os.getsid(server) == server}, handle)
 """
@@ -93,7 +93,7 @@ def test_a_forked_server_starts_where_a_fresh_one_would(template, tmp_path, monk
     assert fresh["server_parent"] == os.getpid()
     # what user code sees is what a fresh interpreter shows it: the pool's folder, not the
     # template's, first on sys.path; the pool's value of a variable that may differ
-    for key in ("cwd", "path", "argv", "volatile", "server_session"):
+    for key in ("cwd", "path", "argv", "volatile", "environ", "server_session"):
         assert forked[key] == fresh[key], key
     assert forked["cwd"] == str(folder) and str(tmp_path) not in forked["path"]
     assert forked["volatile"] == "the pool's" and forked["server_session"]
@@ -106,7 +106,7 @@ def test_another_environment_gets_a_fresh_interpreter(template, tmp_path, monkey
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     seen = _probe(tmp_path, monkeypatch)
     assert seen["server_parent"] == os.getpid()
-    assert not template.fits(dict(os.environ))
+    assert not template.fits(server_env())
 
 
 def test_what_a_killed_forked_server_left_is_killed_before_the_pool_hears(template, tmp_path,
@@ -134,7 +134,7 @@ import os, sys, time
 from gradsmith.discovery.targets import resolve_targets
 from gradsmith.discovery.task import KIND
 from gradsmith.isolation.pool import WorkerPool
-from gradsmith.isolation.template import Template, install
+from gradsmith.isolation.template import Template, install, server_env
 
 template = Template(modules=(KIND,))
 template.start()
@@ -179,3 +179,17 @@ def test_a_killed_caller_takes_its_template_and_servers_with_it(tmp_path, procs)
         caller.wait(timeout=30)
         caller.stdout.close()
         procs.kill_if_alive(pids[1:])
+
+
+def test_what_the_templates_start_up_set_may_be_set_in_the_caller_too(template, monkeypatch):
+    # a check run in the caller's own process (--no-isolate) sets TRITON_INTERPRET there as the
+    # template's start-up did, and the first compile TORCHINDUCTOR_CACHE_DIR: a fresh server
+    # would set the same, so the caller still gets forks; another value is another environment
+    if not template.own:
+        pytest.skip("the template's start-up set no variable here (no triton, or a GPU)")
+    name, value = sorted(template.own.items())[0]
+    assert name not in template.env
+    monkeypatch.setenv(name, value)
+    assert template.fits(server_env())
+    monkeypatch.setenv(name, value + "0")
+    assert not template.fits(server_env())

@@ -21,7 +21,10 @@ of its own, and the same protocol on two pipes to the pool. Two things differ, b
 
 Where the environment differs (beyond the ``volatile`` variables the installer names, which
 the fork takes from the pool), the pool starts a fresh interpreter as before: torch read the
-environment when the template imported it. The same CUDA rule as the server's applies: the
+environment when the template imported it. Variables the template's own start-up set
+(``TRITON_INTERPRET`` by :func:`gradsmith._triton.prepare`, ``TORCHINDUCTOR_CACHE_DIR`` by the
+first compile) may be missing in the pool's environment, or have the same value: a fresh
+server sets them the same way, and the fork gets them. The same CUDA rule as the server's applies: the
 template never initialises CUDA (``PYTORCH_NVML_BASED_CUDA_CHECK``), so its forks can.
 
 This module is the caller's side; the template process is :mod:`.template_server`.
@@ -39,11 +42,12 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from gradsmith._errors import GradsmithError
-from gradsmith.isolation.protocol import encode, frame
+from gradsmith.isolation.protocol import FrameReader, encode, frame
 
 #: How the template sends a server's exit status (a wait status) to its pool.
 STATUS = struct.Struct("!i")
@@ -112,6 +116,7 @@ class Template:
         self.cwd = os.getcwd()
         self.pid = 0
         self.lazy = True  # not started yet
+        self.own: dict[str, str] = {}  # what its start-up set in its environment
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._folder = ""
@@ -145,14 +150,14 @@ class Template:
         self._control = mine
         mine.sendall(encode({"modules": self.modules, "warm": self.warm,
                              "path0": self.cwd}))
-        ready = select.select([mine], [], [], self.startup_timeout)[0]
-        answer = mine.recv(64) if ready else b""
-        if answer != b"ready":
+        answer = _answer(mine, time.monotonic() + self.startup_timeout)
+        if not (isinstance(answer, tuple) and answer[0] == "ready"):
             tail = Path(log).read_text(errors="replace")[-2000:]
             self.close()
             raise GradsmithError(f"worker template: it did not start within "
                                  f"{self.startup_timeout:g} s; its output:\n{tail}")
         self.pid = self._proc.pid
+        self.own = answer[1]
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -160,7 +165,8 @@ class Template:
     def fits(self, env: dict[str, str]) -> bool:
         """Whether a server with environment ``env`` can be forked from this template."""
         keys = (set(env) | set(self.env)) - self.volatile
-        return all(env.get(k) == self.env.get(k) for k in keys)
+        return all(env.get(k) == self.env.get(k)
+                   or k in self.own and env.get(k) == self.own[k] for k in keys)
 
     def spawn(self, env: dict[str, str], logs: str, stderr: int) -> ForkedServer:
         """Fork a worker server for the caller, which talks to it as to
@@ -212,6 +218,21 @@ class Template:
         if _current is self:
             install(None)
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _answer(sock: socket.socket, deadline: float) -> object:
+    """The template's first message, or None (it exited, or the deadline passed)."""
+    reader = FrameReader()
+    while select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        try:
+            data = sock.recv(1 << 16)
+        except OSError:
+            return None
+        if not data:
+            return None
+        for payload in reader.feed(data):
+            return pickle.loads(payload)
+    return None
 
 
 class ForkedServer:

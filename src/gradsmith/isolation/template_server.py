@@ -21,7 +21,7 @@ import socket
 import sys
 
 from gradsmith.isolation.processes import become_subreaper, die_with_parent, kill_below
-from gradsmith.isolation.protocol import FrameReader
+from gradsmith.isolation.protocol import FrameReader, encode
 from gradsmith.isolation.template import STATUS as _STATUS
 
 
@@ -31,6 +31,7 @@ def _serve(parent: int, control: socket.socket) -> None:
     from gradsmith.isolation import worker
 
     setup = pickle.loads(_read_frame(control))
+    before = dict(os.environ)
     from gradsmith._triton import prepare
 
     prepare()
@@ -60,7 +61,11 @@ def _serve(parent: int, control: socket.socket) -> None:
     os.set_blocking(wake_r, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
-    control.sendall(b"ready")
+    # What the start-up set itself (TRITON_INTERPRET by prepare(), TORCHINDUCTOR_CACHE_DIR by
+    # the first compile): a fresh server sets the same, so its forks keep it unless the pool
+    # has it (Template.fits then checks that the values agree).
+    startup_env = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    control.sendall(encode(("ready", startup_env)))
     servers: dict[int, int] = {}  # server pid -> the pipe its exit status goes to
     while True:
         try:
@@ -79,15 +84,17 @@ def _serve(parent: int, control: socket.socket) -> None:
             if not message:
                 return
             request = _read_frame(control, message)  # the rest of a large environment
-            pid = _fork_server(pickle.loads(request), fds, path0, control,
+            pid = _fork_server(pickle.loads(request), startup_env, fds, path0, control,
                                (wake_r, wake_w, *servers.values()), worker.main)
             servers[pid] = fds[3]
             control.sendall(_STATUS.pack(pid))
 
 
-def _fork_server(request: dict, fds: list[int], path0: str, control: socket.socket,
-                 own: tuple[int, ...], main) -> int:
-    """Fork one server; in the parent, close the fds the request brought but the status one."""
+def _fork_server(request: dict, startup_env: dict[str, str], fds: list[int], path0: str,
+                 control: socket.socket, own: tuple[int, ...], main) -> int:
+    """Fork one server; in the parent, close the fds the request brought but the status one.
+    Its environment is the pool's, with what the template's start-up set where the pool has
+    not set it: what a fresh server's own start-up would have set."""
     template = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -105,7 +112,7 @@ def _fork_server(request: dict, fds: list[int], path0: str, control: socket.sock
         os.setsid()
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update({**startup_env, **request["env"]})
         if sys.path and sys.path[0] == path0:
             sys.path[0] = request["cwd"]
         # as ``python -m gradsmith.isolation.worker PARENT LOGS`` sets it
