@@ -410,3 +410,32 @@ def test_an_injected_gradient_is_only_offered_for_an_input_forward_never_reads(t
     for f in report.errors:
         if f.code == "undeclared-estimator":
             assert "grad * scale" not in f.details["declaration"], f.details["declaration"]
+
+
+PICKY = """
+class PickyFeedback(Function):
+    @staticmethod
+    def forward(ctx, x, weight, feedback):
+        if bool((weight.abs() > 10).any()):
+            raise ValueError("weight out of range")
+        ctx.save_for_backward(x, weight, feedback)
+        return x.mm(weight.t())
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, feedback = ctx.saved_tensors
+        return g.mm(feedback) * 3, g.t().mm(x), None
+"""
+
+
+def test_a_forward_that_raises_on_a_swapped_argument_keeps_its_gradient_mismatch(tmp_path):
+    # The feedback-alignment probe runs forward with the stand-in in the weight's place; a
+    # forward that rejects those values made the gradients check crash (INCOMPLETE, the
+    # wrong backward unreported).
+    fn = _load(tmp_path, "picky", HEADER + PICKY).PickyFeedback
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    report = gradsmith.check(fn, x, w, 100 * torch.randn(3, 4, dtype=torch.float64),
+                             compat=False)
+    assert "gradient-mismatch" in report.codes("error")
+    assert "check-crashed" not in report.codes("warning")

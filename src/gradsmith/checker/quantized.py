@@ -135,8 +135,9 @@ def declaration(session: Session):
     finally:
         options.approximate, options.max_relative_error, options.min_cosine = saved
     factory = f"lambda: {render_args(session.subject.args.values)}"
-    rels = [f.details["relative_error"] for f in findings]
-    coss = [f.details["cosine"] for f in findings]
+    measured = [f.details for f in findings if "relative_error" in (f.details or {})]
+    rels = [d["relative_error"] for d in measured]
+    coss = [d["cosine"] for d in measured]
     if not rels or not all(math.isfinite(r) for r in rels + coss):
         return Declaration(f"@gradsmith.example({factory}, approximate=True, "
                            "max_relative_error=...)", False,

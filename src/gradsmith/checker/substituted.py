@@ -48,8 +48,11 @@ def signature(session, res, v: torch.Tensor, a: torch.Tensor, tol: torch.Tensor,
             continue  # forward reads B too: a wrong tensor in backward, not a stand-in
         swapped = list(xs)
         swapped[ia] = args.values[ib].detach().to(xs[ia].dtype)
-        n = torch.tensor([_quotient(problem, swapped, t, j, h, V) for j in idx.tolist()],
-                         dtype=torch.float64)
+        try:
+            n = torch.tensor([_quotient(problem, swapped, t, j, h, V) for j in idx.tolist()],
+                             dtype=torch.float64)
+        except Exception:  # noqa: BLE001 - user code on swapped arguments: not this pair
+            continue
         if bool(((a - n).abs() <= tol).all()) and bool((n.abs() > tol).any()):
             return ia, ib
     return None
