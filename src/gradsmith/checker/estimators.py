@@ -27,7 +27,16 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import numerics, quantized, rerouting, rng, stochastic, substituted, suggest
+from gradsmith.checker import (
+    numerics,
+    quantized,
+    reported,
+    rerouting,
+    rng,
+    stochastic,
+    substituted,
+    suggest,
+)
 from gradsmith.checker.deploy._common import forward_is_random
 from gradsmith.checker.estimator_signature import Signature, describe
 from gradsmith.checker.numerics import InputResult
@@ -76,11 +85,7 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
         return [], set()
-    if all(s.kind in ("quantized", "no-gradient") for s in sigs.values()):
-        declaration = quantized.declaration(session)
-    else:
-        declaration = (rerouting.declaration(session, problem, sigs, vs[0], grads[0])
-                       or suggest.declaration(session, problem, sigs, vs[0], grads[0]))
+    declaration = _declaration(session, problem, sigs, vs[0], grads[0])
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
     # the elements behind it (the first estimator input's), for --repro's numeric replay
@@ -88,6 +93,19 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     finding.details["elements"] = [[e.index, e.analytic, e.numerical]
                                    for e in main.mismatches[:20]]
     return [finding], set(sigs)
+
+
+def _declaration(session, problem, sigs, v, g) -> suggest.Declaration:
+    """The declaration line for ``sigs``; a stand-in, not fitted, where an earlier input set
+    already reported this estimator (the finding is dropped at the merge: :mod:`reported`)."""
+    main = next(s for s in sigs.values() if s.kind != "no-gradient")
+    if reported.known("undeclared-estimator", main.label):
+        return suggest.Declaration("(the first input set's)", False,
+                                   "already reported on an earlier input set")
+    if all(s.kind in ("quantized", "no-gradient") for s in sigs.values()):
+        return quantized.declaration(session)
+    return (rerouting.declaration(session, problem, sigs, v, g)
+            or suggest.declaration(session, problem, sigs, v, g))
 
 
 def _elements(session, problem, res, v, g):

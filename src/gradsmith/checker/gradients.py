@@ -8,7 +8,15 @@ from contextlib import contextmanager
 
 import torch
 
-from gradsmith.checker import approximating, estimators, kernels, numerics, probe, stochastic
+from gradsmith.checker import (
+    approximating,
+    estimators,
+    kernels,
+    numerics,
+    probe,
+    reported,
+    stochastic,
+)
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 from gradsmith.checker.screen import screened
@@ -223,7 +231,9 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
                f"numerical {worst.numerical:.6g} (projected on a random grad_output)")
         if res.probe.get("failed"):
             msg += f"; random-direction probe ratio analytic/numerical {res.probe['ratio']:.6g}"
-        if kind == "gradient" and not kernels.launched(session):  # hundreds of forwards
+        # hundreds of forwards: not for a mismatch an earlier input set already reported
+        if kind == "gradient" and not kernels.launched(session) \
+                and not reported.known(code, label):
             _block(session, problem, res.t, worst.index, label)
             msg += _entry_hint(session, label)
         block = session.cache.get(f"block:{label}") if kind == "gradient" else None

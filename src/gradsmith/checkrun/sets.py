@@ -29,7 +29,7 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
         saying where a parameter was reshaped; the sets as checked; the first reshaped
         parameters' shapes (empty when none was).
     """
-    from gradsmith.checker import check
+    from gradsmith.checker import check, reported
     from gradsmith.checker.layout import on_own_layout
 
     names = parameter_names(obj)
@@ -46,8 +46,10 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
         inputs += f" (then {_said(reshaped)}: the layout backward is written for)"
     done, known = [(inputs, args)], frozenset(reshaped)
     for index, (change, variant) in enumerate(sets[1:], start=1):
-        set_args, other, changed = checked(
-            variant, {**options, "checks": variant_checks(options)}, known)
+        # what the merge keeps of this set is only what is new: no explaining the rest again
+        with reported.already((f.code, f.input) for f in report.findings):
+            set_args, other, changed = checked(
+                variant, {**options, "checks": variant_checks(options)}, known)
         change += f", then {_said(changed)}" if changed else ""
         merge(report, index, change, other)
         done.append((change, set_args))
