@@ -168,3 +168,45 @@ def test_a_slice_bound_int_gets_a_value_the_padded_layouts_fit_and_the_defect_is
     assert not torch.equal(b.grad, g)
     report = gradsmith.check(InplaceTwoWayShift, *found.args)
     assert "grad-output-mutated" in report.codes("error")
+
+
+def _smoothed(wrong: bool):
+    class SmoothedCrossEntropy(Function):
+        """Label-smoothed cross entropy; ``lb_smooth`` and ``lb_ignore`` are numbers the code
+        only does arithmetic with or compares labels to."""
+
+        @staticmethod
+        def forward(ctx, logits, label, lb_smooth, lb_ignore):
+            classes = logits.size(1)
+            keep = label.ne(lb_ignore).to(logits.dtype)
+            target = torch.full_like(logits, lb_smooth / classes)
+            target.scatter_(1, label.unsqueeze(1), 1. - lb_smooth + lb_smooth / classes)
+            ctx.save_for_backward(logits, target, keep)
+            return -(torch.log_softmax(logits, 1) * target).sum(1) * keep
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            logits, target, keep = ctx.saved_tensors
+            scale = 1 if wrong else target.sum(1, keepdim=True)
+            grad = torch.softmax(logits, 1) * scale - target * (2 if wrong else 1)
+            return grad * (g * keep).unsqueeze(1), None, None, None
+
+    return SmoothedCrossEntropy
+
+
+def test_tensors_the_code_never_uses_as_tensors_become_numbers_as_a_last_resort():
+    right, wrong = _smoothed(False), _smoothed(True)
+    found = _found(right)  # before: every plan made lb_smooth, lb_ignore tensors and failed
+    logits, label, lb_smooth, lb_ignore = found.args
+    assert isinstance(lb_smooth, float) and isinstance(lb_ignore, float)
+    assert label.dtype == torch.int64
+    g = torch.randn(logits.shape[0], dtype=torch.float64)
+    (got,) = torch.autograd.grad(right.apply(*found.args), logits, g)
+    target = torch.full_like(logits, lb_smooth / logits.shape[1]).scatter(
+        1, label.unsqueeze(1), 1. - lb_smooth + lb_smooth / logits.shape[1])
+    reference_loss = -(torch.log_softmax(logits, 1) * target).sum(1)
+    (reference,) = torch.autograd.grad(reference_loss, logits, g)
+    torch.testing.assert_close(got, reference)
+    assert gradsmith.check(right, *found.args).passed
+    assert not gradsmith.check(wrong, *_found(wrong).args).passed

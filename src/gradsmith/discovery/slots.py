@@ -228,6 +228,23 @@ def as_tensors(slots: list[Slot], required: set[str]) -> list[Slot] | None:
         "value", "scalar") and s.name in required else s for s in slots]
 
 
+def as_numbers(slots: list[Slot]) -> list[Slot] | None:
+    """The plan with tensors nothing in the code uses as tensors (no tensor method, no
+    indexing, not saved, not named like one; ``1. - lb_smooth``, ``label.eq(lb_ignore)``) as
+    Python floats, 0.1 each (a smoothing, a probability; an id no label equals); the first
+    tensor stays one. None when there are none."""
+    tensors = [s for s in slots if s.kind == "tensor"]
+
+    def bare(s: Slot) -> bool:
+        return (s.kind == "tensor" and s is not tensors[0] and s.name not in _TENSOR_NAMES
+                and (s.hint is None or s.hint.kind is None) and not s.per_feature)
+
+    if not tensors or not any(bare(s) for s in slots):
+        return None
+    return [Slot(s.name, "value", 0.1, s.hint, frozen=s.frozen) if bare(s) else s
+            for s in slots]
+
+
 def as_small_ints(slots: list[Slot]) -> list[Slot] | None:
     """The plan with ints the code reads but no name or comparison gives a value (2 by
     default) as 1: a slice bound such as ``x[:, :, fold:2 * fold]`` needs a dimension of at

@@ -47,6 +47,7 @@ from gradsmith.discovery.slots import (
     Slot,
     _table_value,
     as_index,
+    as_numbers,
     as_small_ints,
     as_tensors,
     plan_slots,
@@ -129,11 +130,13 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     # float32 last: some forwards crash in float64 (the check then says so, in float32).
     # Fallbacks, tried only after the usual plans: parameters without a default that the
     # hyperparameter table named (`k`, `p`, `n`) as tensors (rotary q/k, distributions p/q),
-    # then target-like tensors as class indices, then unnamed ints as 1 (slice bounds).
+    # then target-like tensors as class indices, then unnamed ints as 1 (slice bounds), then
+    # tensors the code never uses as tensors as Python floats (`1. - lb_smooth`).
     required = {p.name for p in params if p.default is p.empty}
     plans += [p for p in (as_tensors(plan, required) for plan in list(plans)) if p]
     plans += [p for p in map(as_index, list(plans)) if p is not None]
     plans += [p for p in map(as_small_ints, list(plans)) if p is not None]
+    plans += [p for p in map(as_numbers, list(plans)) if p is not None]
     raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
     given = {p.name for p in params if p.default is not p.empty}
     note = ""  # float32 because the kernels do not compile for float64: the Inputs column says
