@@ -49,6 +49,9 @@ from pathlib import Path
 from gradsmith._errors import GradsmithError
 from gradsmith.isolation.protocol import FrameReader, encode, frame
 
+# Set by torch in the caller's own environment, and again before each use, to a value of the
+# process using it (Inductor's C++ wrapper: an address): whatever a server inherits is unused.
+_TORCH_SETS_BEFORE_USE = frozenset({"_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
 #: How the template sends a server's exit status (a wait status) to its pool.
 STATUS = struct.Struct("!i")
 _current: Template | None = None
@@ -110,7 +113,7 @@ class Template:
                  volatile: Iterable[str] = (), startup_timeout: float = 120.0) -> None:
         self.modules = [str(m) for m in modules]
         self.warm = [tuple(t) for t in warm]
-        self.volatile = frozenset(volatile)
+        self.volatile = frozenset(volatile) | _TORCH_SETS_BEFORE_USE
         self.startup_timeout = startup_timeout
         self.env = server_env()
         self.cwd = os.getcwd()
