@@ -130,3 +130,33 @@ def test_what_only_a_further_set_finds_is_still_explained(monkeypatch):
     assert calls[0] == 1 and "Jacobian entry" in found[0].message
     worst = max(found[0].details["elements"], key=lambda e: abs(e[1] - e[2]))
     assert worst[1] == pytest.approx(1.1 * worst[2], rel=1e-4)
+
+
+class DetachedCube(torch.autograd.Function):
+    """x ** 3 whose backward detaches x: first order right, double backward 0 in x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x.detach() ** 2
+
+
+def test_a_double_backward_mismatch_already_reported_is_not_re_judged(monkeypatch):
+    from gradsmith.checker import numerics
+
+    sets = _sets(1.0, 3.0, 7.0)
+    with monkeypatch.context() as m:
+        _in_full(m)
+        in_full = _counting(m, numerics, "judge_element")
+        full = _merged(DetachedCube, sets)
+    calls = _counting(monkeypatch, numerics, "judge_element")
+    skipped = _merged(DetachedCube, sets)
+    assert "double-backward-mismatch" in skipped.codes("error")
+    assert _said(skipped) == _said(full)
+    # 12 elements of x disagree on each set: re-judged on the first set only
+    assert in_full[0] == 3 * calls[0] and calls[0] >= 12

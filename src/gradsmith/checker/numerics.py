@@ -87,8 +87,9 @@ def random_v(problem: Problem, count: int, gen: torch.Generator) -> list[torch.T
 
 # -- exact: one central difference per input element ------------------------------------------------
 def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[torch.Tensor]],
-          s: Settings) -> InputResult:
-    """Element-by-element comparison of ``(J^T v)_j`` for input ``t``."""
+          s: Settings, confirm: int = MAX_CONFIRM) -> InputResult:
+    """Element-by-element comparison of ``(J^T v)_j`` for input ``t``; the first ``confirm``
+    disagreeing elements are re-judged (kinks, larger steps, jumps), the rest are mismatches."""
     res = InputResult(t, problem.labels[t], "exact")
     x = problem.xs[t]
     n = x.numel()
@@ -121,9 +122,9 @@ def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
     res.projection = (A[0], C[0], s.atol + s.rtol * S[0])
     bad = ((A - C).abs() > s.atol + s.rtol * S).any(0) & numeric_ok & analytic_ok
     suspects = torch.nonzero(bad).reshape(-1).tolist()
-    for j in suspects[:MAX_CONFIRM]:
+    for j in suspects[:confirm]:
         judge_element(problem, res, t, j, V, A[:, j], C[:, j], S[:, j], L[:, j], R[:, j], s)
-    for j in suspects[MAX_CONFIRM:]:
+    for j in suspects[confirm:]:
         k = int((A[:, j] - C[:, j]).abs().argmax())
         res.mismatches.append(Element(j, float(A[k, j]), float(C[k, j])))
     return res
