@@ -24,8 +24,11 @@ the fork takes from the pool), the pool starts a fresh interpreter as before: to
 environment when the template imported it. Variables the template's own start-up set
 (``TRITON_INTERPRET`` by :func:`gradsmith._triton.prepare`, ``TORCHINDUCTOR_CACHE_DIR`` by the
 first compile) may be missing in the pool's environment, or have the same value: a fresh
-server sets them the same way, and the fork gets them. The same CUDA rule as the server's applies: the
-template never initialises CUDA (``PYTORCH_NVML_BASED_CUDA_CHECK``), so its forks can.
+server sets them the same way, and the fork gets them. The same CUDA rule as the server's
+applies: the template never initialises CUDA (``PYTORCH_NVML_BASED_CUDA_CHECK``), so its forks
+can. A template installed before it started starts in the first pool that needs it, within
+its own ``startup_timeout`` (that pool's ``on_wait`` is not called meanwhile); one that cannot
+start is uninstalled, and that pool starts a fresh interpreter.
 
 This module is the caller's side; the template process is :mod:`.template_server`.
 """
