@@ -70,6 +70,11 @@ APPROXIMATING_BUGS = {
                           lambda g, x, y: (g * torch.sigmoid(x) * y * _narrow(x, 0.9, 1.1, 1.008),
                                            g * _softplus(x)),
                           [_LINE, torch.linspace(0.5, 1.5, 12, dtype=torch.float64).reshape(3, 4)]),
+    # the narrow band beside a small jump of forward's elsewhere on the line, whose own
+    # roughness made the mismatch's largest difference large
+    "beside-a-forward-jump": (lambda x: _softplus(x) + 1e-3 * (x > 1.55).to(x.dtype),
+                              lambda g, x: g * torch.sigmoid(x) * _narrow(x, 0.9, 1.1, 1.008),
+                              [_LINE]),
 }
 
 APPROXIMATING_TWINS = {
@@ -78,6 +83,8 @@ APPROXIMATING_TWINS = {
     "one-of-two-inputs": (lambda x, y: _softplus(x) * y,
                           lambda g, x, y: (g * torch.sigmoid(x) * y, g * _softplus(x)),
                           [_LINE, torch.linspace(0.5, 1.5, 12, dtype=torch.float64).reshape(3, 4)]),
+    "beside-a-forward-jump": (lambda x: _softplus(x) + 1e-3 * (x > 1.55).to(x.dtype),
+                              lambda g, x: g * torch.sigmoid(x), [_LINE]),
 }
 
 
