@@ -201,3 +201,28 @@ def test_a_variable_torch_sets_again_before_each_use_does_not_make_another_envir
     # (seen after an in-process compile in tests/cli): whatever a server inherits is unused
     monkeypatch.setenv("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR", "140737488355328")
     assert template.fits(server_env())
+
+
+def test_a_command_finds_the_template_at_the_address_in_its_environment(template, tmp_path,
+                                                                       monkeypatch):
+    # a `gradsmith check` a test suite starts: its server comes from the suite's template when
+    # its environment fits, and is its own fresh interpreter otherwise
+    from gradsmith.isolation.template import ADDRESS_ENV
+
+    (tmp_path / "probe.py").write_text(textwrap.dedent(PROBE))
+    seen = {}
+    for case, extra in (("fits", {}), ("differs", {"OMP_NUM_THREADS": "3"})):
+        out = tmp_path / f"{case}.json"
+        env = dict(os.environ, PROBE_OUT=str(out), **{ADDRESS_ENV: template.address}, **extra)
+        done = subprocess.run([sys.executable, "-m", "gradsmith", "check", "probe.py",
+                               "--no-compat"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert out.exists(), done.stderr
+        seen[case] = json.loads(out.read_text())
+    assert seen["fits"]["server_parent"] == template.pid
+    assert seen["differs"]["server_parent"] not in (template.pid, os.getpid())
+    assert seen["fits"]["cwd"] == seen["differs"]["cwd"] == str(tmp_path)
+    # a pool with nothing at the address starts its own interpreter
+    monkeypatch.setenv(ADDRESS_ENV, str(tmp_path / "nothing-here.sock"))
+    install(None)
+    assert _probe(tmp_path, monkeypatch)["server_parent"] == os.getpid()

@@ -37,7 +37,13 @@ from gradsmith.isolation.processes import (
     usable_cpus,
 )
 from gradsmith.isolation.protocol import FIELDS, FrameReader, plain, send, server_message
-from gradsmith.isolation.template import ForkedServer, installed, server_env
+from gradsmith.isolation.template import (
+    ADDRESS_ENV,
+    ForkedServer,
+    Template,
+    installed,
+    server_env,
+)
 
 # Importing torch in a fresh interpreter takes 1-3 s; allow a loaded machine much more.
 STARTUP_TIMEOUT = 120.0
@@ -165,15 +171,21 @@ class WorkerPool:
 
     @staticmethod
     def _forked(env: dict[str, str], logs: str, log_fd: int) -> ForkedServer | None:
-        """A server forked from the installed warm template (:mod:`.template`), when there
-        is one for this environment; None: start a fresh interpreter."""
-        template = installed()
-        if template is None or not template.fits(env):
-            return None
+        """A server forked from the warm template (:mod:`.template`) installed in this process,
+        or else the one at ``GRADSMITH_WORKER_TEMPLATE``, when there is one and this
+        environment fits it; None: start a fresh interpreter."""
+        template, attached = installed(), None
+        if template is None and os.environ.get(ADDRESS_ENV):  # another process's
+            template = attached = Template.attach(os.environ[ADDRESS_ENV])
         try:
+            if template is None or not template.fits(env):
+                return None
             return template.spawn(env, logs, log_fd)
         except OSError:  # the template died: a fresh interpreter, as without one
             return None
+        finally:
+            if attached is not None:
+                attached.close()
 
     def run(self, tasks: list[tuple],
             on_progress: Callable[[int, dict], None] | None = None) -> Iterator[Outcome]:

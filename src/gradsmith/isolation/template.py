@@ -55,6 +55,9 @@ from gradsmith.isolation.protocol import FrameReader, encode, frame
 # Set by torch in the caller's own environment, and again before each use, to a value of the
 # process using it (Inductor's C++ wrapper: an address): whatever a server inherits is unused.
 _TORCH_SETS_BEFORE_USE = frozenset({"_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
+#: Where pools of other processes (``gradsmith check`` commands a test suite starts) find a
+#: template to fork their server from: its :attr:`Template.address`, set by whoever runs them.
+ADDRESS_ENV = "GRADSMITH_WORKER_TEMPLATE"
 #: How the template sends a server's exit status (a wait status) to its pool.
 STATUS = struct.Struct("!i")
 _current: Template | None = None
@@ -116,16 +119,18 @@ class Template:
                  volatile: Iterable[str] = (), startup_timeout: float = 120.0) -> None:
         self.modules = [str(m) for m in modules]
         self.warm = [tuple(t) for t in warm]
-        self.volatile = frozenset(volatile) | _TORCH_SETS_BEFORE_USE
+        self.volatile = frozenset(volatile) | _TORCH_SETS_BEFORE_USE | {ADDRESS_ENV}
         self.startup_timeout = startup_timeout
         self.env = server_env()
         self.cwd = os.getcwd()
         self.pid = 0
+        # where other processes reach it (a socket in a folder only this user can enter)
+        self._folder = tempfile.mkdtemp(prefix="gradsmith-template-")
+        self.address = os.path.join(self._folder, "template.sock")
         self.lazy = True  # not started yet
         self.own: dict[str, str] = {}  # what its start-up set in its environment
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
-        self._folder = ""
 
     def __enter__(self) -> Template:
         self.start()
@@ -143,19 +148,25 @@ class Template:
         if not self.lazy:
             return
         self.lazy = False
-        self._folder = tempfile.mkdtemp(prefix="gradsmith-template-")
         log = os.path.join(self._folder, "template.log")
         mine, theirs = socket.socketpair()
-        with open(log, "wb") as err:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gradsmith.isolation.template_server", str(os.getpid()),
-                 str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                env=self.env, cwd=self.cwd, pass_fds=(theirs.fileno(),),
-                start_new_session=True)
-        theirs.close()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(self.address)
+            listener.listen(16)
+            with open(log, "wb") as err:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "gradsmith.isolation.template_server",
+                     str(os.getpid()), str(theirs.fileno()), str(listener.fileno())],
+                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=self.env,
+                    cwd=self.cwd, pass_fds=(theirs.fileno(), listener.fileno()),
+                    start_new_session=True)
+        finally:
+            theirs.close()
+            listener.close()
         self._control = mine
         mine.sendall(encode({"modules": self.modules, "warm": self.warm,
-                             "path0": self.cwd}))
+                             "path0": self.cwd, "volatile": sorted(self.volatile)}))
         answer = _answer(mine, time.monotonic() + self.startup_timeout)
         if not (isinstance(answer, tuple) and answer[0] == "ready"):
             tail = Path(log).read_text(errors="replace")[-2000:]
@@ -164,6 +175,27 @@ class Template:
                                  f"{self.startup_timeout:g} s; its output:\n{tail}")
         self.pid = self._proc.pid
         self.own = answer[1]
+
+    @classmethod
+    def attach(cls, address: str) -> Template | None:
+        """The template listening at ``address`` (another process's), for one :meth:`spawn`;
+        None when none answers there. :meth:`close` it after use (it stops nothing)."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(30.0)
+            conn.connect(address)
+            hello = _answer(conn, time.monotonic() + 30.0)
+        except OSError:
+            hello = None
+        if not (isinstance(hello, tuple) and len(hello) == 4 and hello[0] == "hello"):
+            conn.close()
+            return None
+        attached = cls.__new__(cls)
+        attached.__dict__.update(
+            modules=[], warm=[], env=hello[1], own=hello[2], volatile=frozenset(hello[3]),
+            startup_timeout=0.0, cwd="", pid=0, address=address, lazy=False, _proc=None,
+            _control=conn, _folder="")
+        return attached
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -223,7 +255,8 @@ class Template:
                     continue
         if _current is self:
             install(None)
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._folder:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _answer(sock: socket.socket, deadline: float) -> object:
