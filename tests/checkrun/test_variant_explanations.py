@@ -158,5 +158,6 @@ def test_a_double_backward_mismatch_already_reported_is_not_re_judged(monkeypatc
     skipped = _merged(DetachedCube, sets)
     assert "double-backward-mismatch" in skipped.codes("error")
     assert _said(skipped) == _said(full)
-    # 12 elements of x disagree on each set: re-judged on the first set only
-    assert in_full[0] == 3 * calls[0] and calls[0] >= 12
+    # the elements of x disagree on each set: re-judged on the first set only (as many as
+    # second order re-judges, gradients.SECOND_ORDER_ENOUGH)
+    assert in_full[0] == 3 * calls[0] and calls[0] >= 8

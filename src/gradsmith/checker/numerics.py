@@ -87,9 +87,10 @@ def random_v(problem: Problem, count: int, gen: torch.Generator) -> list[torch.T
 
 # -- exact: one central difference per input element ------------------------------------------------
 def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[torch.Tensor]],
-          s: Settings, confirm: int = MAX_CONFIRM) -> InputResult:
+          s: Settings, confirm: int = MAX_CONFIRM, enough: int | None = None) -> InputResult:
     """Element-by-element comparison of ``(J^T v)_j`` for input ``t``; the first ``confirm``
-    disagreeing elements are re-judged (kinks, larger steps, jumps), the rest are mismatches."""
+    disagreeing elements are re-judged (kinks, larger steps, jumps), the rest are mismatches,
+    as are those after ``enough`` re-judged elements were confirmed mismatches."""
     res = InputResult(t, problem.labels[t], "exact")
     x = problem.xs[t]
     n = x.numel()
@@ -122,9 +123,10 @@ def exact(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
     res.projection = (A[0], C[0], s.atol + s.rtol * S[0])
     bad = ((A - C).abs() > s.atol + s.rtol * S).any(0) & numeric_ok & analytic_ok
     suspects = torch.nonzero(bad).reshape(-1).tolist()
-    for j in suspects[:confirm]:
-        judge_element(problem, res, t, j, V, A[:, j], C[:, j], S[:, j], L[:, j], R[:, j], s)
-    for j in suspects[confirm:]:
+    for i, j in enumerate(suspects):
+        if i < confirm and (enough is None or len(res.mismatches) < enough):
+            judge_element(problem, res, t, j, V, A[:, j], C[:, j], S[:, j], L[:, j], R[:, j], s)
+            continue
         k = int((A[:, j] - C[:, j]).abs().argmax())
         res.mismatches.append(Element(j, float(A[k, j]), float(C[k, j])))
     return res

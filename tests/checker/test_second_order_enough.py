@@ -1,0 +1,82 @@
+"""Second order stops re-judging an input's disagreeing elements once enough are confirmed
+(issue 18, the eager verdict's time): each re-judged element costs 9 forward pairs (larger
+steps, a jump test), and a double backward that is wrong on every element re-judged up to 64
+of them to say what 8 already demonstrate. Reduced case written here; the reference is the
+same check re-judging every element (the cap switched off)."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+import gradsmith
+from gradsmith.checker import gradients, numerics
+
+
+class DetachedCube(torch.autograd.Function):
+    """x ** 3 whose backward detaches x: first order right, its derivative in x is 0 instead
+    of 6 x g on every element."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x.detach() ** 2
+
+
+def _check(monkeypatch, enough) -> tuple[object, int]:
+    calls = [0]
+    real = numerics.judge_element
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(numerics, "judge_element", counted)
+        m.setattr(gradients, "SECOND_ORDER_ENOUGH", enough)
+        x = torch.rand(8, 8, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(0)) + 0.5
+        report = gradsmith.check(DetachedCube, x)
+    return report, calls[0]
+
+
+def _mismatch(report) -> tuple[str, str | None, str]:
+    (f,) = [f for f in report.findings if f.code == "double-backward-mismatch"]
+    return f.severity, f.input, re.search(r"\((\d+ of \d+ elements)\)", f.message).group(1)
+
+
+def test_a_wrong_double_backward_is_re_judged_on_8_elements_not_64(monkeypatch):
+    capped, judged = _check(monkeypatch, gradients.SECOND_ORDER_ENOUGH)
+    every, judged_all = _check(monkeypatch, None)
+    assert not capped.passed and not every.passed
+    assert capped.codes("error") == every.codes("error") == {"double-backward-mismatch"}
+    # the same input, severity and count of disagreeing elements (all 64: 0 against 6 x g)
+    assert _mismatch(capped) == _mismatch(every) == ("error", "x", "64 of 64 elements")
+    assert (judged, judged_all) == (8, 64)
+
+
+def test_first_order_still_re_judges_every_disagreeing_element(monkeypatch):
+    class OffByTenPercent(DetachedCube):
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3.3 * x ** 2
+
+    calls = [0]
+    real = numerics.judge_element
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numerics, "judge_element", counted)
+    x = torch.rand(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 0.5
+    report = gradsmith.check(OffByTenPercent, x)
+    assert "gradient-mismatch" in report.codes("error")
+    assert calls[0] == 20  # every element of x, as before
