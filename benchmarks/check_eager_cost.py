@@ -35,6 +35,8 @@ Usage::
     python benchmarks/check_eager_cost.py --mutants                   # kill rate, screen on/off
     PYTHONPATH=/tmp/cc3deps python benchmarks/check_eager_cost.py --baseline \
         --corpus /tmp/checkcorpus3 --label "corpus 3 dev"              # dev half, zero-config
+    PYTHONPATH=/tmp/cc4deps:/tmp/cc3deps python benchmarks/check_eager_cost.py --explained \
+        --corpus /tmp/checkcorpus4 --split check_corpus4b --label "corpus 4b dev"
 
 ``--mutants`` plants gradient bugs in every Function's backward (each returned gradient 1 %
 too large; one element of one gradient doubled, or set to 1 where it was 0; one element
@@ -66,25 +68,31 @@ BASELINE = ("zero-config, before", "given inputs, before")
 # Only the last of them switched off (the smooth surrogate fit searching one slope at a time):
 # the code as it was before that change alone.
 SCALAR_FIT = ("zero-config, scalar fit",)
+# The repeated explanations switched back on (a further input set fitting the declaration of
+# an estimator, or re-judging the double-backward mismatch, an earlier set already reported;
+# second order re-judging every disagreeing element, not the first 8 confirmed): the code as
+# it was before those changes (``--explained``).
+EXPLAINED = ("zero-config, explained again",)
 
 
-def _candidates(limit: int | None, corpus: Path | None = None):
+def _candidates(limit: int | None, corpus: Path | None = None, split: str = "check_corpus3"):
     from gradsmith.discovery import Source, list_candidates
 
     if corpus is not None:
-        return _corpus_candidates(corpus)[:limit or None]
+        return _corpus_candidates(corpus, split)[:limit or None]
     listing = list_candidates(Source("module", "gradsmith.examples", "gradsmith.examples"))
     found = [c for c in listing.candidates if c.examples]
     return found[:limit] if limit else found
 
 
-def _corpus_candidates(corpus: Path) -> list:
-    """The development half's Functions that import here, each project's root importable."""
+def _corpus_candidates(corpus: Path, name: str = "check_corpus3") -> list:
+    """The development half's Functions that import here, each project's root importable
+    (``name``: the corpus, ``results/NAME_split.json``)."""
     import sys
 
     from gradsmith.discovery import Source, list_candidates
 
-    split = json.loads((RESULTS / "check_corpus3_split.json").read_text())
+    split = json.loads((RESULTS / f"{name}_split.json").read_text())
     found = []
     for project in split["dev"]:
         root = str(corpus / project)
@@ -134,6 +142,9 @@ def run_mode(mode: str, candidate) -> dict:
     if mode in SCALAR_FIT:
         with _scalar_fit_only():
             return run_mode("zero-config", candidate)
+    if mode in EXPLAINED:
+        with _explained_again():
+            return run_mode("zero-config", candidate)
     start = time.perf_counter()
     verdict = None
     if mode == "zero-config":
@@ -157,6 +168,19 @@ def _before_issue_18():
         yield
     finally:
         gradients.screened, engine.host_restored_once, surrogate_fit.fit_smooth = saved
+
+
+@contextmanager
+def _explained_again():
+    from gradsmith.checker import gradients, reported
+
+    saved = reported.known, gradients.SECOND_ORDER_ENOUGH
+    reported.known = lambda code, label: False
+    gradients.SECOND_ORDER_ENOUGH = None
+    try:
+        yield
+    finally:
+        reported.known, gradients.SECOND_ORDER_ENOUGH = saved
 
 
 @contextmanager
@@ -202,8 +226,8 @@ def _scalar_fit(u, d, deriv):
 
 
 def measure(repeat: int, limit: int | None, modes: tuple[str, ...],
-            corpus: Path | None = None) -> dict:
-    candidates = _candidates(limit, corpus)
+            corpus: Path | None = None, split: str = "check_corpus3") -> dict:
+    candidates = _candidates(limit, corpus, split)
     times: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
     verdicts: dict[str, dict[str, str | None]] = {m: {} for m in modes}
     # one name per candidate (two projects' files may both hold a SwishImplementation)
@@ -320,7 +344,7 @@ def _markdown(runs: dict) -> str:
     from gradsmith.bench import environment
 
     env = environment()
-    every = [m for m in MODES + BASELINE + SCALAR_FIT if any(m in r["median_per_function"]
+    every = [m for m in MODES + BASELINE + SCALAR_FIT + EXPLAINED if any(m in r["median_per_function"]
                                                 for r in runs.values())]
 
     def cell(r: dict, key: str, m: str) -> str:
@@ -335,7 +359,10 @@ def _markdown(runs: dict) -> str:
           "mean over the Functions. `before` modes: the same code with issue 18's speed-ups "
           "switched off (no random-direction screen, host random states restored around every "
           "call; from the `batched surrogate fit` runs on, also the smooth surrogate fit one "
-          "slope at a time); `scalar fit`: only that last one switched off. Runs named "
+          "slope at a time); `scalar fit`: only that last one switched off; `explained "
+          "again`: a further input set explaining again what an earlier set reported (and "
+          "second order re-judging every disagreeing element), as before e5cf967 "
+          "(`--explained`). Runs named "
           "`corpus 3 dev half` time the development half of the third corpus (`--corpus`, "
           "zero-config only: no registered inputs) instead of the catalog.", "",
           "| run | when | load (1 min) before / after | passes | statistic | "
@@ -385,6 +412,12 @@ def main() -> None:
                         help="also time both eager verdicts without issue 18's speed-ups")
     parser.add_argument("--corpus", type=Path, default=None,
                         help="time corpus 3's development half (zero-config) from this folder")
+    parser.add_argument("--explained", action="store_true",
+                        help="zero-config only, against the repeated explanations switched "
+                             "back on (interleaved)")
+    parser.add_argument("--split", default="check_corpus3",
+                        help="with --corpus: the corpus whose development half is timed "
+                             "(results/SPLIT_split.json, e.g. check_corpus4b)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.mutants:
@@ -398,9 +431,11 @@ def main() -> None:
         profile(args.profile, args.functions, args.top)
         return
     modes = MODES + BASELINE + SCALAR_FIT if args.baseline else MODES
+    if args.explained:
+        modes = ("zero-config",) + EXPLAINED
     if args.corpus is not None:  # no registered inputs: zero-config only
         modes = tuple(m for m in modes if m.startswith("zero-config"))
-    result = measure(args.repeat, args.functions, modes, args.corpus)
+    result = measure(args.repeat, args.functions, modes, args.corpus, args.split)
     result["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(json.dumps({k: result[k] for k in ("when", "load_before", "load_after",
                                              "median_per_function", "mean_per_function")}))
