@@ -252,3 +252,98 @@ def test_the_straight_through_twin_passing_the_gradient_gets_a_line_that_passes(
     assert finding.details["verified"], line
     torch.manual_seed(0)
     assert gradsmith.check(_rounded(tmp_path, "pasted", "g", line), compat=False).passed
+
+
+# -- float32 checks (issue 18/22): a wrong factor within float32's element-wise rtol (1.2 %) ---
+def _f32(fn):
+    """forward computes in float32 whatever it is handed (as Triton kernels do)."""
+    return lambda *xs: fn(*(x.float() for x in xs)).to(xs[0].dtype)
+
+
+_F32_X = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+_F32_W = torch.randn(4, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+_ARANGE = torch.arange(1.0, 5.0, dtype=torch.float64)
+
+
+def _softmax_backward(g, x, factor=1.0):
+    p = torch.softmax(x, -1)
+    gw = g * _ARANGE.to(x.dtype)
+    return factor * p * (gw - (gw * p).sum(-1, keepdim=True))
+
+
+def _tanh_mm_backward(g, x, w, factor=1.0):
+    gy = (1 - torch.tanh(x @ w) ** 2) * g
+    return gy @ w.T, factor * x.T @ gy
+
+
+def _layer_norm_backward(g, x):
+    sigma = (x.var(-1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    xhat = (x - x.mean(-1, keepdim=True)) / sigma
+    return (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True)) / sigma
+
+
+_EXP_SUM = _f32(lambda x: torch.exp(x).sum(-1))
+_SOFTMAX = _f32(lambda x: torch.softmax(x, -1) * _ARANGE.float())
+_TANH_MM = _f32(lambda x, w: torch.tanh(x @ w))
+
+# name -> (forward, backward, inputs, the input whose gradient is off, by how much)
+FLOAT32_BUGS = {
+    "exp-sum-1%": (_EXP_SUM, lambda g, x: torch.exp(x) * g[:, None] * 1.01, [_F32_X], 0, 0.01),
+    "exp-sum-0.3%": (_EXP_SUM, lambda g, x: torch.exp(x) * g[:, None] * 1.003, [_F32_X], 0,
+                     0.003),
+    "softmax-0.5%": (_SOFTMAX, lambda g, x: _softmax_backward(g, x, 0.995), [_F32_X], 0, 0.005),
+    "matmul-w-1%": (_TANH_MM, lambda g, x, w: _tanh_mm_backward(g, x, w, 1.01),
+                    [_F32_X, _F32_W], 1, 0.01),
+}
+
+FLOAT32_TWINS = {
+    "exp-sum": (_EXP_SUM, lambda g, x: torch.exp(x) * g[:, None], [_F32_X]),
+    "softmax": (_SOFTMAX, _softmax_backward, [_F32_X]),
+    "matmul": (_TANH_MM, _tanh_mm_backward, [_F32_X, _F32_W]),
+    # kinks within the step (relu), and a forward whose float32 rounding is far above |f|
+    "relu-square": (_f32(lambda x: torch.relu(x) ** 2), lambda g, x: 2 * torch.relu(x) * g,
+                    [_F32_X]),
+    "cancelling": (_f32(lambda x: (x * x + 1e3) - 1e3), lambda g, x: 2 * x * g, [_F32_X]),
+    "layer-norm": (_f32(lambda x: torch.nn.functional.layer_norm(x, (4,))),
+                   lambda g, x: _layer_norm_backward(g, x), [_F32_X]),
+}
+
+
+def _against_autograd(forward, backward, xs):
+    """Per input, backward's gradient and autograd's of forward (float32 inside)."""
+    leaves = _inputs(*xs)
+    got = torch.autograd.grad(_function(forward, backward).apply(*leaves).sum(), leaves)
+    leaves = _inputs(*xs)
+    want = torch.autograd.grad(forward(*leaves).sum(), leaves)
+    return got, want
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", sorted(FLOAT32_BUGS))
+def test_a_wrong_factor_within_float32s_tolerance_fails(name, dtype):
+    forward, backward, xs, wrong, factor = FLOAT32_BUGS[name]
+    xs = [x.to(dtype) for x in xs]
+    got, want = _against_autograd(forward, backward, xs)
+    for t, (a, b) in enumerate(zip(got, want)):  # off by the planted factor, by hand
+        off = float((a * b).sum() / (b * b).sum()) - 1
+        assert abs(off) == pytest.approx(factor if t == wrong else 0.0, abs=1e-4)
+    report = gradsmith.check(_function(forward, backward), *_inputs(*xs), compat=False,
+                             checks=["gradients"])
+    bad = [f for f in report.findings if f.is_error]
+    assert [(f.code, f.details.get("mode")) for f in bad] == [("gradient-mismatch", "systematic")]
+    assert bad[0].input == f"args[{wrong}]"
+    assert abs(bad[0].details["ratio"] - 1) == pytest.approx(factor, rel=0.2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", sorted(FLOAT32_TWINS))
+def test_correct_float32_twins_pass(name, dtype):
+    forward, backward, xs = FLOAT32_TWINS[name]
+    xs = [x.to(dtype) for x in xs]
+    for a, b in zip(*_against_autograd(forward, backward, xs)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    report = gradsmith.check(_function(forward, backward), *_inputs(*xs), compat=False,
+                             checks=["gradients"])
+    assert report.passed, report
+    assert any(f.code == "low-precision-numerics" for f in report.findings) or \
+        dtype == torch.float32  # the check really was float32-calibrated
