@@ -166,7 +166,10 @@ raises, and a gradient autograd shares with another branch (`y + z`) is silently
 so they are GS102 (error). An in-place collective (`dist.all_reduce(grad_output)`, the
 backward of a tensor-parallel copy) changes nothing on one process and writes the
 gradient this path needs on several; it corrupts something only where the buffer is
-shared, which the caller decides, so it is GS223 (warning).
+shared, which the caller decides, so it is GS223 (warning). A collective on a forward
+input stays GS101 (error): an input is often an output its producer saved (`exp`,
+`softmax` and `sigmoid` keep theirs), whose backward then reads the sum over ranks (a
+reduced case with two gloo processes, benchmarks/results/lint_newcorpus.md).
 
 Real-code evaluation: `benchmarks/lint_realcode.py` lints 14 public projects (pinned
 commits) and looks up a judgement for every error-level finding and a sample of the others

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_right
+from collections import Counter
 
 from gradsmith.linter._discovery import METHODS
 from gradsmith.linter._facts import Facts, is_ctx_call
@@ -241,8 +242,12 @@ def _unambiguous(target, fc) -> bool:
     """Whether ``fc`` is the only class of its name in its module (test files define a
     local ``MyFunc`` in many functions; resolution by name could pick the wrong one)."""
     sym = target.index.by_source.get(id(fc.source))
-    classes = sym.all_classes if sym is not None else []
-    return sum(1 for c in classes if c.name == fc.name) == 1
+    if sym is None:
+        return False
+    counts = sym.__dict__.get("_gs_class_counts")
+    if counts is None:  # once per module: a count per call made this quadratic in Functions
+        counts = sym.__dict__["_gs_class_counts"] = Counter(c.name for c in sym.all_classes)
+    return counts[fc.name] == 1
 
 
 def _has_init(target, fc) -> bool:

@@ -40,11 +40,12 @@ def check_none_when_needed(facts: Facts, report) -> None:
     params = inputs[0]
     for method in own(facts, "backward"):
         ctx = facts.ctx_of(method)
-        slots = [r.value.elts for r in ast.walk(method.node) if isinstance(r, ast.Return)
+        found = [n for n in ast.walk(method.node) if isinstance(n, (ast.If, ast.Return))]
+        slots = [r.value.elts for r in found if isinstance(r, ast.Return)
                  and isinstance(r.value, ast.Tuple) and len(r.value.elts) == len(params)]
         if not slots:
             continue
-        for node in ast.walk(method.node):
+        for node in found:
             if not isinstance(node, ast.If):
                 continue
             needed = _needs(node.test, ctx, params)

@@ -62,8 +62,15 @@ _JIT_OP = ("_C", "_jit_get_operation")
 
 @checker(GS125)
 def check_jit_operation(facts: Facts, report) -> None:
-    if "__version__" in facts.fc.source.text:
-        return  # kept for an older torch behind a version gate (StyleGAN's conv2d_gradfix)
+    source = facts.fc.source
+    skip = source.__dict__.get("_gs_no_jit_lookup")
+    if skip is None:  # once per file, not once per Function of it: no lookup, or one kept
+        # for an older torch behind a version gate (StyleGAN's conv2d_gradfix)
+        text = source.text
+        skip = source.__dict__["_gs_no_jit_lookup"] = (
+            _JIT_OP[1] not in text or "__version__" in text)
+    if skip:
+        return
     for method in own(facts, "forward", "backward", "setup_context", "jvp", "vjp"):
         lookups: set[str] = set()  # names bound to a lookup in this method
         for node in _in_order(method.node):
