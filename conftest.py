@@ -22,26 +22,38 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture(scope="session", autouse=True)
 def _warm_worker_template():
     """One warm worker-server template per test process (gradsmith.isolation.template): the
-    ``gradsmith check`` and ``gradsmith bench`` sessions a test runs in this process fork their
-    server from it instead of starting an interpreter that imports torch and warms up
-    (2.8-4 CPU-s each, about 60 such sessions in tests/cli alone). Started by the first session
-    that needs one; a session whose environment differs (a test set a variable) starts a fresh
-    interpreter as before. tests/isolation, which tests the server's own start, opts out;
-    ``gradsmith check`` processes a test starts never see it. ``GRADSMITH_TEST_TEMPLATE=0``:
-    no template (every session starts its own server; to compare, or to rule it out)."""
-    from gradsmith.isolation.template import Template, install
+    ``gradsmith check`` and ``gradsmith bench`` sessions a test runs, in this process or in a
+    ``gradsmith check`` command it starts (the template's address is in
+    ``GRADSMITH_WORKER_TEMPLATE``), fork their server from it instead of starting an interpreter
+    that imports torch and warms up (2.8-4 CPU-s each). Started by the first session in this
+    process, or by :func:`warm_worker_template` (tests/cli and tests/isolation: commands they
+    start find it running); a session whose environment differs (a test set a variable) starts
+    a fresh interpreter as before. ``GRADSMITH_TEST_TEMPLATE=0``: no template (every session
+    starts its own server; to compare, or to rule it out)."""
+    from gradsmith.isolation.template import ADDRESS_ENV, Template, install
 
     if os.environ.get("GRADSMITH_TEST_TEMPLATE") == "0":
         yield None
         return
 
     # the check tasks' deployment warm-up too (compile, export: what a default run forks with);
-    # the task's arguments are (candidate, example, options, html)
+    # the task's arguments are (candidate, example, options, html). Volatile: variables of the
+    # test plumbing that torch and gradsmith never read.
     template = Template(modules=("gradsmith.checker", "gradsmith.discovery.task",
                                  "gradsmith.checkrun.task"),
                         warm=[("gradsmith.checkrun.task", None, None, {"compat": True}, False)],
-                        volatile=("PYTEST_CURRENT_TEST",))
+                        volatile=("PYTEST_CURRENT_TEST", "GRADSMITH_TEST_PIDS"))
     previous = install(template)
+    os.environ[ADDRESS_ENV] = template.address
     yield template
+    os.environ.pop(ADDRESS_ENV, None)
     template.close()
     install(previous)
+
+
+@pytest.fixture
+def warm_worker_template(_warm_worker_template):
+    """The test run's template, started now (None when switched off)."""
+    from gradsmith.isolation.template import installed
+
+    return installed() if _warm_worker_template is not None else None

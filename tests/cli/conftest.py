@@ -96,6 +96,27 @@ raise RuntimeError("broken at import time")
 """
 
 
+# Tests of the worker server's own start: a fresh interpreter, never the template's fork.
+FRESH_SERVERS = {"test_startup_timeout_from_pyproject_and_the_command_line_overrides_it"}
+
+
+@pytest.fixture(autouse=True)
+def _template(request, monkeypatch):
+    """The test run's warm worker template is running before each test here, so that the
+    ``gradsmith check`` commands a test starts fork their server from it (the root
+    conftest.py); tests of the server's start get fresh ones."""
+    from gradsmith.isolation.template import ADDRESS_ENV, install
+
+    if request.function.__name__ not in FRESH_SERVERS:
+        request.getfixturevalue("warm_worker_template")
+        yield
+        return
+    monkeypatch.delenv(ADDRESS_ENV, raising=False)
+    previous = install(None)
+    yield
+    install(previous)
+
+
 @pytest.fixture
 def write(tmp_path: Path):
     """``write(name, *bodies)`` writes a module (with the torch/gradsmith imports) to tmp."""

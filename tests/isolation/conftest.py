@@ -196,12 +196,27 @@ def procs():
                            kill_if_alive=kill_if_alive, task_log=task_log, good=GOOD, square=SQUARE)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_servers():
-    """These tests are about the worker server a pool starts: each pool here starts a fresh
-    interpreter, not a fork of the test run's warm template (the root conftest.py)."""
-    from gradsmith.isolation.template import install
+# Tests of the server's own start and of what happens when the processes around it are killed
+# or interrupted: their `gradsmith check` starts a fresh interpreter, never a fork of the test
+# run's template (whose parent and clean-up differ; tests/isolation/test_template.py tests it).
+FRESH_SERVERS = {"test_startup", "test_orphans", "test_interrupts", "test_worker_files",
+                 "test_cuda_fork", "test_template",
+                 "test_limits::test_the_startup_limit_is_an_option_and_the_wait_is_reported"}
 
+
+@pytest.fixture(autouse=True)
+def _servers(request, monkeypatch):
+    """Elsewhere here, where a server's start is incidental (time limits, endings, listing,
+    contamination: all inside the server), commands fork theirs from the test run's template
+    (the root conftest.py)."""
+    from gradsmith.isolation.template import ADDRESS_ENV, install
+
+    module = request.module.__name__.rpartition(".")[2]
+    if not {module, f"{module}::{request.function.__name__}"} & FRESH_SERVERS:
+        request.getfixturevalue("warm_worker_template")
+        yield
+        return
+    monkeypatch.delenv(ADDRESS_ENV, raising=False)
     previous = install(None)
     yield
     install(previous)

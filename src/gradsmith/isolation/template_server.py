@@ -153,6 +153,13 @@ def _fork_server(request: dict, startup_env: dict[str, str], fds: list[int], pat
         os.environ.update({**startup_env, **request["env"]})
         if sys.path and sys.path[0] == path0:
             sys.path[0] = request["cwd"]
+        # a relative PYTHONPATH entry is a folder below the working directory (made absolute
+        # at start-up): below the pool's, as in a fresh server, not the template's
+        for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep):
+            if entry and not os.path.isabs(entry):
+                was = os.path.normpath(os.path.join(path0, entry))
+                now = os.path.normpath(os.path.join(request["cwd"], entry))
+                sys.path[:] = [now if os.path.normpath(p) == was else p for p in sys.path]
         # as ``python -m gradsmith.isolation.worker PARENT LOGS`` sets it
         sys.argv = [sys.modules[main.__module__].__file__, str(template), request["logs"]]
         os.dup2(fds[0], 0)
