@@ -264,6 +264,70 @@ def test_reference_runs_its_own_precision_with_tf32_matmuls(natively):
     assert torch.backends.cuda.matmul.allow_tf32 is False  # restored
 
 
+# -- per input (red team, issue 22): TF32's tolerance only where a TF32 operand is on the path ----
+def _linear_bias(fx=1.0, fb=1.0):
+    class LinearBias(Function):
+        """y = x @ w + b with the product in TF32; x's gradient times fx, b's times fb."""
+
+        @staticmethod
+        def forward(ctx, x, w, b):
+            ctx.save_for_backward(x, w)
+            return (_mm(x.float(), w.float()) + b.float()).to(x.dtype)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            g = g.float()
+            return (fx * _mm(g, w.float().T)).to(x.dtype), _mm(x.float().T, g).to(w.dtype), \
+                (fb * g.sum(0)).to(x.dtype)
+
+    return LinearBias
+
+
+def _linear_inputs(B, K, N):
+    gen = torch.Generator().manual_seed(0)
+    return [torch.randn(*shape, generator=gen).requires_grad_() for shape in ((B, K), (K, N), (N,))]
+
+
+def _factors(fn, xs):
+    """Per input, the least-squares factor between the Function's gradient and float64
+    autograd's of x @ w + b, for one grad_output."""
+    g = torch.randn(xs[0].shape[0], xs[1].shape[1], generator=torch.Generator().manual_seed(7))
+    got = torch.autograd.grad(fn.apply(*xs), xs, g)
+    x64 = [t.detach().double().requires_grad_() for t in xs]
+    want = torch.autograd.grad(x64[0] @ x64[1] + x64[2], x64, g.double())
+    return [float((a.double() * b).sum() / (b * b).sum()) for a, b in zip(got, want)]
+
+
+@pytest.mark.parametrize("shape, fx, fb", [((4, 64, 8), 1.0, 1.05), ((8, 256, 8), 1.0, 1.1),
+                                           ((4, 64, 8), 1.05, 1.0)])
+def test_a_wrong_gradient_is_not_hidden_by_a_tf32_tolerance_it_does_not_need(natively, shape,
+                                                                              fx, fb):
+    # b's gradient (g.sum(0)) goes through no TF32 operand: float32's rtol; x's sums N=8
+    # terms in backward, not the batch or K=64 of forward: x1.05 is outside TF32's rounding
+    xs = _linear_inputs(*shape)
+    assert _factors(_linear_bias(fx, fb), xs) == pytest.approx([fx, 1.0, fb], abs=4e-3)
+    report = gradsmith.check(_linear_bias(fx, fb), *xs, compat=False, checks=["gradients"])
+    wrong = "x" if fx != 1.0 else "b"
+    assert {(f.code, f.input) for f in report.findings if f.is_error} == {
+        ("gradient-mismatch", wrong)}, report
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 8), (8, 256, 8)])
+def test_correct_linear_with_bias_passes_with_tf32_tolerances_per_input(natively, shape):
+    xs = _linear_inputs(*shape)
+    assert _factors(_linear_bias(), xs) == pytest.approx([1.0, 1.0, 1.0], abs=4e-3)
+    report = gradsmith.check(_linear_bias(), *xs, compat=False, checks=["gradients"])
+    assert report.passed, report
+    (note,) = [f for f in report.findings if f.code == "low-precision-numerics"]
+    widened = note.details["inputs"]
+    assert set(widened) == {"x", "w"} and "b keep float32's rtol" in note.message
+    # x's gradient sums over the output's 8 features; w's over the batch, bounded by them
+    assert widened["x"]["reduction"] == 8 and widened["w"]["reduction"] == 8
+    assert max(p["rtol"] for p in widened.values()) < 0.04
+
+
 # -- natively on a CUDA GPU (skipped without one): a real tl.dot, and torch's TF32 matmuls --------
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -17,6 +17,7 @@ from gradsmith.checker import (
     reported,
     stochastic,
     systematic,
+    tf32,
 )
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -64,12 +65,13 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     results = []
     try:
         for t, x in enumerate(problem.xs):
-            if exact and (total <= session.options.exact_max or x.numel() <= 64):
-                results.append(numerics.exact(
-                    problem, t, vs, grads, s, _confirm(check, problem.labels[t]),
-                    SECOND_ORDER_ENOUGH if check == "second_order" else None))
-            else:
-                results.append(probe.probe(problem, t, vs, grads, s, gen))
+            with tf32.for_input(session, t):  # TF32's tolerance only where it applies
+                if exact and (total <= session.options.exact_max or x.numel() <= 64):
+                    results.append(numerics.exact(
+                        problem, t, vs, grads, s, _confirm(check, problem.labels[t]),
+                        SECOND_ORDER_ENOUGH if check == "second_order" else None))
+                else:
+                    results.append(probe.probe(problem, t, vs, grads, s, gen))
     finally:
         s.user_tolerance = s.user_tolerance and not floor
     return results
