@@ -65,6 +65,14 @@ class RowSumSquaresHalf(RowSumSquares):
         return x * g[:, None]
 
 
+class RowSumSquaresSlightlyOff(RowSumSquares):
+    """Broken: 0.3 % too large (2.006 x g), within float32's element-wise rtol (1.2 %)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2.006 * x * g[:, None]
+
 class RowSumSquaresBackwardRaises(RowSumSquares):
     """float64's forward does not compile and backward raises wherever forward runs."""
 
@@ -127,6 +135,20 @@ def test_wrong_gradient_still_fails_in_float32(compiled_for_a_gpu):
         ("gradient-mismatch", "x")}
     assert "float64-unsupported" in report.codes()
 
+
+def test_a_small_wrong_factor_fails_in_the_float32_fallback(compiled_for_a_gpu):
+    # float64 fails to compile, so the check is float32's: a factor 1.003 everywhere is off
+    # the same way along every direction and at every step (checker/systematic.py)
+    x = _x()
+    (got,) = torch.autograd.grad(RowSumSquaresSlightlyOff.apply(x.float()).sum(), x)
+    (want,) = torch.autograd.grad((x * x).sum(), x)
+    torch.testing.assert_close(got / want, torch.full_like(want, 1.003))  # wrong by hand
+    report = gradsmith.check(RowSumSquaresSlightlyOff, _x(), compat=False)
+    bad = [f for f in report.findings if f.is_error]
+    assert [(f.code, f.input, f.details.get("mode")) for f in bad] == [
+        ("gradient-mismatch", "x", "systematic")], report
+    assert bad[0].details["ratio"] == pytest.approx(1.003, abs=5e-4)
+    assert "float64-unsupported" in report.codes()
 
 def test_backward_error_is_reported_not_raised(compiled_for_a_gpu):
     # forward raised in float64 and backward raises in float32: before, the check called
