@@ -1,5 +1,6 @@
-"""GS102 against GS223 at run time: an arithmetic write into grad_output fails in the plainest
-use, an in-place collective on one process changes nothing (fixtures/realcode_inplace.py).
+"""GS102 and GS223 at run time (both warnings: the harm depends on the callers): an arithmetic
+write into grad_output fails when the output is summed, an in-place collective on one process
+changes nothing (fixtures/realcode_inplace.py).
 
 The fixture is loaded as a module here (it is only linted elsewhere) and run in a one-process
 gloo group; gradients are compared with autograd of the same expression in plain torch.
@@ -46,7 +47,7 @@ def test_arithmetic_write_into_grad_output_raises_on_a_summed_output(mod, severi
     x = _x()
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         mod.CopyToRegionMean.apply(x).sum().backward()
-    assert severity["return _reduce_mean(grad_output)  # GS102", "GS102"] == "error"
+    assert severity["return _reduce_mean(grad_output)  # GS102", "GS102"] == "warning"
 
 
 @pytest.mark.parametrize("use", ["sum", "caller's gradient"])

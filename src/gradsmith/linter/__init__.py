@@ -90,7 +90,7 @@ def lint(
         ...         return grad_output
         ... '''
         >>> [(f.line, f.code, f.severity) for f in lint(source=code)]
-        [(9, 'GS102', 'error')]
+        [(9, 'GS102', 'warning')]
     """
     paths, raws = _targets(target, source, filename)
     opts = _run.options(paths, select, ignore, False if raws and config is None else config)

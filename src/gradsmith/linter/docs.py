@@ -160,13 +160,15 @@ Every rule is held to this; a finding's severity is its rule's.
 - **info**: wasted work (memory, time, host syncs) with correct results.
 
 Writing grad_output in place harms only when autograd or the caller reads that buffer
-again. Arithmetic, fills, index writes and kernel stores change it on every run: the
-plainest use, `fn(x).sum().backward()`, hands backward an expanded gradient and the write
-raises, and a gradient autograd shares with another branch (`y + z`) is silently changed,
-so they are GS102 (error). An in-place collective (`dist.all_reduce(grad_output)`, the
-backward of a tensor-parallel copy) changes nothing on one process and writes the
-gradient this path needs on several; it corrupts something only where the buffer is
-shared, which the caller decides, so it is GS223 (warning). A collective on a forward
+again, and that is the callers' choice, not visible in the Function: so both are
+warnings. Arithmetic, fills, index writes and kernel stores (GS102) change it on every
+run: `fn(x).sum().backward()` hands backward an expanded gradient and the write raises,
+and a gradient autograd shares with another branch (`y + z`) or the caller passed
+(`y.backward(g)`) is silently changed; where the output feeds one consumer that makes a
+fresh gradient (a matmul, a gather) nothing goes wrong. An in-place collective
+(`dist.all_reduce(grad_output)`, the backward of a tensor-parallel copy; GS223) changes
+nothing on one process, a summed output included, and needs several processes and a
+shared buffer to do harm. A collective on a forward
 input stays GS101 (error): an input is often an output its producer saved (`exp`,
 `softmax` and `sigmoid` keep theirs), whose backward then reads the sum over ranks (a
 reduced case with two gloo processes, benchmarks/results/lint_newcorpus.md).
@@ -232,7 +234,7 @@ def explain(code: str) -> str:
     Example:
         >>> import gradsmith.linter
         >>> explain("gs102").splitlines()[0]
-        'GS102 inplace-grad-output (error, auto-fix)'
+        'GS102 inplace-grad-output (warning, auto-fix)'
     """
     from gradsmith._errors import GradsmithError
 

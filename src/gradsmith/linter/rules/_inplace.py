@@ -42,13 +42,15 @@ GS101 = Rule(
     brief="input modified in place without ctx.mark_dirty",
 )
 GS102 = Rule(
-    "GS102", "inplace-grad-output", "error",
+    "GS102", "inplace-grad-output", "warning",
     "In-place modification of grad_output (or a view of it) in backward",
     "autograd hands backward a buffer it may share: `fn(x).sum().backward()` passes an "
     "expanded gradient and the write raises ('more than one element of the written-to tensor "
     "refers to a single memory location'); a gradient autograd passes to another branch too "
     "(the output added to another tensor that needs a gradient, `y + z`) or the caller passed "
-    "(`y.backward(g)`) is silently changed for that branch or the caller.",
+    "(`y.backward(g)`) is silently changed for that branch or the caller. Where the output "
+    "feeds one consumer that makes a fresh gradient (a matmul), nothing goes wrong: which "
+    "it is depends on the callers, so this is a warning.",
     "write the result to a new tensor: `grad = grad_output * 2`, or `grad_output.clone()` "
     "before in-place edits.",
     bad=_IMPORT + "class Double(torch.autograd.Function):\n    @staticmethod\n"
