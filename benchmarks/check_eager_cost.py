@@ -377,7 +377,7 @@ def _markdown(runs: dict) -> str:
     md += ["", *notes] if notes else []
     last_label, last = list(runs.items())[-1]
     modes = list(last["median_per_function"])
-    md += ["", f"Per Function, run `{last_label}` (median seconds):", "",
+    md += ["", f"Per Function, run `{last_label}` (median seconds, or as its note says):", "",
            "| Function | " + " | ".join(modes) + " |", "|---|" + "---:|" * len(modes)]
     for name in last["functions"]:
         md.append(f"| {name} | " + " | ".join(
