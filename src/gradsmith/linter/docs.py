@@ -73,6 +73,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   `forward(ctx, ...)` beside `setup_context` (GS114) suppresses the count findings it
   shifts (GS108, GS110, GS116, GS118, GS119, GS209); a backward that runs an opaque
   kernel (GS215) is not also reported for returning a gradient computed in forward (GS222).
+  Only the first in-place write of each input in forward (GS101) and of the saved
+  tensors in backward (GS103, GS227) is reported: `sub_`, `exp(out=)` and `div_` on one
+  input are one defect.
 - Gradients backward may ignore (GS122): outputs passed to `ctx.mark_non_differentiable`,
   outputs that are visibly integer or boolean (indices from `topk`/`max`, comparisons,
   `.long()`, `dtype=torch.int64`, names such as `idx`, `mask`, `valid_flags`) or not

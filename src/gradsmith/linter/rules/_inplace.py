@@ -191,7 +191,9 @@ def check_inplace(facts: Facts, report) -> None:
         fresh: set[str] = set()
         chosen = chosen_by_option(method.node, method.source)
 
-        def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen):
+        written: set[str] = set()
+
+        def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen, written=written):
             for node, target, what, proven in mutations(stmt, flow, helpers):
                 if reshapes_fresh_view(node, target, fresh):
                     continue
@@ -210,6 +212,10 @@ def check_inplace(facts: Facts, report) -> None:
                     continue
                 shown = ", ".join(n for n in names if n not in dirty)
                 code = "GS217" if option(what) else "GS101"
+                if code == "GS101":
+                    if shown in written:
+                        continue  # one root cause, one finding: the first write of each input
+                    written.add(shown)
                 report(code, method.source, node, f"{what} modifies input `{shown}`")
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "mark_dirty"):
@@ -228,10 +234,11 @@ def check_inplace(facts: Facts, report) -> None:
         fresh_b: set[str] = set()
         chosen_b = chosen_by_option(method.node, method.source)
 
-        once_b: list[ast.AST] = []  # GS227 is reported for the first write only
+        once_b: list[ast.AST] = []  # GS227 and GS103 are reported for the first write only
+        once_103: list[ast.AST] = []
 
         def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b,
-                    once=once_b):
+                    once=once_b, once_103=once_103):
             for node, target, what, proven in mutations(stmt, flow, helpers):
                 what = by_option(what, stmt, target, chosen)
                 val = flow.eval(target)
@@ -255,8 +262,11 @@ def check_inplace(facts: Facts, report) -> None:
                     once.append(node)
                     report("GS227", method.source, node, f"{what} on `{label}`")
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
-                    report("GS217" if option(what) else "GS103", method.source, node,
-                           f"{what} on `{label}`")
+                    if option(what):
+                        report("GS217", method.source, node, f"{what} on `{label}`")
+                    elif not once_103:  # one root cause (a view of it, `grad_2d`), one finding
+                        once_103.append(node)
+                        report("GS103", method.source, node, f"{what} on `{label}`")
 
             track_fresh_views(stmt, fresh)
 
