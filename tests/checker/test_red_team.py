@@ -304,6 +304,11 @@ FLOAT32_TWINS = {
     "relu-square": (_f32(lambda x: torch.relu(x) ** 2), lambda g, x: 2 * torch.relu(x) * g,
                     [_F32_X]),
     "cancelling": (_f32(lambda x: (x * x + 1e3) - 1e3), lambda g, x: 2 * x * g, [_F32_X]),
+    # elements 1e-4 and 3e-4 from a ReLU's kink: every step crosses it, and the central
+    # differences are off by half the slope's jump at every step, as steady as a wrong factor
+    "relu-at-a-kink": (_f32(lambda x: 3 * torch.relu(x)), lambda g, x: 3 * (x > 0).to(x.dtype) * g,
+                       [torch.cat([torch.tensor([1e-4, -3e-4], dtype=torch.float64),
+                                   _F32_X.reshape(-1)[2:]])]),
     "layer-norm": (_f32(lambda x: torch.nn.functional.layer_norm(x, (4,))),
                    lambda g, x: _layer_norm_backward(g, x), [_F32_X]),
 }
