@@ -114,5 +114,5 @@ def test_extension_known_from_setup_py_when_a_single_file_is_linted(fixtures_dir
     assert names == ["return SCN.conv_backward", "sops.gather_backward",
                      "return fastgeomops.ball_query_grad", "return knn_backward",
                      "return SCN.Convolution_updateGradInput",
-                     "return extpkg.SCN.conv_backward"]
+                     "return extpkg.SCN.conv_backward", "return _fsaops.tot_scores_backward"]
 

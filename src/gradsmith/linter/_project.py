@@ -91,6 +91,12 @@ def _declared(path: str) -> frozenset[str]:
                 strings[name] = stmt.value.value
             elif any(_maker(n) for n in ast.walk(stmt.value)):
                 makers.add(name)  # `extension = CUDAExtension if cuda else CppExtension`
+    for node in ast.walk(tree):  # `def cmake_extension(name): return Extension(name, [])`
+        if isinstance(node, ast.FunctionDef) and any(
+            isinstance(r, ast.Return) and r.value is not None
+            and any(_maker(n) for n in ast.walk(r.value)) for r in ast.walk(node)
+        ):
+            makers.add(node.name)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (_maker(node.func) or (

@@ -116,7 +116,8 @@ What the analysis takes into account, so that an error is always worth stopping 
 - Opaque kernels (GS215): a Triton launch, a custom `torch.ops` namespace or
   `@torch.library.custom_op`, and a compiled extension: a module that a `setup.py` of the
   file's folder or a folder above builds (`Extension`, `CUDAExtension`, `CppExtension`, or a
-  name bound to one, given a literal name; the file is read, never run) or that has a
+  name bound to one or a function returning one, as k2's `cmake_extension("_k2")`, given a
+  literal name; the file is read, never run) or that has a
   compiled file (`SCN.cpython-311-x86_64-linux-gnu.so`, `.pyd`), however it is imported
   (`from . import SCN`, `import foo._ext as ext`, `import foo.SCN` then `foo.SCN.fn(...)`,
   `from ext import fn`, re-exported by a linted module or through its star import, or
