@@ -59,6 +59,8 @@ os.kill(_ppid(os.getppid()), signal.SIGKILL)
 def template(tmp_path, monkeypatch):
     """A template started from tmp (the probes' folder is elsewhere), installed for the test."""
     monkeypatch.setenv("PROBE_VOLATILE", "at the template's start")
+    # as in a process where no check ran yet (one sets it, as the template's start-up does)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.chdir(tmp_path)
     made = Template(modules=(KIND,), volatile=("PROBE_VOLATILE", "PROBE_OUT", "PYTEST_CURRENT_TEST"))
     made.start()
