@@ -90,7 +90,8 @@ def _isinstance_target(node: ast.Call) -> tuple[str, bool] | None:
 
 def evidence(method: Method, names: list[str], ctx: str | None,
              resolve=None, returned: bool = True,
-             passed: frozenset[str] = frozenset()) -> dict[str, bool | None]:
+             passed: frozenset[str] = frozenset(),
+             by_name: bool = True) -> dict[str, bool | None]:
     """Is each name a tensor? True/False with evidence from ``method``, None if unknown.
 
     Strong evidence against (a builtin or process-group annotation, use as ``group=``,
@@ -100,6 +101,8 @@ def evidence(method: Method, names: list[str], ctx: str | None,
     ``returned``: whether being returned by forward counts as evidence (not when asking
     whether a returned value is a tensor). ``passed``: names some call site passes a
     tensor for (``Fn.apply(x, torch.ones(3))``), which beats a number as default.
+    ``by_name``: whether a hyper-parameter name alone (``dim``, ``groups``) counts as weak
+    evidence against; rules that report an error for a non-tensor pass False.
     """
     found: dict[str, bool | None] = dict.fromkeys(names)
     strong_false, weak_false, ambiguous = set(), set(), set()
@@ -154,7 +157,8 @@ def evidence(method: Method, names: list[str], ctx: str | None,
             found[name] = False
         elif name in ambiguous:
             found[name] = None
-        elif found[name] is None and (name in weak_false or name in HYPERPARAMS):
+        elif found[name] is None and (
+                name in weak_false or (by_name and name in HYPERPARAMS)):
             found[name] = False
     return found
 

@@ -95,6 +95,14 @@ What the analysis takes into account, so that an error is always worth stopping 
   output; 0/1 masks, comparisons and rounding are piecewise constant and not reported.
 - When every output is passed to `ctx.mark_non_differentiable`, backward never runs:
   findings about backward and about what forward keeps for it are dropped.
+- A parameter's name alone (`dim`, `groups`, `stride`) never makes an error: passing such
+  an input to `save_for_backward` is GS228 (a warning) unless an annotation, a number as
+  default or a use only numbers allow shows it is not a tensor (GS105). An output passed
+  to `ctx.mark_non_differentiable` has no grad_fn, so keeping it on ctx makes no cycle
+  (not GS104). When every output is an integer or bool tensor (`.int()`, `.long()`,
+  `torch.IntTensor(...)`, `dtype=torch.int32`, comparisons) or marked non-differentiable,
+  no output can carry a gradient and backward never runs: a wrong gradient count there
+  is GS229 (a warning), not GS108 or GS110.
 - In-place edits are followed into helper functions of the same module, methods of the
   class (`_reduce(grad_output)`) and functions imported from other linted modules. A
   helper called with `inplace=True` writes what its body writes (the first argument when

@@ -9,6 +9,7 @@ from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
 from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond
+from gradsmith.linter.rules._latent import GS229, no_gradient_outputs
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -109,7 +110,7 @@ def _returns(facts: Facts, method) -> list[tuple[ast.Return, int | None, ast.exp
     return out
 
 
-@checker(GS108, GS209, GS109, GS110)
+@checker(GS108, GS209, GS109, GS110, GS229)
 def check_returns(facts: Facts, report) -> None:
     backward, forward = facts.method("backward"), facts.method("forward")
     if backward is None or forward is None or facts.inputs is None:
@@ -122,6 +123,8 @@ def check_returns(facts: Facts, report) -> None:
     if trivial(backward.node.body) and any(isinstance(s, ast.Raise) for s in backward.node.body):
         return  # backward only raises (not differentiable on purpose): counts cannot matter
     returns = _returns(facts, backward)
+    # no output can carry a gradient: backward never runs and a wrong count cannot fail yet
+    count_code = "GS229" if no_gradient_outputs(forward, facts.ctx_of(forward)) else "GS108"
     if "backward" in facts.fc.own or "vjp" in facts.fc.own:
         body = backward.node.body
         if not trivial(body) and not terminates(body) and not idle_fallthrough(
@@ -135,14 +138,14 @@ def check_returns(facts: Facts, report) -> None:
         if count is None:
             continue
         if count < required:
-            report("GS108", src, ret, f"returns {count}, forward takes {required}"
+            report(count_code, src, ret, f"returns {count}, forward takes {required}"
                    + (" or more" if vararg or ndefault else ""))
         elif vararg:
             calls = facts.apply_counts
             if calls and None not in calls and count not in calls and (
                 count < min(calls) or not_none_beyond(value, max(calls))
             ):
-                report("GS108", src, ret, f"returns {count}, every call passes "
+                report(count_code, src, ret, f"returns {count}, every call passes "
                        f"{' or '.join(map(str, sorted(calls)))}")
             elif count == len(params):
                 report("GS209", src, ret, f"returns {count}, forward also takes `*"
@@ -154,11 +157,11 @@ def check_returns(facts: Facts, report) -> None:
         elif count > total and total > 0 and isinstance(value, ast.Tuple):
             extra = value.elts[total:]
             if not all(isinstance(e, ast.Constant) and e.value is None for e in extra):
-                report("GS108", src, ret, f"returns {count}, forward takes {total}")
-    _check_arity(facts, report, forward, backward)
+                report(count_code, src, ret, f"returns {count}, forward takes {total}")
+    _check_arity(facts, report, forward, backward, count_code)
 
 
-def _check_arity(facts: Facts, report, forward, backward) -> None:
+def _check_arity(facts: Facts, report, forward, backward, count_code: str) -> None:
     if backward.vararg or backward.name != "backward":
         return
     counts = {c for _, c, _ in _returns(facts, forward)}
@@ -167,7 +170,7 @@ def _check_arity(facts: Facts, report, forward, backward) -> None:
     (outputs,) = counts
     grads = len(backward.params) - 1 - backward.ndefaults
     if outputs != grads and not (backward.ndefaults and grads <= outputs <= grads + backward.ndefaults):
-        report("GS110", backward.source, backward.node,
+        report("GS110" if count_code == "GS108" else count_code, backward.source, backward.node,
                f"backward takes {grads} gradient(s), forward returns {outputs} output(s)")
 
 

@@ -9,6 +9,7 @@ from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._flow import Flow, Val, walk_shallow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own, short, terminates
+from gradsmith.linter.rules._latent import GS228, non_differentiable
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -56,7 +57,7 @@ GS105 = Rule(
     "A non-tensor value is passed to ctx.save_for_backward()",
     "save_for_backward accepts only tensors (or None) and raises TypeError otherwise.",
     "store numbers, shapes and flags as ctx attributes (`ctx.dim = dim`).",
-    bad=_H + "    def forward(ctx, x, dim):\n        ctx.save_for_backward(x, dim)  # GS105\n"
+    bad=_H + "    def forward(ctx, x, dim: int):\n        ctx.save_for_backward(x, dim)  # GS105\n"
     "        return x.cumsum(dim)\n" + _B + "        x, dim = ctx.saved_tensors\n"
     "        return g.flip(dim).cumsum(dim).flip(dim), None\n",
     good=_H + "    def forward(ctx, x, dim):\n        ctx.dim = dim\n        return x.cumsum(dim)\n"
@@ -181,7 +182,7 @@ def _paths(body: list[ast.stmt], is_call):
     return max(ended, (total, along), key=lambda g: g[0]), (total, along)
 
 
-@checker(GS104, GS213, GS205, GS105, GS106, GS107)
+@checker(GS104, GS213, GS205, GS105, GS228, GS106, GS107)
 def check_ctx_storage(facts: Facts, report) -> None:
     for method in own(facts, *CTX_METHODS):
         outputs = _Outputs(method, facts) if method.name == "forward" else None
@@ -201,7 +202,7 @@ def check_ctx_storage(facts: Facts, report) -> None:
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "save_for_backward"):
                     for arg in node.args:
-                        _saved_arg(report, src, flow, arg)
+                        _saved_arg(report, src, flow, arg, facts, method)
                 elif attr_of(node, flow.ctx, "saved_tensors", "saved_variables") and isinstance(
                     node.ctx, ast.Load
                 ):
@@ -226,6 +227,8 @@ class _Outputs:
         self.containers &= once
         self.evidence = evidence(method, sorted(self.names | self.containers),
                                  facts.ctx_of(method), facts.resolver(method), returned=False)
+        # a marked output has no grad_fn, so keeping it on ctx makes no cycle
+        self.names -= non_differentiable(method, facts.ctx_of(method))
 
 
 def _parts(value: ast.expr, flow: Flow) -> list[tuple[ast.expr | None, Val]]:
@@ -263,7 +266,7 @@ def _ctx_attr(report, src, flow: Flow, target, value, outputs, method) -> None:
         report(found[0], src, target, found[1])
 
 
-def _saved_arg(report, src, flow: Flow, arg) -> None:
+def _saved_arg(report, src, flow: Flow, arg, facts: Facts, method) -> None:
     if isinstance(arg, ast.Starred):
         return
     if isinstance(arg, ast.Constant):
@@ -272,7 +275,21 @@ def _saved_arg(report, src, flow: Flow, arg) -> None:
         return
     val = flow.eval(arg)
     if val.tensor is False and "saved" not in val.origins:
-        report("GS105", src, arg, f"`{short(src.segment(arg))}` is not a tensor")
+        if _named_only(arg, val, facts, method):
+            report("GS228", src, arg, f"`{arg.id}`")
+        else:
+            report("GS105", src, arg, f"`{short(src.segment(arg))}` is not a tensor")
+
+
+def _named_only(arg, val, facts: Facts, method) -> bool:
+    """Whether the only sign that forward input ``arg`` is not a tensor is its name
+    (``groups``, ``dim``): callers may pass a tensor, so that is no evidence of a TypeError."""
+    if not isinstance(arg, ast.Name) or val.origins != {f"input:{arg.id}"} \
+            or method.name != "forward":
+        return False
+    found = evidence(method, [arg.id], facts.ctx_of(method), facts.resolver(method),
+                     passed=facts.passed_tensors, by_name=False)
+    return found[arg.id] is not False
 
 
 @checker(GS119, GS304)

@@ -1,0 +1,123 @@
+"""GS228, GS229: the warnings beside GS105 and GS108/GS110 where the error's harm is not
+shown (a parameter's name is the only sign it is not a tensor; backward can never run)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from gradsmith.linter._facts import is_ctx_call
+from gradsmith.linter._flow import walk_shallow
+from gradsmith.linter._registry import Rule
+
+_H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
+GS228 = Rule(
+    "GS228", "save-maybe-non-tensor", "warning",
+    "A forward input whose name reads as a number or flag (`dim`, `stride`, `groups`) is "
+    "passed to ctx.save_for_backward()",
+    "save_for_backward raises TypeError for a non-tensor, but nothing but the name says this "
+    "one is not a tensor (no annotation, no number as default, no use only numbers allow), "
+    "so callers passing a tensor are fine: a warning, not an error.",
+    "if it is a number, keep it as a ctx attribute (`ctx.stride = stride`); if it is a "
+    "tensor, annotate it (`stride: torch.Tensor`).",
+    bad=_H + "    def forward(ctx, x, stride):\n        ctx.save_for_backward(x, stride)  # GS228\n"
+    "        return x * 2\n\n    @staticmethod\n    def backward(ctx, g):\n"
+    "        return g * 2, None\n",
+    good=_H + "    def forward(ctx, x, stride):\n        ctx.stride = stride\n        return x * 2\n"
+    "\n    @staticmethod\n    def backward(ctx, g):\n        return g * 2, None\n",
+    brief="input named like a number passed to save_for_backward",
+)
+GS229 = Rule(
+    "GS229", "latent-gradient-count", "warning",
+    "backward's gradient count (returned or received) is wrong, but every output of forward "
+    "is an integer/bool tensor or marked non-differentiable, so backward never runs",
+    "Integer and bool tensors never require grad and marked outputs carry no gradient, so "
+    "autograd never calls backward and the wrong count cannot fail today; it will the day "
+    "an output becomes a float tensor that carries a gradient.",
+    "return one value per forward input and take one gradient parameter per output, "
+    "or drop backward's body for `return (None,) * n_inputs`.",
+    bad=_H + "    def forward(ctx, x, k):\n        return (x > k).int()\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        return None  # GS229\n",
+    good=_H + "    def forward(ctx, x, k):\n        return (x > k).int()\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        return None, None\n",
+    brief="wrong gradient count, latent: no output can carry a gradient",
+)
+
+
+def non_differentiable(method, ctx: str | None) -> set[str]:
+    """Names ``method`` passes to ``ctx.mark_non_differentiable(...)``."""
+    return {arg.id for node in walk_shallow(method.node) if is_ctx_call(node, ctx,
+                                                                     "mark_non_differentiable")
+            for arg in node.args if isinstance(arg, ast.Name)}
+
+
+_INT_CASTS = frozenset("int long short bool byte char".split())
+_INT_CTOR = re.compile(r"^(Long|Int|Short|Char|Byte|Bool)Tensor$")
+_INT_DTYPE = re.compile(r"\b(u?int(8|16|32|64)|long|int|short|bool)\b")
+#: Methods whose result has the dtype of the tensor they are called on.
+_SAME_DTYPE = frozenset(
+    """contiguous view reshape clone detach squeeze unsqueeze flatten t transpose permute
+    expand cuda cpu""".split()
+)
+
+
+def no_gradient_outputs(method, ctx: str | None) -> bool:
+    """Whether every output forward returns is an integer/bool tensor or marked
+    non-differentiable, so no output can carry a gradient and backward never runs.
+
+    Example:
+        >>> import ast
+        >>> from gradsmith.linter._discovery import Method
+        >>> node = ast.parse("def forward(ctx, x):\\n    return (x > 0).int()").body[0]
+        >>> no_gradient_outputs(Method("forward", node, None, set()), "ctx")
+        True
+    """
+    marked = non_differentiable(method, ctx)
+    bound: dict[str, list[ast.expr]] = {}
+    unknown: set[str] = set()
+    outputs: list[ast.expr] = []
+    for node in walk_shallow(method.node):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
+                else:
+                    unknown.update(n.id for n in ast.walk(target)
+                                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            unknown.update(n.id for n in ast.walk(getattr(node, "target", node))
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            value = node.value
+            outputs.extend(value.elts if isinstance(value, ast.Tuple) else [value])
+    return bool(outputs) and all(
+        _integer(e, bound, unknown, marked, 0) for e in outputs)
+
+
+def _integer(expr: ast.expr, bound, unknown, marked, depth: int) -> bool:
+    if depth > 8:
+        return False
+    if isinstance(expr, ast.Compare):
+        return True
+    if isinstance(expr, ast.Name):
+        if expr.id in marked:
+            return True
+        values = bound.get(expr.id)
+        return bool(values) and expr.id not in unknown and all(
+            _integer(v, bound, unknown, marked, depth + 1) for v in values)
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if _INT_CTOR.match(name) or any(
+            k.arg == "dtype" and _INT_DTYPE.search(ast.unparse(k.value)) for k in expr.keywords):
+        return True
+    if not isinstance(func, ast.Attribute):
+        return False
+    if name in _INT_CASTS and not expr.args:
+        return True
+    if name in ("to", "type") and expr.args and _INT_DTYPE.search(ast.unparse(expr.args[0])):
+        return True
+    if name in _SAME_DTYPE or (name.endswith("_") and not name.startswith("_")):
+        return _integer(func.value, bound, unknown, marked, depth + 1)
+    return False
