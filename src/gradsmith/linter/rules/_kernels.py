@@ -1,4 +1,5 @@
-"""GS215-GS217: custom kernels in backward, `.view` on incoming gradients, inplace options."""
+"""GS215, GS216: custom kernels in backward, `.view` on incoming gradients (GS221, the
+layout a kernel assumes, is in _contiguity.py)."""
 
 from __future__ import annotations
 
@@ -190,62 +191,6 @@ def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, d
     ) or any(_via_helper(node, functions, inner, sym_of, depth + 1) for node in calls)
 
 
-GS221 = Rule(
-    "GS221", "kernel-assumes-contiguous", "warning",
-    "grad_output goes to a Triton kernel without `.contiguous()` and without its strides",
-    "A kernel indexes raw memory: with neither `.contiguous()` nor `grad.stride(...)` passed, "
-    "it assumes the default row-major layout, and a gradient that arrives transposed, sliced "
-    "or expanded (the caller's choice) gives silently wrong results.",
-    "pass `grad_output.contiguous()` (cheap when it already is), or pass its strides to the "
-    "kernel.",
-    bad=_H + _CLS + "    @staticmethod\n    @once_differentiable\n    def backward(ctx, g):\n"
-    "        out = torch.empty_like(g)\n        _k[(1,)](g, out)  # GS221\n        return out\n",
-    good=_H + _CLS + "    @staticmethod\n    @once_differentiable\n    def backward(ctx, g):\n"
-    "        g = g.contiguous()\n        out = torch.empty_like(g)\n        _k[(1,)](g, out)\n"
-    "        return out\n",
-    brief="grad_output passed to a kernel with no .contiguous() or strides",
-)
-
-
-@checker(GS221)
-def check_layout_of_gradients(facts: Facts, report) -> None:
-    find = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
-    for method in own(facts, "backward", "vjp"):
-        grads = set(method.params[1:])
-        if not grads:
-            continue
-        handled = set()
-        for node in nodes(method):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
-                    node.attr in _LAYOUT and node.value.id in grads:
-                handled.add(node.value.id)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                handled.add(node.id)  # rebound: may be a contiguous copy
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                    node.func.id not in _BUILTINS:
-                handled.update(a.id for a in node.args if isinstance(a, ast.Name))  # a helper
-        for node in nodes(method):
-            if not isinstance(node, ast.Call):
-                continue
-            head = launched(node)
-            if head is None:
-                continue
-            kernel = find(head)
-            if not (kernel is not None and is_kernel(kernel) or _looks_like_kernel(head)):
-                continue
-            for arg in node.args:
-                if isinstance(arg, ast.Name) and arg.id in grads and arg.id not in handled:
-                    report("GS221", method.source, node, f"`{arg.id}`")
-                    return
-
-
-_BUILTINS = frozenset({"len", "int", "float", "bool", "print", "isinstance", "max", "min", "tuple",
-                       "list", "range", "type", "getattr", "hasattr", "str", "repr"})
-#: Attributes showing that the code minds a tensor's layout.
-_LAYOUT = frozenset({"contiguous", "stride", "strides", "is_contiguous", "reshape", "view",
-                     "flatten", "clone", "data_ptr"})
-
-
 @checker(GS216)
 def check_view_in_backward(facts: Facts, report) -> None:
     for method in own(facts, "backward", "vjp"):
@@ -297,4 +242,4 @@ def _dtype_view(call: ast.Call) -> bool:
     return bool(parts) and (parts[0] in ("torch", "tl") or "dtype" in parts[-1])
 
 
-__all__ = ["GS215", "GS216", "GS221"]
+__all__ = ["GS215", "GS216"]

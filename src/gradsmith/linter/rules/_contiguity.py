@@ -1,0 +1,221 @@
+"""GS221: backward hands grad_output, as it arrived, to a kernel that indexes it densely.
+
+A name "holds the raw gradient" when it is a gradient parameter of backward, or is bound to
+one through operations that keep its strides (a view, ``reshape``, indexing, a transpose).
+The family of names is guarded when any of them is made contiguous, copied, asked for its
+strides or checked with ``is_contiguous()`` (an ``assert`` counts: it fails loudly instead of
+silently), or rebound to anything else. An unguarded name given to a Triton launch, or to a
+compiled extension's function, is a finding; so is one given to a helper of the linted code
+that does that with its parameter (followed a few levels deep).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter import _extensions
+from gradsmith.linter._facts import Facts
+from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter._symbols import dotted
+from gradsmith.linter.rules._common import own, short
+from gradsmith.linter.rules._kernels import _H, _KNOWN_WRAPPER, _Lazy, _looks_like_kernel, _opaque
+
+_CLS = "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n" \
+       "        return x * 2\n\n"
+_BWD = "from torch.autograd.function import once_differentiable\n" + _H + _CLS + \
+    "    @staticmethod\n    @once_differentiable\n    def backward(ctx, g):\n"
+GS221 = Rule(
+    "GS221", "kernel-assumes-contiguous", "warning",
+    "grad_output goes to a Triton kernel or compiled extension without `.contiguous()` or "
+    "its strides",
+    "grad_output is not guaranteed contiguous: the gradient of `out.sum()` is an expanded "
+    "tensor with stride 0, and `out.t()` or slicing gives other strides, so a kernel that "
+    "indexes it as a dense row-major tensor reads the wrong elements and the gradient is "
+    "silently wrong (Triton), or reads out of bounds (C++ through data_ptr). A warning: "
+    "statically the linter cannot see what the kernel or extension does with strides.",
+    "`grad_output = grad_output.contiguous()` before the call (a no-op when it already is), "
+    "or pass its strides (`*grad_output.stride()`) and index with them.",
+    bad=_BWD + "        out = torch.empty_like(g)\n        _k[(1,)](g, out)  # GS221\n"
+    "        return out\n",
+    good=_BWD + "        g = g.contiguous()\n        out = torch.empty_like(g)\n"
+    "        _k[(1,)](g, out)\n        return out\n",
+    brief="grad_output to a dense kernel without .contiguous() or strides",
+)
+
+#: Calls and attributes whose result shares the tensor's memory with its strides.
+_KEEP_STRIDES = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten",
+                           "unsqueeze", "squeeze", "expand", "expand_as", "t", "T", "mT",
+                           "transpose", "permute", "movedim", "narrow", "select", "detach",
+                           "unbind", "split", "chunk", "as_strided", "data"})
+#: Attributes showing that the code minds the tensor's layout.
+_GUARDS = frozenset({"contiguous", "stride", "strides", "is_contiguous", "clone", "data_ptr",
+                     "copy_"})
+#: How many helpers deep a dense use is looked for.
+_DEPTH = 3
+
+
+@checker(GS221)
+def check_layout_of_gradients(facts: Facts, report) -> None:
+    sym = facts.sym_of[id(facts.fc.source)]
+    for method in own(facts, "backward", "vjp"):
+        grads = set(method.params[1:])
+        if not grads:
+            continue
+        found = _dense_use(method.node, grads, _Where(sym, facts.sym_of), 0)
+        if found is not None:
+            node, what = found
+            report("GS221", method.source, node, what)
+
+
+class _Where:
+    """The module a function lives in: how its calls resolve (kernels, extensions, helpers)."""
+
+    def __init__(self, sym, sym_of: dict) -> None:
+        self.sym, self.sym_of = sym, sym_of
+        self.find = finder(sym, sym_of)
+        self.functions = sym.source.functions
+
+    def extension_call(self, call: ast.Call, func: ast.AST) -> str | None:
+        """The call's text when it runs a compiled extension's function."""
+        scope = _extensions.Scope(self.sym, self.sym_of, _extensions.names(self.sym, self.sym_of))
+        scope = scope.with_locals(func)
+        what = _opaque(call, self.find, _Lazy(func, frozenset(scope.known)), scope)
+        parts = dotted(call.func) or []
+        if what is None or what.startswith("`torch.ops.") or parts and self._ops(parts[0]):
+            return None  # a registered op may be Python (torch.library) and copy as needed
+        module = self.find.external(parts[0]) if parts else None
+        if module and _KNOWN_WRAPPER.match(f"{module}.{parts[0]}"):
+            return None  # a Python wrapper that makes its inputs contiguous itself
+        target = self.find(call.func)
+        return None if is_kernel(target) or is_custom_op(target) else what
+
+    def _ops(self, name: str) -> bool:
+        """``name`` is bound at module level to a ``torch.ops.<namespace>``."""
+        return any(
+            isinstance(stmt, ast.Assign) and (dotted(stmt.value) or [])[:2] == ["torch", "ops"]
+            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            for stmt in self.sym.source.tree.body)
+
+    def helper(self, call: ast.Call) -> tuple[ast.FunctionDef, _Where] | None:
+        parts = dotted(call.func)
+        if not parts:
+            return None
+        node = self.functions.get(parts[0]) if len(parts) == 1 else None
+        if node is None:
+            node = self.find(call.func)
+        if not isinstance(node, ast.FunctionDef) or is_kernel(node) or is_custom_op(node):
+            return None
+        owner = self.find.owner(node)
+        return node, (self if owner is None or owner is self.sym else _Where(owner, self.sym_of))
+
+
+def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int
+               ) -> tuple[ast.Call, str] | None:
+    """The first call in ``func`` that hands an unguarded raw gradient to a dense kernel."""
+    raw = _raw_names(func, grads)
+    if not raw:
+        return None
+    for node in _body_nodes(func):
+        if not isinstance(node, ast.Call):
+            continue
+        passed = [(i, a) for i, a in enumerate(node.args) if _is_raw(a, raw)]
+        passed += [(k.arg, k.value) for k in node.keywords if k.arg and _is_raw(k.value, raw)]
+        if not passed:
+            continue
+        name = short(ast.unparse(passed[0][1]), 16)
+        head = launched(node)
+        if head is not None:
+            kernel = where.find(head)
+            if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
+                return node, f"`{name}` to `{short(ast.unparse(head), 24)}[...]()`"
+            continue
+        what = where.extension_call(node, func)
+        if what is not None:
+            return node, f"`{name}` to {what}"
+        if depth + 1 < _DEPTH:
+            inner = _through_helper(node, passed, where, depth)
+            if inner is not None:
+                return node, f"`{name}` to {inner}"
+    return None
+
+
+def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int) -> str | None:
+    found = where.helper(call)
+    if found is None:
+        return None
+    helper, there = found
+    params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+    names = {params[i] if isinstance(i, int) else i for i, _ in passed
+             if not isinstance(i, int) or i < len(params)}
+    names &= {*params, *(a.arg for a in helper.args.kwonlyargs)}
+    if not names:
+        return None
+    key = (frozenset(names), depth)
+    cache = helper.__dict__.setdefault("_gs_dense_use", {})
+    if key not in cache:
+        cache[key] = None  # a recursive helper ends here
+        inner = _dense_use(helper, names, there, depth + 1)
+        cache[key] = None if inner is None else \
+            f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)"
+    return cache[key]
+
+
+def _raw_names(func: ast.AST, grads: set[str]) -> set[str]:
+    """Names holding a gradient parameter's memory and strides, unless its family is guarded."""
+    root = {g: g for g in grads}
+    rebound: set[str] = set()
+    for node in _body_nodes(func):  # source order: aliases follow their origin
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            origin = _strided_origin(node.value, root)
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name):
+                        if origin is not None and isinstance(target, ast.Name):
+                            root[sub.id] = root.get(sub.id, root[origin])
+                        else:
+                            rebound.add(sub.id)
+        elif isinstance(node, (ast.For, ast.With, ast.AugAssign, ast.NamedExpr)):
+            rebound.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                           and isinstance(n.ctx, ast.Store))
+    guarded = {root[n] for n in rebound if n in root}
+    for node in _body_nodes(func):
+        if isinstance(node, ast.Attribute) and node.attr in _GUARDS and isinstance(
+                node.value, ast.Name) and node.value.id in root:
+            guarded.add(root[node.value.id])
+    return {n for n, r in root.items() if r not in guarded}
+
+
+def _strided_origin(expr: ast.expr, root: dict[str, str]) -> str | None:
+    """The raw name ``expr`` is a strided alias of (``g``, ``g.t()``, ``g[0]``, ``g.view(...)``)."""
+    while True:
+        if isinstance(expr, ast.Name):
+            return expr.id if expr.id in root else None
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Attribute) and expr.attr in _KEEP_STRIDES:
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                expr.func.attr in _KEEP_STRIDES:
+            expr = expr.func.value
+        else:
+            return None
+
+
+def _is_raw(arg: ast.expr, raw: set[str]) -> bool:
+    """``arg`` is a raw gradient name or a strided alias of one written inline (``g.t()``)."""
+    return _strided_origin(arg, dict.fromkeys(raw, "")) is not None
+
+
+def _body_nodes(func: ast.AST):
+    """Nodes of a function body in source order, not entering nested functions or classes."""
+    stack = list(reversed(func.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+__all__ = ["GS221"]
