@@ -176,9 +176,13 @@ def _raw_names(func: ast.AST, grads: set[str]) -> set[str]:
                             root[sub.id] = root.get(sub.id, root[origin])
                         else:
                             rebound.add(sub.id)
-        elif isinstance(node, (ast.For, ast.With, ast.AugAssign, ast.NamedExpr)):
-            rebound.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                           and isinstance(n.ctx, ast.Store))
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+                _strided_origin(node.iter, root) is not None:  # `for chunk in g.split(n)`
+            root[node.target.id] = root[_strided_origin(node.iter, root)]
+        elif isinstance(node, (ast.For, ast.AugAssign, ast.NamedExpr, ast.withitem)):
+            bound = node.optional_vars if isinstance(node, ast.withitem) else node.target
+            if bound is not None:
+                rebound.update(n.id for n in ast.walk(bound) if isinstance(n, ast.Name))
     guarded = {root[n] for n in rebound if n in root}
     for node in _body_nodes(func):
         if isinstance(node, ast.Attribute) and node.attr in _GUARDS and isinstance(
