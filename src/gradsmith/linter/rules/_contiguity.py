@@ -12,6 +12,7 @@ that does that with its parameter (followed a few levels deep).
 from __future__ import annotations
 
 import ast
+import re
 
 from gradsmith.linter import _extensions
 from gradsmith.linter._facts import Facts
@@ -113,7 +114,7 @@ class _Where:
 def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int
                ) -> tuple[ast.Call, str] | None:
     """The first call in ``func`` that hands an unguarded raw gradient to a dense kernel."""
-    raw = _raw_names(func, grads)
+    raw = _raw_names(func, grads - _decorator_guarded(func, where))
     if not raw:
         return None
     for node in _body_nodes(func):
@@ -159,6 +160,30 @@ def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int) -> 
         cache[key] = None if inner is None else \
             f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)"
     return cache[key]
+
+
+def _decorator_guarded(func: ast.AST, where: _Where) -> set[str]:
+    """Parameters a decorator makes contiguous before the call (fla's ``@input_guard``,
+    ``@contiguous``): one named so, or one of the linted code whose body mentions
+    contiguity; parameters it names in strings (``no_guard_contiguous=["dy"]``) are left out."""
+    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+    guarded: set[str] = set()
+    for dec in func.decorator_list:
+        head = dec.func if isinstance(dec, ast.Call) else dec
+        parts = dotted(head) or [""]
+        node = where.find(head) if parts[-1] not in _NOT_GUARDS else None
+        if _GUARD_NAME.search(parts[-1]) or isinstance(node, ast.FunctionDef) and any(
+            "contiguous" in (getattr(n, "attr", None) or getattr(n, "id", "")).lower()
+            for n in ast.walk(node)
+        ):
+            left_out = {c.value for c in ast.walk(dec) if isinstance(c, ast.Constant)}
+            guarded |= params - left_out
+    return guarded
+
+
+_NOT_GUARDS = frozenset({"staticmethod", "classmethod", "once_differentiable", ""})
+#: Decorator names that say so; the text pre-filter often leaves their module unparsed.
+_GUARD_NAME = re.compile(r"contiguous|input_guard", re.I)
 
 
 def _raw_names(func: ast.AST, grads: set[str]) -> set[str]:
