@@ -11,6 +11,8 @@ from gradsmith.discovery.slots import Slot
 
 #: An override making an index tensor non-contiguous (a transposed 2-D view, else strided).
 NONCONTIGUOUS = "non-contiguous"
+#: An override planting the value a tensor is compared with (see :mod:`.sentinels`).
+PLANTED = "planted"
 
 
 def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
@@ -52,8 +54,11 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
                 parts.append(f"{slot.name}=None")
                 continue
             shape = over if isinstance(over, tuple) else shape
-            args.append(tensor(shape, slot))
-            parts.append(f"{slot.name}: {dtype} {tuple(shape)}" + _why(slot, positive, shape))
+            value, why = tensor(shape, slot), _why(slot, positive, shape)
+            if over == PLANTED:
+                value, why = _planted(value, slot, slots, overrides, why)
+            args.append(value)
+            parts.append(f"{slot.name}: {dtype} {tuple(shape)}" + why)
         elif slot.kind == "index":
             shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
             high = max(1, min(first_shape) if first_shape else 3)
@@ -105,6 +110,22 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
 
 
 _MISSING = object()
+
+
+def _planted(value: Any, slot: Slot, slots: list[Slot], overrides: dict[str, Any],
+             why: str) -> tuple[Any, str]:
+    """``value`` with the number forward compares it with planted, and what the Inputs
+    column says about it."""
+    from gradsmith.discovery.sentinels import plant, sentinel_value
+
+    values = {s.name: overrides.get(s.name, s.value) for s in slots if s.kind == "value"}
+    number = sentinel_value(slot, values)
+    if number is None:
+        return value, why
+    value, count = plant(value, number)
+    what = slot.sentinel if isinstance(slot.sentinel, str) else repr(number)
+    return value, why + (f" with {number!r} planted at {count} of {value.numel()} elements "
+                         f"(forward compares it with {what} for equality)")
 
 
 def _noncontiguous(shape: tuple[int, ...], high: int, generator: Any) -> Any:

@@ -62,6 +62,7 @@ class Slot:
     omittable: bool = False         # a tensor that may also be None (checked with `is None`)
     frozen: bool = False            # backward returns None for it: no requires_grad
     per_feature: bool = False       # 1-D of the first tensor's last dimension, tried first
+    sentinel: Any = None            # compared for equality with this parameter or number
 
 
 def signature(fn: Any) -> tuple[Callable[..., Any], list[inspect.Parameter] | None, Any]:

@@ -42,6 +42,7 @@ from gradsmith.discovery.hints import backward_functions, forward_hints, no_grad
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
+from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.slots import (
     _TENSOR_NAMES,
     Slot,
@@ -119,6 +120,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     scalars = scalar_params(owner, hints, frozen)
     features = per_feature_params(owner, hints)
     plans = [with_contract(plan, scalars, features) for plan in plans]
+    compared = equality_sentinels(target, [p.name for p in params])
+    plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gradsmith.discovery.build import NONCONTIGUOUS, build_args
+from gradsmith.discovery.build import NONCONTIGUOUS, PLANTED, build_args
 from gradsmith.discovery.layouts import RESIZE, broadcast_layout, shapes_text
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
 from gradsmith.discovery.slots import Slot
@@ -59,6 +59,11 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
     indices = {s.name: NONCONTIGUOUS for s in slots if s.kind == "index"}
     if indices:  # idx.view(-1) in backward fails on a transposed index
         candidates.append((f"non-contiguous index: {', '.join(indices)}", indices, layout))
+    for slot in (s for s in slots if s.kind == "tensor" and s.sentinel is not None):
+        # an element equal to what forward compares it with: its special path runs
+        other = slot.sentinel if isinstance(slot.sentinel, str) else repr(slot.sentinel)
+        candidates.append((f"sentinel planted: {slot.name} == {other}",
+                           {slot.name: PLANTED}, layout))
     spread = [s.name for s in slots if s.kind == "tensor" and not (s.hint and s.hint.probability)]
     seen_optional: set[str] = set()
     for change, overrides, lay, scale in [(*c, 1.0) for c in candidates] + (
