@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_explain_prints_severity_check_cause_and_fix(gradsmith_cli):
     code, out, err = gradsmith_cli("--explain", "gradient-mismatch")
     assert code == 0 and err == ""
-    assert out.splitlines()[0] == "gradient-mismatch: error, reported by the gradients check"
+    assert out.splitlines()[0] == ("gradient-mismatch: error (warning where forward approximates "
+                                   "what backward differentiates), reported by the gradients check")
     assert "\nCause: backward disagrees with finite differences: which input" in out
     assert "\nFix: re-derive backward (chain rule, transposes, broadcast sums)" in out
 

@@ -161,8 +161,7 @@ ROWS: dict[str, Code] = {
         "backward disagrees with finite differences: which input, which elements, analytic vs "
         "numerical, the Jacobian entry, the probe ratio",
         "re-derive backward (chain rule, transposes, broadcast sums); look at the heatmap",
-        severity_note="warning when forward approximates what backward differentiates: within "
-        "1% pointwise, and agreeing when integrated along a line"),
+        severity_note="warning where forward approximates what backward differentiates"),
     "nan-gradient": Code(
         "error", "gradients",
         "backward is NaN/inf where forward is finite",
