@@ -30,7 +30,7 @@ def equality_sentinels(fn: Any, names: list[str], depth: int = 0) -> dict[str, s
         ...     mask = x == magic_number
         ...     return x.masked_fill(mask, 0.0)
         >>> equality_sentinels(forward, ["x", "magic_number"])
-        {'x': 'magic_number'}
+        {'x': 'magic_number', 'magic_number': 'x'}
     """
     tree = parse(fn)
     found: dict[str, str | float] = {}

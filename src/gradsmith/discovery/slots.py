@@ -94,6 +94,8 @@ def _table_value(name: str) -> Any:
             return table[name]
     if name.startswith(("num_", "n_")) or name.endswith(("_size", "_len", "_steps")):
         return 2
+    if set(name.lower().split("_")) & {"eps", "epsilon", "tol", "tolerance"}:
+        return _FLOAT_VALUES["eps"]  # gradient_eps, rtol: a tiny guard, never 0.5
     # Bounds come in pairs (min_value/max_value, grad_min/grad_max, low/high): one value for
     # both is an empty window, where a clamp or a windowed estimator is never exercised.
     words = set(name.lower().split("_"))

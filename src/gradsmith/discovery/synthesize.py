@@ -37,6 +37,7 @@ from typing import Any
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
+from gradsmith.discovery.defaults import stated_defaults, with_defaults
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
@@ -120,6 +121,10 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     scalars = scalar_params(owner, hints, frozen)
     features = per_feature_params(owner, hints)
     plans = [with_contract(plan, scalars, features) for plan in plans]
+    stated = stated_defaults(owner, [p.name for p in params])
+    if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
+        required = {p.name for p in params if p.default is p.empty}
+        plans = [with_defaults(plan, stated, required) for plan in plans]
     compared = equality_sentinels(target, [p.name for p in params])
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
     for plan in plans:

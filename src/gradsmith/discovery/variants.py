@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradsmith.discovery.build import NONCONTIGUOUS, PLANTED, build_args
+from gradsmith.discovery.defaults import tolerance_like
 from gradsmith.discovery.layouts import RESIZE, broadcast_layout, shapes_text
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
 from gradsmith.discovery.slots import Slot
@@ -30,8 +31,10 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
     """Other input sets the forward accepts: hyperparameters, optional tensors, shapes, a
     non-contiguous index, values at a realistic scale (``3 * randn``)."""
     candidates: list[tuple[str, dict[str, Any], Any]] = []
+    # Tolerances stay at their value: a backward may drop terms below an epsilon on purpose,
+    # and at a larger one that is a deliberate difference, not a defect.
     floats = {s.name: s.value for s in slots if s.kind == "value"
-              and isinstance(s.value, float) and not isinstance(s.value, bool)}
+              and isinstance(s.value, float) and not tolerance_like(s.name, s.value)}
     if floats:
         changed = {k: (v * 1.5 if v else 0.5) for k, v in floats.items()}
         candidates.append((", ".join(f"{k}={v!r}" for k, v in changed.items()), changed, layout))

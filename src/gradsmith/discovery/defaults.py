@@ -1,0 +1,135 @@
+"""Defaults a Function's own module states for forward parameters that have none (private).
+
+``forward(ctx, M, regularization, gradient_eps)`` has no defaults, but the function users call
+does: ``def svd(M, regularization=0.0, gradient_eps=1e-12): return SVD.apply(M,
+regularization, gradient_eps)``, or the docstring says ``gradient_eps: ... Default: 1e-12``.
+Synthesis invented 0.5 and 1.5 instead, and a threshold of 1.5 zeroes real terms that the
+backward deliberately drops only below a tiny one: a false alarm on a correct Function. The
+first input set keeps the stated default; tolerance-like parameters (:func:`tolerance_like`)
+are never moved in a variant. Read from the source, never by running it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from typing import Any
+
+from gradsmith.discovery.source import parse
+
+_TOLERANCE_WORDS = ("eps", "tol", "thresh")
+
+
+def tolerance_like(name: str, default: Any = None) -> bool:
+    """A tolerance, epsilon or threshold: the name says so, or its default is tiny.
+
+    Example:
+        >>> tolerance_like("gradient_eps"), tolerance_like("beta", 1e-12), tolerance_like("beta", 1.0)
+        (True, True, False)
+    """
+    if any(word in name.lower() for word in _TOLERANCE_WORDS):
+        return True
+    return isinstance(default, float) and 0 < abs(default) < 1e-6
+
+
+def stated_defaults(owner: Any, names: list[str]) -> dict[str, tuple[Any, str]]:
+    """Defaults for forward parameters ``names`` (ctx excluded) that the Function's module
+    states: name -> (value, where it was read).
+
+    Example:
+        >>> import torch
+        >>> class F(torch.autograd.Function):
+        ...     '''Args: eps: guard of the division. Default: 1e-9.'''
+        ...     @staticmethod
+        ...     def forward(ctx, x, eps):
+        ...         return x / (x.abs() + eps)
+        >>> stated_defaults(F, ["x", "eps"])
+        {'eps': (1e-09, 'its docstring')}
+    """
+    if not isinstance(owner, type):
+        return {}
+    found = _from_callers(owner, names)
+    for text in (owner.__doc__, getattr(owner.forward, "__doc__", None)):
+        for name in names:
+            if name not in found and text and (value := _documented(text, name)) is not None:
+                found[name] = (value, "its docstring")
+    return found
+
+
+def _from_callers(owner: type, names: list[str]) -> dict[str, tuple[Any, str]]:
+    """``def f(x, eps=1e-12): return Owner.apply(x, eps)`` in the owner's module."""
+    tree = _module_tree(owner)
+    found: dict[str, tuple[Any, str]] = {}
+    for func in ast.walk(tree) if tree is not None else ():
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        defaults = _literal_defaults(func.args)
+        for call in ast.walk(func):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "apply" and _names_owner(call.func.value, owner)):
+                continue
+            for i, arg in enumerate(call.args[:len(names)]):
+                if isinstance(arg, ast.Name) and arg.id in defaults:
+                    found.setdefault(names[i], (defaults[arg.id], f"the default of {func.name}()"))
+    return found
+
+
+def _module_tree(owner: type) -> ast.AST | None:
+    """The owner's whole module, parsed (also one loaded without a sys.modules entry)."""
+    module = inspect.getmodule(owner)
+    if module is not None:
+        return parse(module)
+    try:
+        with open(inspect.getsourcefile(owner.forward) or "", encoding="utf-8") as handle:
+            return ast.parse(handle.read())
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None
+
+
+def _names_owner(node: ast.AST, owner: type) -> bool:
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return name == owner.__name__
+
+
+def _literal_defaults(args: ast.arguments) -> dict[str, Any]:
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    out: dict[str, Any] = {}
+    for arg, node in pairs:
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            continue
+        if isinstance(value, (int, float)):  # bool is an int: flags too
+            out[arg.arg] = value
+    return out
+
+
+def _documented(text: str, name: str) -> Any:
+    """``name ... Default: 1e-12`` / ``defaults to 0.5`` within the line(s) about ``name``."""
+    pattern = (rf"\b{re.escape(name)}\b[^\n]*(?:\n(?![ \t]*\w+\s*(?:\(|:))[^\n]*)*?"
+               r"\bdefaults?(?:\s+(?:is|to))?\s*[:=]?\s*`*([-+]?\d[\w.+-]*|True|False)")
+    match = re.search(pattern, text, re.IGNORECASE)
+    if match is None:
+        return None
+    try:
+        value = ast.literal_eval(match.group(1).rstrip("."))
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, (int, float)) else None
+
+
+def with_defaults(slots: list, stated: dict[str, tuple[Any, str]], required: set[str]) -> list:
+    """The plan with required parameters whose default the module states at that value
+    (unless the code uses them as tensors)."""
+    from gradsmith.discovery.slots import Slot
+
+    out = []
+    for s in slots:
+        if s.name in stated and s.name in required and s.kind in ("tensor", "value", "scalar") \
+                and not s.per_feature and (s.hint is None or s.hint.kind not in ("tensor", "index")):
+            s = Slot(s.name, "value", stated[s.name][0], s.hint, frozen=s.frozen)
+        out.append(s)
+    return out
