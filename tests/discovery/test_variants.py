@@ -171,8 +171,8 @@ def test_variants_keep_the_first_set_and_change_one_thing():
     assert isinstance(found, Synthesized)
     assert found.args[1:] == (1.0, 20.0)
     changes = {v.change: v for v in found.variants}
-    hyper = changes["beta=1.5"]  # a threshold stays at its default (issue 18: tolerances)
-    assert hyper.args[1:] == (1.5, 20.0) and torch.equal(hyper.args[0], found.args[0])
+    hyper = changes["beta=1.5, threshold=30.0"]  # a threshold of 20 is a branch, not a tolerance
+    assert hyper.args[1:] == (1.5, 30.0) and torch.equal(hyper.args[0], found.args[0])
     shapes = sorted(tuple(v.args[0].shape) for v in found.variants if "shape" in v.change
                     or "size-1" in v.change)
     assert shapes == [(1, 4), (2, 5)]

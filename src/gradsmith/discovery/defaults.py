@@ -18,18 +18,26 @@ from typing import Any
 
 from gradsmith.discovery.source import parse
 
-_TOLERANCE_WORDS = ("eps", "tol", "thresh")
+_TOLERANCE_WORDS = ("eps", "tol")
 
 
 def tolerance_like(name: str, default: Any = None) -> bool:
-    """A tolerance, epsilon or threshold: the name says so, or its default is tiny.
+    """A tolerance or epsilon: the name says so, or its default is tiny. A threshold is one only
+    when its default is small (``threshold=20`` in softplus switches a real branch: variants move it).
 
     Example:
         >>> tolerance_like("gradient_eps"), tolerance_like("beta", 1e-12), tolerance_like("beta", 1.0)
         (True, True, False)
+        >>> tolerance_like("zero_thresh", 1e-8), tolerance_like("threshold", 20.0)
+        (True, False)
     """
-    if any(word in name.lower() for word in _TOLERANCE_WORDS):
+    lower = name.lower()
+    if any(word in lower for word in _TOLERANCE_WORDS):
         return True
+    small = isinstance(default, (int, float)) and not isinstance(default, bool) and \
+        0 < abs(default) <= 1e-3
+    if "thresh" in lower:
+        return default is None or small
     return isinstance(default, float) and 0 < abs(default) < 1e-6
 
 
