@@ -92,6 +92,41 @@ class SincNanAtZero(Function):
         return g * (x * torch.cos(x) - torch.sin(x)) / x**2     # bug: 0 / 0 at x == 0
 
 
+class SavedSentinel(Function):
+    """The sentinel kept as a tensor (saved for backward) and an early pass-through when no
+    element is the sentinel: synthesis must keep it a tensor and still plant it."""
+
+    @staticmethod
+    def forward(ctx, x, magic_number):
+        left, right, w = neighbours(x, x == magic_number)
+        ctx.save_for_backward(x, magic_number, left, right, w)
+        if torch.all(x != magic_number):
+            return x
+        return fill(x, left, right, w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, magic_number, left, right, w = ctx.saved_tensors
+        gx = torch.zeros_like(g)
+        gx.scatter_add_(-1, left, g * (1 - w))
+        gx.scatter_add_(-1, right, g * w)
+        return gx, None
+
+
+class SavedSentinelDropsNeighbours(Function):
+    @staticmethod
+    def forward(ctx, x, magic_number):
+        ctx.save_for_backward(x, magic_number)
+        if torch.all(x != magic_number):
+            return x
+        return fill(x, *neighbours(x, x == magic_number))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, magic_number = ctx.saved_tensors
+        return g * (x != magic_number), None     # bug: the neighbours' share is dropped
+
+
 def is_gap(t, value):
     return torch.eq(t, value)
 
@@ -172,3 +207,24 @@ def test_comparisons_are_read_from_forward_and_its_helpers(module):
     assert equality_sentinels(forward, ["signal", "fill", "scale"]) == {
         "signal": "fill", "fill": "signal"}
     assert plant(torch.zeros(2), 1.0)[1] == 0       # no interior: nothing planted
+
+
+def test_a_sentinel_kept_as_a_tensor_is_a_0d_tensor_planted_in_the_data(module):
+    # corpus 4's false PASS saved the sentinel with save_for_backward: a tensor use, so it was
+    # synthesised as a (3, 4) tensor no element ever equalled, and the special path never ran.
+    namespace, rows = module
+    found = synthesize(namespace["SavedSentinel"])
+    x, magic = _planted_set(found).args
+    assert isinstance(magic, torch.Tensor) and magic.dim() == 0
+    assert 0 < int((x == magic).sum()) < x.numel()
+    assert rows["SavedSentinel"]["verdict"] == "pass", rows["SavedSentinel"]["text"]
+    bad = rows["SavedSentinelDropsNeighbours"]
+    assert bad["verdict"] == "fail", bad["text"]
+    assert "sentinel planted: x == magic_number" in bad["inputs"]
+    left, right, w = namespace["neighbours"](x.detach(), x.detach() == magic)
+    x_ref = x.detach().clone().requires_grad_()
+    (expected,) = torch.autograd.grad(namespace["fill"](x_ref, left, right, w).sum(), x_ref)
+    x_in = x.detach().clone().requires_grad_()
+    (got,) = torch.autograd.grad(namespace["SavedSentinelDropsNeighbours"].apply(x_in, magic)
+                                 .sum(), x_in)
+    assert not torch.allclose(got, expected)          # the bug is real on the planted set

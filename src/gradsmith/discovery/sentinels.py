@@ -160,17 +160,31 @@ def with_sentinels(slots: list, compared: dict[str, str | float]) -> list:
                     partner.hint is None or partner.hint.kind in (None, "float", "int")):
                 numbers[other] = Slot(other, "value", SENTINEL_VALUE, partner.hint,
                                       frozen=partner.frozen)
+            elif partner.kind == "tensor" and not partner.per_feature:
+                # used as a tensor too (saved for backward, a tensor method): a 0-d one
+                numbers[other] = Slot(other, "value", _scalar_tensor(SENTINEL_VALUE),
+                                      partner.hint, frozen=partner.frozen)
             elif not (partner.kind == "value" and isinstance(partner.value, (int, float))):
                 continue
         numbers.setdefault(name, Slot(**{**vars(slot), "sentinel": other}))
     return [numbers.get(s.name, s) for s in slots]
 
 
+def _scalar_tensor(value: float) -> Any:
+    import torch
+
+    return torch.tensor(value, dtype=torch.float64)
+
+
 def sentinel_value(slot: Any, values: dict[str, Any]) -> float | None:
     """The number planted in ``slot``'s tensor: the literal, or the compared argument's
-    value in this input set (None where it is not a number)."""
+    value in this input set (a number or a one-element tensor; None otherwise)."""
+    import torch
+
     other = slot.sentinel
     value = values.get(other) if isinstance(other, str) else other
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
