@@ -66,21 +66,49 @@ def stated_defaults(owner: Any, names: list[str]) -> dict[str, tuple[Any, str]]:
 
 
 def _from_callers(owner: type, names: list[str]) -> dict[str, tuple[Any, str]]:
-    """``def f(x, eps=1e-12): return Owner.apply(x, eps)`` in the owner's module."""
+    """``def f(x, eps=1e-12): return Owner.apply(x, eps)`` in the owner's module, also one
+    wrapper further out (``def g(x, eps=1e-5): return _apply(x, eps)`` where ``_apply`` passes
+    its parameters on to ``Owner.apply``)."""
     tree = _module_tree(owner)
     found: dict[str, tuple[Any, str]] = {}
-    for func in ast.walk(tree) if tree is not None else ():
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        defaults = _literal_defaults(func.args)
-        for call in ast.walk(func):
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                    and call.func.attr == "apply" and _names_owner(call.func.value, owner)):
-                continue
-            for i, arg in enumerate(call.args[:len(names)]):
-                if isinstance(arg, ast.Name) and arg.id in defaults:
-                    found.setdefault(names[i], (defaults[arg.id], f"the default of {func.name}()"))
+    if tree is None:
+        return found
+    funcs = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    # a wrapper's name -> its positional parameter i -> forward's parameter index
+    wrappers: dict[str, dict[int, int]] = {}
+    for depth in range(2):
+        for func in funcs:
+            defaults = _literal_defaults(func.args)
+            params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+            for call in ast.walk(func):
+                slots = _target_slots(call, owner, wrappers, depth)
+                if slots is None:
+                    continue
+                for i, arg in enumerate(call.args):
+                    if i not in slots or slots[i] >= len(names) or not isinstance(arg, ast.Name):
+                        continue
+                    if arg.id in defaults:
+                        found.setdefault(names[slots[i]],
+                                         (defaults[arg.id], f"the default of {func.name}()"))
+                    elif depth == 0 and arg.id in params:
+                        wrappers.setdefault(func.name, {})[params.index(arg.id)] = slots[i]
     return found
+
+
+def _target_slots(call: ast.AST, owner: type, wrappers: dict[str, dict[int, int]],
+                  depth: int) -> dict[int, int] | None:
+    """For a call to ``Owner.apply`` (depth 0) or to a wrapper of it (depth 1): which of its
+    positional arguments land in which of forward's parameters."""
+    if not isinstance(call, ast.Call):
+        return None
+    if depth == 0:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "apply" and \
+                _names_owner(call.func.value, owner):
+            return {i: i for i in range(len(call.args))}
+        return None
+    if isinstance(call.func, ast.Name):
+        return wrappers.get(call.func.id)
+    return None
 
 
 def _module_tree(owner: type) -> ast.AST | None:
