@@ -20,7 +20,14 @@ from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import own, short
-from gradsmith.linter.rules._kernels import _H, _KNOWN_WRAPPER, _Lazy, _looks_like_kernel, _opaque
+from gradsmith.linter.rules._kernels import (
+    _H,
+    _KNOWN_WRAPPER,
+    _called_helper,
+    _Lazy,
+    _looks_like_kernel,
+    _opaque,
+)
 
 _CLS = "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n" \
        "        return x * 2\n\n"
@@ -76,12 +83,12 @@ class _Where:
         self.sym, self.sym_of = sym, sym_of
         self.find = finder(sym, sym_of)
         self.functions = sym.source.functions
+        self._scopes: dict[int, tuple[_extensions.Scope, _Lazy]] = {}
 
     def extension_call(self, call: ast.Call, func: ast.AST) -> str | None:
         """The call's text when it runs a compiled extension's function."""
-        scope = _extensions.Scope(self.sym, self.sym_of, _extensions.names(self.sym, self.sym_of))
-        scope = scope.with_locals(func)
-        what = _opaque(call, self.find, _Lazy(func, frozenset(scope.known)), scope)
+        scope, local = self._scope(func)
+        what = _opaque(call, self.find, local, scope)
         parts = dotted(call.func) or []
         if what is None or what.startswith("`torch.ops.") or parts and self._ops(parts[0]):
             return None  # a registered op may be Python (torch.library) and copy as needed
@@ -91,6 +98,16 @@ class _Where:
         target = self.find(call.func)
         return None if is_kernel(target) or is_custom_op(target) else what
 
+    def _scope(self, func: ast.AST) -> tuple[_extensions.Scope, _Lazy]:
+        """What is an extension in ``func``, and its locals: built once per function (it
+        walks the whole body), not once per call in it."""
+        found = self._scopes.get(id(func))
+        if found is None:
+            scope = _extensions.Scope(self.sym, self.sym_of,
+                                      _extensions.names(self.sym, self.sym_of)).with_locals(func)
+            found = self._scopes[id(func)] = (scope, _Lazy(func, frozenset(scope.known)))
+        return found
+
     def _ops(self, name: str) -> bool:
         """``name`` is bound at module level to a ``torch.ops.<namespace>``."""
         return any(
@@ -99,13 +116,8 @@ class _Where:
             for stmt in self.sym.source.tree.body)
 
     def helper(self, call: ast.Call) -> tuple[ast.FunctionDef, _Where] | None:
-        parts = dotted(call.func)
-        if not parts:
-            return None
-        node = self.functions.get(parts[0]) if len(parts) == 1 else None
+        node = _called_helper(call, self.functions, self.find)
         if node is None:
-            node = self.find(call.func)
-        if not isinstance(node, ast.FunctionDef) or is_kernel(node) or is_custom_op(node):
             return None
         owner = self.find.owner(node)
         return node, (self if owner is None or owner is self.sym else _Where(owner, self.sym_of))

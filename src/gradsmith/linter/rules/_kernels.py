@@ -154,12 +154,8 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int 
     """A helper (this module or an imported linted one) that runs a custom kernel, itself or
     through helpers it calls (a few levels deep)."""
     parts = dotted(call.func)
-    if not parts or depth >= _HELPER_DEPTH:
-        return None
-    helper = functions.get(parts[0]) if len(parts) == 1 else None
+    helper = _called_helper(call, functions, find) if depth < _HELPER_DEPTH else None
     if helper is None:
-        helper = find(call.func)
-    if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
     # Once per helper, however many call it: (answer, depth it was found at); a "no" found
     # deeper (with fewer levels left to look) is looked at again from here.
@@ -169,6 +165,20 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int 
         runs = _runs_kernel(helper, find, sym_of, functions, depth)
         helper.__dict__["_gs_runs_kernel"] = (runs, depth)
     return f"`{short('.'.join(parts))}()` runs a custom kernel" if runs else None
+
+
+def _called_helper(call: ast.Call, functions: dict, find) -> ast.FunctionDef | None:
+    """The function of the linted code ``call`` runs, when it is a helper (not a kernel or a
+    custom op): one of ``functions`` by its bare name, else what ``find`` resolves."""
+    parts = dotted(call.func)
+    if not parts:
+        return None
+    helper = functions.get(parts[0]) if len(parts) == 1 else None
+    if helper is None:
+        helper = find(call.func)
+    if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
+        return None
+    return helper
 
 
 def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, depth: int
