@@ -108,24 +108,24 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     call, params, target = signature(fn)
     if params is None:
         return NoInputs(no_inputs_reason(fn, "its forward signature cannot be inspected", [], {}))
-    hints = forward_hints(target, [p.name for p in params],
-                          owner=fn if isinstance(fn, type) else None)
-    last_error = "no layout tried"
+    names = [p.name for p in params]
     owner = fn if isinstance(fn, type) else None
-    functions = backward_functions(owner, [p.name for p in params])
+    hints = forward_hints(target, names, owner=owner)
+    last_error = "no layout tried"
+    functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     frozen = {positional[i] for i in no_gradient_positions(owner) if i < len(positional)}
-    uses = argument_uses(fn if isinstance(fn, type) else target, [p.name for p in params])
+    uses = argument_uses(target if owner is None else owner, names)
     plans = [plan_slots(params, hints, True, functions, uses),
              plan_slots(params, hints, False, functions, uses)]
     scalars = scalar_params(owner, hints, frozen)
     features = per_feature_params(owner, hints)
     plans = [with_contract(plan, scalars, features) for plan in plans]
-    stated = stated_defaults(owner, [p.name for p in params])
+    required = {p.name for p in params if p.default is p.empty}
+    stated = stated_defaults(owner, names)
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
-        required = {p.name for p in params if p.default is p.empty}
         plans = [with_defaults(plan, stated, required) for plan in plans]
-    compared = equality_sentinels(target, [p.name for p in params])
+    compared = equality_sentinels(target, names)
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
     for plan in plans:
         for slot in plan:
@@ -140,7 +140,6 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     # hyperparameter table named (`k`, `p`, `n`) as tensors (rotary q/k, distributions p/q),
     # then target-like tensors as class indices, then unnamed ints as 1 (slice bounds), then
     # tensors the code never uses as tensors as Python floats (`1. - lb_smooth`).
-    required = {p.name for p in params if p.default is p.empty}
     plans += [p for p in (as_tensors(plan, required) for plan in list(plans)) if p]
     plans += [p for p in map(as_index, list(plans)) if p is not None]
     plans += [p for p in map(as_small_ints, list(plans)) if p is not None]
@@ -156,23 +155,26 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
                     raising = raising or (found, slots)  # another plan may suit backward
                     continue
                 found = replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
-            if isinstance(found, Synthesized):  # a layout backward rejects: what the code states
-                better = stated_if_misfit(fn, params, hints, seed, found.args)
-                if better is not None:
-                    return Synthesized(*better, seed=seed)
-                return with_note(found, note if dtype == "float32" else "")
+            if isinstance(found, Synthesized):
+                return _stated_or(fn, params, hints, seed,
+                                  with_note(found, note if dtype == "float32" else ""))
             last_error = found if dtype == "float64" else last_error
             note = note or (uncompiled_note(found) if dtype == "float64" else "")
         if raising is not None:
             found, slots = raising
-            better = stated_if_misfit(fn, params, hints, seed, found.args)
-            if better is not None:
-                return Synthesized(*better, seed=seed)
-            return replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
+            return _stated_or(fn, params, hints, seed,
+                              replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given)))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
+
+
+def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> Synthesized:
+    """Inputs shaped as the code states when ``found``'s layout is one its kernels' backward
+    rejects (:func:`~gradsmith.discovery.from_code.stated_if_misfit`), else ``found``."""
+    better = stated_if_misfit(fn, params, hints, seed, found.args)
+    return found if better is None else Synthesized(*better, seed=seed)
 
 
 def _first_working(call, slots: list[Slot], seed: int,
