@@ -87,18 +87,20 @@ def _deviation(session: Session, problem: Problem, t: int, v: torch.Tensor, g: t
     scale = (x.detach().abs().to(torch.float64) / RELATIVE_FROM).clamp(min=1).nan_to_num(1.0)
     signs = torch.sign(g64) * mask * scale
     magnitudes = 0.5 + torch.rand(x.shape, generator=gen, dtype=torch.float64)
-    first = _along(session, problem, t, v, g64, signs)
+    f0 = problem.value().to(torch.float64)  # one forward at the inputs, for both directions
+    first = _along(session, problem, t, v, g64, signs, f0)
     if first is None:
         return None
-    second = _along(session, problem, t, v, g64, signs * magnitudes)
+    second = _along(session, problem, t, v, g64, signs * magnitudes, f0)
     if second is None or math.copysign(1, second["delta"]) != math.copysign(1, first["delta"]):
         return None
     return {"directions": [first, second], "h": session.settings.h}
 
 
 def _along(session: Session, problem: Problem, t: int, v: torch.Tensor, g64: torch.Tensor,
-           u64: torch.Tensor) -> dict | None:
-    """Ratio analytic/numerical along ``u`` where it shows a systematic deviation, else None."""
+           u64: torch.Tensor, f0: torch.Tensor) -> dict | None:
+    """Ratio analytic/numerical along ``u`` where it shows a systematic deviation, else None
+    (``f0``: forward's outputs at the inputs, flattened, in float64)."""
     s = session.settings
     analytic = float((g64 * u64).sum())
     if analytic == 0 or not math.isfinite(analytic):
@@ -107,7 +109,6 @@ def _along(session: Session, problem: Problem, t: int, v: torch.Tensor, g64: tor
     u = u64.to(x.dtype)
     v64 = v.to(torch.float64)
     h = s.h
-    f0 = problem.value().to(torch.float64)
     d, gap = {}, {}
     for k in (0.5, 1.0, 2.0):
         d[k], gap[k] = _differences(problem, t, u, v64, k * h, float(v64 @ f0))
