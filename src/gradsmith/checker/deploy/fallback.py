@@ -73,10 +73,9 @@ def first_forward(session: Session) -> Any | None:
 
 def _settle(subject: Any, dtype: torch.dtype | None) -> None:
     """Every later check runs in ``dtype`` (None: the user's)."""
-    subject.dtype = dtype
     if dtype is not None:  # float32 it is: the "user's dtype" of every later check
         subject.args.recast(dtype)
-        subject.dtype = None
+    subject.dtype = None
 
 
 def _attempt(session: Session, dtype: torch.dtype | None) -> Any:
