@@ -112,17 +112,17 @@ def _roughness(values: list[float], forward: list[float], width: float) -> float
     f = torch.tensor(forward, dtype=torch.float64)
     cells = (b[1:] + b[:-1]) / 2
     slopes = (f[1:] - f[:-1]) / width
-    own = float(torch.diff(cells, n=4).abs().max())
-    mismatch = float(torch.diff(cells - slopes, n=4).abs().max())
+    rough = torch.diff(cells, n=4).abs()
+    wiggle = torch.diff(cells - slopes, n=4).abs()
+    own, mismatch = float(rough.max()), float(wiggle.max())
     if mismatch == 0:
         return math.inf
     # and difference by difference: a backward bug beside a jump of forward's elsewhere on the
     # line (which makes the mismatch's largest difference large) is still backward's where it
     # is; a smooth backward's own differences (8 times their median, or 1% of the mismatch's
     # largest) are no bug (gpytorch's LogNormalCDF: phi/Phi growing towards the line's end)
-    rough = torch.diff(cells, n=4).abs()
     floor = 8 * rough.median() + 0.01 * mismatch
-    local = rough / (torch.diff(cells - slopes, n=4).abs() + floor)
+    local = rough / (wiggle + floor)
     return max(own / mismatch, float(local.max()))
 
 
