@@ -38,10 +38,10 @@ def signature(session, res, v: torch.Tensor, a: torch.Tensor, tol: torch.Tensor,
     V = v.to(torch.float64)
     h = session.settings.h
     a, tol, idx = a[:ELEMENTS], tol[:ELEMENTS], idx[:ELEMENTS]
-    own = {args.position(k) for k in (t,)}
+    own = args.position(t)
     pairs = [(ia, ib) for ia, xa in enumerate(xs) if ia != t and xa.is_floating_point()
              for ib, value in enumerate(args.values)
-             if ib not in own and ib != args.position(ia) and isinstance(value, torch.Tensor)
+             if ib not in (own, args.position(ia)) and isinstance(value, torch.Tensor)
              and value.is_floating_point() and value.shape == xa.shape]
     for ia, ib in pairs[:PAIRS]:
         if not _unused(session, ib):
