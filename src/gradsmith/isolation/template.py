@@ -224,6 +224,8 @@ class Template:
             request = pickle.dumps({"env": env, "cwd": os.getcwd(), "logs": logs})
             socket.send_fds(self._control, [frame(request)], theirs)
             answer = self._control.recv(STATUS.size)
+            if len(answer) != STATUS.size:
+                raise OSError("the worker template is gone")
         except BaseException:
             for fd in (to_server[1], from_server[0], status[0]):
                 os.close(fd)
@@ -231,10 +233,6 @@ class Template:
         finally:
             for fd in (to_server[0], from_server[1], status[1]):
                 os.close(fd)
-        if len(answer) != STATUS.size:
-            for fd in (to_server[1], from_server[0], status[0]):
-                os.close(fd)
-            raise OSError("the worker template is gone")
         return ForkedServer(STATUS.unpack(answer)[0], to_server[1], from_server[0], status[0])
 
     def close(self) -> None:

@@ -37,26 +37,8 @@ def _serve(parent: int, control: socket.socket, listener: socket.socket | None) 
     from gradsmith._triton import prepare
 
     prepare()
-    import torch
-
-    torch.set_num_threads(1)  # as the server: no thread pool to fork with
-    for kind in setup["modules"]:
-        try:
-            worker.task_module(kind)
-        except Exception:  # noqa: BLE001 - shown, with context, by its tasks
-            pass
-    kinds: dict[object, list[tuple]] = {}
-    for task in setup["warm"]:
-        kinds.setdefault(task[0], []).append(task[1:])
-    for kind in setup["modules"]:
-        kinds.setdefault(kind, [])
-    for kind, tasks in kinds.items():
-        try:
-            hook = getattr(worker.task_module(kind), "warm_up", None)
-            if hook is not None:
-                hook(tasks)
-        except Exception:  # noqa: BLE001 - the servers warm up again, and show why
-            pass
+    worker.preload(setup["modules"])  # as the server
+    worker.warm_up(setup["warm"], setup["modules"])  # the servers warm up again, and show why
     path0 = setup["path0"]
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

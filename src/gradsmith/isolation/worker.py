@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gradsmith.isolation import sandbox
@@ -179,16 +180,7 @@ class Server:
         queued, once before they fork: what it pays for (imports, first-call set-up: seconds,
         tens of seconds on a loaded machine) every fork inherits, and no task's time limit
         pays for it. A kind whose module cannot be imported fails in its task instead."""
-        kinds: dict[object, list[tuple]] = {}
-        for _, task, _ in self.queue:
-            kinds.setdefault(task[0], []).append(task[1:])
-        for kind, tasks in kinds.items():
-            try:
-                hook = getattr(task_module(kind), "warm_up", None)
-                if hook is not None:
-                    hook(tasks)
-            except Exception:  # noqa: BLE001 - shown, with context, by the task itself
-                pass
+        warm_up(task for _, task, _ in self.queue)
 
     def _deploying(self, task: _Task) -> None:
         """A deployment check of the task begins: each gets ``timeout`` seconds of its own
@@ -371,6 +363,37 @@ class Server:
             pass
 
 
+def preload(modules: Iterable[str]) -> None:
+    """Import torch (one thread: no thread pool to fork with; each task sets its own) and what
+    every task would import (its kind's module...), before the first fork."""
+    import torch
+
+    torch.set_num_threads(1)
+    for kind in modules:
+        try:
+            task_module(kind)
+        except Exception:  # noqa: BLE001 - shown, with context, by its tasks
+            pass
+
+
+def warm_up(tasks: Iterable[tuple], kinds: Iterable[str] = ()) -> None:
+    """Call the ``warm_up`` of each kind of ``tasks`` with the arguments of its tasks (and of
+    each of ``kinds`` with none: its common part). A kind whose module cannot be imported
+    fails in its task instead."""
+    by_kind: dict[object, list[tuple]] = {}
+    for task in tasks:
+        by_kind.setdefault(task[0], []).append(task[1:])
+    for kind in kinds:
+        by_kind.setdefault(kind, [])
+    for kind, args in by_kind.items():
+        try:
+            hook = getattr(task_module(kind), "warm_up", None)
+            if hook is not None:
+                hook(args)
+        except Exception:  # noqa: BLE001 - shown, with context, by the task itself
+            pass
+
+
 def _drain(fd: int) -> None:
     try:
         while os.read(fd, 4096):
@@ -404,14 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not server.configure():
             return 0
-        import torch
-
-        torch.set_num_threads(1)  # no thread pool to fork with; each task sets its own
-        for kind in server.modules:  # what every task would import (its kind's module...)
-            try:
-                task_module(kind)
-            except Exception:  # noqa: BLE001 - shown, with context, by its tasks
-                pass
+        preload(server.modules)
         server.serve()
     except (BrokenPipeError, SystemExit):
         pass
