@@ -64,19 +64,13 @@ def kernel_backward_misfits(call, args: tuple) -> bool:
     from gradsmith._triton import launches
 
     before = launches()
-    fresh = [a.detach().clone().requires_grad_(a.requires_grad)
-             if isinstance(a, torch.Tensor) else a for a in args]
+    fresh = _fresh(args)
     try:
         with torch.enable_grad():
             out = call(*fresh)
             if launches() == before:
                 return False
-            outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
-                    if isinstance(o, torch.Tensor) and o.requires_grad]
-            leaves = [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
-            if outs and leaves:
-                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
-                                    allow_unused=True)
+            _backward(out, fresh)
     except Exception:  # noqa: BLE001 - user code: a misfit, or a bug every layout shows
         return launches() != before
     return False
@@ -91,22 +85,15 @@ def backward_error(call, args: tuple) -> str | None:
 
     import torch
 
-    fresh = [a.detach().clone().requires_grad_(a.requires_grad)
-             if isinstance(a, torch.Tensor) else a for a in args]
+    fresh = _fresh(args)
     with torch.enable_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             out = call(*fresh)
         except Exception:  # noqa: BLE001 - forward ran on these before: not backward's
             return None
-        outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
-                if isinstance(o, torch.Tensor) and o.requires_grad]
-        leaves = [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
-        if not outs or not leaves:
-            return None
         try:
-            torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
-                                allow_unused=True)
+            _backward(out, fresh)
         except Exception as exc:  # noqa: BLE001 - user code: why, for the report
             if any(m in str(exc) for m in _VALIDATION):
                 return None  # backward ran; the check reports the gradients it returned
@@ -117,3 +104,23 @@ def backward_error(call, args: tuple) -> str | None:
 # Autograd's own checks of what backward returned (count, shape, dtype): backward ran, and the
 # check's structure findings (grad-shape-mismatch, with the assumed-shape re-check) say more.
 _VALIDATION = ("returned an invalid gradient", "returned an incorrect number of gradients")
+
+
+def _fresh(args) -> list:
+    """``args`` with tensors detached and cloned, keeping requires_grad: a probe's own leaves."""
+    import torch
+
+    return [a.detach().clone().requires_grad_(a.requires_grad)
+            if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _backward(out: Any, args: list) -> None:
+    """Backward from ``out``'s differentiable tensors (ones as their gradient) to the tensors
+    in ``args`` that require grad; nothing when either is empty."""
+    import torch
+
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
+            if isinstance(o, torch.Tensor) and o.requires_grad]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    if outs and leaves:
+        torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True)
