@@ -17,7 +17,8 @@ from __future__ import annotations
 import ast
 import inspect
 
-from gradsmith.discovery.hints import Hint, _param_of, _parse
+from gradsmith.discovery.hints import Hint, _param_of
+from gradsmith.discovery.source import parse as _parse
 
 _PER_FEATURE = {"weight", "bias", "gamma", "beta", "scale"}
 _REDUCTIONS = {"sum", "mean"}

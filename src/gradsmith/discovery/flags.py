@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from gradsmith.discovery.hints import _parse
+from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradsmith.discovery.flags import truth_tested
-from gradsmith.discovery.hints import _TENSOR_ATTRS, _parse
+from gradsmith.discovery.hints import _TENSOR_ATTRS
+from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
 _SHAPE_METHODS = {"view", "reshape", "expand", "new_zeros", "new_ones", "new_empty"}
