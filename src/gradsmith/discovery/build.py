@@ -33,9 +33,8 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
     modules: list = []
 
     def tensor(shape, slot: Slot) -> Any:
-        if slot.hint is not None and slot.hint.matrix is not None and len(shape) >= 2 \
-                and shape[-1] == shape[-2]:
-            value = structured(slot.hint.matrix, tuple(shape), generator, torch.float64)
+        if (matrix := _matrix(slot, shape)) is not None:
+            value = structured(matrix, tuple(shape), generator, torch.float64)
         elif slot.hint is not None and slot.hint.probability:
             value = torch.rand(shape, dtype=torch.float64, generator=generator)
         elif positive:
@@ -174,14 +173,20 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
     elif positive:
         text = " in [0.5, 1.5)"
-    if slot.hint is not None and slot.hint.matrix is not None and len(shape) >= 2 \
-            and shape[-1] == shape[-2]:
-        text += f" ({_MATRICES[slot.hint.matrix]}: the code's linear algebra or docstring)"
+    if (matrix := _matrix(slot, shape)) is not None:
+        text += f" ({_MATRICES[matrix]}: the code's linear algebra or docstring)"
     if slot.frozen:
         text += " (no grad: backward returns None for it)"
     if slot.per_feature and len(shape) == 1:
         text += " (per-feature: the code reduces or broadcasts it over the other dims)"
     return text
+
+
+def _matrix(slot: Slot, shape) -> str | None:
+    """The structure the code wants of ``slot`` (``tril``, ``spd``...), when ``shape`` is a
+    (batch of) square matrices that can have it."""
+    square = len(shape) >= 2 and shape[-1] == shape[-2]
+    return slot.hint.matrix if square and slot.hint is not None else None
 
 
 _MATRICES = {"tril": "lower triangular", "triu": "upper triangular",
