@@ -202,32 +202,12 @@ def finder(sym, sym_of: dict):
         parts = dotted(head)
         if not parts:
             return None
-        if len(parts) == 1 and parts[0] in sym.source.functions:
-            jitted_names(sym.source)
-            node = sym.source.functions[parts[0]]
-            owners.setdefault(id(node), sym)
-            return node
-        qual = sym.imports.get(parts[0])
-        if qual is None:
+        node, owner = _member(sym, parts, modules_of(sym_of), _RESOLVE_DEPTH)
+        if node is None:
             return None
-        qual = ".".join([qual, *parts[1:]])
-        modules = modules_of(sym_of)
-        importer = sym
-        for _ in range(4):  # follow re-exports (`from .mv import mv` in a package __init__)
-            module, _, name = qual.rpartition(".")
-            other = module_named(modules, module, importer)
-            if other is None:
-                return None
-            importer = other
-            node = other.source.functions.get(name)
-            if isinstance(node, ast.FunctionDef):
-                jitted_names(other.source)
-                owners.setdefault(id(node), other)  # its module, to resolve its calls
-                return node
-            qual = other.imports.get(name)
-            if qual is None:
-                return None
-        return None
+        jitted_names(owner.source)
+        owners.setdefault(id(node), owner)  # its module, to resolve its calls
+        return node
 
     def external(name: str) -> str | None:
         """The module ``name`` is imported from, when that module is not linted."""
@@ -240,6 +220,48 @@ def finder(sym, sym_of: dict):
     find.owner = lambda node: owners.get(id(node))
     find.external = external
     return find
+
+
+#: How many imports, re-exports and star imports a name is followed through.
+_RESOLVE_DEPTH = 4
+
+
+def _member(sym, parts: list[str], modules: dict, depth: int):
+    """The ``def`` a dotted name ``parts`` means in module ``sym``, and the symbols of the
+    module it lives in: a function, or a method of a class (``Fn.__backward`` from inside
+    ``Fn``, ``kernel.GELU.backward`` through a package that re-exports ``GELU`` with
+    ``from .gelu import *``); (None, None) when it is not in the linted code."""
+    if depth < 0:
+        return None, None
+    name, rest = parts[0], parts[1:]
+    node = sym.source.functions.get(name)
+    if node is not None:
+        return (node, sym) if not rest else (None, None)
+    klass = sym.classes.get(name)
+    if klass is not None:
+        return (_method(klass, rest[0]), sym) if len(rest) == 1 else (None, None)
+    qual = sym.imports.get(name)
+    if qual is not None:
+        qualparts = qual.split(".") + rest
+        for cut in range(len(qualparts) - 1, 0, -1):  # the longest linted module first
+            other = module_named(modules, ".".join(qualparts[:cut]), sym)
+            if other is not None:
+                return _member(other, qualparts[cut:], modules, depth - 1)
+        return None, None
+    for base in sym.stars:  # `from .gelu import *` in a package __init__
+        other = module_named(modules, base, sym)
+        if other is not None and other is not sym:
+            found = _member(other, parts, modules, depth - 1)
+            if found[0] is not None:
+                return found
+    return None, None
+
+
+def _method(klass: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    """The ``def`` named ``name`` in a class body (a static or class method called through
+    the class; a private ``__name`` is written the same way on both sides inside it)."""
+    return next((s for s in klass.body if isinstance(s, ast.FunctionDef) and s.name == name),
+                None)
 
 
 def module_named(modules: dict, name: str, importer):

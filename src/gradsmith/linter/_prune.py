@@ -26,7 +26,7 @@ ECHOES = frozenset({"GS108", "GS110", "GS116", "GS118", "GS119", "GS209"})
 #: What only matters when a gradient flows back through the Function.
 BACKWARD_ONLY = frozenset(
     """GS102 GS103 GS104 GS106 GS108 GS109 GS110 GS116 GS119 GS120 GS203 GS204 GS205 GS207
-    GS209 GS213 GS223 GS301 GS302 GS303 GS304""".split()
+    GS209 GS213 GS221 GS223 GS301 GS302 GS303 GS304""".split()
 )
 
 

@@ -68,11 +68,19 @@ def check_layout_of_gradients(facts: Facts, report) -> None:
     sym = facts.sym_of[id(facts.fc.source)]
     for method in own(facts, "backward", "vjp"):
         grads = set(method.params[1:])
+        if method.node.args.vararg is not None:  # `backward(ctx, *grad_outputs)`
+            grads.add(method.node.args.vararg.arg)
         if not grads:
             continue
         found = _dense_use(method.node, grads, _Where(sym, facts.sym_of), 0)
         if found is not None:
-            node, what = found
+            node, what, (launch, launch_what, there) = found
+            klass = facts.fc.node
+            if launch is not node and there.sym.source is method.source and \
+                    klass.lineno <= launch.lineno <= klass.end_lineno:
+                # a launch in the Function's own helper (`Fn.__backward`) is where a reader
+                # sees the dense indexing, and where `.contiguous()` goes
+                node, what = launch, f"{launch_what} (from backward's `{short(what, 40)}`)"
             report("GS221", method.source, node, what)
 
 
@@ -123,9 +131,10 @@ class _Where:
         return node, (self if owner is None or owner is self.sym else _Where(owner, self.sym_of))
 
 
-def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int
-               ) -> tuple[ast.Call, str] | None:
-    """The first call in ``func`` that hands an unguarded raw gradient to a dense kernel."""
+def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int):
+    """The first call in ``func`` that hands an unguarded raw gradient to a dense kernel:
+    (that call, what it hands to what, (the launch itself, its text, its module)); the launch
+    is the call itself or one inside the helpers it goes through."""
     raw = _raw_names(func, grads - _decorator_guarded(func, where))
     if not raw:
         return None
@@ -133,6 +142,10 @@ def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int
         if not isinstance(node, ast.Call):
             continue
         passed = [(i, a) for i, a in enumerate(node.args) if _is_raw(a, raw)]
+        first_star = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), None)
+        if first_star is not None and _is_raw(node.args[first_star].value, raw):
+            # `helper(*grad_outputs)`: its first element lands in that position
+            passed.append((first_star, node.args[first_star].value))
         passed += [(k.arg, k.value) for k in node.keywords if k.arg and _is_raw(k.value, raw)]
         if not passed:
             continue
@@ -141,19 +154,24 @@ def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int
         if head is not None:
             kernel = where.find(head)
             if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
-                return node, f"`{name}` to `{short(ast.unparse(head), 24)}[...]()`"
+                what = f"`{name}` to `{short(ast.unparse(head), 24)}[...]()`"
+                return node, what, (node, what, where)
             continue
         what = where.extension_call(node, func)
         if what is not None:
-            return node, f"`{name}` to {what}"
+            what = f"`{name}` to {what}"
+            return node, what, (node, what, where)
         if depth + 1 < _DEPTH:
             inner = _through_helper(node, passed, where, depth)
             if inner is not None:
-                return node, f"`{name}` to {inner}"
+                label, launch = inner
+                return node, f"`{name}` to {label}", launch
     return None
 
 
-def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int) -> str | None:
+def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int):
+    """(``helper()`` (launches a kernel), the launch) when the helper ``call`` runs hands
+    the parameters it receives the gradient in to a dense kernel."""
     found = where.helper(call)
     if found is None:
         return None
@@ -169,8 +187,8 @@ def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int) -> 
     if key not in cache:
         cache[key] = None  # a recursive helper ends here
         inner = _dense_use(helper, names, there, depth + 1)
-        cache[key] = None if inner is None else \
-            f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)"
+        cache[key] = None if inner is None else (
+            f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)", inner[2])
     return cache[key]
 
 
@@ -207,9 +225,12 @@ def _raw_names(func: ast.AST, grads: set[str]) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             origin = _strided_origin(node.value, root)
             for target in targets:
+                # `(g,) = grad_outputs`, `a, b = g`: each element keeps its origin's strides
+                unpacked = isinstance(target, (ast.Tuple, ast.List)) and all(
+                    isinstance(e, ast.Name) for e in target.elts)
                 for sub in ast.walk(target):
                     if isinstance(sub, ast.Name):
-                        if origin is not None and isinstance(target, ast.Name):
+                        if origin is not None and (isinstance(target, ast.Name) or unpacked):
                             root[sub.id] = root.get(sub.id, root[origin])
                         else:
                             rebound.add(sub.id)
