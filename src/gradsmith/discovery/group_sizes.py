@@ -1,0 +1,127 @@
+"""Tensors whose last dimension has a fixed size the code slices (private).
+
+Some Functions act on vectors of a fixed length packed in the last dimension: a quaternion
+(4), a rigid motion as translation and quaternion (7), a similarity (8), a point (3). Their
+code slices fixed pieces off that dimension (``X[..., :3]``, ``X[..., 3:]``) and passes them
+to helpers that want exactly that many values, so none of the generic layouts runs them.
+When the forward, its backward or a module-level helper they call slices the last dimension
+at a constant (read from the code, never by running it), synthesis tries each tensor as a
+batch of such vectors, of every last size from 3 to 8 in turn, and keeps the first sizes on
+which forward *and* backward run (a size that only lets forward run is not what the code is
+written for). The Inputs column names the sizes and why.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+from typing import Any
+
+from gradsmith.discovery.source import parse as _parse
+
+#: Last sizes tried for each tensor, smallest first (points, quaternions, ..., Sim(3)).
+SIZES = tuple(range(3, 9))
+#: At most this many combinations (the tensors' sizes) are tried.
+_MOST = 216
+#: The leading (batch) dimension of every tensor.
+BATCH = 3
+
+
+def slices_last_dim(owner: Any) -> bool:
+    """True when ``owner``'s forward or backward, or a module-level function either calls by
+    name, slices the last dimension at a constant: ``X[..., :3]``, ``X[..., 3:]``.
+
+    Example:
+        >>> import torch
+        >>> def rot(q):
+        ...     return q[..., :3] * q[..., 3:]
+        >>> class Act(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, q):
+        ...         return rot(q)
+        >>> slices_last_dim(Act), slices_last_dim(torch.autograd.Function)
+        (True, False)
+    """
+    if not isinstance(owner, type):
+        return False
+    for method in ("forward", "backward"):
+        fn = vars(owner).get(method)
+        fn = getattr(fn, "__func__", fn)
+        tree = _parse(fn) if fn is not None else None
+        if tree is None:
+            continue
+        if _constant_slice(tree):
+            return True
+        scope = getattr(fn, "__globals__", {})
+        for name in _called_names(tree):
+            helper = scope.get(name)
+            if inspect.isfunction(helper) and _constant_slice(_parse(helper)):
+                return True
+    return False
+
+
+def _called_names(tree: ast.AST) -> set[str]:
+    return {node.func.id for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+
+
+def _constant_slice(tree: ast.AST | None) -> bool:
+    """``x[..., :3]`` or ``x[..., 3:]`` somewhere in ``tree``."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple)):
+            continue
+        items = node.slice.elts
+        if (len(items) == 2 and isinstance(items[0], ast.Constant)
+                and items[0].value is Ellipsis and isinstance(items[1], ast.Slice)
+                and any(isinstance(b, ast.Constant) and type(b.value) is int
+                        for b in (items[1].lower, items[1].upper))):
+            return True
+    return False
+
+
+def sized_layouts(n_tensors: int):
+    """Layouts of ``n_tensors`` batches of vectors, ``(BATCH, size)`` each, every combination
+    of :data:`SIZES` (the first tensor's size varying slowest), at most ``_MOST`` of them.
+
+    Example:
+        >>> list(sized_layouts(2))[:3]
+        [((3, 3), (3, 3)), ((3, 3), (3, 4)), ((3, 3), (3, 5))]
+    """
+    combos = itertools.product(SIZES, repeat=max(n_tensors, 1))
+    for sizes in itertools.islice(combos, _MOST):
+        yield tuple((BATCH, size) for size in sizes)
+
+
+def keeps_sizes(args: tuple, layout) -> bool:
+    """True when each tensor in ``args`` has the last size ``layout`` gives it (a variant
+    that resizes the vectors is not what the code is written for)."""
+    import torch
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    return all(t.dim() >= 1 and t.shape[-1] == shape[-1] for t, shape in zip(tensors, layout))
+
+
+def note(names: list[str], layout) -> str:
+    """What the Inputs column says about the sizes chosen."""
+    sizes = ", ".join(f"{n} {shape[-1]}" for n, shape in zip(names, layout))
+    return (f"last dimension {sizes}: the code slices fixed pieces off the last dimension "
+            "and forward and backward run only at these sizes")
+
+
+def first_sized(on_layout, plans: list) -> tuple[Any, Any, list[str]] | None:
+    """The first inputs on which forward and backward run with tensors as batches of vectors
+    (:func:`sized_layouts`), trying each plan in turn, with their layout and the tensors'
+    names; None when there are none. ``on_layout(slots, layout)`` probes one layout (forward
+    and backward) and returns inputs or why it failed."""
+    for slots in plans:
+        tensors = [s for s in slots if s.kind in ("tensor", "none")]
+        if not tensors or any(s.kind == "none" for s in tensors):
+            continue
+        for layout in sized_layouts(len(tensors)):
+            found = on_layout(slots, layout)
+            if not isinstance(found, str):
+                return found, layout, [s.name for s in tensors]
+    return None
