@@ -116,3 +116,46 @@ def test_extension_known_from_setup_py_when_a_single_file_is_linted(fixtures_dir
                      "return SCN.Convolution_updateGradInput",
                      "return extpkg.SCN.conv_backward", "return _fsaops.tot_scores_backward"]
 
+
+
+_COMPOSED_SETUP = (
+    "import os\n\nfrom setuptools import setup\n"
+    "from torch.utils.cpp_extension import CUDAExtension\n\n\n"
+    "def make_cuda_ext(name, module, sources):\n"
+    "    ext = CUDAExtension(name='%s.%s' % (module, name), sources=sources)\n"
+    "    return ext\n\n\n"
+    "setup(name='proj', ext_modules=[\n"
+    "    make_cuda_ext(name='points_cuda', module='proj', sources=['points.cu'])])\n"
+)
+_COMPOSED = _FNS.replace("from . import SCN", "from . import points_cuda as SCN")
+
+
+def test_extension_named_by_a_setup_helper_that_composes_its_module(tmp_path):
+    """OpenPCDet's setup.py: a helper keeps the CUDAExtension in a local and returns it, and
+    the module name is built from `module` and a leaf `name`; the Function imports the leaf
+    under another name (`from . import points_cuda as SCN`)."""
+    fns = _project(tmp_path, setup=_COMPOSED_SETUP)
+    fns.write_text(_COMPOSED)
+    assert _gs215(fns) == [_line(_COMPOSED)]
+    (tmp_path / "proj" / "points_cuda.py").write_text("def square_backward(x, g):\n    return x\n")
+    assert _gs215(fns) == []  # a Python module of that name is Python code
+
+
+_TABLE = _FNS.replace(
+    "class Square(torch.autograd.Function):\n",
+    "class Square(torch.autograd.Function):\n"
+    "    square_backward = {\"cpu\": SCN.square_backward, \"cuda\": None}\n\n",
+).replace("        return SCN.square_backward(x, g)\n\n\nclass SquareOnce",
+          "        return Square.square_backward[x.device.type](x, g)\n\n\nclass SquareOnce")
+
+
+def test_extension_functions_kept_in_a_class_table_and_indexed_by_device(tmp_path):
+    """fast-transformers: `dot_backward = {"cpu": ext_cpu.fn, "cuda": ext_cuda.fn}` on the
+    Function, called as `Fn.dot_backward[device.type](..., grad_out, ...)`: the subscript is
+    not a Triton launch, but the call still runs the extension, on grad_output as it came."""
+    fns = _project(tmp_path)
+    fns.write_text(_TABLE)
+    line = _TABLE.splitlines().index("        return Square.square_backward[x.device.type](x, g)") + 1
+    found = {(f.code, f.line) for f in lint(fns, config=False)}
+    assert {("GS215", line), ("GS221", line)} <= found
+    assert [n for code, n in found if code == "GS215"] == [line]  # SquareOnce: once_differentiable

@@ -60,6 +60,10 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
         for stmt in _module_level(source.tree.body):
             if isinstance(stmt, ast.Assign) and scope.valued(stmt.value):
                 known.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+            elif isinstance(stmt, ast.ClassDef):  # `dot_backward = {"cpu": ext_cpu.fn, ...}`
+                known.update(f"{stmt.name}.{t.id}" for sub in stmt.body
+                             if isinstance(sub, ast.Assign) and scope.valued(sub.value)
+                             for t in sub.targets if isinstance(t, ast.Name))
         if len(known) == before:
             break
     found = source.__dict__["_gs_ext_names"] = frozenset(known)
@@ -136,9 +140,14 @@ class Scope:
         if isinstance(expr, ast.Name):
             return expr.id in self.known
         if isinstance(expr, ast.Attribute):
-            return self.valued(expr.value)
+            parts = dotted(expr)  # `Fn.dot_backward`: a class attribute holding extensions
+            return self.valued(expr.value) or bool(parts) and ".".join(parts[:2]) in self.known
         if isinstance(expr, ast.IfExp):
             return self.valued(expr.body) or self.valued(expr.orelse)
+        if isinstance(expr, ast.Subscript):  # `table[device.type]`
+            return self.valued(expr.value)
+        if isinstance(expr, ast.Dict):  # `{"cpu": ext_cpu.fn, "cuda": ext_cuda.fn}`
+            return any(v is not None and self.valued(v) for v in expr.values)
         if not isinstance(expr, ast.Call):
             return False
         parts = dotted(expr.func) or []

@@ -31,6 +31,10 @@ def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
     if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
            for name in declared):
         return True
+    parts = qual.split(".")
+    for i, part in enumerate(parts[1:], 1):  # a leaf name whose package setup.py composes
+        if part in declared and not _has_source(".".join(parts[: i + 1]), roots):
+            return True  # (`make_cuda_ext(name="x_cuda", module="pkg.ops")`)
     head, _, _ = qual.rpartition(".")
     return any(module and _compiled(module, roots) and not _has_source(module, roots)
                for module in (qual, head))
@@ -93,9 +97,8 @@ def _declared(path: str) -> frozenset[str]:
                 makers.add(name)  # `extension = CUDAExtension if cuda else CppExtension`
     for node in ast.walk(tree):  # `def cmake_extension(name): return Extension(name, [])`
         if isinstance(node, ast.FunctionDef) and any(
-            isinstance(r, ast.Return) and r.value is not None
-            and any(_maker(n) for n in ast.walk(r.value)) for r in ast.walk(node)
-        ):
+            isinstance(r, ast.Return) and r.value is not None for r in ast.walk(node)
+        ) and any(_maker(n) for n in ast.walk(node)):  # also `ext = CUDAExtension(...); return ext`
             makers.add(node.name)
     found = set()
     for node in ast.walk(tree):

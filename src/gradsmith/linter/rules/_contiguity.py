@@ -156,8 +156,7 @@ def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int):
             if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
                 what = f"`{name}` to `{short(ast.unparse(head), 24)}[...]()`"
                 return node, what, (node, what, where)
-            continue
-        what = where.extension_call(node, func)
+        what = where.extension_call(node, func)  # also `Fn.table[device](...)` of extensions
         if what is not None:
             what = f"`{name}` to {what}"
             return node, what, (node, what, where)

@@ -96,6 +96,8 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
         kernel = find(head)
         if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
             return f"`{short(ast.unparse(head))}[...]()`"
+        if scope is not None and _extensions.kernel_call(call, scope, local) is not None:
+            return f"`{short(ast.unparse(call.func))}()`"  # `Fn.dot_backward[device](...)`
         return None
     if scope is not None:
         how = _extensions.kernel_call(call, scope, local)
