@@ -95,7 +95,29 @@ def sized_layouts(n_tensors: int):
         yield tuple((BATCH, size) for size in sizes)
 
 
-def keeps_sizes(args: tuple, layout) -> bool:
+def sized_inputs(on_layout, plans: list) -> Any:
+    """The first inputs on which forward and backward run with tensors as batches of vectors
+    (:func:`sized_layouts`), trying each plan in turn, with variants that keep those sizes and
+    a note saying why; None when there are none. ``on_layout(slots, layout)`` probes one
+    layout (forward and backward) and returns inputs or why it failed."""
+    from dataclasses import replace
+
+    from gradsmith.discovery.placement import with_note
+
+    for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
+        tensors = [s for s in slots if s.kind in ("tensor", "none")]
+        if not tensors or any(s.kind == "none" for s in tensors):
+            continue
+        for layout in sized_layouts(len(tensors)):
+            found = on_layout(slots, layout)
+            if not isinstance(found, str):
+                kept = tuple(v for v in found.variants if _keeps_sizes(v.args, layout))
+                return with_note(replace(found, variants=kept),
+                                 _note([s.name for s in tensors], layout))
+    return None
+
+
+def _keeps_sizes(args: tuple, layout) -> bool:
     """True when each tensor in ``args`` has the last size ``layout`` gives it (a variant
     that resizes the vectors is not what the code is written for)."""
     import torch
@@ -104,24 +126,9 @@ def keeps_sizes(args: tuple, layout) -> bool:
     return all(t.dim() >= 1 and t.shape[-1] == shape[-1] for t, shape in zip(tensors, layout))
 
 
-def note(names: list[str], layout) -> str:
+def _note(names: list[str], layout) -> str:
     """What the Inputs column says about the sizes chosen."""
     sizes = ", ".join(f"{n} {shape[-1]}" for n, shape in zip(names, layout))
     return (f"last dimension {sizes}: the code slices fixed pieces off the last dimension "
             "and forward and backward run only at these sizes")
 
-
-def first_sized(on_layout, plans: list) -> tuple[Any, Any, list[str]] | None:
-    """The first inputs on which forward and backward run with tensors as batches of vectors
-    (:func:`sized_layouts`), trying each plan in turn, with their layout and the tensors'
-    names; None when there are none. ``on_layout(slots, layout)`` probes one layout (forward
-    and backward) and returns inputs or why it failed."""
-    for slots in plans:
-        tensors = [s for s in slots if s.kind in ("tensor", "none")]
-        if not tensors or any(s.kind == "none" for s in tensors):
-            continue
-        for layout in sized_layouts(len(tensors)):
-            found = on_layout(slots, layout)
-            if not isinstance(found, str):
-                return found, layout, [s.name for s in tensors]
-    return None

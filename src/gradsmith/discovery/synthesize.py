@@ -39,8 +39,7 @@ from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import stated_defaults, with_defaults
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
-from gradsmith.discovery.group_sizes import first_sized, keeps_sizes, slices_last_dim
-from gradsmith.discovery.group_sizes import note as sized_note
+from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.placement import uncompiled_note, with_note
@@ -162,9 +161,9 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
                                   with_note(found, note if dtype == "float32" else ""))
             last_error = found if dtype == "float64" else last_error
             note = note or (uncompiled_note(found) if dtype == "float64" else "")
-        if dtype == "float64" and slices_last_dim(owner):  # before a layout backward rejects
-            if (sized := _sized(call, plans, seed)):
-                return sized
+        if dtype == "float64" and slices_last_dim(owner) and (sized := sized_inputs(
+                lambda s, lay: _on_layout(call, s, lay, seed, "float64", backward=True), plans)):
+            return sized  # before a layout backward rejects
         if raising is not None:
             found, slots = raising
             return _stated_or(fn, params, hints, seed,
@@ -180,19 +179,6 @@ def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> S
     rejects (:func:`~gradsmith.discovery.from_code.stated_if_misfit`), else ``found``."""
     better = stated_if_misfit(fn, params, hints, seed, found.args)
     return found if better is None else Synthesized(*better, seed=seed)
-
-
-def _sized(call, plans: list[list[Slot]], seed: int) -> Synthesized | None:
-    """Tensors as batches of fixed-size vectors (:mod:`~gradsmith.discovery.group_sizes`) on
-    which forward and backward run, with variants that keep those sizes; None if none."""
-    unique = [p for i, p in enumerate(plans) if p not in plans[:i]]
-    hit = first_sized(lambda slots, layout: _on_layout(call, slots, layout, seed, "float64",
-                                                       backward=True), unique)
-    if hit is None:
-        return None
-    found, layout, names = hit
-    kept = tuple(v for v in found.variants if keeps_sizes(v.args, layout))
-    return with_note(replace(found, variants=kept), sized_note(names, layout))
 
 
 def _first_working(call, slots: list[Slot], seed: int,
