@@ -8,6 +8,7 @@ guarded variant gets both right. Gradients are compared with autograd of ``x * 2
 
 from __future__ import annotations
 
+import ast
 import importlib
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from gradsmith.linter import lint
+from gradsmith.linter._kernels import stored_params
 
 pytest.importorskip("triton", reason="needs triton: pip install 'gradsmith[triton]'")
 pytest.importorskip("numpy", reason="Triton's interpreter needs numpy")
@@ -79,4 +81,43 @@ def test_guarded_helper_is_right_and_not_reported(ops):
         torch.autograd.grad(first.sum(), x)
     lines = OPS.read_text().splitlines()
     start = lines.index("class DoubleGuarded(torch.autograd.Function):") + 1
-    assert not [f for f in lint(OPS.parent, config=False) if f.line >= start]
+    end = lines.index("class DoubleTracked(torch.autograd.Function):")
+    assert not [f for f in lint(OPS.parent, config=False) if start <= f.line <= end]
+
+
+def _kernel(path: Path, klass: str, name: str) -> ast.FunctionDef:
+    tree = ast.parse(path.read_text())
+    owner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == klass)
+    return next(n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_kernel_stores_through_pointers_not_their_scalar_offsets():
+    """`tl.store(y_ptr + row * n + offs, ...)` with `n: tl.int32` writes y, not n; the shape,
+    strides and offsets of a block pointer are not written either."""
+    stats = _kernel(FIXTURES / "privkern" / "kernel" / "stats.py", "Stats", "forward")
+    assert set(stored_params(stats)) == {0, 2}  # y_ptr, running_ptr
+    block = ast.parse(
+        "@triton.jit\ndef k(out, inp, rows, cols: tl.int32, B: tl.constexpr):\n"
+        "    p = tl.make_block_ptr(out, shape=(rows, cols), strides=(cols, 1),\n"
+        "                          offsets=(0, 0), block_shape=(B, B), order=(1, 0))\n"
+        "    tl.store(p, tl.load(inp))\n").body[0]
+    assert set(stored_params(block)) == {0}
+
+
+def test_running_state_is_not_gs101_a_differentiated_input_is(ops):
+    """`forward(ctx, *args)` unpacking `x, running_mean, momentum = args`: the kernel's
+    in-place update of running_mean, whose gradient backward always gives as None, is
+    BatchNorm's idiom; the same write into an input backward differentiates is GS101."""
+    lines = OPS.read_text().splitlines()
+    found = [(f.line, f.severity) for f in lint(OPS.parent, config=False) if f.code == "GS101"]
+    scaled = lines.index("class DoubleScaled(torch.autograd.Function):")
+    assert found == [(next(i for i in range(scaled, len(lines))
+                           if "kernel.Stats.forward[" in lines[i]) + 1, "error")]
+    x = _x()
+    running, scale = torch.zeros(3), torch.ones(3)
+    y = ops.DoubleTracked.apply(x, running, 0.5)
+    torch.testing.assert_close(running, x.detach().mean(-1) * 0.5)  # the update it is for
+    torch.testing.assert_close(torch.autograd.grad(y.sum(), x)[0], torch.full((3, 4), 2.0))
+    before = scale.clone()
+    ops.DoubleScaled.apply(x, scale)
+    assert not torch.equal(scale, before), "the caller's differentiated input kept its value"

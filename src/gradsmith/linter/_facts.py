@@ -192,17 +192,24 @@ class Facts:
     @cached_property
     def none_gradients(self) -> set[str]:
         """Forward inputs whose gradient is a literal None in every return of backward."""
-        bwd, inputs = self.method("backward"), self.inputs
-        if bwd is None or inputs is None:
+        inputs = self.inputs
+        if inputs is None:
+            return set()
+        slots = self.none_slots
+        return {name for i, name in enumerate(inputs[0]) if i in slots}
+
+    @cached_property
+    def none_slots(self) -> set[int]:
+        """Positions of forward's inputs whose gradient is a literal None in every return of
+        backward (also past named parameters, for ``forward(ctx, *args)``)."""
+        bwd = self.method("backward")
+        if bwd is None:
             return set()
         rets = [_elements(n.value) for n in walk_shallow(bwd.node) if isinstance(n, ast.Return)]
         if not rets or any(r is None for r in rets):
             return set()
-        return {
-            name for i, name in enumerate(inputs[0])
-            if all(i < len(r) and isinstance(r[i], ast.Constant) and r[i].value is None
-                   for r in rets)
-        }
+        return {i for i in range(min(map(len, rets)))
+                if all(isinstance(r[i], ast.Constant) and r[i].value is None for r in rets)}
 
     def walk(self, method: Method, visit) -> Flow:
         """Run the data flow over ``method``'s body, calling ``visit(stmt, flow)``."""

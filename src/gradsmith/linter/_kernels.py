@@ -11,6 +11,7 @@ written.
 from __future__ import annotations
 
 import ast
+import re
 
 from gradsmith.linter._symbols import dotted
 
@@ -22,6 +23,8 @@ _STORES = frozenset({"store", "atomic_add", "atomic_max", "atomic_min", "atomic_
 _POINTER_CALLS = frozenset({"make_block_ptr", "advance", "multiple_of", "max_contiguous",
                             "to", "cast", "make_tensor_descriptor"})
 _MAX_ROUNDS = 8
+_POINTER_TYPE = re.compile(r"pointer|tensor|ptr|block_type", re.I)
+_SCALAR = re.compile(r"\b(u?int\d*|float\d*|bfloat16|int|float|bool|int1|constexpr)\b")
 
 
 def is_custom_op(node: ast.AST) -> bool:
@@ -83,8 +86,8 @@ def _names(expr: ast.AST) -> set[str]:
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if name in _POINTER_CALLS:
-                stack.extend(node.args)
+            if name in _POINTER_CALLS:  # the pointer is the first argument: a block's
+                stack.extend(node.args[:1])  # shape, strides and offsets are not written
                 stack.extend(k.value for k in node.keywords if k.arg in (None, "base"))
                 if isinstance(func, ast.Attribute):
                     stack.append(func.value)
@@ -107,6 +110,10 @@ def stored_params(kernel: ast.FunctionDef) -> dict[int, list[frozenset[str]]]:
     options = {a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)
                if a.arg.isupper() or (a.annotation is not None
                                       and "constexpr" in ast.unparse(a.annotation))}
+    # `n: tl.int32`, `eps: tl.float32`: a scalar, an offset in `ptr + b * n`, never written
+    scalars = {a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)
+               if a.annotation is not None and _SCALAR.search(ast.unparse(a.annotation))
+               and not _POINTER_TYPE.search(ast.unparse(a.annotation))}
     deps: dict[str, set[str]] = {}
     roots: list[tuple[set[str], frozenset[str]]] = []
 
@@ -151,7 +158,7 @@ def stored_params(kernel: ast.FunctionDef) -> dict[int, list[frozenset[str]]]:
             seen |= nxt
             frontier = nxt
         for i, p in enumerate(params):
-            if p in seen:
+            if p in seen and p not in scalars:
                 result.setdefault(i, []).append(flags)
     kernel.__dict__["_gs_stored"] = result
     return result

@@ -107,6 +107,23 @@ _ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
 _STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
 
 
+def _vararg_positions(facts: Facts, method) -> dict[str, int]:
+    """Names forward unpacks its ``*args`` into at its top level, by input position."""
+    vararg = method.node.args.vararg
+    if vararg is None:
+        return {}
+    first = len(method.params) - (0 if facts.fc.setup_style else 1)
+    found: dict[str, int] = {}
+    for stmt in method.node.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
+                stmt.value.id == vararg.arg:
+            for target in stmt.targets:
+                if isinstance(target, (ast.Tuple, ast.List)) and all(
+                        isinstance(e, ast.Name) for e in target.elts):
+                    found.update((e.id, first + i) for i, e in enumerate(target.elts))
+    return found
+
+
 def _root(expr: ast.expr) -> ast.expr:
     while isinstance(expr, ast.Subscript):
         expr = expr.value
@@ -190,10 +207,14 @@ def check_inplace(facts: Facts, report) -> None:
     for method in own(facts, "forward"):
         fresh: set[str] = set()
         chosen = chosen_by_option(method.node, method.source)
+        # `a, state, b = args` in `forward(ctx, *args)`: state whose gradient is always None
+        stateful = {n for n, i in _vararg_positions(facts, method).items()
+                    if i in facts.none_slots}
 
         written: set[str] = set()
 
-        def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen, written=written):
+        def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen, written=written,
+                  stateful=stateful):
             for node, target, what, proven in mutations(stmt, flow, helpers):
                 if reshapes_fresh_view(node, target, fresh):
                     continue
@@ -206,7 +227,7 @@ def check_inplace(facts: Facts, report) -> None:
                 if not (proven or val.tensor):
                     continue
                 if names == ["*"]:
-                    if dirty:
+                    if dirty or isinstance(target, ast.Name) and target.id in stateful:
                         continue
                 elif all(n in dirty for n in names):
                     continue
