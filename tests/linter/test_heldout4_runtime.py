@@ -93,7 +93,7 @@ def _points():
     return (torch.randn(8, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True))
 
 
-@pytest.mark.parametrize("name", ["BallQuery", "FirstEmpty", "LegacyIntTensor"])
+@pytest.mark.parametrize("name", ["BallQuery", "FirstEmpty", "LegacyIntTensor", "SlicedIndex"])
 def test_integer_outputs_make_the_wrong_count_latent_a_warning(mod, codes, name):
     xyz, new = _points()
     if name == "BallQuery":
@@ -101,6 +101,8 @@ def test_integer_outputs_make_the_wrong_count_latent_a_warning(mod, codes, name)
     elif name == "FirstEmpty":
         idx = torch.tensor([[-1, 2], [0, 1]])
         outs = mod.FirstEmpty.apply(idx, xyz)
+    elif name == "SlicedIndex":
+        outs = (mod.SlicedIndex.apply(xyz, 2),)
     else:
         outs = (mod.LegacyIntTensor.apply(xyz, 2),)
     assert all(not o.requires_grad and o.grad_fn is None for o in outs)

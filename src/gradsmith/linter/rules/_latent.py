@@ -94,6 +94,11 @@ def no_gradient_outputs(method, ctx: str | None) -> bool:
         _integer(e, bound, unknown, marked, 0) for e in outputs)
 
 
+def _rebinds(value: ast.expr, name: str) -> bool:
+    """``value`` reads ``name`` itself (``idx[:n]``, ``idx.int()``)."""
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+
+
 def _integer(expr: ast.expr, bound, unknown, marked, depth: int) -> bool:
     if depth > 8:
         return False
@@ -103,8 +108,14 @@ def _integer(expr: ast.expr, bound, unknown, marked, depth: int) -> bool:
         if expr.id in marked:
             return True
         values = bound.get(expr.id)
-        return bool(values) and expr.id not in unknown and all(
-            _integer(v, bound, unknown, marked, depth + 1) for v in values)
+        # `idx = idx[:n]` rebinds the name from itself: its other bindings decide
+        own = [v for v in values or () if _rebinds(v, expr.id)]
+        rest = [v for v in values or () if not _rebinds(v, expr.id)]
+        return bool(rest) and expr.id not in unknown and all(
+            _integer(v, bound, unknown, marked, depth + 1) for v in rest) and all(
+            _integer(v, {**bound, expr.id: rest}, unknown, marked, depth + 1) for v in own)
+    if isinstance(expr, ast.Subscript):  # `idx[:n_active]`: a slice keeps the dtype
+        return _integer(expr.value, bound, unknown, marked, depth + 1)
     if not isinstance(expr, ast.Call):
         return False
     func = expr.func
