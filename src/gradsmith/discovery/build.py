@@ -6,6 +6,7 @@ from typing import Any
 
 from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
 from gradsmith.discovery.matrices import structured
+from gradsmith.discovery.operators import LinearStandIn
 from gradsmith.discovery.placement import place
 from gradsmith.discovery.slots import Slot
 
@@ -93,6 +94,10 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             parts.append(f"{slot.name}: {'squared ' if slot.value else ''}Euclidean distance "
                          "between rows, torch.cdist(a, b)" + (" ** 2" if slot.value else "")
                          + " (its name says a distance)")
+        elif slot.kind == "operator":
+            operator = LinearStandIn(slot.value, seed, first_shape)
+            args.append(operator)
+            parts.append(f"{slot.name}: {operator!r}")
         elif slot.kind in ("config", "sections", "size"):
             value, text = from_use(slot, first_shape)
             args.append(value)

@@ -42,6 +42,7 @@ from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
+from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
@@ -126,6 +127,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     stated = stated_defaults(owner, names)
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
         plans = [with_defaults(plan, stated, required) for plan in plans]
+    if operators := linear_operators(owner, names):  # A(x) in forward, A.adjoint(g) in backward
+        plans = [with_operators(plan, operators) for plan in plans]
     compared = equality_sentinels(target, names)
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
     for plan in plans:

@@ -1,0 +1,209 @@
+"""Linear operators: arguments whose methods apply a map and its adjoint (private).
+
+Physics and solver Functions take an object rather than a tensor: ``A(x)`` in forward and
+``A.adjoint(g)`` in backward, ``physics.A`` / ``physics.A_adjoint`` handed to a solver,
+``op.mv`` / ``op.rmv``. Their backward is right only when the adjoint really is the map's
+transpose, so a stand-in must keep that pairing, and a backward that applies the map where its
+adjoint belongs must still fail. Read, never run, from forward, setup_context and backward
+(through ``ctx.op = op`` and ``op = ctx.op``): an argument is a linear operator when two of
+the names used on it form a map/adjoint pair (``f``/``f_adjoint``, ``f``/``fT``, ``f``/``f_H``,
+``f``/``rf`` as in ``mv``/``rmv``; the object called and ``.adjoint``/``.T``/``.H``/``.t``).
+
+:class:`LinearStandIn` then applies a seeded random square matrix ``M`` (not symmetric, so
+map and adjoint differ) to the last dimension: the map is ``x @ M.T``, its adjoint
+``y @ M``; names joining the two (``A_A_adjoint``, ``A_adjoint_A``) compose them; attributes
+named as shapes (``in_shape``, ``out_shape``, ``img_size``) are the per-sample shape, the
+first tensor's shape after its batch and channel dimensions.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradsmith.discovery.source import parse as _parse
+from gradsmith.discovery.source import stored_on_ctx
+
+_ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")
+_SELF_ADJOINTS = {"adjoint", "adj", "T", "H", "t", "transpose", "rmatvec"}
+_SHAPE_WORDS = {"shape", "size"}
+
+
+@dataclass(frozen=True)
+class Operator:
+    """What the code uses of one operator argument: ``maps`` name -> ``"f"``/``"a"`` letters
+    applied right to left (``"fa"``: the map of the adjoint), ``shapes`` the attributes read
+    as a shape, ``called`` whether the object itself is the map."""
+
+    maps: dict[str, str] = field(default_factory=dict)
+    shapes: tuple[str, ...] = ()
+    called: bool = False
+
+
+def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
+    """Each argument of ``owner``'s forward that the code uses as a linear operator.
+
+    Example:
+        >>> import torch
+        >>> class Project(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, op):
+        ...         ctx.op = op
+        ...         return op(x)
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         op = ctx.op
+        ...         return op.adjoint(g), None
+        >>> linear_operators(Project, ["x", "op"])
+        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True)}
+    """
+    if not isinstance(owner, type):
+        return {}
+    used: dict[str, set[str]] = {n: set() for n in names}
+    called: set[str] = set()
+    stored: dict[str, str] = {}
+    for method in ("forward", "setup_context", "backward"):
+        fn = vars(owner).get(method)
+        tree = _parse(getattr(fn, "__func__", fn)) if fn is not None else None
+        if tree is None:
+            continue
+        if method != "backward":
+            stored.update(stored_on_ctx(tree, names))
+        local = {n: n for n in names} if method == "forward" else {}
+        _read(tree, local, stored, used, called)
+    found = {}
+    for name in names:
+        op = _pairing(used[name], name in called)
+        if op is not None:
+            found[name] = op
+    return found
+
+
+def _read(tree: ast.AST, local: dict[str, str], stored: dict[str, str],
+          used: dict[str, set[str]], called: set[str]) -> None:
+    def param(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return local.get(node.id)
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "ctx"):
+            return stored.get(node.attr)
+        return None
+
+    for node in ast.walk(tree):  # op = ctx.op
+        if isinstance(node, ast.Assign) and param(node.value) is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    local[target.id] = param(node.value)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (name := param(node.value)) is not None:
+            used[name].add(node.attr)
+        elif isinstance(node, ast.Call) and (name := param(node.func)) is not None:
+            called.add(name)
+
+
+def _pairing(attrs: set[str], called: bool) -> Operator | None:
+    """The operator ``attrs`` describe, or None when no map/adjoint pair is among them."""
+    maps: dict[str, str] = {}
+    for name in attrs:
+        for suffix in _ADJOINT_SUFFIXES:
+            if name.endswith(suffix) and name[:-len(suffix)] in attrs:
+                maps.setdefault(name[:-len(suffix)], "f")
+                maps[name] = "a"
+        if name.startswith("r") and name[1:] in attrs and len(name) > 2:  # mv / rmv
+            maps.setdefault(name[1:], "f")
+            maps[name] = "a"
+    if called:
+        for name in attrs & _SELF_ADJOINTS:
+            maps[name] = "a"
+    if not maps:
+        return None
+    for name in attrs - set(maps):  # A_A_adjoint, A_adjoint_A: compositions
+        letters = _composed(name, maps)
+        if letters is not None:
+            maps[name] = letters
+    shapes = tuple(sorted(a for a in attrs - set(maps)
+                          if set(a.lower().split("_")) & _SHAPE_WORDS))
+    return Operator(dict(sorted(maps.items())), shapes, called)
+
+
+def _composed(name: str, maps: dict[str, str]) -> str | None:
+    """``A_adjoint_A`` -> ``"af"`` (the adjoint of the map), when ``name`` joins two of
+    ``maps``'s single names with ``_``."""
+    for first, a in maps.items():
+        for second, b in maps.items():
+            if len(a) == len(b) == 1 and name == f"{first}_{second}":
+                return a + b
+    return None
+
+
+class LinearStandIn:
+    """A linear map ``x @ M.T`` on the last dimension and its adjoint ``y @ M``, ``M`` a seeded
+    random square matrix per size (built on first use); see :class:`Operator`.
+
+    Example:
+        >>> import torch
+        >>> op = LinearStandIn(Operator({"A": "f", "A_adjoint": "a"}), 0, (2, 3, 4))
+        >>> x, y = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+        >>> bool(torch.isclose(op.A(x) @ y, x @ op.A_adjoint(y)))
+        True
+    """
+
+    def __init__(self, spec: Operator, seed: int, first_shape: tuple[int, ...]) -> None:
+        self._spec, self._seed, self._first = spec, seed, tuple(first_shape)
+        self._matrices: dict[int, Any] = {}
+
+    def _matrix(self, n: int, like: Any) -> Any:
+        import torch
+
+        if n not in self._matrices:
+            generator = torch.Generator().manual_seed(self._seed + 7919 * n)
+            m = torch.randn(n, n, dtype=torch.float64, generator=generator) / n ** 0.5
+            self._matrices[n] = m + torch.eye(n, dtype=torch.float64)
+        return self._matrices[n].to(dtype=like.dtype, device=like.device)
+
+    def _apply(self, letters: str, x: Any) -> Any:
+        for letter in reversed(letters):
+            m = self._matrix(x.shape[-1], x)
+            x = x @ (m.mT if letter == "f" else m)
+        return x
+
+    def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self._spec.called:
+            raise TypeError("the stand-in operator is not callable: the code never calls it")
+        return self._apply("f", x)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        spec = self._spec
+        if name in spec.maps:
+            letters = spec.maps[name]
+            return lambda x, *args, **kwargs: self._apply(letters, x)
+        if name in spec.shapes:
+            return self._first[2:] if len(self._first) >= 3 else self._first[1:]
+        raise AttributeError(f"the stand-in operator has no {name!r}: the code never uses it")
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}: {_WORDS[v] if v in _WORDS else v}"
+                          for n, v in self._spec.maps.items())
+        called = "called: the map, " if self._spec.called else ""
+        shapes = (f"; {', '.join(self._spec.shapes)} = the per-sample shape"
+                  if self._spec.shapes else "")
+        return (f"linear operator stand-in ({called}{pairs}; the map is x @ M.T on the last "
+                f"dimension, M a seeded random square matrix, its adjoint y @ M{shapes})")
+
+    def __reduce__(self) -> tuple:
+        return LinearStandIn, (self._spec, self._seed, self._first)
+
+
+_WORDS = {"f": "the map", "a": "its adjoint", "fa": "map of adjoint", "af": "adjoint of map",
+          "ff": "map twice", "aa": "adjoint twice"}
+
+
+def with_operators(slots: list, operators: dict[str, Operator]) -> list:
+    """The plan with each linear-operator argument given a :class:`LinearStandIn`."""
+    from gradsmith.discovery.slots import Slot
+
+    return [Slot(s.name, "operator", operators[s.name], s.hint) if s.name in operators
+            else s for s in slots]
