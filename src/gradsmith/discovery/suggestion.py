@@ -53,7 +53,7 @@ def example_line(slots: list[Slot]) -> str:
             entries.append("types.SimpleNamespace(" + ", ".join(
                 f"{k}={'lambda t: t' if callable(v) else repr(v)}"
                 for k, v in slot.value.items()) + ")")
-        elif slot.kind == "operator":  # the user's own operator object: only they have it
+        elif slot.kind in ("operator", "solver"):  # the user's own object: only they have it
             entries.append("...")
         elif slot.kind == "sections":
             entries.append("[1, 3]")

@@ -58,6 +58,7 @@ from gradsmith.discovery.slots import (
     signature,
     with_contract,
 )
+from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.variants import Variant, variants_of
@@ -134,6 +135,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen
+    if (solver := solver_skip(fn, owner, params, plans[0], hints)) is not None:
+        return NoInputs(solver)  # an argmin cannot be invented: the user's solver is needed
     paired = [p.name for p in params if "inverse" in p.name.lower()]
     if paired:  # an inverse must match its function: inventing one gives false failures
         return NoInputs(no_inputs_reason(fn, f"{paired[0]!r} must be the inverse of another argument, "
