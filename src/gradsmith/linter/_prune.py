@@ -6,7 +6,7 @@
   is reported.
 - A Function with no backward at all raises as soon as a gradient reaches it, so its
   in-place edits of inputs (the cache-update idiom: write ``kv_cache`` and return it) cannot
-  give a wrong gradient: GS101 is not reported for it.
+  give a wrong gradient: GS101 (and GS230) is not reported for it.
 - A backward that runs an opaque kernel (GS215) and returns a gradient computed in forward
   (GS222) has one cause and one fix (`@once_differentiable`): only GS215 is reported.
 - When every output of forward is marked non-differentiable, backward never runs: findings
@@ -37,8 +37,9 @@ def prune(facts: Facts, findings: list[LintFinding]) -> list[LintFinding]:
         findings = [f for f in findings if f.code not in ECHOES]
     if {"GS215", "GS222"} <= codes:
         findings = [f for f in findings if f.code != "GS222"]
-    if "GS101" in codes and facts.method("backward") is None and not facts.fc.unknown_base:
-        findings = [f for f in findings if f.code != "GS101"]
+    if codes & {"GS101", "GS230"} and facts.method("backward") is None and \
+            not facts.fc.unknown_base:
+        findings = [f for f in findings if f.code not in ("GS101", "GS230")]
     if findings and non_differentiable(facts):
         spans = _backward_spans(facts)
         findings = [

@@ -116,9 +116,13 @@ What the analysis takes into account, so that an error is always worth stopping 
   the severity policy); a helper that also changes the values otherwise (`x.div_(n)` after
   the reduce) is GS102.
 - Triton: a launch `kernel[grid](x, ...)` of a `@triton.jit` kernel defined in the linted
-  code (same module, or imported from a linted module) writes every argument whose pointer
-  the kernel stores through (`tl.store`, atomics, block pointers; a value read with
-  `tl.load` is data, not a pointer), so it counts as an in-place edit (GS101-GS103).
+  code (same module, or imported from a linted module; also a static method of a class,
+  `kernel.GELU.backward[grid]`, through a package's `from .gelu import *`) writes every
+  argument whose pointer the kernel stores through (`tl.store`, atomics, block pointers; a
+  value read with `tl.load` is data, not a pointer; scalars annotated `tl.int32`/`tl.float32`
+  in the offsets and a block pointer's shape, strides and offsets are not written), so it
+  counts as an in-place edit (GS101-GS103). A Function's own private static helpers
+  (`Fn.__backward(...)`, name-mangled inside the class) are followed like any helper.
   `ctx.mark_dirty` called by a helper that receives ctx counts as forward's own, and a
   tensor passed at a linted `Fn.apply(...)` call beats a number as the parameter's default.
 - Opaque kernels (GS215): a Triton launch, a custom `torch.ops` namespace or
@@ -154,7 +158,8 @@ What the analysis takes into account, so that an error is always worth stopping 
 
 Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
 `num_batches_tracked`, or whose gradient backward always returns as `None` (state such as
-statistics buffers and codebooks, never differentiated), are not reported by GS101.
+statistics buffers and codebooks, never differentiated; also an input `forward(ctx,
+*args)` unpacks from `args` at its top level), are not reported by GS101.
 
 ## Severity policy
 
@@ -184,6 +189,20 @@ shared buffer to do harm. A collective on a forward
 input stays GS101 (error): an input is often an output its producer saved (`exp`,
 `softmax` and `sigmoid` keep theirs), whose backward then reads the sum over ranks (a
 reduced case with two gloo processes, benchmarks/results/lint_newcorpus.md).
+
+A forward input changed in place without `ctx.mark_dirty` (GS101) harms whoever reads it
+after the call: the caller, or an operation that saved it for its own backward. With no
+call in the linted code (a library's Function) that reader is the library's user, and
+GS101 stays an error, as it does when a linted call shows a reader: the calling function
+reads the name again after the call, passes a tensor others hold (`self.buf`, a global),
+or passes the output of an operation whose backward reads it (`torch.sigmoid`, `exp`,
+`softmax`, ...). When the Function has linted calls and every one of them (directly,
+through `fn = Fn.apply`, through a plain wrapper `def f(x): return Fn.apply(x)` and
+`self.f = f` called as `self.f(x)`) passes a fresh result or a name its function never
+reads after the call (`loss = ce(output.float().contiguous(), labels)`, `out =
+self.reduce(out)`), no failure is shown: GS230, a warning. A Function imported under
+another name, called directly or whose `apply` is handed on keeps GS101 (its callers
+are out of sight).
 
 Real-code evaluation: `benchmarks/lint_realcode.py` lints 14 public projects (pinned
 commits) and looks up a judgement for every error-level finding and a sample of the others

@@ -13,6 +13,7 @@ from gradsmith.linter._flow import Flow, Val
 from gradsmith.linter._helpers import COLLECTIVE, COLLECTIVES, HelperEdits, Helpers, is_collective
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter._reuse import unread_after_calls
 from gradsmith.linter.rules._common import nodes, own, short
 from gradsmith.linter.rules._inplace_scope import (
     OPTION,
@@ -23,7 +24,7 @@ from gradsmith.linter.rules._inplace_scope import (
     reshapes_fresh_view,
     track_fresh_views,
 )
-from gradsmith.linter.rules._inplace_warnings import GS217, GS220, GS223, GS227
+from gradsmith.linter.rules._inplace_warnings import GS217, GS220, GS223, GS227, GS230
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -105,6 +106,16 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
 _ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
 #: Running-statistics buffers: updating them in place in forward is the BatchNorm idiom.
 _STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
+
+
+def _unread_by_callers(facts: Facts, names: list[str]) -> bool:
+    """Every call of the Function in the linted code passes, for each of ``names``, a value
+    nothing reads after the call: no harm shown, GS230 instead of GS101."""
+    inputs = facts.inputs
+    if inputs is None or any(n not in inputs[0] for n in names):
+        return False  # `*args`: which argument it is cannot be told
+    positions = {inputs[0].index(n) for n in names}
+    return unread_after_calls(facts.fc.node.name, positions, facts.sym_of)
 
 
 def _vararg_positions(facts: Facts, method) -> dict[str, int]:
@@ -196,7 +207,7 @@ def _augassign_fix(facts: Facts, method, stmt: ast.AugAssign) -> tuple[Edit, ...
     return (Edit(src.start(stmt), src.end(stmt), f"{name} = {name} {op} {value}"),)
 
 
-@checker(GS101, GS102, GS103, GS115, GS217, GS220, GS223, GS227)
+@checker(GS101, GS102, GS103, GS115, GS217, GS220, GS223, GS227, GS230)
 def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
     buffers = facts.none_gradients  # state updated in place, never differentiated
@@ -237,6 +248,8 @@ def check_inplace(facts: Facts, report) -> None:
                     if shown in written:
                         continue  # one root cause, one finding: the first write of each input
                     written.add(shown)
+                    if _unread_by_callers(facts, [n for n in names if n not in dirty]):
+                        code = "GS230"
                 report(code, method.source, node, f"{what} modifies input `{shown}`")
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "mark_dirty"):

@@ -1,6 +1,6 @@
-"""GS217, GS220, GS223, GS227: in-place writes that are warnings (chosen by an option, made
-by a kernel or by torch on an intermediate, or by a collective), defined beside the errors'
-checker."""
+"""GS217, GS220, GS223, GS227, GS230: in-place writes that are warnings (chosen by an option,
+made by a kernel or by torch on an intermediate, by a collective, or on an input no caller
+reads again), defined beside the errors' checker."""
 
 from __future__ import annotations
 
@@ -84,4 +84,25 @@ GS227 = Rule(
     "    @staticmethod\n    def backward(ctx, g):\n        (p,) = ctx.saved_tensors\n"
     "        dot = (p * g).sum(-1, keepdim=True)\n        return p * (g - dot)\n",
     brief="saved intermediate modified in backward: a second backward raises",
+)
+GS230 = Rule(
+    "GS230", "inplace-input-unread", "warning",
+    "A forward input is modified in place without ctx.mark_dirty, but every call of the "
+    "Function in the linted code passes a value nothing reads after the call",
+    "The write is real (GS101's defect), but its harm needs someone to read the input "
+    "again: the caller, or an operation that saved it for its own backward. Every call the "
+    "linter sees passes a fresh result, or a name its function does not read after the call "
+    "(`loss = ce(logits.float(), labels)`), so no failure is shown; a caller elsewhere, or "
+    "one added later, that reuses the tensor sees it changed.",
+    "compute out of place (`x = x - m` instead of `x.sub_(m)`), or call `ctx.mark_dirty(x)` "
+    "and return `x`.",
+    bad=_IMPORT + "class Center(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        x.sub_(x.mean())  # GS230\n        return x * 1\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g - g.mean()\n\n\n"
+    "def centered_sum(logits):\n    return Center.apply(logits.float()).sum()\n",
+    good=_IMPORT + "class Center(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x):\n        return x - x.mean()\n\n"
+    "    @staticmethod\n    def backward(ctx, g):\n        return g - g.mean()\n\n\n"
+    "def centered_sum(logits):\n    return Center.apply(logits.float()).sum()\n",
+    brief="input modified in place without ctx.mark_dirty (no caller reads it again)",
 )

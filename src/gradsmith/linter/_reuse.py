@@ -1,0 +1,289 @@
+"""Whether the callers a Function has in the linted code use an input again after the call.
+
+An input forward changes in place harms whoever reads it afterwards: the caller, or an
+operation that saved it for its own backward. When every call in the linted code hands over
+a value nothing reads after the call (a fresh result such as ``F.linear(...)``, or a local
+name or parameter the calling function does not read again, also through aliasing methods
+such as ``output.float().contiguous()``), no harm is demonstrated: :func:`unread_after_calls`
+says so. A call through one plain wrapper (``def ce(logits, t): return Fn.apply(logits, t)``)
+is followed to the wrapper's own callers.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._symbols import dotted
+
+#: Methods whose result may share memory with the tensor they are called on.
+_ALIASING = frozenset("""contiguous float half bfloat16 double to type view view_as reshape
+    reshape_as detach flatten squeeze unsqueeze transpose t permute expand expand_as narrow
+    select movedim unflatten as_strided""".split())
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+#: Operations whose backward reads the output they returned: changing it corrupts that
+#: backward, so such a value is "read again" by autograd.
+_SAVE_OUTPUT = frozenset("""exp exp_ expm1 exp2 sigmoid tanh softmax log_softmax relu elu selu
+    celu sqrt rsqrt reciprocal logit hardtanh""".split())
+
+
+def unread_after_calls(name: str, positions: set[int], sym_of: dict) -> bool:
+    """True when the linted code calls ``<name>.apply`` at least once, and at every call
+    the arguments at ``positions`` are values nothing reads after the call."""
+    def is_apply(expr: ast.expr) -> bool:
+        return _last(expr) == "apply" and isinstance(expr, ast.Attribute) \
+            and _last(expr.value) == name
+
+    if not _only_applied(name, sym_of):
+        return False
+    sites = _callers(f"{name}.apply", is_apply, sym_of)  # also `fn = Fn.apply`
+    if not sites:
+        return False
+    for call, func in sites:
+        for position in positions:
+            arg = _argument(call, position)
+            if arg is None:
+                return False
+            wrapper = _wrapper_parameter(arg, func, call)
+            if wrapper is not None:  # a wrapper passing its parameter straight on
+                if not _wrapper_unread(func, wrapper, sym_of):
+                    return False
+            elif not _unread(arg, func, call):
+                return False
+    return True
+
+
+def _aliases(needle: str, match, sym_of: dict) -> list | None:
+    """Matchers of the calls that run ``match``'s target under another name: ``X = <it>``
+    at module level, ``self.x = <it>`` (also one side of a conditional) called as
+    ``self.x(...)`` in the same file. None when it is used as a value any other way
+    (passed on, stored elsewhere), so its callers cannot be listed."""
+    found: list = []
+    for sym in sym_of.values():
+        src = sym.source
+        if needle not in src.text:
+            continue
+        called = {id(call.func) for call, _ in _calls_in(src)}
+        for stmt in ast.walk(src.tree):
+            if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+                continue
+            values = [stmt.value.body, stmt.value.orelse] if isinstance(
+                stmt.value, ast.IfExp) else [stmt.value]
+            hits = [v for v in values if match(v)]
+            if not hits:
+                continue
+            target = stmt.targets[0]
+            if isinstance(target, ast.Name):
+                found.append(lambda call, name=target.id: _last(call.func) == name)
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                    and target.value.id == "self":
+                found.append(lambda call, attr=target.attr, src=src: dotted(call.func) == [
+                    "self", attr] and any(c is call for c, _ in _calls_in(src)))
+            else:
+                continue
+            called.update(id(v) for v in hits)
+        for node in ast.walk(src.tree):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(
+                    node.ctx, ast.Load) and match(node) and id(node) not in called:
+                return None
+    return found
+
+
+def _wrapper_unread(wrapper: ast.FunctionDef, param: int, sym_of: dict) -> bool:
+    def is_wrapper(expr: ast.expr) -> bool:
+        return _last(expr) == wrapper.name
+
+    sites = [(call, func) for call, func in _callers(wrapper.name, is_wrapper, sym_of) or ()
+             if func is not wrapper]
+    if not sites:
+        return False  # its callers are not in the linted code
+    return all((arg := _argument(call, param)) is not None and _unread(arg, func, call)
+               for call, func in sites)
+
+
+def _only_applied(name: str, sym_of: dict) -> bool:
+    """The class is used only through ``<name>.apply`` (and as a base class): not imported
+    under another name, called directly or handed on, where calls could hide."""
+    for sym in sym_of.values():
+        src = sym.source
+        if name not in src.text:
+            continue
+        for node in ast.walk(src.tree):
+            if isinstance(node, ast.ImportFrom) and any(
+                    a.name == name and a.asname not in (None, name) for a in node.names):
+                return False
+        applied = {id(n.value) for n in ast.walk(src.tree)
+                   if isinstance(n, ast.Attribute) and n.attr == "apply"}
+        bases = {id(b) for n in ast.walk(src.tree) if isinstance(n, ast.ClassDef)
+                 for b in n.bases}
+        for node in ast.walk(src.tree):
+            if (isinstance(node, ast.Name) and node.id == name or isinstance(
+                    node, ast.Attribute) and node.attr == name) and isinstance(
+                    node.ctx, ast.Load) and id(node) not in applied and id(node) not in bases:
+                return False
+    return True
+
+
+def _callers(needle: str, match, sym_of: dict) -> list | None:
+    """Every call of what ``match`` names, directly or under an alias; None when some use
+    of it hides its callers."""
+    aliases = _aliases(needle, match, sym_of)
+    if aliases is None:
+        return None
+    sites = _sites(needle, lambda call: match(call.func), sym_of)
+    for alias in aliases:  # an alias is called in any file (`self.reduce(out)`)
+        sites += [(call, func) for sym in sym_of.values() for call, func in _calls_in(sym.source)
+                  if isinstance(call.func, (ast.Name, ast.Attribute)) and alias(call)]
+    return sites
+
+
+def _sites(needle: str, match, sym_of: dict) -> list[tuple[ast.Call, ast.AST | None]]:
+    """Calls ``match`` accepts in the linted files that mention ``needle``, each with the
+    function it is in (None at module level)."""
+    found = []
+    for sym in sym_of.values():
+        src = sym.source
+        if needle not in src.text:
+            continue
+        for call, func in _calls_in(src):
+            if match(call):
+                found.append((call, func))
+    return found
+
+
+def _calls_in(src) -> list[tuple[ast.Call, ast.AST | None]]:
+    cached = src.__dict__.get("_gs_calls_in")
+    if cached is None:  # once per file
+        cached = []
+        stack: list[tuple[ast.AST, ast.AST | None]] = [(src.tree, None)]
+        while stack:
+            node, func = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    else func
+                if isinstance(child, ast.Call):
+                    cached.append((child, func))
+                stack.append((child, inner))
+        src.__dict__["_gs_calls_in"] = cached
+    return cached
+
+
+def _argument(call: ast.Call, position: int) -> ast.expr | None:
+    """The expression passed at ``position`` (None where a ``*args`` hides it)."""
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None
+        if i == position:
+            return arg
+    return None
+
+
+def _wrapper_parameter(arg: ast.expr, func, call: ast.Call) -> int | None:
+    """The position of ``arg`` among the parameters of a module-level function that only
+    hands it to ``call`` (a plain wrapper), else None."""
+    if not isinstance(arg, ast.Name) or not isinstance(func, ast.FunctionDef):
+        return None
+    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    if arg.id not in params or params[:1] in (["self"], ["cls"]):
+        return None
+    reads = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id == arg.id
+             and isinstance(n.ctx, ast.Load)]
+    return params.index(arg.id) if reads == [arg] else None
+
+
+def _root(expr: ast.expr) -> ast.expr:
+    """What ``expr`` may share memory with: ``output`` for ``output.float().contiguous()``."""
+    while True:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                expr.func.attr in _ALIASING:
+            expr = expr.func.value
+        elif isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Attribute) and expr.attr in ("data", "T", "mT"):
+            expr = expr.value
+        else:
+            return expr
+
+
+def _unread(arg: ast.expr, func, call: ast.Call) -> bool:
+    """Nothing reads the value ``arg`` gives after ``call``: a fresh result, or a local
+    name of ``func`` no statement reachable after the call reads (a loop around the call
+    reaches its whole body again)."""
+    root = _root(arg)
+    if isinstance(root, ast.Call):
+        return not _saves_output(root)  # a fresh result: `F.linear(x, w)`
+    if isinstance(root, (ast.BinOp, ast.UnaryOp)):
+        return True  # `a @ b`, `x + 1`
+    if not isinstance(root, ast.Name) or func is None:
+        return False  # an attribute (`self.buf`), a global: others hold it
+    if any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _saves_output(
+            _root(n.value)) and any(isinstance(t, ast.Name) and t.id == root.id
+                                    for t in n.targets) for n in ast.walk(func)):
+        return False  # `h = torch.sigmoid(a)`: sigmoid's backward reads h
+    after = _after(func, call)
+    if after is None:
+        return False
+    inside = {id(n) for n in ast.walk(arg)}
+    statement = after[0]
+    if any(isinstance(n, ast.Name) and n.id == root.id and isinstance(n.ctx, ast.Load)
+           and id(n) not in inside for n in ast.walk(statement)):
+        return False  # `y = Fn.apply(x) + x`
+    if isinstance(statement, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == root.id for t in statement.targets):
+        return True  # `out = Fn.apply(out)`: later reads see the result, not the input
+    return not any(isinstance(n, ast.Name) and n.id == root.id and isinstance(n.ctx, ast.Load)
+                   for stmt in after[1:] for n in ast.walk(stmt))
+
+
+def _after(func: ast.AST, call: ast.Call) -> list[ast.AST] | None:
+    """Statements (and loop headers) reachable after the statement holding ``call``."""
+    path = _path(func.body, call)
+    if path is None:
+        return None
+    block, index = path[-1]
+    out: list[ast.AST] = [block[index]]  # the statement itself (`y = Fn.apply(x) + x`)
+    for block, index in reversed(path):  # innermost block first
+        out.extend(block[index + 1:])
+        owner = getattr(block, "_gs_owner", None)
+        if isinstance(owner, _LOOPS):
+            out.extend(owner.body)
+            out.append(owner.iter if isinstance(owner, (ast.For, ast.AsyncFor)) else owner.test)
+    return out
+
+
+class _Block(list):
+    """A statement list that remembers the compound statement it belongs to."""
+
+
+def _path(body: list[ast.stmt], call: ast.Call, owner=None):
+    """[(block, index)] from ``body`` down to the statement that contains ``call``."""
+    block = _Block(body)
+    block._gs_owner = owner
+    for index, stmt in enumerate(body):
+        if not any(n is call for n in ast.walk(stmt)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field, None)
+            if isinstance(inner, list) and inner and not isinstance(
+                    stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found = _path(inner, call, stmt)
+                if found is not None:
+                    return [(block, index), *found]
+        for handler in getattr(stmt, "handlers", ()):
+            found = _path(handler.body, call, stmt)
+            if found is not None:
+                return [(block, index), *found]
+        return [(block, index)]
+    return None
+
+
+def _saves_output(call: ast.expr) -> bool:
+    """A torch operation whose backward reads its own output (``exp``, ``sigmoid``...)."""
+    return isinstance(call, ast.Call) and _last(call.func) in _SAVE_OUTPUT
+
+
+def _last(expr: ast.expr) -> str | None:
+    parts = dotted(expr)
+    return parts[-1] if parts else None
+
+
+__all__ = ["unread_after_calls"]
