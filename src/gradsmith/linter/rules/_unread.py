@@ -11,6 +11,7 @@ from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._tensors import TUPLE_RESULT
 from gradsmith.linter.rules._common import own, short, trivial
 from gradsmith.linter.rules._fallthrough import _items
+from gradsmith.linter.rules._unread_star import ignored_positions, returned_items
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS122 = Rule(
@@ -21,8 +22,9 @@ GS122 = Rule(
     "wrong (the output looks differentiable: requires_grad is True).",
     "add that output's contribution to the gradients backward returns, or declare it "
     "`ctx.mark_non_differentiable(out)` (then using it in a loss has no gradient to lose), "
-    "or name the parameter with a leading `_` (or `del` it) if no caller ever differentiates "
-    "it.",
+    "or `del` the parameter if no caller ever differentiates it. A leading `_` "
+    "(`backward(ctx, g, _)`, `(g, _) = grad_outputs`) or a `*args` backward never reads "
+    "does not change what the output is: it is reported at the output forward returns.",
     bad=_H + "    def forward(ctx, x):\n        return x * 2, x * x\n\n    @staticmethod\n"
     "    def backward(ctx, g, g_sq):  # GS122\n        return g * 2\n",
     good=_H + "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
@@ -150,7 +152,10 @@ def _outputs(facts: Facts) -> list[list[ast.expr]] | None:
 def check_unread_output_gradient(facts: Facts, report) -> None:
     for bwd in own(facts, "backward"):
         grads = bwd.params[1:]
-        if len(grads) < 2 or bwd.vararg or trivial(bwd.node.body):
+        if bwd.vararg and not trivial(bwd.node.body):
+            _check_star(facts, bwd, report)
+            continue
+        if len(grads) < 2 or trivial(bwd.node.body):
             continue
         outputs = _outputs(facts)
         if outputs is None or len(outputs[0]) != len(grads):
@@ -164,18 +169,56 @@ def check_unread_output_gradient(facts: Facts, report) -> None:
             continue
         defs = _definitions(facts.method("forward"))
         vals = facts.output_val.elements or ()
+        discarded = False
         for index, name in enumerate(grads):
-            if name in read or name.startswith("_") or (
+            if name in read or (
                     index < len(vals) and vals[index].tensor is False):
                 continue
             items = [ret[index] for ret in outputs]
             if index in marked or any(ast.unparse(e) in marked or _discrete(e, defs)
                                       for e in items):
                 continue
+            label = short(ast.unparse(items[0]), 24)
+            if name.startswith("_"):
+                # `_`, `__`: dropped on purpose, but the float output forward returns there
+                # still loses its gradient; one finding, at that output
+                if not discarded:
+                    discarded = True
+                    report("GS122", facts.method("forward").source, items[0],
+                           f"`{name}` drops output {index} (`{label}`)")
+                continue
             arg = next(a for a in (*bwd.node.args.posonlyargs, *bwd.node.args.args)
                        if a.arg == name)
-            label = short(ast.unparse(items[0]), 24)
             report("GS122", bwd.source, arg, f"`{name}` (output {index}, `{label}`)")
+
+
+def _check_star(facts: Facts, bwd, report) -> None:
+    """``backward(ctx, g, *rest)`` that never reads ``rest``, or unpacks it into ``_``,
+    while forward may return a tensor there (an lse beside the output)."""
+    forward = facts.method("forward")
+    ignored = ignored_positions(bwd)
+    if forward is None or not ignored:
+        return
+    marked = _non_differentiable(facts)
+    if marked is None:
+        return
+    read = {n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
+    if "locals" in read or "vars" in read:
+        return
+    defs = _definitions(forward)
+    for index in sorted(ignored):
+        items = [ret[index] for ret in returned_items(forward) if index < len(ret)]
+        live = [e for e in items if not (ast.unparse(e) in marked or _discrete(e, defs))]
+        if not live or index in marked:
+            continue
+        label = short(ast.unparse(live[0]), 24)
+        node = ignored[index]
+        if node is None:  # `*args` never read: point at the output forward returns
+            report("GS122", forward.source, live[0],
+                   f"`*{bwd.node.args.vararg.arg}` drops output {index} (`{label}`)")
+        else:
+            report("GS122", bwd.source, node, f"`{node.id}` (output {index}, `{label}`)")
+        return
 
 
 __all__ = ["GS122"]
