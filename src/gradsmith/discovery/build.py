@@ -94,6 +94,13 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             parts.append(f"{slot.name}: {'squared ' if slot.value else ''}Euclidean distance "
                          "between rows, torch.cdist(a, b)" + (" ** 2" if slot.value else "")
                          + " (its name says a distance)")
+        elif slot.kind in ("dtype", "device"):  # built with: the inputs' own
+            from gradsmith.discovery.placement import device
+
+            value = float_dtype if slot.kind == "dtype" else device()
+            args.append(value)
+            parts.append(f"{slot.name}={value!r} (forward builds tensors with it: the inputs' "
+                         f"{slot.kind})")
         elif slot.kind == "operator":
             operator = LinearStandIn(slot.value, seed, first_shape)
             args.append(operator)

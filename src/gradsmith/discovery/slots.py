@@ -99,9 +99,9 @@ def _table_value(name: str) -> Any:
     # Bounds come in pairs (min_value/max_value, grad_min/grad_max, low/high): one value for
     # both is an empty window, where a clamp or a windowed estimator is never exercised.
     words = set(name.lower().split("_"))
-    if words & {"min", "low", "lower", "lo"}:
+    if words & {"min", "low", "lower", "lo", "floor"}:
         return -1.0
-    if words & {"max", "high", "upper", "hi"}:
+    if words & {"max", "high", "upper", "hi", "ceil"}:
         return 1.0
     if name.startswith(("use_", "is_", "has_", "keep_", "preserve_", "return_", "with_")):
         return False
@@ -158,6 +158,8 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             slots.append(Slot(p.name, "value", hint.literals[0], hint))
         elif kind in ("int", "float", "bool"):
             value = _table_value(p.name)
+            if kind == "int" and value in (-1.0, 1.0) and type(value) is float:
+                value = 1 if value < 0 else 2  # int bounds (floor_a, ceil_a): an open window
             if value is None or type(value).__name__ != kind:
                 value = {"int": 2, "float": 0.5, "bool": False}[kind]
             slots.append(Slot(p.name, "value", value, hint))
@@ -182,7 +184,7 @@ def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
         return Slot(name, "config", values, hint)
     if use.sections and kind in (None, "int", "seq"):
         return Slot(name, "sections", use.split_dim, hint)
-    if use.size and kind in (None, "int", "seq"):
+    if use.size and kind in (None, "seq"):  # an int: torch.zeros(n) is a length
         return Slot(name, "size", None, hint)
     if kind == "module" and not use.module and not varargs:  # act(x): no parameters to train
         distance = distance_kind(name)

@@ -53,6 +53,8 @@ def example_line(slots: list[Slot]) -> str:
             entries.append("types.SimpleNamespace(" + ", ".join(
                 f"{k}={'lambda t: t' if callable(v) else repr(v)}"
                 for k, v in slot.value.items()) + ")")
+        elif slot.kind in ("dtype", "device"):
+            entries.append("torch.float64" if slot.kind == "dtype" else "torch.device('cpu')")
         elif slot.kind in ("operator", "solver"):  # the user's own object: only they have it
             entries.append("...")
         elif slot.kind == "sections":

@@ -38,6 +38,7 @@ from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import stated_defaults, with_defaults
+from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
@@ -130,6 +131,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         plans = [with_defaults(plan, stated, required) for plan in plans]
     if operators := linear_operators(owner, names):  # A(x) in forward, A.adjoint(g) in backward
         plans = [with_operators(plan, operators) for plan in plans]
+    if kinds := dtype_arguments(target, names):  # torch.zeros(n, dtype=dtype, device=device)
+        plans = [with_dtypes(plan, kinds, required) for plan in plans]
     compared = equality_sentinels(target, names)
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
     for plan in plans:
