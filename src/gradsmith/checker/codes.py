@@ -228,7 +228,9 @@ ROWS: dict[str, Code] = {
         "error", "second_order",
         "differentiating backward gives wrong results (saved intermediates, `.detach()` in "
         "backward)",
-        "recompute from inputs, save outputs, or `@once_differentiable`"),
+        "recompute from inputs, save outputs, or `@once_differentiable`",
+        severity_note="warning where an estimator is declared and backward itself applies a "
+                      "straight-through Function"),
     "nan-double-backward": Code(
         "error", "second_order",
         "second derivatives NaN/inf",

@@ -64,6 +64,10 @@ def describe(sig: Signature) -> str:
                 f"{was} (finite differences of that forward agree with it, element by "
                 "element): feedback alignment (a fixed random matrix carries the gradient "
                 "back instead of the weight), the gradient of no function of the arguments")
+    if sig.kind == "learned-quantizer":
+        return (f"{sig.label}: a learned quantization parameter (a step, an offset, a clip) "
+                "whose gradient is the straight-through rule of its quantizer, written out in "
+                "backward (LSQ, LSQ+, PACT), not the gradient of the rounded forward")
     if sig.kind == "guided":
         return (f"{sig.label}: backward is forward's gradient with every negative incoming "
                 "gradient zeroed (guided backpropagation: a saliency rule, the gradient of no "

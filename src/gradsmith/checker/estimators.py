@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from gradsmith.checker import (
+    learned_quant,
     numerics,
     quantized,
     reported,
@@ -47,7 +48,7 @@ from gradsmith.checker.session import Session
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
 KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
-         "sampled", "random", "guided", "quantized", "substituted")
+         "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -65,6 +66,10 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     if random is not None and (random.kind == "unbiased" or not forward_is_random(session)):
         return [stochastic.estimator_finding(session, problem, random, results)], {
             res.t for res in results}
+    learned = learned_quant.fit(session, problem, results, vs[0], grads[0])
+    if learned is not None:  # a learned step, offset or clip: one surrogate covers them all
+        sigs, declaration = learned
+        return [_with_elements(_finding(sigs, declaration, []), results)], set(sigs)
     sigs: dict[int, Signature] = {}
     for res in results:
         if not res.failed or res.nan_analytic:
@@ -88,11 +93,16 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     declaration = _declaration(session, problem, sigs, vs[0], grads[0])
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
-    # the elements behind it (the first estimator input's), for --repro's numeric replay
+    return [_with_elements(finding, results)], set(sigs)
+
+
+def _with_elements(finding: Finding, results: list[InputResult]) -> Finding:
+    """The finding with the elements behind it (the first estimator input's), for --repro's
+    numeric replay."""
     main = next(res for res in results if res.label == finding.input)
     finding.details["elements"] = [[e.index, e.analytic, e.numerical]
                                    for e in main.mismatches[:20]]
-    return [finding], set(sigs)
+    return finding
 
 
 def _declaration(session, problem, sigs, v, g) -> suggest.Declaration:

@@ -108,6 +108,7 @@ def run(session: Session) -> list[Finding]:
                             "gradient)",
                "intended": "finite differences of the declared intended gradient"}.get(
         kind, "finite differences")
+    inner = _inner_estimator(session, problem) if kind is not None and findings else None
     for f in findings:
         if f.code == "double-backward-mismatch":
             f.message = f.message.replace("double-backward of", "the derivative of backward's "
@@ -117,6 +118,8 @@ def run(session: Session) -> list[Finding]:
                 f"make backward's own derivative agree with the declared {kind} (compute "
                 "backward from saved inputs with differentiable torch ops), or decorate "
                 "backward with @once_differentiable")
+            if inner is not None:
+                _estimator_inside(f, inner, kind)
     return kernels.kernel_backward(session, findings)
 
 
@@ -142,6 +145,61 @@ class _AgainstDeclared(Problem):
 
     def vjp(self, v: torch.Tensor) -> list[torch.Tensor]:
         return self._analytic.vjp(v)
+
+
+def _inner_estimator(session: Session, problem: Problem) -> str | None:
+    """The name of a straight-through Function that backward itself applies (LSQ's backward
+    rounds with ``Round.apply``), or None: its own backward passes the gradient through a
+    flat forward, so differentiating backward runs an estimator of its own."""
+    analytic = getattr(problem, "_analytic", problem)
+    try:
+        _, outs = analytic.linearize()
+    except Exception:  # noqa: BLE001 - reported by the comparison already
+        return None
+    own = session.function_cls
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outs if o is not None and o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        cls = getattr(node, "_forward_cls", None)
+        if cls is not None and cls is not own and _straight_through(cls):
+            return cls.__name__
+        stack.extend(next_fn for next_fn, _ in node.next_functions)
+    return None
+
+
+def _straight_through(cls: type) -> bool:
+    """A one-tensor Function whose forward is flat at every element of a sample while its
+    backward passes a gradient (round, floor, sign passed straight through)."""
+    x = torch.linspace(-2.9, 3.1, 13, dtype=torch.float64, requires_grad=True)
+    try:
+        with torch.enable_grad():
+            y = cls.apply(x)
+            (g,) = torch.autograd.grad(y, [x], torch.ones_like(y))
+        with torch.no_grad():
+            flat = torch.equal(cls.apply(x + 1e-7), cls.apply(x))
+    except Exception:  # noqa: BLE001 - another signature: not a one-tensor estimator
+        return False
+    return flat and bool((g != 0).all())
+
+
+def _estimator_inside(f: Finding, inner: str, kind: str) -> None:
+    """A double-backward mismatch where backward applies a straight-through Function: a
+    warning, not an error (which estimator a second derivative should use is not defined by
+    the declaration: its finite differences see the rounding flat, while the inner Function's
+    backward passes the gradient through)."""
+    f.severity = "warning"
+    f.message += (f". Backward applies {inner}, a straight-through Function, to compute its "
+                  f"result: differentiating backward runs {inner}'s own estimator, while "
+                  f"finite differences of the declared {kind} see its rounding as flat; the "
+                  "two second derivatives are different estimators, neither wrong for "
+                  "first-order training")
+    f.hint = (f"if second derivatives matter (Hessian-aware methods), compute backward's "
+              f"rounding with torch.round instead of {inner}.apply, or decorate backward "
+              "with @once_differentiable")
 
 
 # What in a backward's source cuts its graph, and how to say so.

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker import declared, surrogate_fit
+from gradsmith.checker import declared, spread, surrogate_fit
 from gradsmith.checker.inputs import _parameter_names, overrides
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.session import Session
@@ -198,9 +198,12 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
                 continue
         for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers,
                                         _terms(names[top], numbers)):
-            got = _try(session, "surrogate", _compile(f"lambda {params}: {term}", session), v,
-                       problem.xs, split)
-            if got is not None and _matches(grads[t], got[t], session):
+            fn = _compile(f"lambda {params}: {term}", session)
+            got = _try(session, "surrogate", fn, v, problem.xs, split)
+            # agreeing at the check's inputs may be luck (no element between -1 and a window
+            # edge at -0.86): the term must also agree with the input spread over a grid
+            if (got is not None and _matches(grads[t], got[t], session)
+                    and spread.holds(session, "surrogate", fn, [t])):
                 chosen.append(term)
                 break
         else:
@@ -208,9 +211,10 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
     if not chosen:
         return None
     body = " + ".join(chosen)
-    got = _try(session, "surrogate", _compile(f"lambda {params}: {body}", session), v,
-               problem.xs, split)
-    if got is None or not all(_matches(g, w, session) for g, w in zip(grads, got)):
+    fn = _compile(f"lambda {params}: {body}", session)
+    got = _try(session, "surrogate", fn, v, problem.xs, split)
+    if (got is None or not all(_matches(g, w, session) for g, w in zip(grads, got))
+            or not spread.holds(session, "surrogate", fn)):
         return None
     return body
 

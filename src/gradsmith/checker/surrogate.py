@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import declared, gradients, stochastic
+from gradsmith.checker import declared, gradients, spread, stochastic
 from gradsmith.checker.numerics import Settings, step_scale
 from gradsmith.checker.problem import Problem, index_str
 from gradsmith.checker.report import Finding
@@ -59,10 +59,30 @@ def run(session: Session) -> list[Finding]:
                                           t in mine.complex_inputs))
         if findings:
             break
+    if not findings:
+        findings = _spread(session, kind)
     vacuous = [] if findings else gradients.not_exercised(seen, [], NAME)
     if vacuous and _forward_changes(mine, s, session.generator(19)):
         return []  # a declared 0 where forward moves (stop-gradient): compared, not vacuous
     return findings or vacuous
+
+
+def _spread(session: Session, kind: str) -> list[Finding]:
+    """The declaration against backward with each element-wise input spread over a grid of
+    values (:mod:`gradsmith.checker.spread`): a window, threshold or slope that differs
+    where the given inputs have no element still fails."""
+    fn = session.surrogate if kind == "surrogate" else session.intended
+    off = spread.disagreement(session, kind, fn)
+    if off is None:
+        return []
+    mine = session.problem
+    label = mine.labels[off.t]
+    found = _mismatch(kind, label, off.xs[off.t], off.got, off.want,
+                      spread.bad(off.got, off.want, session), off.t in mine.complex_inputs)
+    found.message += (f" (with {mine.labels[off.spread]} filled with values spread from "
+                      "-1000 to 1000, the other arguments as given; at the given inputs "
+                      "they agree: the difference lies where no given element falls)")
+    return [found]
 
 
 def _forward_changes(problem: Problem, s: Settings, gen: torch.Generator) -> bool:
