@@ -15,6 +15,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _perf,
     _precomputed,
     _recompute,
+    _rng,
     _shape,
     _slots,
     _unread,
