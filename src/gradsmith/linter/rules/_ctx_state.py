@@ -9,7 +9,7 @@ from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._flow import Flow, Val, walk_shallow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own, short, terminates
-from gradsmith.linter.rules._latent import GS228, non_differentiable
+from gradsmith.linter.rules._latent import GS228, maybe_number, non_differentiable
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -279,6 +279,11 @@ def _saved_arg(report, src, flow: Flow, arg, facts: Facts, method) -> None:
             report("GS228", src, arg, f"`{arg.id}`")
         else:
             report("GS105", src, arg, f"`{short(src.segment(arg))}` is not a tensor")
+    elif val.tensor is None and isinstance(arg, ast.Name) and method.name == "forward" \
+            and val.origins == {f"input:{arg.id}"}:
+        why = maybe_number(method.node, arg.id)
+        if why:
+            report("GS228", src, arg, f"`{arg.id}` ({why})")
 
 
 def _named_only(arg, val, facts: Facts, method) -> bool:

@@ -9,15 +9,18 @@ import re
 from gradsmith.linter._facts import is_ctx_call
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._registry import Rule
+from gradsmith.linter.rules._common import short
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS228 = Rule(
     "GS228", "save-maybe-non-tensor", "warning",
-    "A forward input whose name reads as a number or flag (`dim`, `stride`, `groups`) is "
-    "passed to ctx.save_for_backward()",
-    "save_for_backward raises TypeError for a non-tensor, but nothing but the name says this "
-    "one is not a tensor (no annotation, no number as default, no use only numbers allow), "
-    "so callers passing a tensor are fine: a warning, not an error.",
+    "A forward input that may be a number is passed to ctx.save_for_backward(): its name "
+    "reads as a number or flag (`dim`, `stride`, `groups`), its annotation allows both "
+    "(`max_seqlen: torch.Tensor | int`), or forward tests `isinstance(x, torch.Tensor)`",
+    "save_for_backward raises TypeError for a non-tensor. Nothing shows this one is a number "
+    "on every call (no number as default, no use only numbers allow), so callers passing a "
+    "tensor are fine and callers passing a number (which the annotation or the isinstance "
+    "test invites) get the TypeError: a warning, not an error.",
     "if it is a number, keep it as a ctx attribute (`ctx.stride = stride`); if it is a "
     "tensor, annotate it (`stride: torch.Tensor`).",
     bad=_H + "    def forward(ctx, x, stride):\n        ctx.save_for_backward(x, stride)  # GS228\n"
@@ -25,7 +28,7 @@ GS228 = Rule(
     "        return g * 2, None\n",
     good=_H + "    def forward(ctx, x, stride):\n        ctx.stride = stride\n        return x * 2\n"
     "\n    @staticmethod\n    def backward(ctx, g):\n        return g * 2, None\n",
-    brief="input named like a number passed to save_for_backward",
+    brief="input that may be a number passed to save_for_backward",
 )
 GS229 = Rule(
     "GS229", "latent-gradient-count", "warning",
@@ -42,6 +45,23 @@ GS229 = Rule(
     "    def backward(ctx, g):\n        return None, None\n",
     brief="wrong gradient count, latent: no output can carry a gradient",
 )
+
+
+def maybe_number(forward: ast.AST, name: str) -> str | None:
+    """Why input ``name`` may be a number although it may be a tensor too: an annotation
+    that allows both (``torch.Tensor | int``), or an ``isinstance(name, torch.Tensor)``
+    test in forward (which handles the other case)."""
+    for a in (*forward.args.posonlyargs, *forward.args.args, *forward.args.kwonlyargs):
+        if a.arg == name and a.annotation is not None:
+            text = ast.unparse(a.annotation)
+            if re.search(r"\b(int|float|bool)\b", text) and "Tensor" in text:
+                return f"annotated `{short(text, 28)}`"
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id == name and "Tensor" in ast.unparse(node.args[1]):
+            return "forward checks isinstance(..., Tensor)"
+    return None
 
 
 def non_differentiable(method, ctx: str | None) -> set[str]:

@@ -1,0 +1,44 @@
+"""GS228 for inputs that may be numbers (fixtures/maybe_number.py, CPU): passing the number
+the annotation or the isinstance test allows makes save_for_backward raise TypeError; a
+tensor works, so the finding is a warning."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradsmith.linter import lint
+
+FIXTURE = Path(__file__).parent / "fixtures" / "maybe_number.py"
+
+
+@pytest.fixture(scope="module")
+def mod():
+    spec = importlib.util.spec_from_file_location("maybe_number_fixture", FIXTURE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["Varlen", "Checked"])
+def test_a_number_fails_a_tensor_works_and_it_is_a_warning(mod, name):
+    fn = getattr(mod, name).apply
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(TypeError, match="save_for_backward can only save variables"):
+        fn(x, 5)
+    torch.testing.assert_close(torch.autograd.grad(fn(x, torch.tensor(5.0)).sum(), x)[0],
+                               torch.full((3,), 2.0 if name == "Varlen" else 1.0))
+    lines = FIXTURE.read_text().splitlines()
+    start = lines.index(f"class {name}(torch.autograd.Function):")
+    found = [(f.code, f.severity) for f in lint(FIXTURE, config=False)
+             if start < f.line < start + 8 and f.code in ("GS105", "GS228")]
+    assert found == [("GS228", "warning")]
+
+
+def test_an_input_annotated_as_a_tensor_only_is_not_reported():
+    lines = FIXTURE.read_text().splitlines()
+    start = lines.index("class AnnotatedTensor(torch.autograd.Function):")
+    assert not [f for f in lint(FIXTURE, config=False) if f.line > start]
