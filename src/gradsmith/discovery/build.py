@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
+from gradsmith.discovery.domains import in_domain
 from gradsmith.discovery.matrices import structured
 from gradsmith.discovery.operators import LinearStandIn
 from gradsmith.discovery.placement import place
@@ -36,6 +37,8 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
     def tensor(shape, slot: Slot) -> Any:
         if (matrix := _matrix(slot, shape)) is not None:
             value = structured(matrix, tuple(shape), generator, torch.float64)
+        elif slot.hint is not None and slot.hint.domain is not None:
+            value = in_domain(tuple(shape), slot.hint.domain, generator)
         elif slot.hint is not None and slot.hint.probability:
             value = torch.rand(shape, dtype=torch.float64, generator=generator)
         elif positive:
@@ -181,7 +184,11 @@ def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
 def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
     """What the Inputs column says about a tensor's values and why they were chosen."""
     text = ""
-    if slot.hint is not None and slot.hint.probability:
+    if slot.hint is not None and slot.hint.domain is not None:
+        low, high = slot.hint.domain
+        text = (f" in ({low:g}, {high:g}) (forward clamps it there before its formula: the "
+                "domain it is written for)")
+    elif slot.hint is not None and slot.hint.probability:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
     elif positive:
         text = " in [0.5, 1.5)"

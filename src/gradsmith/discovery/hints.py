@@ -61,6 +61,7 @@ class Hint:
     probability: bool = False      # torch.bernoulli(p): values in [0, 1]
     unit_dims: set[int] = field(default_factory=set)  # a raising guard needs size 1 there
     matrix: str | None = None      # tril | triu | spd | negdef | symmetric (linear algebra)
+    domain: tuple[float, float] | None = None  # forward clamps it there (see .domains)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

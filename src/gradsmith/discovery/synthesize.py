@@ -38,6 +38,7 @@ from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import stated_defaults, with_defaults
+from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
@@ -115,6 +116,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     names = [p.name for p in params]
     owner = fn if isinstance(fn, type) else None
     hints = forward_hints(target, names, owner=owner)
+    for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
+        hints[name].domain = bounds
     last_error = "no layout tried"
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -67,7 +67,8 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
         other = slot.sentinel if isinstance(slot.sentinel, str) else repr(slot.sentinel)
         candidates.append((f"sentinel planted: {slot.name} == {other}",
                            {slot.name: PLANTED}, layout))
-    spread = [s.name for s in slots if s.kind == "tensor" and not (s.hint and s.hint.probability)]
+    spread = [s.name for s in slots if s.kind == "tensor" and not (
+        s.hint and (s.hint.probability or s.hint.domain is not None))]
     seen_optional: set[str] = set()
     for change, overrides, lay, scale in [(*c, 1.0) for c in candidates] + (
             [(f"values 3 * randn: {', '.join(spread)}", {}, layout, 3.0)]
