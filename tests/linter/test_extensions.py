@@ -159,3 +159,22 @@ def test_extension_functions_kept_in_a_class_table_and_indexed_by_device(tmp_pat
     found = {(f.code, f.line) for f in lint(fns, config=False)}
     assert {("GS215", line), ("GS221", line)} <= found
     assert [n for code, n in found if code == "GS215"] == [line]  # SquareOnce: once_differentiable
+
+
+def test_extension_built_by_a_setup_py_beside_the_package(tmp_path):
+    """gpt-neox: megatron/fused_kernels/setup.py builds `fused_rotary_positional_embedding`,
+    which megatron/model imports by that top-level name (inside backward): a setup.py in a
+    sibling folder of the linted tree, not in a folder above the file."""
+    fns = _project(tmp_path, setup=None)
+    text = _FNS.replace("from . import SCN", "").replace(
+        "        (x,) = ctx.saved_tensors\n        return SCN.square_backward(x, g)\n\n\nclass",
+        "        import fused_square\n\n        (x,) = ctx.saved_tensors\n"
+        "        return fused_square.backward(x, g)\n\n\nclass", 1)
+    fns.write_text(text)
+    line = text.splitlines().index("        return fused_square.backward(x, g)") + 1
+    assert _gs215(tmp_path) == []  # nothing says fused_square is compiled
+    (tmp_path / "fused_kernels").mkdir()
+    (tmp_path / "fused_kernels" / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n"
+        "setup(name='k', ext_modules=[CUDAExtension(name='fused_square', sources=['sq.cu'])])\n")
+    assert _gs215(tmp_path) == [line]

@@ -175,6 +175,7 @@ def analyse(raws: list[RawFile]) -> list[LintFinding]:
 
 def _analyse(raws: list[RawFile]) -> list[LintFinding]:
     reporter = Reporter()
+    _project.note_setups(r.path for r in raws if not r.error)
     now, later = _prefilter(raws)
     sources = [s for s in (_parse(r, reporter) for r in now) if s is not None]
     index = Index(sources)

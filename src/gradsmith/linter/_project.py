@@ -21,6 +21,19 @@ def forget() -> None:
     """Drop what was read from disk during the last run (called when an analysis ends)."""
     _SETUPS.clear()
     _LISTINGS.clear()
+    _LINTED_SETUPS.clear()
+
+
+def note_setups(paths) -> None:
+    """Remember the extensions every linted ``setup.py`` declares (gpt-neox builds
+    ``fused_rotary_positional_embedding`` in megatron/fused_kernels/setup.py, beside the
+    package that imports it by that top-level name, not in a folder above it)."""
+    for path in paths:
+        if os.path.basename(path) == "setup.py" and os.path.isfile(path):
+            _LINTED_SETUPS.update(_declared(path))
+
+
+_LINTED_SETUPS: set[str] = set()
 
 
 def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
@@ -31,6 +44,9 @@ def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
     if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
            for name in declared):
         return True
+    head = qual.partition(".")[0]
+    if head in _LINTED_SETUPS and not _has_source(head, roots):
+        return True  # a top-level extension another setup.py of the linted tree builds
     parts = qual.split(".")
     for i, part in enumerate(parts[1:], 1):  # a leaf name whose package setup.py composes
         if part in declared and not _has_source(".".join(parts[: i + 1]), roots):

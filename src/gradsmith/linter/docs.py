@@ -114,7 +114,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
   `_functional_collectives` do not. On grad_output a collective is GS223, a warning (see
   the severity policy); a helper that also changes the values otherwise (`x.div_(n)` after
-  the reduce) is GS102.
+  the reduce) is GS102. So is `ctx.mark_dirty(grad_output)` in backward: it shows that the
+  opaque call before it (an extension) wrote grad_output, and in backward it changes
+  nothing.
 - Triton: a launch `kernel[grid](x, ...)` of a `@triton.jit` kernel defined in the linted
   code (same module, or imported from a linted module; also a static method of a class,
   `kernel.GELU.backward[grid]`, through a package's `from .gelu import *`) writes every

@@ -3,8 +3,9 @@
 A name "holds the raw gradient" when it is a gradient parameter of backward, or is bound to
 one through operations that keep its strides (a view, ``reshape``, indexing, a transpose).
 The family of names is guarded when any of them is made contiguous, copied, asked for its
-strides or checked with ``is_contiguous()`` (an ``assert`` counts: it fails loudly instead of
-silently), or rebound to anything else. An unguarded name given to a Triton launch, or to a
+strides or checked with ``is_contiguous()``, or rebound to anything else. An ``assert
+g.is_contiguous()`` on the gradient as it arrived is a finding of its own: it fails loudly,
+but for the expanded gradient of ``out.sum()`` too. An unguarded name given to a Triton launch, or to a
 compiled extension's function, is a finding; so is one given to a helper of the linted code
 that does that with its parameter (followed a few levels deep).
 """
@@ -36,7 +37,7 @@ _BWD = "from torch.autograd.function import once_differentiable\n" + _H + _CLS +
 GS221 = Rule(
     "GS221", "kernel-assumes-contiguous", "warning",
     "grad_output goes to a Triton kernel or compiled extension without `.contiguous()` or "
-    "its strides",
+    "its strides (or backward asserts `grad_output.is_contiguous()`)",
     "grad_output is not guaranteed contiguous: the gradient of `out.sum()` is an expanded "
     "tensor with stride 0, and `out.t()` or slicing gives other strides, so a kernel that "
     "indexes it as a dense row-major tensor reads the wrong elements and the gradient is "
@@ -71,6 +72,12 @@ def check_layout_of_gradients(facts: Facts, report) -> None:
         if method.node.args.vararg is not None:  # `backward(ctx, *grad_outputs)`
             grads.add(method.node.args.vararg.arg)
         if not grads:
+            continue
+        asserted = _asserted_contiguous(method.node, grads)
+        if asserted is not None:
+            node, name = asserted
+            report("GS221", method.source, node,
+                   f"`assert {name}.is_contiguous()` fails for an expanded gradient")
             continue
         found = _dense_use(method.node, grads, _Where(sym, facts.sym_of), 0)
         if found is not None:
@@ -189,6 +196,27 @@ def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int):
         cache[key] = None if inner is None else (
             f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)", inner[2])
     return cache[key]
+
+
+def _asserted_contiguous(func: ast.AST, grads: set[str]):
+    """``assert g.is_contiguous()`` on a gradient as it arrived: `out.sum()` hands backward
+    an expanded (stride 0) gradient and the assert raises where `.contiguous()` would copy."""
+    root = {g: g for g in grads}
+    for node in _body_nodes(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            origin = _strided_origin(node.value, root)
+            if origin is not None:
+                root[node.targets[0].id] = root[origin]
+            else:
+                root.pop(node.targets[0].id, None)
+        elif isinstance(node, ast.Assert):
+            for sub in ast.walk(node.test):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                        sub.func.attr == "is_contiguous" and isinstance(sub.func.value, ast.Name) \
+                        and sub.func.value.id in root:
+                    return node, sub.func.value.id
+    return None
 
 
 def _decorator_guarded(func: ast.AST, where: _Where) -> set[str]:

@@ -108,6 +108,21 @@ _ATOMIC = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
 _STATS = re.compile(r"^(running_\w+|num_batches_tracked|moving_\w+)$")
 
 
+def _dirty_gradient(stmt, flow: Flow, method, report, on_grad: list) -> None:
+    """``ctx.mark_dirty(grad_output)`` in backward: the author says an opaque call (an
+    extension writing its argument) changed grad_output in place; in backward mark_dirty
+    changes nothing, so the write stands (GS102)."""
+    for node in statement_nodes(stmt):
+        if is_ctx_call(node, flow.ctx, "mark_dirty"):
+            for arg in node.args:
+                if not isinstance(arg, ast.Starred) and "grad" in flow.eval(arg).origins:
+                    on_grad.append(node)
+                    label = short(method.source.segment(arg)) or "grad_output"
+                    report("GS102", method.source, node,
+                           f"`ctx.mark_dirty({label})` in backward: written in place before it")
+                    return
+
+
 def _unread_by_callers(facts: Facts, names: list[str]) -> bool:
     """Every call of the Function in the linted code passes, for each of ``names``, a value
     nothing reads after the call: no harm shown, GS230 instead of GS101."""
@@ -270,9 +285,10 @@ def check_inplace(facts: Facts, report) -> None:
 
         once_b: list[ast.AST] = []  # GS227 and GS103 are reported for the first write only
         once_103: list[ast.AST] = []
+        on_grad: list[ast.AST] = []  # writes of grad_output reported
 
         def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b,
-                    once=once_b, once_103=once_103):
+                    once=once_b, once_103=once_103, on_grad=on_grad):
             for node, target, what, proven in mutations(stmt, flow, helpers):
                 what = by_option(what, stmt, target, chosen)
                 val = flow.eval(target)
@@ -287,6 +303,7 @@ def check_inplace(facts: Facts, report) -> None:
                             and node is stmt and val.tensor:
                         fix = _augassign_fix(facts, method, stmt)
                     code = "GS217" if option(what) else "GS223" if is_collective(what) else "GS102"
+                    on_grad.append(node)
                     report(code, method.source, node, f"{what} on `{label}`",
                            fix if code == "GS102" else ())
                 elif "saved:fresh" in val.origins and what.startswith("kernel `"):
@@ -302,6 +319,8 @@ def check_inplace(facts: Facts, report) -> None:
                         once_103.append(node)
                         report("GS103", method.source, node, f"{what} on `{label}`")
 
+            if not on_grad:
+                _dirty_gradient(stmt, flow, method, report, on_grad)
             track_fresh_views(stmt, fresh)
 
         facts.walk(method, visit_b)
