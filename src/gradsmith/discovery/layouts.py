@@ -44,6 +44,9 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     # length), then filters (1, 1, taps) shorter than them.
     ((2, 3, 8), (1, 1, 4)),
     ((2, 3, 8), (2, 3, 8), (1, 1, 4)),
+    # A batch of signals (batch, time) and one value per signal: a compiled per-signal loop
+    # (numba's ``for b in prange(B): g = zi[b]``) that reads the others as scalars.
+    ((3, 8), (3,)),
 )
 
 
