@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import rng, suggest, surrogate_fit
+from gradsmith.checker import filled, rng, spread, suggest, surrogate_fit
 from gradsmith.checker.session import Session
 
 
@@ -88,6 +88,8 @@ def declaration(session: Session, names: list[str], sigs: dict, v: torch.Tensor,
         got = suggest.try_declaration(session, "intended", fn, problem.split(w))
         if got is None or not all(suggest.matches(a, b, session) for a, b in zip(want, got)):
             return None
+    if not spread.holds(session, "intended", fn):  # and with the inputs spread over a grid
+        return None
     return f"intended={source}"
 
 
@@ -109,6 +111,8 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
             out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
         out += _blackbox(session, names, top, grad, numbers)
         out += _periodic_exponential(name, grad, numbers)
+        if same:  # constants written outside a window (nni's ramp)
+            out += filled.candidates(session, name, t, grad, numbers)
     if kind == "substituted" and sig.swap is not None:
         out += _products(grad, sig.swap[1])  # the stand-in, a forward argument's name
     if same:
