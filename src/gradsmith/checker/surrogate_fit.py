@@ -10,7 +10,9 @@ families of surrogate gradients, each the derivative of a surrogate ``S = A * F(
   fitted by least squares over a log-spaced search;
 - piecewise: a constant (straight-through with a scale, ``c * x``), a rectangular window or a
   clipped quantizer (``c * x.clamp(lo, hi)``), a triangle (``c (1 - |x - s| / w)`` inside
-  ``|x - s| < w``).
+  ``|x - s| < w``);
+- a multi-Gaussian (a centre Gaussian less two wide side ones:
+  :mod:`gradsmith.checker.multi_gaussian`).
 
 The shift ``s`` is 0 or a numeric forward argument (a threshold). Numbers are printed as the
 shortest decimal that still fits (``25``, not ``24.999999998``), or after the forward argument
@@ -26,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
+from gradsmith.checker import multi_gaussian
 from gradsmith.checker.slope_fit import FIT, fit_smooth
 
 # (surrogate F as Python source of u, its derivative F')
@@ -71,6 +74,8 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
             fit = fit_smooth(u, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
+    # last (the costliest search): a centre Gaussian less two wide side ones (Yin et al.)
+    yield from multi_gaussian.terms(name, xv, d)
     for n, a in tensors:  # straight-through scaled by another argument, element by element
         ratio = d * a[pos]
         if bool(((ratio - ratio[0]).abs() <= 1e-9 * ratio.abs().max()).all()):
