@@ -98,3 +98,38 @@ def test_a_size_reached_through_a_nested_slice_is_found_and_variants_keep_it():
     (reference,) = torch.autograd.grad(_reference(X[..., 3:], X[..., :3]), X, g)
     torch.testing.assert_close(got, reference)
     assert gradsmith.check(Pose, *found.args).passed
+
+
+
+def _three(v):
+    assert v.shape[-1] == 3, "a 3-vector routine"
+    return v
+
+
+class Lift(Function):
+    """(v, |v|^2) for a 3-vector v: forward runs on any last size, backward's 3-vector helper
+    does not, and it slices the appended value off the gradient (g[..., :-1])."""
+
+    @staticmethod
+    def forward(ctx, v):
+        ctx.save_for_backward(v)
+        return torch.cat([v, (v * v).sum(-1, keepdim=True)], -1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (v,) = ctx.saved_tensors
+        return g[..., :-1] + 2 * _three(v) * g[..., -1:]
+
+
+def test_variants_keep_the_last_size_the_code_slices():
+    found = synthesize(Lift)
+    assert isinstance(found, Synthesized), found
+    (v,) = found.args
+    assert v.shape[-1] == 3 and found.variants
+    assert all(variant.args[0].shape[-1] == 3 for variant in found.variants)
+    g = torch.randn(v.shape[:-1] + (4,), dtype=torch.float64)
+    (got,) = torch.autograd.grad(Lift.apply(v), v, g)
+    (reference,) = torch.autograd.grad(torch.cat([v, (v * v).sum(-1, keepdim=True)], -1), v, g)
+    torch.testing.assert_close(got, reference)
+    assert gradsmith.check(Lift, *found.args).passed

@@ -67,7 +67,7 @@ def _called_names(tree: ast.AST) -> set[str]:
 
 
 def _constant_slice(tree: ast.AST | None) -> bool:
-    """``x[..., :3]`` or ``x[..., 3:]`` somewhere in ``tree``."""
+    """``x[..., :3]``, ``x[..., 3:]`` or ``g[..., :-1]`` somewhere in ``tree``."""
     if tree is None:
         return False
     for node in ast.walk(tree):
@@ -76,10 +76,16 @@ def _constant_slice(tree: ast.AST | None) -> bool:
         items = node.slice.elts
         if (len(items) == 2 and isinstance(items[0], ast.Constant)
                 and items[0].value is Ellipsis and isinstance(items[1], ast.Slice)
-                and any(isinstance(b, ast.Constant) and type(b.value) is int
-                        for b in (items[1].lower, items[1].upper))):
+                and any(_int_constant(b) for b in (items[1].lower, items[1].upper))):
             return True
     return False
+
+
+def _int_constant(node: ast.AST | None) -> bool:
+    """``3`` or ``-1``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 def sized_layouts(n_tensors: int):
@@ -117,13 +123,32 @@ def sized_inputs(on_layout, plans: list) -> Any:
     return None
 
 
+def same_last_sizes(found: Any, call: Any) -> Any:
+    """``found`` without the variants that change a tensor's last size and on which
+    backward raises (the "other shapes" variant resizes every dimension; code slicing fixed
+    pieces off the last one then raises for a reason no caller meets)."""
+    from dataclasses import replace
+
+    from gradsmith.discovery.probe import backward_error
+
+    layout = [tuple(a.shape) for a in found.args if _is_float_tensor(a)]
+    kept = tuple(v for v in found.variants if _keeps_sizes(v.args, layout)
+                 or backward_error(call, v.args) is None)
+    return found if len(kept) == len(found.variants) else replace(found, variants=kept)
+
+
+def _is_float_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
 def _keeps_sizes(args: tuple, layout) -> bool:
     """True when each tensor in ``args`` has the last size ``layout`` gives it (a variant
     that resizes the vectors is not what the code is written for)."""
-    import torch
-
-    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-    return all(t.dim() >= 1 and t.shape[-1] == shape[-1] for t, shape in zip(tensors, layout))
+    tensors = [a for a in args if _is_float_tensor(a)]
+    return all(t.dim() >= 1 and len(shape) >= 1 and t.shape[-1] == shape[-1]
+               for t, shape in zip(tensors, layout))
 
 
 def _note(names: list[str], layout) -> str:

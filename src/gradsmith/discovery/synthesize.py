@@ -41,7 +41,7 @@ from gradsmith.discovery.defaults import stated_defaults, with_defaults
 from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
-from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
+from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.operators import linear_operators, with_operators
@@ -190,7 +190,8 @@ def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> S
     """Inputs shaped as the code states when ``found``'s layout is one its kernels' backward
     rejects (:func:`~gradsmith.discovery.from_code.stated_if_misfit`), else ``found``."""
     better = stated_if_misfit(fn, params, hints, seed, found.args)
-    return found if better is None else Synthesized(*better, seed=seed)
+    found = found if better is None else Synthesized(*better, seed=seed)
+    return same_last_sizes(found, getattr(fn, "apply", fn)) if slices_last_dim(fn) else found
 
 
 def _first_working(call, slots: list[Slot], seed: int,
