@@ -35,7 +35,7 @@ def unread_after_calls(name: str, positions: set[int], sym_of: dict) -> bool:
 
     if not _only_applied(name, sym_of):
         return False
-    sites = _callers(f"{name}.apply", is_apply, sym_of)  # also `fn = Fn.apply`
+    sites = _callers(f"{name}.apply", "apply", is_apply, sym_of)  # also `fn = Fn.apply`
     if not sites:
         return False
     for call, func in sites:
@@ -52,39 +52,38 @@ def unread_after_calls(name: str, positions: set[int], sym_of: dict) -> bool:
     return True
 
 
-def _aliases(needle: str, match, sym_of: dict) -> list | None:
-    """Matchers of the calls that run ``match``'s target under another name: ``X = <it>``
-    at module level, ``self.x = <it>`` (also one side of a conditional) called as
-    ``self.x(...)`` in the same file. None when it is used as a value any other way
+def _aliases(needle: str, key: str, match, sym_of: dict) -> list | None:
+    """Matchers of the calls that run ``match``'s target (whose last name is ``key``) under
+    another name: ``X = <it>`` at module level, ``self.x = <it>`` (also one side of a
+    conditional) called as ``self.x(...)``. None when it is used as a value any other way
     (passed on, stored elsewhere), so its callers cannot be listed."""
     found: list = []
     for sym in sym_of.values():
         src = sym.source
         if needle not in src.text:
             continue
-        called = {id(call.func) for call, _ in _calls_in(src)}
-        for stmt in ast.walk(src.tree):
-            if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
-                continue
+        index = _index(src)
+        used = {id(n) for n in index.loads.get(key, ()) if match(n)}
+        if not used:
+            continue
+        bound: set[int] = set()
+        for stmt in index.assigns:
             values = [stmt.value.body, stmt.value.orelse] if isinstance(
                 stmt.value, ast.IfExp) else [stmt.value]
-            hits = [v for v in values if match(v)]
+            hits = [v for v in values if id(v) in used]
             if not hits:
                 continue
             target = stmt.targets[0]
             if isinstance(target, ast.Name):
-                found.append(lambda call, name=target.id: _last(call.func) == name)
+                found.append((target.id, None))
             elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                     and target.value.id == "self":
-                found.append(lambda call, attr=target.attr, src=src: dotted(call.func) == [
-                    "self", attr] and any(c is call for c, _ in _calls_in(src)))
+                found.append((target.attr, "self"))
             else:
                 continue
-            called.update(id(v) for v in hits)
-        for node in ast.walk(src.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(
-                    node.ctx, ast.Load) and match(node) and id(node) not in called:
-                return None
+            bound.update(id(v) for v in hits)
+        if used - bound - index.called:
+            return None
     return found
 
 
@@ -92,8 +91,8 @@ def _wrapper_unread(wrapper: ast.FunctionDef, param: int, sym_of: dict) -> bool:
     def is_wrapper(expr: ast.expr) -> bool:
         return _last(expr) == wrapper.name
 
-    sites = [(call, func) for call, func in _callers(wrapper.name, is_wrapper, sym_of) or ()
-             if func is not wrapper]
+    sites = [(call, func) for call, func in
+             _callers(wrapper.name, wrapper.name, is_wrapper, sym_of) or () if func is not wrapper]
     if not sites:
         return False  # its callers are not in the linted code
     return all((arg := _argument(call, param)) is not None and _unread(arg, func, call)
@@ -104,67 +103,87 @@ def _only_applied(name: str, sym_of: dict) -> bool:
     """The class is used only through ``<name>.apply`` (and as a base class): not imported
     under another name, called directly or handed on, where calls could hide."""
     for sym in sym_of.values():
-        src = sym.source
-        if name not in src.text:
+        if name not in sym.source.text:
             continue
-        for node in ast.walk(src.tree):
-            if isinstance(node, ast.ImportFrom) and any(
-                    a.name == name and a.asname not in (None, name) for a in node.names):
-                return False
-        applied = {id(n.value) for n in ast.walk(src.tree)
-                   if isinstance(n, ast.Attribute) and n.attr == "apply"}
-        bases = {id(b) for n in ast.walk(src.tree) if isinstance(n, ast.ClassDef)
-                 for b in n.bases}
-        for node in ast.walk(src.tree):
-            if (isinstance(node, ast.Name) and node.id == name or isinstance(
-                    node, ast.Attribute) and node.attr == name) and isinstance(
-                    node.ctx, ast.Load) and id(node) not in applied and id(node) not in bases:
-                return False
+        index = _index(sym.source)
+        if name in index.renamed or any(
+                id(node) not in index.applied and id(node) not in index.bases
+                for node in index.loads.get(name, ())):
+            return False
     return True
 
 
-def _callers(needle: str, match, sym_of: dict) -> list | None:
-    """Every call of what ``match`` names, directly or under an alias; None when some use
-    of it hides its callers."""
-    aliases = _aliases(needle, match, sym_of)
+def _callers(needle: str, key: str, match, sym_of: dict) -> list | None:
+    """Every call of what ``match`` names (its last name ``key``), directly or under an
+    alias; None when some use of it hides its callers."""
+    aliases = _aliases(needle, key, match, sym_of)
     if aliases is None:
         return None
-    sites = _sites(needle, lambda call: match(call.func), sym_of)
-    for alias in aliases:  # an alias is called in any file (`self.reduce(out)`)
-        sites += [(call, func) for sym in sym_of.values() for call, func in _calls_in(sym.source)
-                  if isinstance(call.func, (ast.Name, ast.Attribute)) and alias(call)]
+    sites = _sites(needle, key, lambda call: match(call.func), sym_of)
+    for name, owner in aliases:  # an alias is called in any file (`self.reduce(out)`)
+        sites += _sites(name, name, lambda call, owner=owner: owner is None or dotted(
+            call.func) == [owner, _last(call.func)], sym_of)
     return sites
 
 
-def _sites(needle: str, match, sym_of: dict) -> list[tuple[ast.Call, ast.AST | None]]:
-    """Calls ``match`` accepts in the linted files that mention ``needle``, each with the
-    function it is in (None at module level)."""
+def _sites(needle: str, key: str, match, sym_of: dict) -> list[tuple[ast.Call, ast.AST | None]]:
+    """Calls whose callee's last name is ``key`` and that ``match`` accepts, in the linted
+    files that mention ``needle``, each with the function it is in (None at module level)."""
     found = []
     for sym in sym_of.values():
-        src = sym.source
-        if needle not in src.text:
-            continue
-        for call, func in _calls_in(src):
-            if match(call):
-                found.append((call, func))
+        if needle in sym.source.text:
+            found += [(call, func) for call, func in _index(sym.source).calls.get(key, ())
+                      if match(call)]
     return found
 
 
-def _calls_in(src) -> list[tuple[ast.Call, ast.AST | None]]:
-    cached = src.__dict__.get("_gs_calls_in")
-    if cached is None:  # once per file
-        cached = []
-        stack: list[tuple[ast.AST, ast.AST | None]] = [(src.tree, None)]
+class _Index:
+    """One walk of a file: its calls by callee's last name (with the function each is in),
+    loads of each identifier, single-target assignments, what ``X.apply``, class bases and
+    calls use, and names imported under another name."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.calls: dict[str, list[tuple[ast.Call, ast.AST | None]]] = {}
+        self.loads: dict[str, list[ast.AST]] = {}
+        self.assigns: list[ast.Assign] = []
+        self.applied: set[int] = set()
+        self.bases: set[int] = set()
+        self.called: set[int] = set()
+        self.renamed: set[str] = set()
+        stack: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
         while stack:
             node, func = stack.pop()
             for child in ast.iter_child_nodes(node):
                 inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                     else func
-                if isinstance(child, ast.Call):
-                    cached.append((child, func))
+                self._note(child, func)
                 stack.append((child, inner))
-        src.__dict__["_gs_calls_in"] = cached
-    return cached
+
+    def _note(self, node: ast.AST, func) -> None:
+        if isinstance(node, ast.Call):
+            self.called.add(id(node.func))
+            last = _last(node.func)
+            if last is not None:
+                self.calls.setdefault(last, []).append((node, func))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            self.loads.setdefault(node.id, []).append(node)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            self.loads.setdefault(node.attr, []).append(node)
+            if node.attr == "apply":
+                self.applied.add(id(node.value))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            self.assigns.append(node)
+        elif isinstance(node, ast.ClassDef):
+            self.bases.update(id(b) for b in node.bases)
+        elif isinstance(node, ast.ImportFrom):
+            self.renamed.update(a.name for a in node.names if a.asname not in (None, a.name))
+
+
+def _index(src) -> _Index:
+    found = src.__dict__.get("_gs_reuse_index")
+    if found is None:  # once per file
+        found = src.__dict__["_gs_reuse_index"] = _Index(src.tree)
+    return found
 
 
 def _argument(call: ast.Call, position: int) -> ast.expr | None:
