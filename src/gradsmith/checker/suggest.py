@@ -7,7 +7,9 @@ Candidates, per differentiated input (named by its forward parameter):
 
 - straight-through: ``x`` (identity backward), ``x.clamp(-1, 1)``, ``x.clamp(0, 1)``,
   ``x.clamp(lo, hi)`` from the forward's numeric arguments, ``torch.tanh(x)``,
-  ``torch.sigmoid(x)``; an input whose backward is 0 is left out; the surrogate is their sum.
+  ``torch.sigmoid(x)``, ``x * (Fn.apply(x) != 0)`` (masked by forward's own output, a
+  Bernoulli sample's); an input whose backward is 0 is left out; the surrogate is their
+  sum.
 - scaled (reversal, scaling) with an identity forward: ``intended=lambda x, alpha, grad:
   (-alpha * grad, None)``, the factor named after a forward argument when one matches it;
   with another forward in the setup_context style, ``surrogate=lambda ...: c * Fn.forward(...)``.
@@ -141,6 +143,16 @@ def _terms(name: str, numbers: list[tuple[str, float]]) -> list[str]:
     return terms + [f"torch.tanh({name})", f"torch.sigmoid({name})"]
 
 
+def _masked_by_output(session: Session, names: list[str], top: int) -> list[str]:
+    """``x * (Fn.apply(...) != 0)``: the gradient passed where forward's own output is not 0
+    (a Bernoulli sample's straight-through estimator masked by the sample: the surrogate
+    runs from forward's random state, so it draws the same sample)."""
+    cls = session.function_cls
+    if cls is None or cls.__qualname__ != cls.__name__ or len(session.problem.out_shapes) != 1:
+        return []
+    return [f"{names[top]} * ({cls.__name__}.apply({', '.join(names)}) != 0)"]
+
+
 def _compile(source: str, session: Session) -> Any:
     namespace = {"torch": torch}
     cls = session.function_cls
@@ -196,8 +208,8 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
                 f"lambda {params}: {' + '.join(chosen)}", session), v, problem.xs, split)
             if got is not None and _matches(grads[t], got[t], session):
                 continue
-        for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers,
-                                        _terms(names[top], numbers)):
+        simple = _terms(names[top], numbers) + _masked_by_output(session, names, top)
+        for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers, simple):
             fn = _compile(f"lambda {params}: {term}", session)
             got = _try(session, "surrogate", fn, v, problem.xs, split)
             # agreeing at the check's inputs may be luck (no element between -1 and a window
@@ -361,8 +373,8 @@ def _render(a: Any, mark_grad: bool) -> str:
 
 # Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through) and
 # :mod:`gradsmith.checker.intended_fit` (one output).
-matches, numbers, factor, modifications, compile_source, grad_name = (
-    _matches, _numbers, _factor, _modifications, _compile, _grad_name)
+matches, numbers, factor, modifications, compile_source, grad_name, simple_terms = (
+    _matches, _numbers, _factor, _modifications, _compile, _grad_name, _terms)
 
 
 def try_declaration(session: Session, kind: str, fn: Any, split: list[torch.Tensor]
