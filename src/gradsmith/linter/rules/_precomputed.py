@@ -8,7 +8,7 @@ import ast
 from gradsmith.linter._evidence import evidence
 from gradsmith.linter._facts import Facts, is_ctx_call
 from gradsmith.linter._flow import walk_shallow
-from gradsmith.linter._kernels import launched
+from gradsmith.linter._kernels import finder, launched
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import once_differentiable, own, short, trivial
 from gradsmith.linter.rules._fallthrough import _items
@@ -143,8 +143,10 @@ def _forward_gradients(facts: Facts, method) -> tuple[set[str], set[int]]:
                     attrs.add(target.attr)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
-            if launched(call) is not None:  # a kernel fills its buffers from its inputs
-                args = [a for a in call.args if isinstance(a, ast.Name)]
+            if launched(call) is not None or _runs_kernel(facts, call):
+                # a kernel (or a helper launching one) fills its buffers from its inputs
+                args = [a for a in (*call.args, *(k.value for k in call.keywords))
+                        if isinstance(a, ast.Name)]
                 if any(a.id in inputs | derived for a in args):
                     filled = {a.id for a in args if a.id not in inputs | derived}
                     derived |= filled
@@ -160,6 +162,17 @@ def _forward_gradients(facts: Facts, method) -> tuple[set[str], set[int]]:
     return attrs, slots
 
 
+def _runs_kernel(facts: Facts, call: ast.Call) -> bool:
+    """``fwd_bwd_triton(x=x, x_grad=x_grad)``: a custom op, or a helper of the linted code
+    that launches a custom kernel (followed as GS215 follows backward's helpers)."""
+    from gradsmith.linter.rules._kernels import _opaque, _via_helper
+
+    sym = facts.sym_of[id(facts.fc.source)]
+    find = finder(sym, facts.sym_of)
+    return bool(_opaque(call, find) or _via_helper(call, facts.fc.source.functions, find,
+                                                   facts.sym_of))
+
+
 def _backward_names(bwd, ctx: str | None, attrs: set[str], slots: set[int],
                     scales: set[str]) -> set[str]:
     """Locals of backward bound to the precomputed gradients; ``scales`` gets the locals
@@ -173,6 +186,9 @@ def _backward_names(bwd, ctx: str | None, attrs: set[str], slots: set[int],
                 for i, elt in enumerate(target.elts):
                     if isinstance(elt, ast.Name):
                         (names.add if i in slots else names.discard)(elt.id)
+            elif isinstance(target, (ast.Tuple, ast.List)) and not _value_names(value):
+                # `(B,) = ans_grad.shape`: sizes, numbers like the constants
+                scales.update(e.id for e in target.elts if isinstance(e, ast.Name))
             elif isinstance(target, ast.Name):
                 hit = _precomputed(value, ctx, attrs, names, slots, scales)
                 (names.add if hit else names.discard)(target.id)
@@ -233,7 +249,9 @@ def check_precomputed_gradient(facts: Facts, report) -> None:
         scales = {*bwd.params[1:], ctx}  # grad_output, numbers kept on ctx, constants
         names = _backward_names(bwd, ctx, attrs, slots, scales)
         for ret in (n for n in walk_shallow(bwd.node) if isinstance(n, ast.Return)):
-            for item in _items(ret.value) or [ret.value]:
+            items = _items(ret.value) or ([e for e in ret.value.elts if not isinstance(
+                e, ast.Starred)] if isinstance(ret.value, ast.Tuple) else [ret.value])
+            for item in items:  # `return x_grad, *[None] * 4` too
                 if item is not None and _precomputed(item, ctx, attrs, names, slots, scales):
                     report("GS222", bwd.source, item, f"`{short(ast.unparse(item))}`")
                     return
