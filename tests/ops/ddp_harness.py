@@ -10,6 +10,7 @@ the full batch.
 from __future__ import annotations
 
 import importlib
+import multiprocessing.forkserver
 import os
 import socket
 import sys
@@ -23,12 +24,30 @@ from torch.nn.parallel import DistributedDataParallel
 HERE = str(Path(__file__).resolve().parent)
 
 
+#: What a rank imports before it trains: torch, DDP (whose constructor imports torch._dynamo)
+#: and the harness. Spawned, each rank imported them itself (3.5 CPU-s a rank, issue 21).
+PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo", "ddp_harness")
+
+
 def train_ddp(module_name: str, world: int, out_dir: Path) -> list[dict[str, torch.Tensor]]:
-    """Spawn ``world`` ranks that each train their shard; return their state dicts."""
-    if HERE not in sys.path:  # spawned children import the test module by name from here
+    """Start ``world`` ranks that each train their shard; return their state dicts.
+
+    The ranks are separate processes, as with ``spawn``, forked from a fork server (started
+    here, single-threaded) that imported :data:`PRELOAD` and the test module once; the server
+    is stopped and reaped before this returns. Forking the test process itself would copy
+    pytest-xdist's threads and whatever locks they hold.
+    """
+    if HERE not in sys.path:  # the fork server imports the test module by name from here
         sys.path.insert(0, HERE)
-    mp.spawn(_rank, args=(module_name, _free_port(), world, str(out_dir)), nprocs=world,
-             join=True)
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_pid is not None:  # preloads apply to a server started after this
+        server._stop()
+    server.set_forkserver_preload([*PRELOAD, module_name])
+    try:
+        mp.start_processes(_rank, args=(module_name, _free_port(), world, str(out_dir)),
+                           nprocs=world, join=True, start_method="forkserver")
+    finally:
+        server._stop()
     return [torch.load(Path(out_dir) / f"rank{rank}.pt") for rank in range(world)]
 
 
