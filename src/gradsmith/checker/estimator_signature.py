@@ -68,6 +68,10 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: a learned quantization parameter (a step, an offset, a clip) "
                 "whose gradient is the straight-through rule of its quantizer, written out in "
                 "backward (LSQ, LSQ+, PACT), not the gradient of the rounded forward")
+    if sig.kind == "ignored-output":
+        return (f"{sig.label}: backward ignores the incoming gradient of {sig.through} (which "
+                "forward computes from it) and passes the other outputs' gradient straight "
+                "through: a straight-through estimator of those outputs")
     if sig.kind == "guided":
         return (f"{sig.label}: backward is forward's gradient with every negative incoming "
                 "gradient zeroed (guided backpropagation: a saliency rule, the gradient of no "

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from gradsmith.checker import (
+    ignored_outputs,
     learned_quant,
     numerics,
     quantized,
@@ -48,7 +49,8 @@ from gradsmith.checker.session import Session
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
 KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
-         "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer")
+         "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer",
+         "ignored-output")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -66,8 +68,11 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     if random is not None and (random.kind == "unbiased" or not forward_is_random(session)):
         return [stochastic.estimator_finding(session, problem, random, results)], {
             res.t for res in results}
-    learned = learned_quant.fit(session, problem, results, vs[0], grads[0])
-    if learned is not None:  # a learned step, offset or clip: one surrogate covers them all
+    # a learned step, offset or clip; outputs whose gradient backward drops: one surrogate
+    # covers every input
+    learned = (learned_quant.fit(session, problem, results, vs[0], grads[0])
+               or ignored_outputs.fit(session, problem, results, vs[0], grads[0]))
+    if learned is not None:
         sigs, declaration = learned
         return [_with_elements(_finding(sigs, declaration, []), results)], set(sigs)
     sigs: dict[int, Signature] = {}
