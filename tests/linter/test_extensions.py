@@ -178,3 +178,25 @@ def test_extension_built_by_a_setup_py_beside_the_package(tmp_path):
         "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n"
         "setup(name='k', ext_modules=[CUDAExtension(name='fused_square', sources=['sq.cu'])])\n")
     assert _gs215(tmp_path) == [line]
+
+
+_GROUP = (
+    "import torch\n\nfrom . import SCN\n\n\n"
+    "class GroupOp(torch.autograd.Function):\n    @classmethod\n"
+    "    def forward(cls, ctx, x):\n        ctx.save_for_backward(x)\n"
+    "        return cls.forward_op(x)\n\n"
+    "    @classmethod\n    def backward(cls, ctx, g):\n        (x,) = ctx.saved_tensors\n"
+    "        return cls.backward_op(g.contiguous(), x)\n\n\n"
+    "class Exp(GroupOp):\n    forward_op, backward_op = SCN.expm, SCN.expm_backward\n"
+)
+
+
+def test_extension_functions_a_subclass_binds_and_the_base_backward_calls(tmp_path):
+    """lietorch: `forward_op, backward_op = backends.expm, backends.expm_backward` on each
+    group operation, and the base class's classmethod backward calls `cls.backward_op(...)`."""
+    fns = _project(tmp_path)
+    fns.write_text(_GROUP)
+    line = _GROUP.splitlines().index("        return cls.backward_op(g.contiguous(), x)") + 1
+    assert _gs215(fns) == [line]
+    fns.write_text(_GROUP.replace("SCN.expm, SCN.expm_backward", "torch.exp, torch.mul"))
+    assert _gs215(fns) == []

@@ -28,6 +28,7 @@ import builtins
 
 from gradsmith.linter._kernels import finder, module_named, modules_of
 from gradsmith.linter._project import is_extension_module, is_python_module
+from gradsmith.linter._proxies import extension_proxy, resolve_class
 from gradsmith.linter._symbols import ModuleSymbols, dotted, statements
 
 _FOLLOW = 4  # re-exports and helpers followed across modules
@@ -61,12 +62,29 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
             if isinstance(stmt, ast.Assign) and scope.valued(stmt.value):
                 known.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
             elif isinstance(stmt, ast.ClassDef):  # `dot_backward = {"cpu": ext_cpu.fn, ...}`
-                known.update(f"{stmt.name}.{t.id}" for sub in stmt.body
-                             if isinstance(sub, ast.Assign) and scope.valued(sub.value)
-                             for t in sub.targets if isinstance(t, ast.Name))
+                for attr in _class_extensions(stmt, scope):
+                    known.update((f"{stmt.name}.{attr}", f"*.{attr}"))
         if len(known) == before:
             break
     found = source.__dict__["_gs_ext_names"] = frozenset(known)
+    return found
+
+
+def _class_extensions(klass: ast.ClassDef, scope: Scope) -> set[str]:
+    """Class attributes bound to extensions: ``table = {"cpu": ext.fn}``, and lietorch's
+    ``forward_op, backward_op = lietorch_backends.expm, lietorch_backends.expm_backward``
+    (a base class's classmethod backward then calls ``cls.backward_op(...)``)."""
+    found: set[str] = set()
+    for sub in klass.body:
+        if not isinstance(sub, ast.Assign):
+            continue
+        for target in sub.targets:
+            if isinstance(target, ast.Name) and scope.valued(sub.value):
+                found.add(target.id)
+            elif isinstance(target, ast.Tuple) and isinstance(sub.value, ast.Tuple) and len(
+                    target.elts) == len(sub.value.elts):
+                found.update(t.id for t, v in zip(target.elts, sub.value.elts)
+                             if isinstance(t, ast.Name) and scope.valued(v))
     return found
 
 
@@ -155,7 +173,21 @@ class Scope:
             return self.valued(expr.args[0])
         if _is_load(expr, self.sym):
             return True
-        return self.depth < _FOLLOW and self.returns(expr.func)
+        return self.depth < _FOLLOW and (self.returns(expr.func) or self.proxy(expr.func))
+
+    def proxy(self, func: ast.expr) -> bool:
+        """``func`` is a linted class whose instances stand for an extension it loads
+        itself (a lazy loader's ``__getattr__``; see _proxies.py)."""
+        klass, owner = resolve_class(func, self.sym, self.sym_of)
+        if klass is None:
+            return False
+        depth = self.depth + 1
+
+        def valued_in(method: ast.FunctionDef):
+            return Scope(owner, self.sym_of, names(owner, self.sym_of, depth),
+                         depth).with_locals(method).valued
+
+        return extension_proxy(klass, valued_in)
 
     def returns(self, func: ast.expr) -> bool:
         """``func`` is a helper (this module or a linted one) returning an extension."""
@@ -191,6 +223,8 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
         return None  # a class (a handle, a key) or another Function's apply
     if head in scope.known:
         return ""
+    if head in ("cls", "self") and len(parts) == 2 and f"*.{last}" in scope.known:
+        return ""  # `cls.backward_op(...)`: a (sub)class of the module binds it to one
     if head in local:
         return None
     target = scope.sym.imports.get(head)
