@@ -86,3 +86,39 @@ def test_getattr_forwarding_to_something_else_is_not_an_extension(tmp_path):
         "    def forward(ctx, x):\n        return x * t.scale\n\n    @staticmethod\n"
         "    def backward(ctx, g):\n        return t.scale_backward(g)\n")
     assert _gs215(root) == []
+
+
+def test_forward_backward_pair_of_an_outside_package_is_a_kernel_and_double_backward_is_lost(
+    fixtures_dir, tmp_path, monkeypatch
+):
+    path = fixtures_dir / "kernel_pairs.py"
+    assert _gs215(path) == [("kernel_pairs.py", _kernel_line(path))]  # Conv only
+
+    def fastconv_fwd(u, k):  # a compiled kernel: no autograd graph
+        return torch.from_numpy(u.detach().numpy() * k.detach().numpy())
+
+    def fastconv_bwd(dout, u, k):
+        d, u_, k_ = (t.detach().numpy() for t in (dout, u, k))
+        return torch.from_numpy(d * k_), torch.from_numpy(d * u_)
+
+    stand_in = types.ModuleType("fastconv")
+    stand_in.fastconv_fwd, stand_in.fastconv_bwd = fastconv_fwd, fastconv_bwd
+    helper = types.ModuleType("helperlib")
+    helper.scale_bwd = lambda g: 2 * g
+    monkeypatch.setitem(sys.modules, "fastconv", stand_in)
+    monkeypatch.setitem(sys.modules, "helperlib", helper)
+    shutil.copy(path, tmp_path / "gs_kernel_pairs.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "gs_kernel_pairs", None)
+    monkeypatch.delitem(sys.modules, "gs_kernel_pairs")
+    mod = importlib.import_module("gs_kernel_pairs")
+
+    u = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    k = torch.tensor([0.5, 2.0, -1.0], dtype=torch.float64)
+    (g,) = torch.autograd.grad((mod.Conv.apply(u, k) ** 2).sum(), u, create_graph=True)
+    (ref,) = torch.autograd.grad(((u * k) ** 2).sum(), u, create_graph=True)
+    torch.testing.assert_close(g, ref.detach())  # first derivative right: 2 k^2 u
+    assert g.grad_fn is None  # the second derivative (2 k^2) is silently missing
+    (g,) = torch.autograd.grad((mod.ConvOnce.apply(u, k) ** 2).sum(), u, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.sum().backward()  # the fix: it raises instead

@@ -123,12 +123,26 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
     module = external(parts[0]) if external is not None and parts[0] not in local else None
     if module and (module.partition(".")[0] not in _NOT_EXTENSION and _EXTENSION.search(
         module.rpartition(".")[2]
-    ) or _KNOWN_WRAPPER.match(f"{module}.{parts[0]}")):
+    ) or _KNOWN_WRAPPER.match(f"{module}.{parts[0]}") or _paired(parts, module, find)):
         return f"`{short('.'.join(parts))}()` (from `{short(module, 24)}`)"  # imported from one
     kernel = find(call.func)
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
     return None
+
+
+_BACKWARD_WORD = re.compile(r"(?<![a-z])(bwd|backward)(?![a-z])", re.I)
+_FORWARD_WORD = {"bwd": "fwd", "backward": "forward", "BWD": "FWD", "BACKWARD": "FORWARD"}
+
+
+def _paired(parts: list[str], module: str, find) -> bool:
+    """A function of a package outside the linted code that comes as a forward/backward
+    pair (``from fftconv import fftconv_fwd, fftconv_bwd``): a hand-written backward, the
+    mark of a compiled kernel (a package written in torch operations has no use for one)."""
+    if len(parts) != 1 or not _BACKWARD_WORD.search(parts[0]):
+        return False
+    twin = _BACKWARD_WORD.sub(lambda m: _FORWARD_WORD.get(m.group(1), "forward"), parts[0])
+    return find.external(twin) == module
 
 
 def _assigned(node: ast.AST) -> frozenset[str]:
