@@ -148,6 +148,12 @@ What the analysis takes into account, so that an error is always worth stopping 
   (`from MinkowskiCommon import f`, the package folder on `sys.path`) is the package's
   module. flash-attn's kernel wrappers (`from flash_attn.flash_attn_interface import
   _flash_attn_backward`) are kernels too (its `flash_attn_func` is a Function, not one).
+  So is an object a linted helper returns whose class's `__getattr__` forwards to an
+  attribute holding an extension (a lazy loader: `ext = utils.load_extension(...)` whose
+  `module` property calls `cpp_extension.load`), also picked per device into a local
+  (`fn = ext.f_backward_cuda if cuda else ext.f_backward_cpu`), and a function of a
+  package outside the linted code imported beside its forward twin (`from fftconv import
+  fftconv_fwd, fftconv_bwd`: a hand-written backward; a lone `scale_bwd` may be torch code).
   A helper counts when it runs a kernel itself or through helpers it calls, three deep
   (below the first helper, a launch or an extension; a custom `torch.ops` call that far
   down is as likely bookkeeping, such as DTensor's device-mesh lookup).
