@@ -178,7 +178,10 @@ Every rule is held to this; a finding's severity is its rule's.
   runs when the code is used as written. Each error's message says what fails. Where the
   analysis cannot prove the path runs (a fall-through that needs no input to want a
   gradient, a `forward(None, ...)` under `torch.no_grad()`, a forward-only Function) the
-  rule stays silent or reports a warning. No false errors is the design goal.
+  rule stays silent or reports a warning. No false errors is the design goal. So a direct
+  `Fn.forward(...)` is an error (GS111) only where it cannot run as written (ctx left out,
+  or None where forward uses ctx); given a ctx of its own (a stand-in object in a test of
+  forward alone, the class on a debug path) it runs, and bypassing backward is GS214.
 - **warning**: a likely problem, or one that bites only in some uses (double backward,
   non-contiguous gradients, other dtypes, call sites not in the linted code), and accurate
   but harmless cases of legacy style (a plain `def backward` runs correctly: GS113).

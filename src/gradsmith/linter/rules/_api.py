@@ -18,6 +18,7 @@ from gradsmith.linter.rules._common import short
 from gradsmith.linter.rules._direct import (
     GS224,
     check_apply_count,
+    given_ctx,
     gradless,
     is_none,
     unguarded_ctx_use,
@@ -32,9 +33,12 @@ GS111 = Rule(
     "`Fn.apply(x)`",
     "`Fn()(x)` is the removed legacy API and raises; `Fn(x)` builds a Function object instead "
     "of a tensor; `Fn.forward` runs without recording a graph node, so backward is never used; "
-    "`Fn.forward(None, ...)` raises AttributeError when forward uses ctx. (`Fn.forward(None, "
-    "...)` under `torch.no_grad()` or on detached inputs, with a forward that tolerates a "
-    "None ctx, is a deliberate graph-less call and is not reported; elsewhere it is GS214.)",
+    "`Fn.forward(None, ...)` raises AttributeError when forward uses ctx; `Fn.forward(x)` "
+    "without a ctx shifts every argument by one. (`Fn.forward(None, ...)` with a forward "
+    "that tolerates a None ctx, or `Fn.forward(ctx, ...)` given a ctx of its own (a stand-in "
+    "object in a unit test of forward alone, the class on a debug path: one argument more "
+    "than forward's inputs), is a deliberate graph-less call that runs as written: not "
+    "reported under `torch.no_grad()` or on detached inputs, elsewhere GS214.)",
     "call `Fn.apply(x)`. The automatic fix rewrites only `Fn()(x)` and `Fn.forward(x)`; "
     "`Fn()` alone (a class used as a namespace) is not reported.",
     bad=_FN + "y = Fn()(torch.ones(2))  # GS111\n",
@@ -74,8 +78,10 @@ GS121 = Rule(
 )
 GS214 = Rule(
     "GS214", "forward-called-without-ctx", "warning",
-    "`Fn.forward(None, ...)` is called where a gradient may be needed",
-    "Passing None as ctx runs forward on purpose without a graph node: outside "
+    "`Fn.forward(None, ...)` (or with a stand-in ctx) is called where a gradient may be "
+    "needed",
+    "Passing None (or an object of its own) as ctx runs forward on purpose without a graph "
+    "node: outside "
     "`torch.no_grad()` autograd differentiates forward's own operations (or nothing, for a "
     "custom kernel) and the Function's backward is never used.",
     "call `Fn.apply(...)`, or run the call under `torch.no_grad()` / on detached inputs "
@@ -83,7 +89,7 @@ GS214 = Rule(
     bad=_FN + "y = Fn.forward(None, torch.ones(2, requires_grad=True))  # GS214\n",
     good=_FN + "with torch.no_grad():\n    y = Fn.forward(None, torch.ones(2))\n",
     scope="module",
-    brief="forward called with ctx=None outside no_grad: backward is bypassed",
+    brief="forward called with its own ctx outside no_grad: backward is bypassed",
 )
 GS113 = Rule(
     "GS113", "not-staticmethod", "warning",
@@ -296,14 +302,15 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
         return
     if in_method:
         return  # delegating to a base Function's forward/backward from inside a Function
-    if func.attr == "forward" and node.args and is_none(node.args[0]):
-        # `Fn.forward(None, ...)`: run on purpose without a graph node. Fine where no
-        # gradient can be needed; elsewhere gradients bypass the custom backward.
-        used = unguarded_ctx_use(fc)
+    if func.attr == "forward" and node.args and (is_none(node.args[0]) or given_ctx(node, fc)):
+        # `Fn.forward(None, ...)` or with a stand-in ctx: run on purpose without a graph
+        # node. Fine where no gradient can be needed; elsewhere gradients bypass backward.
+        used = unguarded_ctx_use(fc) if is_none(node.args[0]) else None
         if used:
             report("GS111", src, node, f"ctx is None but forward uses `{used}` (AttributeError)")
         elif not gradless(src, node):
-            report("GS214", src, node, f"`{short(src.segment(func))}(None, ...)`")
+            first = "None" if is_none(node.args[0]) else short(src.segment(node.args[0]), 16)
+            report("GS214", src, node, f"`{short(src.segment(func))}({first}, ...)`")
         return
     fix = ()
     inputs = fc.inputs()

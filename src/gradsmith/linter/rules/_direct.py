@@ -57,6 +57,21 @@ def is_none(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and expr.value is None
 
 
+def given_ctx(node: ast.Call, fc) -> bool:
+    """Whether ``Fn.forward(...)`` passes a ctx of its own: one argument more than forward
+    takes besides ctx (``Fn.forward(types.SimpleNamespace(), a, b)`` in a unit test of
+    forward alone, ``Fn.forward(Fn, ...)`` on a debug path). Such a call runs as written;
+    only one that leaves ctx out shifts every argument (TypeError or a tensor as ctx)."""
+    inputs = fc.inputs()
+    if inputs is None or inputs[2] or not node.args or any(
+        isinstance(a, ast.Starred) for a in node.args
+    ) or any(k.arg is None for k in node.keywords):
+        return False
+    params = inputs[0]
+    named = sum(1 for k in node.keywords if k.arg in params)
+    return len(node.args) + named == len(params) + 1
+
+
 _NO_GRAD = ("no_grad", "inference_mode")
 
 
@@ -145,4 +160,4 @@ def _sequence_param(fc, name: str) -> bool:
 
 
 _SEQUENCES = frozenset({"tuple", "list", "Sequence", "Iterable"})
-__all__ = ["GS224", "check_apply_count", "gradless", "is_none", "unguarded_ctx_use"]
+__all__ = ["GS224", "check_apply_count", "given_ctx", "gradless", "is_none", "unguarded_ctx_use"]
