@@ -2,6 +2,8 @@
 tests/triton/stated_kernels.py and named_kernels.py): synthesis reads the statements, and the verdicts on those
 inputs are right, judged against plain PyTorch."""
 
+import copy
+
 import named_kernels as N
 import pytest
 import stated_kernels as K
@@ -24,10 +26,18 @@ CASES = {  # Function, its reference, the input a broken backward gets wrong
 }
 
 
+_SYNTHESIZED: dict = {}
+
+
 def _found(fn):
-    found = synthesize(fn)
+    # Synthesis runs forward (interpreted: seconds) on each layout it tries, and gives the same
+    # inputs for the same Function every time (seed 0): once per Function here, then a deep copy
+    # for each test, so no test sees tensors another test used.
+    if fn not in _SYNTHESIZED:
+        _SYNTHESIZED[fn] = synthesize(fn)
+    found = _SYNTHESIZED[fn]
     assert isinstance(found, Synthesized), found.reason
-    return found
+    return copy.deepcopy(found)
 
 
 def test_a_layout_stated_by_a_message_and_a_view():
