@@ -43,7 +43,10 @@ GS109 = Rule(
     "GS109", "backward-missing-return", "error",
     "backward does not return a value on every path",
     "Falling off the end returns None, which autograd reads as one missing gradient: "
-    "gradients silently vanish or it raises a count error.",
+    "gradients silently vanish or it raises a count error. A fall-through that runs only "
+    "when no input backward differentiates needs a gradient (`if any(ctx.needs_input_grad)`, "
+    "or `if grads is not None` where forward kept `grads = ... if acts.requires_grad else "
+    "None` for the one input backward returns a gradient for) cannot run and is not reported.",
     "return the gradients (or explicit Nones) on every path.",
     bad=_H + "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
     "    def backward(ctx, g):  # GS109\n        if g is not None:\n            return g * 2\n",

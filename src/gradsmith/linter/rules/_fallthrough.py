@@ -54,10 +54,107 @@ def idle_fallthrough(facts: Facts, backward, forward, total: int) -> bool:
         return False
     if _needs_some_grad(last.test, facts.ctx_of(backward), total):
         return True
+    if not last.orelse and _kept_grad_guard(last.test, facts, backward, forward):
+        return True
     tests = _chain_tests(last)
     fwd_body = forward.node.body
     return bool(fwd_body) and isinstance(fwd_body[-1], ast.If) and not terminates(fwd_body) \
         and _chain_tests(fwd_body[-1]) == tests
+
+
+def _kept_grad_guard(test: ast.expr, facts: Facts, backward, forward) -> bool:
+    """``if grad_output is not None and grads is not None: return grads * g, None``, where
+    forward saved ``grads = ... if acts.requires_grad else None`` and ``acts`` is the one
+    input backward ever returns a gradient for: the test fails only when ``acts`` needs no
+    gradient, and then no input backward differentiates does, so backward does not run
+    (numba RNN-T losses). ``grad_output`` is never None unless forward turns off
+    ``ctx.set_materialize_grads``."""
+    conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
+    saved = _saved_names(backward, facts.ctx_of(backward))
+    kept = _kept_for(forward, facts.ctx_of(forward))
+    grads = {a.arg for a in backward.node.args.args[1:]}
+    materialized = "set_materialize_grads" not in ast.unparse(forward.node) + ast.unparse(
+        backward.node)
+    inputs = set()
+    for part in conjuncts:
+        name = _not_none(part)
+        if name in grads and materialized:
+            continue
+        if name not in saved or saved[name] not in kept:
+            return False
+        inputs.add(kept[saved[name]])
+    return len(inputs) == 1 and _gradient_slots(backward) == inputs
+
+
+def _not_none(test: ast.expr) -> str | None:
+    """``x is not None`` (or a bare ``x``): the name tested."""
+    if isinstance(test, ast.Name):
+        return test.id
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
+            test.ops[0], ast.IsNot) and isinstance(test.left, ast.Name) and isinstance(
+            test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        return test.left.id
+    return None
+
+
+def _saved_names(backward, ctx: str | None) -> dict[str, int]:
+    """Names backward unpacks from ``ctx.saved_tensors`` -> their position."""
+    found: dict[str, int] = {}
+    for stmt in backward.node.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and attr_of(
+                stmt.value, ctx, "saved_tensors"):
+            target = stmt.targets[0]
+            if isinstance(target, (ast.Tuple, ast.List)):
+                found.update((e.id, i) for i, e in enumerate(target.elts)
+                             if isinstance(e, ast.Name))
+    return found
+
+
+def _kept_for(forward, ctx: str | None) -> dict[int, int]:
+    """Saved positions whose tensor is None exactly when an input needs no gradient:
+    ``grads = <tensor> if acts.requires_grad else None`` -> {position: input index}."""
+    params = [a.arg for a in forward.node.args.args[1:]]
+    saves = [n for n in ast.walk(forward.node) if isinstance(n, ast.Call)
+             and attr_of(n.func, ctx, "save_for_backward")]
+    if len(saves) != 1:
+        return {}
+    found = {}
+    for pos, arg in enumerate(saves[0].args):
+        if not isinstance(arg, ast.Name):
+            continue
+        sources = {_requires_grad_or_none(n.value, params) for n in ast.walk(forward.node)
+                   if isinstance(n, ast.Assign) and any(
+                       isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)}
+        if len(sources) == 1 and None not in sources:
+            found[pos] = sources.pop()
+    return found
+
+
+def _requires_grad_or_none(value: ast.expr, params: list[str]) -> int | None:
+    """The input index ``i`` of ``<tensor> if params[i].requires_grad else None``."""
+    if not (isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant)
+            and value.orelse.value is None and not (
+                isinstance(value.body, ast.Constant) and value.body.value is None)):
+        return None
+    flag = value.test
+    if isinstance(flag, ast.Attribute) and flag.attr == "requires_grad" and isinstance(
+            flag.value, ast.Name) and flag.value.id in params:
+        return params.index(flag.value.id)
+    return None
+
+
+def _gradient_slots(backward) -> set[int] | None:
+    """Positions of the gradients backward's returns give that are not a literal None."""
+    slots: set[int] = set()
+    for node in ast.walk(backward.node):
+        if isinstance(node, ast.Return) and node.value is not None:
+            items = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            if any(isinstance(e, ast.Starred) for e in items):
+                return None
+            slots.update(i for i, e in enumerate(items)
+                         if not (isinstance(e, ast.Constant) and e.value is None))
+    return slots
 
 
 def _terminates_or_idle(body: list[ast.stmt], backward, facts: Facts, total: int) -> bool:
