@@ -30,7 +30,6 @@ builds one argument list, :mod:`~gradsmith.discovery.probe` runs forward on it,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +38,7 @@ from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import stated_defaults, with_defaults
 from gradsmith.discovery.domains import clamped_domains
+from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
@@ -49,9 +49,7 @@ from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.slots import (
-    _TENSOR_NAMES,
     Slot,
-    _table_value,
     as_index,
     as_numbers,
     as_small_ints,
@@ -77,7 +75,7 @@ class Synthesized:
     variants: tuple[Variant, ...] = ()
     seed: int = 0
     #: Backward raised on every layout and plan tried with an error about a value's kind, and
-    #: some argument's kind was a guess: why, and what to register (see :func:`_doubt`). A
+    #: some argument's kind was a guess: why, and what to register (see :func:`~gradsmith.discovery.doubt.doubt`). A
     #: backward-error on these inputs is not shown to be the Function's (the row is a skip).
     #: Inside :func:`_first_working`, backward's error on the layout returned.
     doubt: str = ""
@@ -167,7 +165,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
                 if dtype == "float64":
                     raising = raising or (found, slots)  # another plan may suit backward
                     continue
-                found = replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given))
+                found = replace(found, doubt=doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):
                 return _stated_or(fn, params, hints, seed,
                                   with_note(found, note if dtype == "float32" else ""))
@@ -179,7 +177,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         if raising is not None:
             found, slots = raising
             return _stated_or(fn, params, hints, seed,
-                              replace(found, doubt=_doubt(fn, found.doubt, slots, hints, given)))
+                              replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
@@ -263,38 +261,3 @@ def parameter_names(fn: Any) -> list[str]:
     """
     _, params, _ = signature(fn)
     return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-
-
-# Errors about a value's kind, not its shape or contents: a tensor tested for truth or used as
-# an index, a number subscripted or called. Only a value of the wrong kind raises them.
-_KIND_ERROR = re.compile(
-    r"Boolean value of Tensor with more than one value is ambiguous"
-    r"|only (?:one element tensors|integer tensors of a single element) can be converted"
-    r"|'(?:float|int|bool|str|tuple|list|Tensor|SimpleNamespace|SyntheticFn)' object "
-    r"(?:is not|has no|does not|cannot)"
-    r"|must be \w+(?:, not| not) (?:float|int|bool|Tensor)"
-    r"|unsupported operand type")
-
-
-def _doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str]) -> str:
-    """Why a backward-error on these inputs is not shown to be the Function's: backward raised
-    on every layout tried, with an error about a value's kind (``if ctx.flag:`` on a tensor,
-    ``ctx.table["unit"]`` on a float), and some argument's kind is a guess. Empty otherwise:
-    a backward raising on inputs of the kinds the code states (a shape mismatch, a typo) is a
-    defect, and stays a ``backward-error``."""
-    if not _KIND_ERROR.search(raised):
-        return ""  # shapes, values, a ctx typo: what backward does with inputs of these kinds
-    tensors = [s for s in slots if s.kind == "tensor"]
-    guessed = [s.name for s in slots if s.name not in given and (
-        s.hint is None or s.hint.kind is None) and (
-        s.kind == "tensor" and s is not tensors[0] and s.name not in _TENSOR_NAMES
-        or s.kind in ("value", "scalar") and not isinstance(s.value, bool) and
-        _table_value(s.name) is None)]
-    if not guessed:
-        return ""
-    what = ", ".join(guessed)
-    return no_inputs_reason(
-        fn, f"backward raised on every synthesised layout (first: {raised}), and nothing in the "
-        f"code says what {what} {'is' if len(guessed) == 1 else 'are'}: the error may be the "
-        "synthesised inputs', not the Function's", slots, hints,
-        lead="the synthesised inputs are not shown to fit")
