@@ -305,4 +305,10 @@ def _last(expr: ast.expr) -> str | None:
     return parts[-1] if parts else None
 
 
-__all__ = ["unread_after_calls"]
+def reachable_after(func: ast.AST, node: ast.AST) -> list[ast.AST] | None:
+    """The statement holding ``node`` in ``func`` and the statements (and loop headers) that
+    can run after it; None when ``node`` is not in ``func``'s body."""
+    return _after(func, node)
+
+
+__all__ = ["reachable_after", "unread_after_calls"]

@@ -5,6 +5,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _arity,
     _contiguity,
     _ctx_state,
+    _dirty,
     _dtype,
     _hygiene,
     _inplace,
