@@ -93,7 +93,8 @@ def _points():
     return (torch.randn(8, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True))
 
 
-@pytest.mark.parametrize("name", ["BallQuery", "FirstEmpty", "LegacyIntTensor", "SlicedIndex"])
+@pytest.mark.parametrize("name", ["BallQuery", "FirstEmpty", "LegacyIntTensor", "SlicedIndex",
+                                  "Clusters"])
 def test_integer_outputs_make_the_wrong_count_latent_a_warning(mod, codes, name):
     xyz, new = _points()
     if name == "BallQuery":
@@ -101,6 +102,10 @@ def test_integer_outputs_make_the_wrong_count_latent_a_warning(mod, codes, name)
     elif name == "FirstEmpty":
         idx = torch.tensor([[-1, 2], [0, 1]])
         outs = mod.FirstEmpty.apply(idx, xyz)
+    elif name == "Clusters":  # as its callers call it, with integer labels
+        outs = (mod.clusters_of(torch.randn(5, 3, requires_grad=True)),
+                mod.clusters_of_labels(torch.tensor([0, 2, 2])))
+        xyz = torch.randn(5, 3, requires_grad=True)  # nothing below reaches it
     elif name == "SlicedIndex":
         outs = (mod.SlicedIndex.apply(xyz, 2),)
     else:
@@ -118,3 +123,22 @@ def test_float_output_beside_an_index_keeps_the_error_and_raises(mod, codes):
     with pytest.raises(RuntimeError, match="incorrect number of gradients"):
         dist.sum().backward()
     assert "GS108" in codes["NearestWithDist"]
+
+
+def test_a_float_caller_keeps_the_count_an_error():
+    """The same Function called once with float labels: its outputs carry a gradient there,
+    and backward's wrong count raises (shown with a one-call run)."""
+    text = FIXTURE.read_text()
+    start = text.index("class Clusters(Function):")
+    end = text.index("class NearestWithDist(Function):")
+    source = "import torch\nfrom torch.autograd import Function\n\n\n" + text[start:end] + (
+        "def clusters_of_scores(scores):\n    return count_clusters(scores.max(-1).values, 2)\n")
+    codes = {f.code for f in lint(source=source)}
+    assert "GS108" in codes and "GS229" not in codes
+    scope: dict = {}
+    exec(compile(source, "clusters", "exec"), scope)  # noqa: S102 - the fixture's own code
+    labels = torch.tensor([0.0, 2.0, 2.0], requires_grad=True)
+    counts = scope["Clusters"].apply(labels, 2)
+    assert counts.requires_grad
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        counts.sum().backward()

@@ -36,6 +36,7 @@ def unread_after_calls(name: str, positions: set[int], sym_of: dict) -> bool:
     if not _only_applied(name, sym_of):
         return False
     sites = _callers(f"{name}.apply", "apply", is_apply, sym_of)  # also `fn = Fn.apply`
+    sites = _outside(name, sites or [], sym_of)
     if not sites:
         return False
     for call, func in sites:
@@ -97,6 +98,15 @@ def _wrapper_unread(wrapper: ast.FunctionDef, param: int, sym_of: dict) -> bool:
         return False  # its callers are not in the linted code
     return all((arg := _argument(call, param)) is not None and _unread(arg, func, call)
                for call, func in sites)
+
+
+def _outside(name: str, sites: list, sym_of: dict) -> list:
+    """Sites not in a method of a class called ``name``: forward calling an extension's
+    function that has the alias's name (``ext.bfs_cluster``) is not a call of the Function."""
+    methods = {id(m) for sym in sym_of.values() if name in sym.source.text
+               for k in sym.all_classes if k.name == name for m in k.body
+               if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return [(call, func) for call, func in sites if id(func) not in methods]
 
 
 def _only_applied(name: str, sym_of: dict) -> bool:
@@ -305,10 +315,26 @@ def _last(expr: ast.expr) -> str | None:
     return parts[-1] if parts else None
 
 
+def call_arguments(name: str, position: int, sym_of: dict) -> list[tuple[ast.expr, ast.AST]]:
+    """(argument, calling function) at ``position`` of every linted call of ``<name>.apply``
+    (also through ``fn = Fn.apply``); empty when a call hides it or the callers are not all
+    in sight."""
+    if not _only_applied(name, sym_of):
+        return []
+
+    def is_apply(expr: ast.expr) -> bool:
+        return _last(expr) == "apply" and isinstance(expr, ast.Attribute) \
+            and _last(expr.value) == name
+
+    sites = _outside(name, _callers(f"{name}.apply", "apply", is_apply, sym_of) or [], sym_of)
+    found = [(_argument(call, position), func) for call, func in sites]
+    return [] if any(arg is None for arg, _ in found) else found
+
+
 def reachable_after(func: ast.AST, node: ast.AST) -> list[ast.AST] | None:
     """The statement holding ``node`` in ``func`` and the statements (and loop headers) that
     can run after it; None when ``node`` is not in ``func``'s body."""
     return _after(func, node)
 
 
-__all__ = ["reachable_after", "unread_after_calls"]
+__all__ = ["call_arguments", "reachable_after", "unread_after_calls"]

@@ -100,7 +100,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   default or a use only numbers allow shows it is not a tensor (GS105). An output passed
   to `ctx.mark_non_differentiable` has no grad_fn, so keeping it on ctx makes no cycle
   (not GS104). When every output is an integer or bool tensor (`.int()`, `.long()`,
-  `torch.IntTensor(...)`, `dtype=torch.int32`, comparisons) or marked non-differentiable,
+  `torch.IntTensor(...)`, `dtype=torch.int32`, comparisons, a slice of one, `x.new()` or
+  `x.new_zeros(...)` of an input every linted call passes an integer tensor for, such as
+  `labels.int()`) or marked non-differentiable,
   no output can carry a gradient and backward never runs: a wrong gradient count there
   is GS229 (a warning), not GS108 or GS110.
 - In-place edits are followed into helper functions of the same module, methods of the

@@ -9,7 +9,7 @@ from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
 from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond
-from gradsmith.linter.rules._latent import GS229, no_gradient_outputs
+from gradsmith.linter.rules._latent import GS229, int_inputs, no_gradient_outputs
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -127,7 +127,7 @@ def check_returns(facts: Facts, report) -> None:
         return  # backward only raises (not differentiable on purpose): counts cannot matter
     returns = _returns(facts, backward)
     # no output can carry a gradient: backward never runs and a wrong count cannot fail yet
-    count_code = "GS229" if no_gradient_outputs(forward, facts.ctx_of(forward)) else "GS108"
+    count_code = _LatentCode(facts, forward)
     if "backward" in facts.fc.own or "vjp" in facts.fc.own:
         body = backward.node.body
         if not trivial(body) and not terminates(body) and not idle_fallthrough(
@@ -141,14 +141,14 @@ def check_returns(facts: Facts, report) -> None:
         if count is None:
             continue
         if count < required:
-            report(count_code, src, ret, f"returns {count}, forward takes {required}"
+            report(count_code(), src, ret, f"returns {count}, forward takes {required}"
                    + (" or more" if vararg or ndefault else ""))
         elif vararg:
             calls = facts.apply_counts
             if calls and None not in calls and count not in calls and (
                 count < min(calls) or not_none_beyond(value, max(calls))
             ):
-                report(count_code, src, ret, f"returns {count}, every call passes "
+                report(count_code(), src, ret, f"returns {count}, every call passes "
                        f"{' or '.join(map(str, sorted(calls)))}")
             elif count == len(params):
                 report("GS209", src, ret, f"returns {count}, forward also takes `*"
@@ -160,11 +160,27 @@ def check_returns(facts: Facts, report) -> None:
         elif count > total and total > 0 and isinstance(value, ast.Tuple):
             extra = value.elts[total:]
             if not all(isinstance(e, ast.Constant) and e.value is None for e in extra):
-                report(count_code, src, ret, f"returns {count}, forward takes {total}")
+                report(count_code(), src, ret, f"returns {count}, forward takes {total}")
     _check_arity(facts, report, forward, backward, count_code)
 
 
-def _check_arity(facts: Facts, report, forward, backward, count_code: str) -> None:
+class _LatentCode:
+    """GS229 when no output can carry a gradient, else GS108; decided when first asked
+    (the callers' evidence for integer inputs is looked up only for a wrong count)."""
+
+    def __init__(self, facts: Facts, forward) -> None:
+        self.facts, self.forward, self.code = facts, forward, None
+
+    def __call__(self) -> str:
+        if self.code is None:
+            ctx = self.facts.ctx_of(self.forward)
+            latent = no_gradient_outputs(self.forward, ctx) or no_gradient_outputs(
+                self.forward, ctx, int_inputs(self.facts))
+            self.code = "GS229" if latent else "GS108"
+        return self.code
+
+
+def _check_arity(facts: Facts, report, forward, backward, count_code) -> None:
     if backward.vararg or backward.name != "backward":
         return
     counts = {c for _, c, _ in _returns(facts, forward)}
@@ -173,7 +189,7 @@ def _check_arity(facts: Facts, report, forward, backward, count_code: str) -> No
     (outputs,) = counts
     grads = len(backward.params) - 1 - backward.ndefaults
     if outputs != grads and not (backward.ndefaults and grads <= outputs <= grads + backward.ndefaults):
-        report("GS110" if count_code == "GS108" else count_code, backward.source, backward.node,
+        report("GS110" if count_code() == "GS108" else count_code(), backward.source, backward.node,
                f"backward takes {grads} gradient(s), forward returns {outputs} output(s)")
 
 

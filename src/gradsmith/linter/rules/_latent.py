@@ -72,6 +72,8 @@ def non_differentiable(method, ctx: str | None) -> set[str]:
 
 
 _INT_CASTS = frozenset("int long short bool byte char".split())
+#: ``x.new()``, ``x.new_zeros(n)``: a tensor of ``x``'s dtype (unless a dtype is given).
+_NEW = frozenset("new new_empty new_zeros new_ones new_full".split())
 _INT_CTOR = re.compile(r"^(Long|Int|Short|Char|Byte|Bool)Tensor$")
 _INT_DTYPE = re.compile(r"\b(u?int(8|16|32|64)|long|int|short|bool)\b")
 #: Methods whose result has the dtype of the tensor they are called on.
@@ -81,7 +83,7 @@ _SAME_DTYPE = frozenset(
 )
 
 
-def no_gradient_outputs(method, ctx: str | None) -> bool:
+def no_gradient_outputs(method, ctx: str | None, int_inputs: frozenset = frozenset()) -> bool:
     """Whether every output forward returns is an integer/bool tensor or marked
     non-differentiable, so no output can carry a gradient and backward never runs.
 
@@ -110,8 +112,9 @@ def no_gradient_outputs(method, ctx: str | None) -> bool:
         elif isinstance(node, ast.Return) and node.value is not None:
             value = node.value
             outputs.extend(value.elts if isinstance(value, ast.Tuple) else [value])
+    known = marked | {n for n in int_inputs if n not in bound and n not in unknown}
     return bool(outputs) and all(
-        _integer(e, bound, unknown, marked, 0) for e in outputs)
+        _integer(e, bound, unknown, known, 0) for e in outputs)
 
 
 def _rebinds(value: ast.expr, name: str) -> bool:
@@ -149,6 +152,32 @@ def _integer(expr: ast.expr, bound, unknown, marked, depth: int) -> bool:
         return True
     if name in ("to", "type") and expr.args and _INT_DTYPE.search(ast.unparse(expr.args[0])):
         return True
-    if name in _SAME_DTYPE or (name.endswith("_") and not name.startswith("_")):
+    if name in _SAME_DTYPE or name in _NEW or (name.endswith("_") and not name.startswith("_")):
         return _integer(func.value, bound, unknown, marked, depth + 1)
     return False
+
+
+def int_inputs(facts) -> frozenset:
+    """Forward inputs every linted call passes an integer tensor for (``labels.int()``, or
+    a local bound only to such): what ``x.new()`` in forward then also is."""
+    from gradsmith.linter._reuse import call_arguments
+
+    inputs = facts.inputs
+    if inputs is None:
+        return frozenset()
+    found = set()
+    for position, name in enumerate(inputs[0]):
+        passed = call_arguments(facts.fc.node.name, position, facts.sym_of)
+        if passed and all(_passed_integer(arg, func) for arg, func in passed):
+            found.add(name)
+    return frozenset(found)
+
+
+def _passed_integer(arg: ast.expr, func) -> bool:
+    """``arg`` (in the calling function ``func``) is an integer tensor."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(func) if func is not None else ():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+    return _integer(arg, bound, set(), set(), 0)
