@@ -11,7 +11,11 @@ from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._tensors import TUPLE_RESULT
 from gradsmith.linter.rules._common import own, short, trivial
 from gradsmith.linter.rules._fallthrough import _items
-from gradsmith.linter.rules._unread_star import ignored_positions, returned_items
+from gradsmith.linter.rules._unread_star import (
+    ignored_positions,
+    returned_items,
+    used_as_integers,
+)
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 GS122 = Rule(
@@ -182,7 +186,8 @@ def check_unread_output_gradient(facts: Facts, report) -> None:
             if name.startswith("_"):
                 # `_`, `__`: dropped on purpose, but the float output forward returns there
                 # still loses its gradient; one finding, at that output
-                if not discarded:
+                if not discarded and not any(used_as_integers(facts.method("forward"), e)
+                                             for e in items):
                     discarded = True
                     report("GS122", facts.method("forward").source, items[0],
                            f"`{name}` drops output {index} (`{label}`)")
@@ -208,7 +213,8 @@ def _check_star(facts: Facts, bwd, report) -> None:
     defs = _definitions(forward)
     for index in sorted(ignored):
         items = [ret[index] for ret in returned_items(forward) if index < len(ret)]
-        live = [e for e in items if not (ast.unparse(e) in marked or _discrete(e, defs))]
+        live = [e for e in items if not (ast.unparse(e) in marked or _discrete(e, defs)
+                                         or used_as_integers(forward, e))]
         if not live or index in marked:
             continue
         label = short(ast.unparse(live[0]), 24)

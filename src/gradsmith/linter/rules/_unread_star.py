@@ -63,4 +63,16 @@ def ignored_positions(bwd) -> dict[int, ast.AST] | None:
     return out
 
 
-__all__ = ["ignored_positions", "returned_items"]
+def used_as_integers(forward, item: ast.expr) -> bool:
+    """Forward reads the returned ``item`` as integers: ``sizes.tolist()``, ``n.item()``,
+    ``idx.long()`` (``batch_sizes`` gathered with the tensor, split by later): an output
+    no loss differentiates, so dropping its gradient on purpose is fine."""
+    if not isinstance(item, ast.Name):
+        return False
+    return any(isinstance(n, ast.Attribute) and n.attr in _INTEGER_USES and isinstance(
+        n.value, ast.Name) and n.value.id == item.id for n in ast.walk(forward.node))
+
+
+_INTEGER_USES = frozenset({"tolist", "item", "long", "int"})
+
+__all__ = ["ignored_positions", "returned_items", "used_as_integers"]
