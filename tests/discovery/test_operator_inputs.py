@@ -118,3 +118,20 @@ def test_a_solver_given_the_map_and_its_adjoint_by_name_passes_and_a_swap_fails(
     torch.testing.assert_close(got, reference)
     assert "gradient-mismatch" not in gradsmith.check(right, *found.args).codes("error")
     assert "gradient-mismatch" in gradsmith.check(wrong, *_found(wrong).args).codes("error")
+
+
+def test_only_map_and_adjoint_names_pair_up():
+    from gradsmith.discovery.operators import linear_operators
+
+    class Uses(Function):
+        @staticmethod
+        def forward(ctx, x, op, cfg):
+            ctx.op = op
+            return op.mv(x) * cfg.relu(x) + cfg.elu(x) * cfg.start + cfg.star
+
+        @staticmethod
+        def backward(ctx, g):
+            return ctx.op.rmv(g), None, None
+
+    found = linear_operators(Uses, ["x", "op", "cfg"])
+    assert list(found) == ["op"] and found["op"].maps == {"mv": "f", "rmv": "a"}

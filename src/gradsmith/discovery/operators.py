@@ -25,9 +25,11 @@ from typing import Any
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
-_ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")
+_ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")  # not "t":
+# start/star
 _SELF_ADJOINTS = {"adjoint", "adj", "T", "H", "t", "transpose", "rmatvec"}
 _SHAPE_WORDS = {"shape", "size"}
+_PRODUCTS = ("mv", "mm", "matvec", "matmul", "vec")  # rmv, rmatvec: the adjoint's product
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def _pairing(attrs: set[str], called: bool) -> Operator | None:
             if name.endswith(suffix) and name[:-len(suffix)] in attrs:
                 maps.setdefault(name[:-len(suffix)], "f")
                 maps[name] = "a"
-        if name.startswith("r") and name[1:] in attrs and len(name) > 2:  # mv / rmv
+        if name.startswith("r") and name[1:] in attrs and name[1:].endswith(_PRODUCTS):  # mv/rmv
             maps.setdefault(name[1:], "f")
             maps[name] = "a"
     if called:
