@@ -25,8 +25,8 @@ from typing import Any
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
-_ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")  # not "t":
-# start/star
+# Not a bare "t": star/start would pair up.
+_ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")
 _SELF_ADJOINTS = {"adjoint", "adj", "T", "H", "t", "transpose", "rmatvec"}
 _SHAPE_WORDS = {"shape", "size"}
 _PRODUCTS = ("mv", "mm", "matvec", "matmul", "vec")  # rmv, rmatvec: the adjoint's product
