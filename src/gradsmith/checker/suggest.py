@@ -225,8 +225,11 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
     body = " + ".join(chosen)
     fn = _compile(f"lambda {params}: {body}", session)
     got = _try(session, "surrogate", fn, v, problem.xs, split)
-    if (got is None or not all(_matches(g, w, session) for g, w in zip(grads, got))
-            or not spread.holds(session, "surrogate", fn)):
+    if got is None or not all(_matches(g, w, session) for g, w in zip(grads, got)):
+        return None
+    # one term for the one input with a gradient was spread already
+    with_grad = [t for t, g in enumerate(grads) if not bool((g == 0).all())]
+    if (len(chosen) > 1 or len(with_grad) > 1) and not spread.holds(session, "surrogate", fn):
         return None
     return body
 
