@@ -54,19 +54,24 @@ def pytest_sessionfinish(session):
 
 
 def summarise(prefix: str, top: int = 40) -> str:
-    """Per-file sums and the ``top`` costliest tests, from the files a run wrote."""
-    rows = []
+    """Per-file sums and the ``top`` costliest tests, from the files a run wrote. Each pytest
+    process's last test is marked ``*``: it also carries what that process reaped when its
+    session-scoped fixtures ended (the warm worker template, with every server it forked)."""
+    rows, last = [], set()
     for path in glob.glob(f"{prefix}.*.json"):
         with open(path) as handle:
-            rows += json.load(handle)["rows"]
+            mine = json.load(handle)["rows"]
+        rows += mine
+        last.update(nodeid for nodeid, _, _ in mine[-1:])
     by_file = collections.Counter()
     for nodeid, cpu, _ in rows:
         by_file[nodeid.split("::")[0]] += cpu
     lines = [f"{sum(r[1] for r in rows):.1f} CPU-s in {len(rows)} tests", "", "CPU-s  file"]
     lines += [f"{cpu:6.1f} {name}" for name, cpu in by_file.most_common()]
     lines += ["", " CPU-s  wall-s  test"]
-    lines += [f"{cpu:6.1f} {wall:7.1f}  {nodeid}"
+    lines += [f"{cpu:6.1f} {wall:7.1f} {'*' if nodeid in last else ' '}{nodeid}"
               for nodeid, cpu, wall in sorted(rows, key=lambda r: -r[1])[:top]]
+    lines += ["", "* a pytest process's last test: with what it reaped at the session's end"]
     return "\n".join(lines)
 
 
