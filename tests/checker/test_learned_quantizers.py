@@ -93,6 +93,38 @@ STEP_WRONG = {"missing gradient scale": {"g_step": "1.0"},
               "wrong window": {"hi_edge": "hi - 0.5"},
               "doubled gradient scale": {"g_step": "2 * g"}}
 
+# LSQ per channel: one step per row of the weight (laid along the transposed view)
+CHANNEL = """
+class ChannelStep(Function):
+    @staticmethod
+    def forward(ctx, weight, alpha, g, lo, hi):
+        ctx.save_for_backward(weight, alpha)
+        ctx.other = g, lo, hi
+        sizes = weight.size()
+        w = torch.transpose(weight.contiguous().view(weight.size()[0], -1), 0, 1)
+        a = torch.broadcast_to(alpha, w.size())
+        w_q = RoundSTE.apply(torch.div(w, a).clamp(lo, hi)) * a
+        return torch.transpose(w_q, 0, 1).contiguous().view(sizes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        weight, alpha = ctx.saved_tensors
+        g, lo, hi = ctx.other
+        sizes = weight.size()
+        w = torch.transpose(weight.contiguous().view(weight.size()[0], -1), 0, 1)
+        a = torch.broadcast_to(alpha, w.size())
+        q = torch.transpose(w / a, 0, 1).contiguous().view(sizes)
+        below = (q < lo).float()
+        above = (q > hi).float()
+        inside = 1.0 - below - above
+        grad_alpha = (below * lo + above * hi + inside * RoundSTE.apply(q) - inside * q) * grad
+        grad_alpha = {g_step} * grad_alpha.contiguous().view(grad_alpha.size()[0], -1).sum({dim})
+        return inside * grad, grad_alpha, None, None, None
+"""
+CHANNEL_RIGHT = {"g_step": "g", "dim": "dim=1"}
+CHANNEL_WRONG = {"missing gradient scale": {"g_step": "1.0"},
+                 "summed over the wrong dimension": {"dim": "dim=1).flip(0"}}
+
 # PACT: clip at a learned alpha, quantised; d/dalpha = 1 where x >= alpha
 CLIP = """
 class LearnedClip(Function):
@@ -135,6 +167,11 @@ def _step_inputs():
     return _x(2), _tensor(0.1, (1,)), 1 / (20 * 3) ** 0.5, -4, 3
 
 
+def _channel_inputs():
+    steps = torch.tensor([0.2, 0.3, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
+    return _x(4), steps, 1 / (20 * 3) ** 0.5, -4, 3
+
+
 def _clip_inputs():
     gen = torch.Generator().manual_seed(3)
     x = (2 * torch.randn(4, 5, generator=gen, dtype=torch.float64)).requires_grad_()
@@ -145,6 +182,7 @@ CASES = {
     # name: (template, right fill, wrong fills, inputs)
     "StepOffsetQuant": (STEP_OFFSET, STEP_OFFSET_RIGHT, STEP_OFFSET_WRONG, _step_offset_inputs),
     "StepQuant": (STEP, STEP_RIGHT, STEP_WRONG, _step_inputs),
+    "ChannelStep": (CHANNEL, CHANNEL_RIGHT, CHANNEL_WRONG, _channel_inputs),
     "LearnedClip": (CLIP, CLIP_RIGHT, CLIP_WRONG, _clip_inputs),
 }
 
@@ -191,10 +229,11 @@ def _reference(name, args, v):
         return [v * ((x >= 0) & (x <= alpha)), (v * (x >= alpha)).sum().reshape(alpha.shape)]
     x, step, g, lo, hi = args[:5]
     offset = args[5] if len(args) > 5 else torch.zeros((), dtype=x.dtype)
-    q = (x - offset) / step
+    rows = step.numel() > 1  # one step per row
+    q = (x - offset) / (step.reshape(-1, 1) if rows else step)
     inside = (q >= lo) & (q <= hi)
     ds = torch.where(q < lo, lo, torch.where(q > hi, hi, q.round() - q))
-    grads = [v * inside, (g * v * ds).sum().reshape(step.shape)]
+    grads = [v * inside, (g * v * ds).sum(1) if rows else (g * v * ds).sum().reshape(step.shape)]
     if len(args) > 5:
         grads.append((g * v * ~inside).sum().reshape(offset.shape))
     return grads
