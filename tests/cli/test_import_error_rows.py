@@ -53,10 +53,13 @@ def _write(path: Path, *parts: str) -> Path:
 
 def _check(cwd: Path, *args: str, timeout: float = 300) -> tuple[int, dict]:
     """``python -m gradsmith check ARGS --format json`` in ``cwd``: (exit code, document)."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    proc = subprocess.Popen([sys.executable, "-m", "gradsmith", "check", *args,
+    # -W, not PYTHONWARNINGS: a variable would be an environment the test run's warm template
+    # was not started with, and the worker server a fresh interpreter instead of its fork.
+    # os.environ, not the process's C environment, which a C library may have added to.
+    proc = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "gradsmith", "check", *args,
                              "--format", "json"], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+                            stderr=subprocess.PIPE, env=dict(os.environ),
+                            start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
