@@ -1,0 +1,71 @@
+"""Recall by reading: a hand-found problem counts only when a finding whose code is about its class
+lies on the judged lines (the lines span, or 5 lines either side), not any finding in the window.
+
+    python benchmarks/lint_strict_recall.py RUN.json JUDGEMENTS.json [--misses]
+
+The class -> codes map is the lead's reading of what each rule reports; classes no rule covers map to
+nothing, so they count as misses.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+ONCE = {"GS215", "GS204", "GS203", "GS207", "GS222"}
+ABOUT = {
+    "opaque-kernel-backward-without-once_differentiable": ONCE,
+    "detached-backward-without-once_differentiable": ONCE | {"GS201"},
+    "gradient-precomputed-in-forward-without-once_differentiable": {"GS222", "GS215"},
+    "kernel-assumes-contiguous-grad_output": {"GS221"},
+    "requires-contiguous-grad_output": {"GS221", "GS216"},
+    "view-on-saved-tensor": {"GS216"},
+    "wrong-gradient-math": {"GS216"},
+    "ignored-output-gradient": {"GS122"},
+    "backward-ignores-grad_output": {"GS122"},
+    "forward-input-mutated-without-mark_dirty": {"GS101", "GS217", "GS230"},
+    "in-place-write-to-grad_output": {"GS102", "GS223", "GS217"},
+    "inplace-write-to-grad_output": {"GS102", "GS223", "GS217"},
+    "saved-tensor-mutated-in-backward": {"GS103", "GS220", "GS227", "GS217"},
+    "wrong-gradient-count": {"GS108", "GS110", "GS209", "GS229", "GS121"},
+    "apply-arity-mismatch": {"GS121"},
+    "missing-input-gradient": {"GS226", "GS108", "GS209", "GS219"},
+    "gradient-for-None-input": {"GS219", "GS226", "GS124"},
+    "save_for_backward-non-tensor": {"GS105", "GS228"},
+    "wrong-gradient-dtype": {"GS232"},
+    "forward-reseeds-global-rng": {"GS231"},
+    "mark_dirty-tensor-not-returned": {"GS115", "GS233"},
+    "legacy-non-static-Function": {"GS113", "GS111"},
+}
+
+
+def main(run_path: str, judgements_path: str, misses: bool = False) -> None:
+    run = json.load(open(run_path))
+    half = run["half"]
+    problems = [j for j in json.load(open(judgements_path))
+                if j.get("problem") and j.get("half", "heldout") == half]
+    found = defaultdict(list)
+    for repo in run["repos"]:
+        for f in repo["findings"]:
+            found[(repo["repo"], f["path"])].append(f)
+    per_class, per_pair, missed = defaultdict(lambda: [0, 0]), defaultdict(bool), []
+    for j in problems:
+        lo, hi = j.get("lines") or (j["line"] - 5, j["line"] + 5)
+        hit = any(lo <= f["line"] <= hi and f["code"] in ABOUT.get(j["class"], ())
+                  for f in found[(j["repo"], j["path"])])
+        per_class[j["class"]][0] += hit
+        per_class[j["class"]][1] += 1
+        per_pair[(j["repo"], j["class"])] |= hit
+        if not hit:
+            missed.append(j)
+    hits = sum(h for h, _ in per_class.values())
+    print(f"{half}: {hits} of {len(problems)} ({100 * hits / len(problems):.0f}%); "
+          f"(repository, class) pairs {sum(per_pair.values())} of {len(per_pair)}")
+    for name, (h, n) in sorted(per_class.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {name}: {h}/{n}")
+    for j in missed if misses else ():
+        print(f"MISS {j['class']} {j['repo']} {j['path']}:{j['line']} {j['function']}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], "--misses" in sys.argv)
