@@ -347,10 +347,20 @@ def _flat(args) -> list:
     return out
 
 
+#: A floating tensor that is not differentiated (where others are) and has at most this many
+#: elements is written by value: it is configuration (clip bounds, a scale per channel) that a
+#: fitted declaration's numbers were checked against, and a fresh ``torch.randn`` in the
+#: pasted line gives other bounds than the checked ``x.clamp(-0.7, 0.6)`` (corpus 5 dev:
+#: BiBERT's SymQuantizer printed a checked line that failed as pasted).
+BY_VALUE = 16
+
+
 def _render(a: Any, mark_grad: bool) -> str:
     if isinstance(a, torch.Tensor):
         dtype = "" if a.dtype == torch.float32 else f", dtype={a.dtype}"
-        if a.dim() == 0 or (not a.is_floating_point() and a.numel() <= 8):
+        setting = mark_grad and a.is_floating_point() and not a.requires_grad
+        if (a.dim() == 0 or (not a.is_floating_point() and a.numel() <= 8)
+                or (setting and a.numel() <= BY_VALUE)):
             text = f"torch.tensor({a.detach().tolist()!r}{dtype})"
         elif a.is_floating_point():
             text = f"torch.randn({', '.join(map(str, a.shape))}{dtype})"
