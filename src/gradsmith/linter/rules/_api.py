@@ -17,6 +17,7 @@ from gradsmith.linter._walk import header_exprs
 from gradsmith.linter.rules._common import short
 from gradsmith.linter.rules._direct import (
     GS224,
+    apply_keyword_problem,
     check_apply_count,
     given_ctx,
     gradless,
@@ -46,20 +47,25 @@ GS111 = Rule(
     autofix=True, scope="module",
     brief="Function called directly, not via .apply",
 )
+_KW = (_H + "    @staticmethod\n    def forward(ctx, x, k=2.0, shift=0.0):\n        ctx.k = k\n"
+       "        return x * k + shift\n\n"
+       "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None, None\n\n\n")
 GS112 = Rule(
     "GS112", "apply-keywords", "error",
-    "Function.apply is called with keyword arguments",
-    "apply forwards only positional arguments; keywords raise TypeError (and "
-    "needs_input_grad/backward count positions only).",
-    "pass every argument positionally, or wrap apply in a function with keywords.",
-    bad=_H + "    @staticmethod\n    def forward(ctx, x, k=2.0):\n        ctx.k = k\n        return x * k\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
-    "y = Fn.apply(torch.ones(2), k=3.0)  # GS112\n",
-    good=_H + "    @staticmethod\n    def forward(ctx, x, k=2.0):\n        ctx.k = k\n        return x * k\n\n"
-    "    @staticmethod\n    def backward(ctx, g):\n        return g * ctx.k, None\n\n\n"
-    "y = Fn.apply(torch.ones(2), 3.0)\n",
+    "Function.apply is called with keyword arguments it cannot bind",
+    "apply binds a keyword only to a positional parameter of forward with that name, "
+    "after the positional arguments (checked on torch 2.13: `Fn.apply(x, 2.0, shift=1.0)` "
+    "runs and differentiates). It raises TypeError when a keyword names no such parameter "
+    "(keyword-only parameters and `**kwargs` included), repeats one given by position, or "
+    "leaves a parameter before it unfilled: with a ctx forward even one that has a default "
+    "(`Fn.apply(x, shift=1.0)`: missing required argument 'k'); with setup_context the "
+    "defaults fill the gap. Keywords that bind are not reported.",
+    "pass the skipped parameters too (positionally or by name), drop keywords forward "
+    "does not declare, or wrap apply in a function with keywords.",
+    bad=_KW + "y = Fn.apply(torch.ones(2), shift=1.0)  # GS112\n",
+    good=_KW + "y = Fn.apply(torch.ones(2), 2.0, shift=1.0)\n",
     scope="module",
-    brief="keyword arguments passed to .apply",
+    brief="keyword arguments to .apply that raise TypeError",
 )
 GS121 = Rule(
     "GS121", "apply-count", "error",
@@ -294,9 +300,9 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
     if fc is None:
         return
     if func.attr == "apply":
-        explicit = [k.arg for k in node.keywords if k.arg is not None]
-        if explicit:  # `**kwargs` may be empty: only named keywords are certain errors
-            report("GS112", src, node, f"keywords {short(', '.join(explicit))}")
+        problem = apply_keyword_problem(node, fc)  # keywords that bind are fine
+        if problem:
+            report("GS112", src, node, problem)
         if _unambiguous(target, fc):
             check_apply_count(report, src, node, fc)
         return

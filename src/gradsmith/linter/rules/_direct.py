@@ -111,6 +111,39 @@ def gradless(src, call: ast.Call) -> bool:
     )
 
 
+def apply_keyword_problem(node: ast.Call, fc) -> str | None:
+    """GS112: why ``Fn.apply(..., name=value)`` raises TypeError, or None where it binds.
+
+    apply (torch 2.13) binds a keyword to forward's positional parameter of that name,
+    after the positional arguments; every parameter between them and the last keyword
+    must be given too (with a ctx forward even one with a default: "missing required
+    argument"; with setup_context the defaults fill the gap). A keyword forward has no
+    positional parameter of (keyword-only, ``**kwargs``) is always rejected. Where the
+    call spreads ``*xs``/``**kw`` or forward is not linted, nothing is certain: None."""
+    inputs = fc.inputs()
+    explicit = [k.arg for k in node.keywords if k.arg is not None]
+    if not explicit or inputs is None:
+        return None
+    params, ndefault, _ = inputs
+    unknown = [k for k in explicit if k not in params]
+    if unknown:
+        return f"forward has no parameter {short(', '.join(unknown), 40)}"
+    if any(isinstance(a, ast.Starred) for a in node.args) or len(explicit) < len(node.keywords):
+        return None
+    given = len(node.args)
+    twice = [k for k in explicit if params.index(k) < given]
+    if twice:
+        return f"`{short(twice[0], 30)}` also given by position"
+    last = max(params.index(k) for k in explicit)
+    first_default = len(params) - ndefault
+    for i, name in enumerate(params[given:], given):
+        if name in explicit:
+            continue
+        if i < first_default or (i < last and not fc.setup_style):
+            return f"`{short(name, 30)}` skipped before `{short(params[last], 30)}=`"
+    return None
+
+
 def check_apply_count(report, src, node: ast.Call, fc) -> None:
     """GS121: ``Fn.apply`` with more positional arguments than forward takes, or fewer
     than it requires (counted only when no ``*args``/``**kwargs`` hide the number; a
