@@ -104,3 +104,47 @@ def test_only_small_settings_beside_differentiated_inputs_are_written_by_value(n
     # nothing marked: every floating tensor is differentiated, none is a setting
     assert render_args((x.detach(), setting)).endswith(
         f"torch.randn({numel}, dtype=torch.float64))")
+
+
+TABLE = """\
+import torch
+
+import gradsmith
+
+{line}
+class TableClip(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, table):
+        lo, hi = table.min(), table.max()
+        ctx.save_for_backward(x, lo, hi)
+        return torch.round(x.clamp(lo, hi) * 4) / 4
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, lo, hi = ctx.saved_tensors
+        return grad_output * ((x > lo) & (x < hi)), None
+"""
+TABLE_HAND = ("@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, "
+              "requires_grad=True), torch.randn(32, dtype=torch.float64)))")
+
+
+def test_a_line_fitted_to_a_setting_it_draws_afresh_is_not_called_checked(tmp_path):
+    """The window comes from a 32-value table, too large to print by value: the fitted
+    ``x.clamp(lo, hi)`` holds for the check's table only, and the pasted line draws another."""
+    fn = _load(tmp_path, "table", TABLE.format(line=TABLE_HAND)).TableClip
+    torch.manual_seed(0)
+    report = gradsmith.check(fn, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert "torch.randn(32, dtype=torch.float64)" in line and "x.clamp(" in line, line
+    assert not finding.details["verified"]
+    assert "drawn afresh" in finding.hint
+    # why (by hand): with another table, as the pasted line draws it, backward's window is
+    # that table's [min, max] and the printed one is not
+    surrogate = eval(re.search(r"surrogate=(lambda .*)\)$", line).group(1),  # noqa: S307
+                     {"torch": torch})
+    table = torch.randn(32, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    x = (torch.linspace(-4, 4, 801, dtype=torch.float64) + 0.0013).requires_grad_()
+    surrogate(x, table).sum().backward()
+    backward = ((x > table.min()) & (x < table.max())).to(torch.float64)
+    assert not torch.equal(x.grad, backward)

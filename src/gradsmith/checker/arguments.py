@@ -19,7 +19,9 @@ never touched. Two representations keep the numerics real-valued:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +136,22 @@ class Arguments:
     def _original(self, d: DiffInput) -> torch.Tensor:
         leaf = self._leaves[d.leaf]
         return leaf.get_parameter(d.param) if d.param is not None else leaf
+
+    def leaf(self, i: int) -> Any:
+        """Leaf ``i`` of the flattened arguments, as the check holds it (read only)."""
+        return self._leaves[i]
+
+    @contextlib.contextmanager
+    def swapped(self, values: dict[int, torch.Tensor]) -> Iterator[None]:
+        """Within the block, leaves ``i`` (not differentiated) hold ``values[i]``: the other
+        values a pasted declaration line draws for them."""
+        saved = list(self._leaves)
+        for i, value in values.items():
+            self._leaves[i] = value
+        try:
+            yield
+        finally:
+            self._leaves[:] = saved
 
     def working_copies(self, dtype: torch.dtype | None) -> list[torch.Tensor]:
         """Detached copies of the differentiated inputs (real views for complex ones), in

@@ -32,6 +32,7 @@ from gradsmith.checker import (
     learned_quant,
     numerics,
     quantized,
+    redrawn,
     reported,
     rerouting,
     rng,
@@ -74,6 +75,7 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
                or ignored_outputs.fit(session, problem, results, vs[0], grads[0]))
     if learned is not None:
         sigs, declaration = learned
+        declaration = _pasteable(session, declaration)
         return [_with_elements(_finding(sigs, declaration, []), results)], set(sigs)
     sigs: dict[int, Signature] = {}
     for res in results:
@@ -95,7 +97,7 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
         return [], set()
-    declaration = _declaration(session, problem, sigs, vs[0], grads[0])
+    declaration = _pasteable(session, _declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
     return [_with_elements(finding, results)], set(sigs)
@@ -121,6 +123,18 @@ def _declaration(session, problem, sigs, v, g) -> suggest.Declaration:
         return quantized.declaration(session)
     return (rerouting.declaration(session, problem, sigs, v, g)
             or suggest.declaration(session, problem, sigs, v, g))
+
+
+def _pasteable(session, declaration: suggest.Declaration) -> suggest.Declaration:
+    """``declaration``, no longer called checked where it fails with the arguments its line
+    draws afresh (:mod:`gradsmith.checker.redrawn`)."""
+    if not declaration.verified or redrawn.holds(session, declaration.line):
+        return declaration
+    return suggest.Declaration(
+        declaration.line, False,
+        "it matches backward at the check's values, not with the tensors this line draws by "
+        "torch.randn drawn afresh: write in the example the values your code passes, or a "
+        "declaration that reads them from its arguments")
 
 
 def _elements(session, problem, res, v, g):
