@@ -6,6 +6,7 @@ from typing import Any
 
 from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
 from gradsmith.discovery.domains import in_domain
+from gradsmith.discovery.formula_domains import in_ball
 from gradsmith.discovery.matrices import structured
 from gradsmith.discovery.operators import LinearStandIn
 from gradsmith.discovery.placement import place
@@ -39,6 +40,8 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             value = structured(matrix, tuple(shape), generator, torch.float64)
         elif slot.hint is not None and slot.hint.domain is not None:
             value = in_domain(tuple(shape), slot.hint.domain, generator)
+        elif slot.hint is not None and slot.hint.ball:
+            value = in_ball(tuple(shape), generator)
         elif slot.hint is not None and slot.hint.probability:
             value = torch.rand(shape, dtype=torch.float64, generator=generator)
         elif positive:
@@ -65,6 +68,8 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
         elif slot.kind == "index":
             shape = first_shape[:-1] if len(first_shape) > 1 else (3,)
             high = max(1, min(first_shape) if first_shape else 3)
+            if (rows := _rows_of(slot, slots, layout, overrides)) is not None:
+                high = max(1, rows)  # features[y]: a row of the tensor it indexes
             if over == NONCONTIGUOUS:
                 index = _noncontiguous(shape, high, generator)
                 args.append(index)
@@ -186,8 +191,12 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
     text = ""
     if slot.hint is not None and slot.hint.domain is not None:
         low, high = slot.hint.domain
-        text = (f" in ({low:g}, {high:g}) (forward clamps it there before its formula: the "
-                "domain it is written for)")
+        why = slot.hint.domain_why or ("forward clamps it there before its formula: the "
+                                       "domain it is written for")
+        text = f" in ({low:g}, {high:g}) ({why})"
+    elif slot.hint is not None and slot.hint.ball:
+        text = (" rows of norm < 1 (inside the unit ball: the code divides by 1 - |x|^2 of "
+                "them)")
     elif slot.hint is not None and slot.hint.probability:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
     elif positive:
@@ -201,6 +210,18 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
     return text
 
 
+def _rows_of(slot: Slot, slots: list[Slot], layout, overrides: dict) -> int | None:
+    """The number of rows of the tensor ``slot`` indexes (``hint.rows_of``), else None."""
+    target = slot.hint.rows_of if slot.hint is not None else None
+    tensors = [s.name for s in slots if s.kind in ("tensor", "none")]
+    if target not in tensors or not layout:
+        return None
+    shape = overrides.get(target)
+    if not isinstance(shape, tuple):
+        shape = layout[min(tensors.index(target), len(layout) - 1)]
+    return shape[0] if shape else None
+
+
 def _matrix(slot: Slot, shape) -> str | None:
     """The structure the code wants of ``slot`` (``tril``, ``spd``...), when ``shape`` is a
     (batch of) square matrices that can have it."""
@@ -210,7 +231,7 @@ def _matrix(slot: Slot, shape) -> str | None:
 
 _MATRICES = {"tril": "lower triangular", "triu": "upper triangular",
              "spd": "symmetric positive definite", "negdef": "symmetric negative definite",
-             "symmetric": "symmetric"}
+             "symmetric": "symmetric", "square": "square"}
 
 
 def synthetic_module(index: int = 0) -> Any:

@@ -62,6 +62,9 @@ class Hint:
     unit_dims: set[int] = field(default_factory=set)  # a raising guard needs size 1 there
     matrix: str | None = None      # tril | triu | spd | negdef | symmetric (linear algebra)
     domain: tuple[float, float] | None = None  # forward clamps it there (see .domains)
+    domain_why: str = ""           # why, when a formula needs it (see .formula_domains)
+    ball: bool = False             # rows inside the unit ball: 1 - |u|^2 (.formula_domains)
+    rows_of: str | None = None     # an index into this parameter's rows (.formula_domains)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

@@ -227,6 +227,8 @@ def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any) ->
         value = -value if kind == "negdef" else value
     elif kind == "symmetric":
         value = (b + b.mT) / 2
+    elif kind == "square":  # only the shape is asked for (x.reshape(b, d * d))
+        value = b
     else:
         diagonal = 1 + torch.rand((*lead, n), dtype=torch.float64, generator=generator)
         value = torch.tril(b, -1) * 0.5 + torch.diag_embed(diagonal)

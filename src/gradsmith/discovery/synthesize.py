@@ -40,6 +40,7 @@ from gradsmith.discovery.defaults import stated_defaults, with_defaults
 from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
+from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
@@ -116,6 +117,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     hints = forward_hints(target, names, owner=owner)
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
+    read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
     last_error = "no layout tried"
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
