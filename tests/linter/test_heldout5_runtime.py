@@ -62,3 +62,30 @@ def test_apply_keywords_that_do_not_bind_raise_and_are_errors(mod, findings, cal
     with pytest.raises(TypeError, match=match):
         getattr(mod, call)(torch.randn(3, requires_grad=True))
     assert (_line_of(f"def {call}(") + 1, "GS112") in findings
+
+
+def test_detach_of_results_computed_from_detached_copies_is_harmless(mod, findings):
+    torch.manual_seed(0)
+    a = torch.randn(4, dtype=torch.double, requires_grad=True)
+    b = a * 3  # a non-leaf input: its history must survive the call
+    y = mod.Recompute.apply(torch.sin, b)
+    assert b.grad_fn is not None and b.requires_grad
+    (ga,) = torch.autograd.grad((y + b).sum(), a)
+    (ref,) = torch.autograd.grad((torch.sin(a * 3) + a * 3).sum(), a)
+    torch.testing.assert_close(ga, ref)
+    assert not any(code == "GS101" and _line_of("element.detach_()") == line
+                   for line, code in findings)
+
+
+def test_detach_of_an_input_cuts_the_callers_graph_and_stays_an_error(mod, findings):
+    a = torch.randn(4, dtype=torch.double, requires_grad=True)
+    b = a * 3
+    y = mod.DetachesInput.apply(b)
+    assert b.grad_fn is None and not b.requires_grad  # the caller's tensor lost its history
+    (ga,) = torch.autograd.grad((y + b).sum(), a)
+    (ref,) = torch.autograd.grad((a * 3 * 2 + a * 3).sum(), a)
+    assert not torch.allclose(ga, ref)  # b's own path to `a` is silently missing
+    leaf = torch.randn(4, requires_grad=True)
+    mod.DetachesInput.apply(leaf)
+    assert not leaf.requires_grad  # a parameter passed in would stop training
+    assert (_line_of("x.detach_()"), "GS101") in findings

@@ -169,7 +169,12 @@ What the analysis takes into account, so that an error is always worth stopping 
 Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
 `num_batches_tracked`, or whose gradient backward always returns as `None` (state such as
 statistics buffers and codebooks, never differentiated; also an input `forward(ctx,
-*args)` unpacks from `args` at its top level), are not reported by GS101.
+*args)` unpacks from `args` at its top level), are not reported by GS101. `detach_()`
+changes no values, only the graph of the one tensor object it is called on: on an input
+parameter itself (or `args[i]`, `for t in args`) it is GS101, since the caller's tensor
+loses its history (a leaf stops requiring grad; the caller's gradient through a non-leaf
+is silently missing); on a view, a detached copy or the results of a call on detached
+copies (a reversible block's `ctx.fn(*x)` under `no_grad`) it is not reported.
 
 ## Severity policy
 

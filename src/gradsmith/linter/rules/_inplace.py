@@ -20,6 +20,7 @@ from gradsmith.linter.rules._inplace_scope import (
     by_option,
     chosen_by_option,
     chosen_out,
+    detaches_other,
     option,
     reshapes_fresh_view,
     track_fresh_views,
@@ -231,6 +232,9 @@ def check_inplace(facts: Facts, report) -> None:
                       or facts.method("backward")), mutations, kernels, facts.sym_of).edits if (
         facts.method("forward") or facts.method("backward")) else None
     for method in own(facts, "forward"):
+        inputs = set(method.params[0 if facts.fc.setup_style else 1:])
+        if method.node.args.vararg:
+            inputs.add(method.node.args.vararg.arg)
         fresh: set[str] = set()
         chosen = chosen_by_option(method.node, method.source)
         # `a, state, b = args` in `forward(ctx, *args)`: state whose gradient is always None
@@ -240,9 +244,10 @@ def check_inplace(facts: Facts, report) -> None:
         written: set[str] = set()
 
         def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen, written=written,
-                  stateful=stateful):
+                  stateful=stateful, inputs=inputs):
             for node, target, what, proven in mutations(stmt, flow, helpers):
-                if reshapes_fresh_view(node, target, fresh):
+                if reshapes_fresh_view(node, target, fresh) or detaches_other(
+                        node, target, what, method.node, inputs):
                     continue
                 what = by_option(what, stmt, target, chosen)
                 val: Val = flow.eval(target)
@@ -265,7 +270,8 @@ def check_inplace(facts: Facts, report) -> None:
                     written.add(shown)
                     if _unread_by_callers(facts, [n for n in names if n not in dirty]):
                         code = "GS230"
-                report(code, method.source, node, f"{what} modifies input `{shown}`")
+                verb = "detaches" if "detach_" in what else "modifies"
+                report(code, method.source, node, f"{what} {verb} input `{shown}`")
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "mark_dirty"):
                     for arg in node.args:

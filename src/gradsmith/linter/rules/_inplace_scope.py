@@ -89,5 +89,36 @@ def track_fresh_views(stmt: ast.stmt, fresh: set[str]) -> None:
             (fresh.add if new else fresh.discard)(target.id)
 
 
-__all__ = ["OPTION", "by_option", "chosen_by_option", "chosen_out", "option", "reshapes_fresh_view",
-           "track_fresh_views"]
+def detaches_other(node: ast.AST, target: ast.expr, what: str, method: ast.AST,
+                   inputs: set[str]) -> bool:
+    """Whether the write is a ``detach_()`` of something other than an input object itself.
+
+    ``detach_`` changes no values: it cuts the graph of the one tensor object it is called
+    on. On an input that object is the caller's (a leaf stops requiring grad, a non-leaf
+    loses its history: the caller's gradient through it is silently missing), so that stays
+    GS101; on a view, a detached copy or the result of a call on them (a reversible block's
+    `ctx.fn(*detached)`) no tensor the caller holds changes. Followed only where the call is
+    on an input parameter (or an element of one, `args[i]`, `for t in args`) never rebound.
+    """
+    if "detach_" not in what:
+        return False
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.value is target):
+        return True  # through a helper: its receiver is out of sight
+    stores = [n for n in ast.walk(method) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)]
+    loops = {n.target.id: n.iter.id for n in ast.walk(method) if isinstance(n, ast.For)
+             and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Name)}
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        target = target.value  # `args[0].detach_()`: an element of an input sequence
+    if not isinstance(target, ast.Name):
+        return True
+    stored = [n.id for n in stores]
+    if target.id in loops:  # `for t in args: t.detach_()`, t bound by that loop alone
+        return stored.count(target.id) != 1 or loops[target.id] not in inputs \
+            or loops[target.id] in stored
+    return target.id not in inputs or target.id in stored
+
+
+__all__ = ["OPTION", "by_option", "chosen_by_option", "chosen_out", "detaches_other", "option",
+           "reshapes_fresh_view", "track_fresh_views"]
