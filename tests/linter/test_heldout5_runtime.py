@@ -89,3 +89,22 @@ def test_detach_of_an_input_cuts_the_callers_graph_and_stays_an_error(mod, findi
     mod.DetachesInput.apply(leaf)
     assert not leaf.requires_grad  # a parameter passed in would stop training
     assert (_line_of("x.detach_()"), "GS101") in findings
+
+
+@pytest.mark.parametrize(("name", "error"), [("QuantizeOnly", AssertionError),
+                                             ("QuantizeOnlyRaise", NotImplementedError)])
+def test_backward_raising_through_a_helper_always_raises_and_is_not_gs109(
+        mod, findings, name, error):
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(error):
+        mod.__dict__[name].apply(x).sum().backward()
+    line = _line_of(f"class {name}(")
+    assert not any(code == "GS109" and line < at < line + 12 for at, code in findings)
+
+
+def test_backward_falling_through_a_passing_helper_loses_the_gradient_and_is_gs109(
+        mod, findings):
+    x = torch.randn(3, requires_grad=True)
+    (gx,) = torch.autograd.grad(mod.QuantizeChecked.apply(x).sum(), x, allow_unused=True)
+    assert gx is None  # backward returned nothing: the gradient is silently missing
+    assert (_line_of("def backward(ctx, g):  # GS109"), "GS109") in findings

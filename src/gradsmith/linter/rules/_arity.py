@@ -8,7 +8,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
-from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond
+from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond, raising_calls
 from gradsmith.linter.rules._latent import GS229, int_inputs, no_gradient_outputs
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
@@ -46,7 +46,10 @@ GS109 = Rule(
     "gradients silently vanish or it raises a count error. A fall-through that runs only "
     "when no input backward differentiates needs a gradient (`if any(ctx.needs_input_grad)`, "
     "or `if grads is not None` where forward kept `grads = ... if acts.requires_grad else "
-    "None` for the one input backward returns a gradient for) cannot run and is not reported.",
+    "None` for the one input backward returns a gradient for) cannot run and is not reported. "
+    "A backward that always raises on purpose, also through a linted helper that raises on "
+    "every path for the literal arguments it is given (`log_and_assert(False, log, msg)` "
+    "whose body asserts its condition, or a helper that only raises), is not reported.",
     "return the gradients (or explicit Nones) on every path.",
     bad=_H + "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
     "    def backward(ctx, g):  # GS109\n        if g is not None:\n            return g * 2\n",
@@ -126,6 +129,9 @@ def check_returns(facts: Facts, report) -> None:
     if trivial(backward.node.body) and any(isinstance(s, ast.Raise) for s in backward.node.body):
         return  # backward only raises (not differentiable on purpose): counts cannot matter
     returns = _returns(facts, backward)
+    raising = raising_calls(facts, backward) if not returns else None
+    if raising is not None and terminates(backward.node.body, raising):
+        return  # backward always raises through a helper (on purpose): counts cannot matter
     # no output can carry a gradient: backward never runs and a wrong count cannot fail yet
     count_code = _LatentCode(facts, forward)
     if "backward" in facts.fc.own or "vjp" in facts.fc.own:

@@ -55,16 +55,23 @@ def last_name(func: ast.expr) -> str | None:
     return None
 
 
-def terminates(body: list[ast.stmt]) -> bool:
-    """Whether every path through ``body`` ends in return/raise."""
+def terminates(body: list[ast.stmt], raising=None) -> bool:
+    """Whether every path through ``body`` ends in return/raise.
+
+    ``raising(call)``, when given, says whether a call statement always raises (a helper
+    that asserts a literal False): such a statement ends its path too."""
     for stmt in body:
         if isinstance(stmt, (ast.Return, ast.Raise)):
             return True
+        if raising is not None and isinstance(stmt, ast.Expr) and \
+                isinstance(stmt.value, ast.Call) and raising(stmt.value):
+            return True
         if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Constant) and not stmt.test.value:
             return True
-        if isinstance(stmt, ast.If) and terminates(stmt.body) and terminates(stmt.orelse):
+        if isinstance(stmt, ast.If) and terminates(stmt.body, raising) and \
+                terminates(stmt.orelse, raising):
             return True
-        if isinstance(stmt, (ast.With, ast.AsyncWith)) and terminates(stmt.body):
+        if isinstance(stmt, (ast.With, ast.AsyncWith)) and terminates(stmt.body, raising):
             return True
         if isinstance(stmt, ast.Try):
             if terminates(stmt.finalbody):

@@ -190,3 +190,82 @@ def _needs_some_grad(test: ast.expr, ctx: str | None, total: int) -> bool:
 
 
 __all__ = ["idle_fallthrough", "not_none_beyond"]
+
+
+_UNKNOWN = object()
+_RAISE_DEPTH = 3
+
+
+def raising_calls(facts: Facts, method):
+    """``raising(call)`` for :func:`terminates`: whether a call statement of ``method``
+    always raises, read in the linted code (a helper of the module, the class or another
+    linted module): its body raises on every path once the call's literal arguments are
+    bound (``log_and_assert(False, logger, msg)`` whose body is ``if not cond: ...;
+    assert cond, msg``), following such calls three helpers deep. Anything not linted or
+    not decided by literals does not count: GS109 keeps a fall-through that can happen."""
+    from gradsmith.linter._helpers import Helpers
+    from gradsmith.linter._kernels import finder
+
+    helpers = Helpers(facts.fc.source, facts.fc.node, facts.resolver(method), None,
+                      finder(facts.sym_of[id(facts.fc.source)], facts.sym_of), facts.sym_of)
+
+    def raising(call: ast.Call, env: dict | None = None, depth: int = 0) -> bool:
+        found = helpers.target(call) if depth < _RAISE_DEPTH else None
+        if found is None:
+            return False
+        node, bound = found
+        args = node.args
+        params = [a.arg for a in (*args.posonlyargs, *args.args)][bound:]
+        if any(isinstance(a, ast.Starred) for a in call.args) or len(call.args) > len(params):
+            return False
+        known = {p: _literal(a, env or {}) for p, a in zip(params, call.args)}
+        known.update((k.arg, _literal(k.value, env or {})) for k in call.keywords if k.arg)
+        return _always_raises(node.body, known, lambda c, e: raising(c, e, depth + 1))
+
+    return raising
+
+
+def _literal(expr: ast.expr, env: dict):
+    """The value of a literal (or of ``not``/a name bound to one), else ``_UNKNOWN``."""
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        return env.get(expr.id, _UNKNOWN)
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        value = _literal(expr.operand, env)
+        return _UNKNOWN if value is _UNKNOWN else not value
+    return _UNKNOWN
+
+
+def _always_raises(body: list[ast.stmt], env: dict, raising) -> bool:
+    """Whether every path through a helper's ``body`` raises, given literal ``env``."""
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            return False
+        if isinstance(stmt, ast.Raise):
+            return True
+        if isinstance(stmt, ast.Assert):
+            test = _literal(stmt.test, env)
+            if test is not _UNKNOWN and not test:
+                return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                raising(stmt.value, env):
+            return True
+        if isinstance(stmt, ast.If):
+            test = _literal(stmt.test, env)
+            if test is _UNKNOWN:
+                if _always_raises(stmt.body, env, raising) and \
+                        _always_raises(stmt.orelse, env, raising):
+                    return True
+            elif _always_raises(stmt.body if test else stmt.orelse, env, raising):
+                return True
+            elif any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+                return False  # the branch taken may return
+        elif isinstance(stmt, (ast.For, ast.While, ast.Try, ast.With, ast.Match)) and any(
+                isinstance(n, ast.Return) for n in ast.walk(stmt)):
+            return False
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in ast.walk(stmt):  # a rebound name is no longer the literal
+                if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
+                    env = {**env, target.id: _UNKNOWN}
+    return False
