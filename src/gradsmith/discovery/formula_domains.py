@@ -263,8 +263,6 @@ class _Reader(ast.NodeVisitor):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         owner = _param(node.value, self.names)
-        if owner is not None and self.hints[owner].kind is None:
-            self.hints[owner].kind = "tensor"  # ctx.features[y]: subscripted, a tensor
         for item in items:
             if isinstance(item, ast.BinOp):
                 self._count(item)
@@ -275,6 +273,8 @@ class _Reader(ast.NodeVisitor):
                 self.hints[index].kind = "index"  # features[y], y in indexes: row indices
                 if len(items) == 1 and owner is not None:
                     self.hints[index].rows_of = owner  # values below its number of rows
+                    if self.hints[owner].kind is None:
+                        self.hints[owner].kind = "tensor"  # ctx.features[y]: a tensor
         self.generic_visit(node)
 
     def _count(self, node: ast.AST) -> None:
