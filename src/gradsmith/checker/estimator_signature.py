@@ -36,6 +36,11 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: forward is piecewise constant (finite differences are exactly 0 "
                 f"at all {sig.total} elements examined) while backward passes a gradient: a "
                 "straight-through estimator (round, sign, floor, quantization)")
+    if sig.kind == "straight-through-rescaled":
+        return (f"{sig.label}: forward is piecewise constant up to a scale computed from the "
+                f"input (moving any of {sig.total} elements examined only rescales the output: "
+                "alpha * sign(w) with alpha the mean of the kept |w|) while backward passes a "
+                "gradient: a straight-through estimator that treats the scale as a constant")
     if sig.kind == "straight-through-saturating":
         return (f"{sig.label}: forward is flat at {sig.flat} of {sig.total} elements (a clamp or "
                 "saturation) where backward still passes a gradient: a straight-through "

@@ -35,6 +35,7 @@ from gradsmith.checker import (
     redrawn,
     reported,
     rerouting,
+    rescaled,
     rng,
     stochastic,
     substituted,
@@ -49,7 +50,8 @@ from gradsmith.checker.session import Session
 
 NAME = "gradients"
 SAMPLE = 64  # elements examined per input in probe mode (plus the located culprits)
-KINDS = ("straight-through", "straight-through-saturating", "scaled", "modified", "no-gradient",
+KINDS = ("straight-through", "straight-through-saturating", "straight-through-rescaled",
+         "scaled", "modified", "no-gradient",
          "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer",
          "ignored-output")
 
@@ -85,6 +87,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
         identity = out is not None  # forward passes this input through unchanged
         sig = (_classify(res, a, n, tol, identity)
                or _guided(problem, res, vs[0], a, n, tol, idx)
+               or (None if identity else rescaled.signature(session, problem, res.t,
+                                                            res.label, a, idx))
                or _quantized(session, res, identity)
                or _substituted(session, res, vs[0], a, tol, idx, identity))
         if sig is None and identity:

@@ -104,7 +104,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
     kind = sig.kind if sig is not None else None
     if kind == "guided":
         out += [f"{grad}.clamp(min=0) * ({name} > 0)", f"{grad}.clamp(min=0) * ({name} >= 0)"]
-    if kind in ("straight-through", "straight-through-saturating"):
+    if kind in ("straight-through", "straight-through-saturating", "straight-through-rescaled"):
         if _ignored(session, top):  # an added loss; a flat forward's (round) is a slip
             out += _constant(name, g, numbers)
             # an injected gradient, likewise only into an input forward never reads
