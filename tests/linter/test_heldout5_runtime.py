@@ -108,3 +108,35 @@ def test_backward_falling_through_a_passing_helper_loses_the_gradient_and_is_gs1
     (gx,) = torch.autograd.grad(mod.QuantizeChecked.apply(x).sum(), x, allow_unused=True)
     assert gx is None  # backward returned nothing: the gradient is silently missing
     assert (_line_of("def backward(ctx, g):  # GS109"), "GS109") in findings
+
+
+def _survives(fn, differentiate: bool) -> bool:
+    """Whether fn's output is still alive after ``del`` with the cycle collector off."""
+    gc.collect()
+    gc.disable()
+    try:
+        x = torch.randn(4, requires_grad=True)
+        out = fn(x)
+        if differentiate:
+            out.sum().backward()
+        ref = weakref.ref(out)
+        del out
+        return ref() is not None
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+def test_output_popped_by_backward_is_freed_after_backward_and_only_warned(mod, findings):
+    assert not _survives(mod.KeptAndPopped.apply, differentiate=True)
+    assert _survives(mod.KeptAndPopped.apply, differentiate=False)  # why it stays a warning
+    line = _line_of("ctx.outputs = [outputs]  # GS234")
+    assert (line, "GS234") in findings and (line, "GS104") not in findings
+    x = torch.randn(4, dtype=torch.double, requires_grad=True)
+    (gx,) = torch.autograd.grad(mod.KeptAndPopped.apply(x).sum(), x)
+    torch.testing.assert_close(gx, x.detach().exp())
+
+
+def test_output_kept_past_backward_leaks_and_stays_an_error(mod, findings):
+    assert _survives(mod.KeptForever.apply, differentiate=True)
+    assert (_line_of("ctx.outputs = [outputs]  # GS104"), "GS104") in findings

@@ -222,6 +222,13 @@ self.reduce(out)`), no failure is shown: GS230, a warning. A Function imported u
 another name, called directly or whose `apply` is handed on keeps GS101 (its callers
 are out of sight).
 
+An output kept on ctx makes a reference cycle (output -> graph node -> ctx -> output) that
+only the cycle collector frees (GS104, error: every graph built leaks until it runs, and
+after backward too). When backward releases the attribute on every path (`ctx.outs =
+[out]` then `ctx.outs.pop()`, `del ctx.out`, `ctx.out = None`), the cycle is broken
+whenever backward runs; only a graph built and never differentiated stays alive longer,
+no result is wrong: GS234, a warning.
+
 Real-code evaluation: `benchmarks/lint_realcode.py` lints 14 public projects (pinned
 commits) and looks up a judgement for every error-level finding and a sample of the others
 (`benchmarks/results/lint_realcode.md`).

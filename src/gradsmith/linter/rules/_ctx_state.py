@@ -9,6 +9,7 @@ from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
 from gradsmith.linter._flow import Flow, Val, walk_shallow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import CTX_METHODS, attr_of, nodes, own, short, terminates
+from gradsmith.linter.rules._ctx_release import GS234, released, released_attrs
 from gradsmith.linter.rules._latent import GS228, maybe_number, non_differentiable
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
@@ -182,13 +183,14 @@ def _paths(body: list[ast.stmt], is_call):
     return max(ended, (total, along), key=lambda g: g[0]), (total, along)
 
 
-@checker(GS104, GS213, GS205, GS105, GS228, GS106, GS107)
+@checker(GS104, GS234, GS213, GS205, GS105, GS228, GS106, GS107)
 def check_ctx_storage(facts: Facts, report) -> None:
+    freed = released_attrs(facts)
     for method in own(facts, *CTX_METHODS):
         outputs = _Outputs(method, facts) if method.name == "forward" else None
         src = method.source
 
-        def visit(stmt, flow: Flow, src=src, outputs=outputs, method=method):
+        def visit(stmt, flow: Flow, src=src, outputs=outputs, method=method, freed=freed):
             if isinstance(stmt, ast.Assign):
                 for target in stmt.targets:
                     pairs = [(target, stmt.value)]
@@ -198,7 +200,8 @@ def check_ctx_storage(facts: Facts, report) -> None:
                     for tgt, value in pairs:
                         if isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) \
                                 and tgt.value.id == flow.ctx:
-                            _ctx_attr(report, src, flow, tgt, value, outputs, method)
+                            _ctx_attr(report, src, flow, tgt, value, outputs, method,
+                                      released(value, freed.get(tgt.attr)))
             for node in statement_nodes(stmt):
                 if is_ctx_call(node, flow.ctx, "save_for_backward"):
                     for arg in node.args:
@@ -241,7 +244,7 @@ def _parts(value: ast.expr, flow: Flow) -> list[tuple[ast.expr | None, Val]]:
     return [(value, val)]
 
 
-def _ctx_attr(report, src, flow: Flow, target, value, outputs, method) -> None:
+def _ctx_attr(report, src, flow: Flow, target, value, outputs, method, freed: bool) -> None:
     name = f"ctx.{target.attr}"
     found = None
     for expr, val in _parts(value, flow):
@@ -262,8 +265,9 @@ def _ctx_attr(report, src, flow: Flow, target, value, outputs, method) -> None:
             found = ("GS213", f"`{name}` holds input `{', '.join(inputs)}`")
         elif val.tensor and not val.origins and not found and expr is value:
             found = ("GS205", f"`{name} = {short(src.segment(value))}`")
-    if found:
-        report(found[0], src, target, found[1])
+    if found:  # a cycle backward breaks leaks only for a graph never differentiated
+        code = "GS234" if found[0] == "GS104" and freed else found[0]
+        report(code, src, target, found[1])
 
 
 def _saved_arg(report, src, flow: Flow, arg, facts: Facts, method) -> None:
