@@ -140,3 +140,39 @@ def test_output_popped_by_backward_is_freed_after_backward_and_only_warned(mod, 
 def test_output_kept_past_backward_leaks_and_stays_an_error(mod, findings):
     assert _survives(mod.KeptForever.apply, differentiate=True)
     assert (_line_of("ctx.outputs = [outputs]  # GS104"), "GS104") in findings
+
+
+@pytest.mark.parametrize(("name", "args", "error"), [
+    ("DeletesState", (2.0,), AttributeError),
+    ("DeletesStateByName", (), AttributeError),
+    ("PopsInputs", (2.0,), IndexError),
+    ("KeptAndPopped", (), IndexError),
+])
+def test_backward_consuming_ctx_state_fails_a_second_backward_and_is_warned(
+        mod, findings, name, args, error):
+    x = torch.randn(3, dtype=torch.double, requires_grad=True)
+    y = mod.__dict__[name].apply(x, *args).sum()
+    (first,) = torch.autograd.grad(y, x, retain_graph=True)
+    (ref,) = torch.autograd.grad(_reference(name, x, args).sum(), x)
+    torch.testing.assert_close(first, ref)  # the first backward is right
+    with pytest.raises(error):
+        torch.autograd.grad(y, x)
+    line = _line_of(f"class {name}(")
+    assert any(code == "GS235" and line < at < line + 20 for at, code in findings)
+
+
+def _reference(name: str, x, args):
+    if name == "KeptAndPopped":
+        return x.exp()
+    return x * (args[0] if args else 3.0)
+
+
+def test_backward_guarding_its_consumed_state_raises_a_clear_error_and_is_silent(
+        mod, findings):
+    x = torch.randn(3, requires_grad=True)
+    y = mod.DeletesStateGuarded.apply(x, 2.0).sum()
+    torch.autograd.grad(y, x, retain_graph=True)
+    with pytest.raises(RuntimeError, match="more than once"):
+        torch.autograd.grad(y, x)
+    line = _line_of("class DeletesStateGuarded(")
+    assert not any(code == "GS235" and line < at < line + 20 for at, code in findings)

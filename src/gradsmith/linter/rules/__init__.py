@@ -4,6 +4,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _api,
     _arity,
     _contiguity,
+    _ctx_release,
     _ctx_state,
     _dirty,
     _dtype,
