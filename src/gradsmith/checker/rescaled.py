@@ -9,8 +9,8 @@ moving any examined element changes forward's output only by rescaling it, every
 element that changes is multiplied by one common factor, the moved element's own output
 included. A smooth forward fails it (``x * mean(x)``: the moved element's own output changes
 by ``h * mean`` more than the others' share); so does a clamp or any forward whose moved
-element's own output follows it, and an element-wise forward (one element changes: a
-factor needs a group to be common).
+element's own output follows it, and an element-wise forward (one element of each output
+changes: a factor needs a group within an output to be common).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def signature(session: Session, problem: Problem, t: int, label: str, a: torch.T
     rescaled = 0
     for j in idx.tolist()[:SAMPLE]:
         for moved in numerics.pair(problem, t, j, session.settings.h):
-            found = _common_factor(moved.reshape(-1) - base, base)
+            found = _common_factor(moved.reshape(-1) - base, base, problem.out_shapes)
             if found is None:
                 return None
             rescaled += found
@@ -48,14 +48,16 @@ def signature(session: Session, problem: Problem, t: int, label: str, a: torch.T
             if rescaled >= 2 else None)
 
 
-def _common_factor(change: torch.Tensor, base: torch.Tensor) -> bool | None:
+def _common_factor(change: torch.Tensor, base: torch.Tensor, shapes) -> bool | None:
     """True when ``change`` is one common multiple of ``base`` where it is not 0, False when
     nothing changed, None when the change is no rescaling."""
     changed = change.abs() > 1e-12 * (1 + base.abs())
     if not bool(changed.any()):
         return False
-    # one element alone always has one factor (an element-wise forward): a scale is shared
-    if int(changed.sum()) < 2 or bool((base[changed] == 0).any()):
+    # one element alone always has one factor (an element-wise forward, also one element in
+    # each of several outputs: ``(x.clone(), 2 * x)``): a scale is shared within an output
+    counts = [int(c.sum()) for c in changed.split([s.numel() for s in shapes])]
+    if max(counts) < 2 or bool((base[changed] == 0).any()):
         return None
     ratio = change[changed] / base[changed]
     spread = float((ratio - ratio[0]).abs().max())
