@@ -51,10 +51,12 @@ class F{i}(torch.autograd.Function):
 def _run(args: list[str], cwd: Path, stdout, close_early: bool, timeout: float = 240):
     """Run ``python -m gradsmith ARGS`` with ``stdout``; with ``close_early`` the reading end
     of a pipe is closed before the command writes anything (what ``| head -0`` does)."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore", COLUMNS="120")
-    proc = subprocess.Popen([sys.executable, "-m", "gradsmith", *args], cwd=cwd,
-                            stdout=stdout, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+    # -W, not PYTHONWARNINGS, and os.environ as it is (stdout is never a terminal here, so no
+    # width applies): another environment would make `check`'s worker server a fresh
+    # interpreter instead of a fork of the test run's warm template
+    proc = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "gradsmith", *args],
+                            cwd=cwd, stdout=stdout, stderr=subprocess.PIPE,
+                            env=dict(os.environ), start_new_session=True)
     if close_early:
         proc.stdout.close()
     try:
