@@ -123,7 +123,8 @@ def check_consumed_state(facts: Facts, report) -> None:
                 or _guarded(backward.node, ctx, attr):
             continue
         seen.add(attr)
-        error = "IndexError" if how == "pop" else "AttributeError"
+        error = "AttributeError" if how == "del" else "IndexError" if not getattr(
+            node, "args", None) else "KeyError or IndexError"
         what = backward.source.segment(node) or f"ctx.{attr}"
         report("GS235", backward.source, node, f"`{short(what, 40)}` ({error})")
 
