@@ -157,6 +157,12 @@ def _inner_estimator(session: Session, problem: Problem) -> str | None:
     except Exception:  # noqa: BLE001 - reported by the comparison already
         return None
     own = session.function_cls
+    return _function_in_graph(outs, lambda cls: cls is not own and _straight_through(cls))
+
+
+def _function_in_graph(outs, wanted) -> str | None:
+    """The name of the first custom Function in the graph behind ``outs`` for which
+    ``wanted(cls)`` holds, or None."""
     seen: set[int] = set()
     stack = [o.grad_fn for o in outs if o is not None and o.grad_fn is not None]
     while stack:
@@ -165,7 +171,7 @@ def _inner_estimator(session: Session, problem: Problem) -> str | None:
             continue
         seen.add(id(node))
         cls = getattr(node, "_forward_cls", None)
-        if cls is not None and cls is not own and _straight_through(cls):
+        if cls is not None and wanted(cls):
             return cls.__name__
         stack.extend(next_fn for next_fn, _ in node.next_functions)
     return None
@@ -263,15 +269,4 @@ def _once_differentiable_in_graph(session: Session) -> str | None:
             outs = subject.select(subject.call([x.clone() for x in leaves]))
     except Exception:  # noqa: BLE001 - forward errors are reported by the gradients check
         return None
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outs if o is not None and o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        cls = getattr(node, "_forward_cls", None)
-        if cls is not None and is_once_differentiable(cls):
-            return cls.__name__
-        stack.extend(next_fn for next_fn, _ in node.next_functions)
-    return None
+    return _function_in_graph(outs, is_once_differentiable)
