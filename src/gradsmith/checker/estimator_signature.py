@@ -38,9 +38,11 @@ def describe(sig: Signature) -> str:
                 "straight-through estimator (round, sign, floor, quantization)")
     if sig.kind == "straight-through-rescaled":
         return (f"{sig.label}: forward is piecewise constant up to a scale computed from the "
-                f"input (moving any of {sig.total} elements examined only rescales the output: "
-                "alpha * sign(w) with alpha the mean of the kept |w|) while backward passes a "
-                "gradient: a straight-through estimator that treats the scale as a constant")
+                f"input (moving any of {sig.total} elements examined only rescales the output, "
+                "as in alpha * sign(w) with alpha the mean of the kept |w|, or a result rounded "
+                "to low precision times a full-precision norm) while backward passes a "
+                "gradient: a straight-through estimator that treats the scale as a constant, "
+                "or a gradient of another function than the one computed")
     if sig.kind == "straight-through-saturating":
         return (f"{sig.label}: forward is flat at {sig.flat} of {sig.total} elements (a clamp or "
                 "saturation) where backward still passes a gradient: a straight-through "
