@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker import declared, spread, surrogate_fit
+from gradsmith.checker import declared, gathered, spread, surrogate_fit
 from gradsmith.checker.inputs import _parameter_names, overrides
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.session import Session
@@ -208,7 +208,11 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
                 f"lambda {params}: {' + '.join(chosen)}", session), v, problem.xs, split)
             if got is not None and _matches(grads[t], got[t], session):
                 continue
-        simple = _terms(names[top], numbers) + _masked_by_output(session, names, top)
+        # a row lookup's term first: the identity alone also fits the picking input, and
+        # then no term is left for the table
+        lookup = (gathered.terms(session, names, top)
+                  if sig is not None and sig.kind == "straight-through" else [])
+        simple = lookup + _terms(names[top], numbers) + _masked_by_output(session, names, top)
         for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers, simple):
             fn = _compile(f"lambda {params}: {term}", session)
             got = _try(session, "surrogate", fn, v, problem.xs, split)
