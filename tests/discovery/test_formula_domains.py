@@ -220,5 +220,23 @@ def test_hints_read_from_formulas():
     assert hints["tensor"].matrix == "spd"
 
 
+def test_a_lone_size_argument_is_left_to_the_size_reader():
+    class Noise(Function):
+        @staticmethod
+        def forward(ctx, loc, shape):  # torch.randn(shape): a whole size, not an int
+            return loc + torch.randn(shape, dtype=loc.dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    hints = {"loc": Hint(), "shape": Hint()}
+    read_formula_domains(Noise.forward, Noise, hints)
+    assert hints["shape"].kind is None
+    found = synthesize(Noise)
+    assert isinstance(found, Synthesized), found
+    assert found.args[1] == found.args[0].shape  # the first tensor's shape, as before
+
+
 def logm(array):  # never called: the test reads the code only
     raise NotImplementedError

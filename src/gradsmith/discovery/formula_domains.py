@@ -297,7 +297,9 @@ class _Reader(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         callee = _callee(node)
         first = node.args[0] if node.args else None
-        if callee in _SIZED or (callee == "range" and isinstance(node.func, ast.Name)):
+        # torch.zeros(b, n, d): each an int; torch.randn(shape) alone may be a whole size
+        if (callee in _SIZED and len(node.args) >= 2) or (
+                callee == "range" and isinstance(node.func, ast.Name)):
             for arg in node.args:
                 self._count(arg)
         if callee in _ACOSH and first is not None:
