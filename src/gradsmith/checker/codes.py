@@ -174,6 +174,12 @@ ROWS: dict[str, Code] = {
         "info", "gradients",
         "forward is NaN/inf next to some elements; not compared",
         "choose inputs inside the domain"),
+    "symmetric-directions": Code(
+        "info", "gradients",
+        "a symmetric matrix input of which forward reads one triangle only (`eigh`, "
+        "`eigvalsh`, `cholesky`): its gradient was compared along symmetric directions "
+        "(E_ij + E_ji), the analytic gradient folded onto the read triangle",
+        "nothing; a backward wrong along a symmetric direction still fails"),
     "missing-param-grad": Code(
         "error", "gradients",
         "the parameters of a module argument get no gradient (the checkpointing pattern with "

@@ -16,6 +16,7 @@ from gradsmith.checker import (
     probe,
     reported,
     stochastic,
+    symmetric,
     systematic,
     tf32,
 )
@@ -48,6 +49,10 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     s = session.settings
     vs = numerics.random_v(problem, s.n_v, gen)
     grads = analytic(problem, vs, check, session.function_cls)
+    # eigh-style inputs: compared along symmetric directions (see symmetric)
+    sides = symmetric.read_triangles(problem, session.options.seed)
+    grads = symmetric.fold(grads, sides)
+    session.cache[f"symmetric:{check}"] = symmetric.finding(problem, sides, check)
     session.cache[f"vjp:{check}"] = (vs, grads)
     # A few random directions first: a correct Function passes on them in a handful of
     # forwards; any disagreement gets the element-by-element comparison (see screen).
@@ -103,6 +108,7 @@ def run(session: Session) -> list[Finding]:
     problem = session.problem
     results = compare(session, problem, NAME)
     at_returned_precision(session, results)
+    symmetric_notes = session.cache[f"symmetric:{NAME}"]
     explained = approximating.explain(session, problem, results, NAME)
     findings, replaced = estimators.detect(session, problem, results)
     findings += explained
@@ -119,7 +125,7 @@ def run(session: Session) -> list[Finding]:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
     if not any(res.failed for res in results):
         findings += not_exercised(session.cache["vjp:gradients"][1], results, NAME)
-    return findings
+    return findings + symmetric_notes
 
 
 def _returned_eps(session: Session) -> dict[str | None, float]:

@@ -157,7 +157,8 @@ class Output:
             elif r["verdict"] == "pass" and _warnings(r):
                 verdict += f" [yellow]({_plural(len(_warnings(r)), 'warning')})[/yellow]"
             cells = [escape_line(r["name"]), verdict,
-                     escape_line(inputs_cell(r.get("inputs"))), f"{r['elapsed']:.2f}s"]
+                     escape_line(inputs_cell(r.get("inputs")) + symmetric_note(r)),
+                     f"{r['elapsed']:.2f}s"]
             if self.verbose:
                 cells.append(escape(", ".join(r["checks"]) if r["checks"] else "-"))
             table.add_row(*cells)
@@ -276,6 +277,14 @@ def inputs_cell(inputs: str | None) -> str:
     first = first.replace(": float64 ", " ")
     more = len(rest.split("; ")) if rest else 0
     return f"synthesised {first}" + (f" +{more} sets" if more else "")
+
+
+def symmetric_note(r: dict) -> str:
+    """What the Inputs cell adds for inputs whose gradient was compared along symmetric
+    directions (an eigh-style Function of a symmetric matrix: symmetric-directions)."""
+    findings = (r.get("report") or {}).get("findings", [])
+    names = dict.fromkeys(f["input"] for f in findings if f["code"] == "symmetric-directions")
+    return f"; {', '.join(names)}: gradients along symmetric directions" if names else ""
 
 
 def to_document(result, targets: list[str]) -> dict:

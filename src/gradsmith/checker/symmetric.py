@@ -1,0 +1,98 @@
+"""Symmetric-matrix inputs: compare gradients along symmetric directions.
+
+A Function of a symmetric matrix that reads it through ``torch.linalg.eigh`` (``eigvalsh``,
+``cholesky``) reads one triangle only, and by the convention of ``eigh``'s own backward its
+gradient is meant for symmetric perturbations: ``sym_logm``'s Daleckii-Krein backward returns
+a symmetric matrix. Finite differences that move one entry at a time find the whole
+derivative on the read triangle and 0 on the other, so a correct backward disagreed with
+them everywhere off the diagonal.
+
+Where an input is a symmetric matrix (batch) and forward's output does not change at all
+(bit for bit) when the strictly-other triangle is moved, while it does change when the read
+one is, the analytic gradient ``G`` is folded onto the read triangle (``G_ij + G_ji`` below
+the diagonal, ``G_ii`` on it, 0 above): its inner product with any perturbation of the read
+triangle is then the directional derivative along the symmetric direction ``E_ij + E_ji``,
+which is exactly what the one-entry finite difference measures. A backward wrong along
+symmetric directions (a missing factor, a wrong formula, a transposed eigenvector matrix)
+changes the fold and still fails; only differences invisible to every symmetric
+perturbation (which half of an off-diagonal pair carries the gradient) are ignored.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding
+
+#: Size of the test perturbation relative to the matrix's largest entry.
+NUDGE = 0.1
+
+
+def read_triangles(problem: Problem, seed: int = 0) -> dict[int, str]:
+    """Input index -> ``"lower"`` or ``"upper"``: the triangle forward reads, for every
+    symmetric square input of which forward reads one triangle only."""
+    found: dict[int, str] = {}
+    f0 = None
+    for t, x in enumerate(problem.xs):
+        if not _symmetric(problem, t, x):
+            continue
+        if f0 is None:
+            f0 = problem.value().to(torch.float64)
+            if not bool(torch.isfinite(f0).all()):
+                return found
+        gen = torch.Generator().manual_seed(seed + t)
+        noise = torch.rand(x.shape, generator=gen, dtype=torch.float64).to(x.dtype) + 0.5
+        noise = noise * NUDGE * max(float(x.abs().max()), 1.0)
+        upper, lower = torch.triu(noise, 1), torch.tril(noise, -1)
+        for side, unread, read in (("lower", upper, lower), ("upper", lower, upper)):
+            if _unchanged(problem, t, unread, f0) and not _unchanged(problem, t, read, f0):
+                found[t] = side
+                break
+    return found
+
+
+def _symmetric(problem: Problem, t: int, x: torch.Tensor) -> bool:
+    if (t in problem.complex_inputs or not x.is_floating_point() or x.dim() < 2
+            or x.shape[-1] != x.shape[-2] or x.shape[-1] < 2 or x.numel() == 0
+            or not bool(torch.isfinite(x).all())):
+        return False
+    tol = 100 * torch.finfo(x.dtype).eps * max(float(x.abs().max()), 1.0)
+    return bool(((x - x.mT).abs() <= tol).all())
+
+
+def _unchanged(problem: Problem, t: int, delta: torch.Tensor, f0: torch.Tensor) -> bool:
+    """Whether forward's output is bit for bit the same with input ``t`` moved by ``delta``;
+    a forward that raises on the moved input counts as changed."""
+    try:
+        return torch.equal(problem.shifted(t, delta).to(torch.float64), f0)
+    except Exception:  # noqa: BLE001 - user code may raise anything
+        return False
+
+
+def fold(grads: list[list[torch.Tensor]], sides: dict[int, str]) -> list[list[torch.Tensor]]:
+    """Each direction's gradients with those of ``sides``' inputs folded onto their read
+    triangle (``G + G^T`` off the diagonal, ``G`` on it, 0 on the unread triangle)."""
+    if not sides:
+        return grads
+    return [[_fold(g, sides[t]) if t in sides else g for t, g in enumerate(per_v)]
+            for per_v in grads]
+
+
+def _fold(g: torch.Tensor, side: str) -> torch.Tensor:
+    both = g + g.mT
+    off = torch.tril(both, -1) if side == "lower" else torch.triu(both, 1)
+    return off + torch.diag_embed(torch.diagonal(g, dim1=-2, dim2=-1))
+
+
+def finding(problem: Problem, sides: dict[int, str], check: str) -> list[Finding]:
+    """One info finding per folded input: the row says how its gradient was compared."""
+    return [Finding(
+        "symmetric-directions", "info",
+        f"{problem.labels[t]} is a symmetric matrix of which forward reads only the "
+        f"{side} triangle (moving the other one leaves the output unchanged, as with "
+        "torch.linalg.eigh): gradients were compared along symmetric directions "
+        "(E_ij + E_ji), the analytic gradient folded onto that triangle",
+        "nothing to fix; a backward that returns the symmetric gradient (eigh's convention) "
+        "or one on the read triangle both pass, one wrong along a symmetric direction fails",
+        check, problem.labels[t], {"triangle": side}) for t, side in sorted(sides.items())]
