@@ -50,7 +50,8 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     vs = numerics.random_v(problem, s.n_v, gen)
     grads = analytic(problem, vs, check, session.function_cls)
     # eigh-style inputs: compared along symmetric directions (see symmetric)
-    sides = symmetric.read_triangles(problem, session.options.seed)
+    sides = symmetric.conventional(grads, symmetric.read_triangles(problem,
+                                                                   session.options.seed))
     grads = symmetric.fold(grads, sides)
     session.cache[f"symmetric:{check}"] = symmetric.finding(problem, sides, check)
     session.cache[f"vjp:{check}"] = (vs, grads)

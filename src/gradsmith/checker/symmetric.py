@@ -15,7 +15,10 @@ triangle is then the directional derivative along the symmetric direction ``E_ij
 which is exactly what the one-entry finite difference measures. A backward wrong along
 symmetric directions (a missing factor, a wrong formula, a transposed eigenvector matrix)
 changes the fold and still fails; only differences invisible to every symmetric
-perturbation (which half of an off-diagonal pair carries the gradient) are ignored.
+perturbation (which half of an off-diagonal pair carries the gradient) are ignored. Only a
+gradient in one of the conventions (symmetric, or 0 on one strict triangle) is folded: any
+other is compared entry by entry, as before (a ``tril(X) @ w`` whose backward forgot the
+mask is then diagnosed as that).
 """
 
 from __future__ import annotations
@@ -68,6 +71,24 @@ def _unchanged(problem: Problem, t: int, delta: torch.Tensor, f0: torch.Tensor) 
         return torch.equal(problem.shifted(t, delta).to(torch.float64), f0)
     except Exception:  # noqa: BLE001 - user code may raise anything
         return False
+
+
+def conventional(grads: list[list[torch.Tensor]], sides: dict[int, str]) -> dict[int, str]:
+    """Those of ``sides`` whose analytic gradient, on every direction, follows one of the
+    conventions of a gradient meant for symmetric perturbations: symmetric (eigh's own) or 0
+    on one strict triangle. Any other (``g w^T`` from ``tril(X) @ w`` with its mask
+    forgotten) is compared entry by entry, where its mistake has a sharper diagnosis."""
+    return {t: side for t, side in sides.items()
+            if all(_follows(per_v[t]) for per_v in grads)}
+
+
+def _follows(g: torch.Tensor) -> bool:
+    g = g.detach()
+    if not g.is_floating_point() or not bool(torch.isfinite(g).all()):
+        return True  # NaN/inf gradients are reported as such, folded or not
+    tol = torch.finfo(g.dtype).eps ** 0.5 * max(float(g.abs().max()), 1e-300)
+    return (bool(((g - g.mT).abs() <= tol).all()) or bool((torch.triu(g, 1) == 0).all())
+            or bool((torch.tril(g, -1) == 0).all()))
 
 
 def fold(grads: list[list[torch.Tensor]], sides: dict[int, str]) -> list[list[torch.Tensor]]:
