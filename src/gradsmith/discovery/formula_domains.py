@@ -17,6 +17,8 @@ forward saves), never by running the code:
   ``x``: ``x`` is a (batch of) symmetric positive definite matrices, where those converge and
   are real; ``x.reshape(b, d * d)``: ``x`` is a (batch of) square matrices.
 
+Calls forward makes with a parameter (its own static helpers, another class's static methods,
+functions of its module: :mod:`~gradsmith.discovery.callees`) are read as forward's own.
 Each fact is a guess the probe confirms; the Inputs column says what was chosen and why.
 """
 
@@ -26,6 +28,7 @@ import ast
 import math
 from typing import Any
 
+from gradsmith.discovery.callees import followed
 from gradsmith.discovery.hints import _TENSOR_ATTRS, Hint
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import parse, stored_on_ctx
@@ -69,9 +72,8 @@ def read_formula_domains(forward: Any, owner: type | None, hints: dict[str, Hint
             continue
         names = _aliases(tree, names)
         _Reader(hints, names).visit(tree)
-        if owner is not None:
-            for helper, passed in _static_helpers(owner, tree, names):
-                _Reader(hints, _aliases(helper, passed)).visit(helper)
+        for helper, passed in followed(forward, tree, names, owner, _param, _aliases):
+            _Reader(hints, passed).visit(helper)  # Owner._logm(x), Shared.forward(ctx, x)
 
 
 def in_ball(shape: tuple[int, ...], generator: Any) -> Any:
@@ -111,27 +113,6 @@ def _param(node: ast.AST, names: dict[str, str]) -> str | None:
             node = node.func.value
         else:
             return None
-
-
-def _static_helpers(owner: type, tree: ast.AST, names: dict[str, str]):
-    """The class's own static helpers called with parameters (``Owner._logm(tensor)``)."""
-    import inspect
-
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id in (owner.__name__, "cls")):
-            continue
-        method = vars(owner).get(node.func.attr)
-        function = getattr(method, "__func__", None)
-        helper = parse(function) if isinstance(method, staticmethod) else None
-        if helper is None:
-            continue
-        params = list(inspect.signature(function).parameters)
-        passed = {theirs: p for theirs, arg in zip(params, node.args)
-                  if (p := _param(arg, names)) is not None}
-        if passed:
-            yield helper, passed
 
 
 def _pairs(target: ast.AST, value: ast.AST):

@@ -5,7 +5,8 @@ written for: ``cholesky`` raises on it, a triangular solve of a random square ma
 ill-conditioned and ignores half of it, and a backward that relies on symmetry (``2 A B`` for
 ``d diag(B^T A B) / d B``) is wrong off its contract, a false alarm. Read, never run, from
 forward and backward (through what forward saves: ``ctx.save_for_backward(z, L)`` ...
-``z, L = ctx.saved_tensors``) and the docstrings:
+``z, L = ctx.saved_tensors``), from the code forward hands a parameter to (see
+:mod:`~gradsmith.discovery.callees`) and from the docstrings:
 
 - ``solve_triangular(A, B, upper=False)``, ``triangular_solve(B, A, upper=...)``, a helper
   named ``*triangular*`` given ``upper=``, ``cholesky_solve(B, L)``: ``A`` is lower (upper)
@@ -27,6 +28,7 @@ import inspect
 import re
 from typing import Any
 
+from gradsmith.discovery.callees import followed
 from gradsmith.discovery.source import parse
 
 _TRANSPOSES = {"t", "mT", "T", "transpose"}
@@ -63,36 +65,13 @@ def read_matrices(owner: Any, hints: dict) -> None:
     for tree in (parse(forward), parse(vars(owner).get("setup_context"))):
         if tree is not None:
             _read(tree, names, hints)
-            for helper, passed in _own_helpers(owner, tree, names):
-                _read(helper, passed, hints)
+            for helper, passed in followed(forward, tree, names, owner):
+                _read(helper, passed, hints)  # Owner._forward(A), Shared.forward(ctx, A)
     backward = parse(getattr(owner, "backward", None))
     if backward is not None:
         _read(backward, _saved_aliases(parse(forward), backward, hints), hints)
     for name, kind in _documented(forward, hints).items():
         hints[name].matrix = hints[name].matrix or kind
-
-
-def _own_helpers(owner: Any, tree: ast.AST, names: dict[str, str]):
-    """The class's own static helpers forward calls (``Owner._forward(nat_mean, nat_covar)``):
-    each helper's tree, and its parameter -> our parameter for the arguments passed as is."""
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id in (owner.__name__, "cls")):
-            continue
-        method = vars(owner).get(node.func.attr)
-        function = getattr(method, "__func__", None)
-        helper = parse(function)
-        if not isinstance(method, staticmethod) or helper is None:
-            continue
-        try:
-            params = list(inspect.signature(function).parameters)
-        except (TypeError, ValueError):
-            continue
-        passed = {theirs: names[arg.id] for theirs, arg in zip(params, node.args)
-                  if isinstance(arg, ast.Name) and arg.id in names}
-        if passed:
-            yield helper, passed
 
 
 def _saved_aliases(forward: ast.AST | None, backward: ast.AST, hints: dict) -> dict[str, str]:
