@@ -61,6 +61,50 @@ def slices_last_dim(owner: Any) -> bool:
     return False
 
 
+def constant_reads(target: Any, names: list[str]) -> dict[str, int]:
+    """The arguments of ``target`` (a forward) whose every read is ``name[..., i]`` at constant
+    indices ``0..k-1`` (a complex number as (real, imag)), each with ``k``: the last size the code
+    is written for (more columns would get gradients the code never gives them).
+
+    Example:
+        >>> import torch
+        >>> def modulus(z, w):
+        ...     return torch.sqrt(z[..., 0] ** 2 + z[..., 1] ** 2) * w
+        >>> constant_reads(modulus, ["z", "w"])
+        {'z': 2}
+    """
+    tree = _parse(target)
+    if tree is None:
+        return {}
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = {}
+    for name in names:
+        loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name
+                 and isinstance(n.ctx, ast.Load)]
+        indices = [_last_index(n, parents.get(n)) for n in loads if not _saved(parents.get(n))]
+        if indices and None not in indices and set(indices) == set(range(max(indices) + 1)):
+            found[name] = max(indices) + 1
+    return found
+
+
+def _saved(parent: ast.AST | None) -> bool:
+    """``parent`` is ``ctx.save_for_backward(...)``: keeping a tensor is not reading it."""
+    return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute)
+            and parent.func.attr == "save_for_backward")
+
+
+def _last_index(node: ast.Name, parent: ast.AST | None) -> int | None:
+    """``i`` when ``node`` is read as ``node[..., i]`` (``i`` a constant >= 0), else None."""
+    if not (isinstance(parent, ast.Subscript) and parent.value is node
+            and isinstance(parent.slice, ast.Tuple) and len(parent.slice.elts) == 2):
+        return None
+    first, last = parent.slice.elts
+    if (isinstance(first, ast.Constant) and first.value is Ellipsis
+            and isinstance(last, ast.Constant) and type(last.value) is int and last.value >= 0):
+        return last.value
+    return None
+
+
 def _called_names(tree: ast.AST) -> set[str]:
     return {node.func.id for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}

@@ -45,6 +45,7 @@ from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
+from gradsmith.discovery.masks import read_shaped
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
@@ -191,6 +192,8 @@ def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> S
     rejects (:func:`~gradsmith.discovery.from_code.stated_if_misfit`), else ``found``."""
     better = stated_if_misfit(fn, params, hints, seed, found.args)
     found = found if better is None else Synthesized(*better, seed=seed)
+    call, _, target = signature(fn)
+    found = read_shaped(found, call, target, [p.name for p in params])  # masks 0/1, z[..., 0]
     return same_last_sizes(found, getattr(fn, "apply", fn)) if slices_last_dim(fn) else found
 
 

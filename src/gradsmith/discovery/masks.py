@@ -1,0 +1,106 @@
+"""Inputs shaped by how forward reads them (private): 0/1 masks and constant-index columns.
+
+An argument forward uses as a 0/1 mask (``mask.bool()``, ``mask == 0``, ``x * mask``) gets
+0/1 values, both present: Gaussian values make ``mask.bool()`` all True, so a backward that
+forgets the mask passes. A tensor whose last axis forward reads only at constant indices
+``0..k-1`` (:func:`~gradsmith.discovery.group_sizes.constant_reads`) gets ``k`` columns: more
+columns would get gradients the code never gives them. The new inputs are kept only when
+forward and backward run on them; the Inputs column says what was chosen and why.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+from typing import Any
+
+from gradsmith.discovery.group_sizes import constant_reads
+from gradsmith.discovery.source import parse as _parse
+
+
+def mask_names(target: Any, names: list[str]) -> set[str]:
+    """The arguments of ``target`` it uses as 0/1 masks: ``m.bool()``, or ``m == 0`` (or 1,
+    ``!=``) and ``x * m`` for an argument named ``*mask*`` (``x == 0`` alone is a kink
+    test on a real input, not a mask).
+
+    Example:
+        >>> def f(x, mask, keep_mask, y):
+        ...     return (x * mask).masked_fill(keep_mask == 0, 0.0) * (y == 0)
+        >>> sorted(mask_names(f, ["x", "mask", "keep_mask", "y"]))
+        ['keep_mask', 'mask']
+    """
+    tree = _parse(target)
+    if tree is None:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "bool" and isinstance(node.func.value, ast.Name)):
+            found.add(node.func.value.id)
+        elif (isinstance(node, ast.Compare) and len(node.ops) == 1
+              and isinstance(node.ops[0], (ast.Eq, ast.NotEq))):
+            sides = (node.left, node.comparators[0])
+            if any(isinstance(s, ast.Constant) and s.value in (0, 1) for s in sides):
+                found |= {s.id for s in sides if isinstance(s, ast.Name) and _named_mask(s.id)}
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            found |= {s.id for s in (node.left, node.right)
+                      if isinstance(s, ast.Name) and _named_mask(s.id)}
+    return found & set(names)
+
+
+def _named_mask(name: str) -> bool:
+    return "mask" in name.lower()
+
+
+def read_shaped(found: Any, call: Any, target: Any, names: list[str]) -> Any:
+    """``found`` with mask arguments made 0/1 and constant-index columns cut to their count,
+    when forward and backward run on the result (variants changed alike); else ``found``."""
+    from gradsmith.discovery.placement import with_note
+    from gradsmith.discovery.probe import backward_error
+
+    columns = constant_reads(target, names)
+    masks = mask_names(target, names)
+    notes = [f"{n} last size {k}: forward reads only {n}[..., 0..{k - 1}]"
+             for n, k in columns.items()] + [f"{n} 0/1: forward uses it as a mask" for n in masks]
+    if not notes:
+        return found
+    args = _shaped(found.args, names, columns, masks)
+    if args is found.args or not _runs(call, args, backward_error):
+        return found
+    variants = tuple(replace(v, args=shaped) for v in found.variants
+                     if _runs(call, shaped := _shaped(v.args, names, columns, masks),
+                              backward_error))
+    description = found.description
+    for name, new in zip(names, args):  # `z: float64 (3, 4)` names the shape now given
+        if name in columns and hasattr(new, "shape"):
+            description = re.sub(rf"\b{re.escape(name)}: (\w+) \([^)]*\)",
+                                 rf"{name}: \1 {tuple(new.shape)}", description, count=1)
+    shaped = replace(found, args=args, variants=variants, description=description)
+    return with_note(shaped, "; ".join(notes))
+
+
+def _runs(call: Any, args: tuple, backward_error) -> bool:
+    try:
+        call(*args)
+    except Exception:  # noqa: BLE001 - user code: any error means these inputs do not suit it
+        return False
+    return backward_error(call, args) is None
+
+
+def _shaped(args: tuple, names: list[str], columns: dict, masks: set) -> tuple:
+    """``args`` with each mask made 0/1 (both values) and each constant-read tensor cut to
+    its column count; ``args`` itself when nothing changes."""
+    import torch
+
+    out = list(args)
+    for i, (name, value) in enumerate(zip(names, args)):
+        if not (isinstance(value, torch.Tensor) and value.is_floating_point()):
+            continue
+        if name in masks and value.numel() >= 2:
+            bits = (torch.arange(value.numel()) % 2).reshape(value.shape)
+            out[i] = bits.to(value.dtype).requires_grad_(value.requires_grad)
+        elif name in columns and value.dim() >= 1 and value.shape[-1] > columns[name]:
+            cut = value.detach()[..., :columns[name]].clone()
+            out[i] = cut.requires_grad_(value.requires_grad)
+    return args if all(a is b for a, b in zip(out, args)) else tuple(out)
