@@ -87,6 +87,28 @@ def test_mask_argument_still_catches_a_wrong_backward():
     assert not report.passed
 
 
+class _Gated(Function):
+    """x * (mask != 0) with a (zero) gradient returned for mask: a finite-difference step
+    across 0 would flip the gate, so a mask whose gradient is checked keeps Gaussian values."""
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        gate = mask.bool().to(x.dtype)
+        ctx.save_for_backward(gate)
+        return x * gate
+
+    @staticmethod
+    def backward(ctx, g):
+        (gate,) = ctx.saved_tensors
+        return g * gate, torch.zeros_like(g)
+
+
+def test_a_thresholded_mask_whose_gradient_is_checked_is_not_put_on_its_threshold():
+    found, report = _check(_Gated)
+    assert 0.0 not in found.args[1].flatten().tolist()
+    assert report.passed, report
+
+
 class _Ctx:
     def __init__(self, *saved):
         self.saved_tensors = saved

@@ -19,6 +19,21 @@ from gradsmith.discovery.group_sizes import constant_reads
 from gradsmith.discovery.source import parse as _parse
 
 
+def thresholded_names(target: Any, names: list[str]) -> set[str]:
+    """The arguments of ``target`` turned into booleans (``m.bool()``, ``mask == 0``): at a
+    0 entry a finite-difference step flips them, so a mask whose gradient is checked keeps
+    its Gaussian values.
+
+    Example:
+        >>> def f(x, mask):
+        ...     return x * mask.bool()
+        >>> thresholded_names(f, ["x", "mask"])
+        {'mask'}
+    """
+    tree = _parse(target)
+    return set() if tree is None else _masks(tree, thresholds_only=True) & set(names)
+
+
 def mask_names(target: Any, names: list[str]) -> set[str]:
     """The arguments of ``target`` it uses as 0/1 masks: ``m.bool()``, or ``m == 0`` (or 1,
     ``!=``) and ``x * m`` for an argument named ``*mask*`` (``x == 0`` alone is a kink
@@ -31,8 +46,10 @@ def mask_names(target: Any, names: list[str]) -> set[str]:
         ['keep_mask', 'mask']
     """
     tree = _parse(target)
-    if tree is None:
-        return set()
+    return set() if tree is None else _masks(tree, thresholds_only=False) & set(names)
+
+
+def _masks(tree: ast.AST, thresholds_only: bool) -> set[str]:
     found = set()
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -43,10 +60,11 @@ def mask_names(target: Any, names: list[str]) -> set[str]:
             sides = (node.left, node.comparators[0])
             if any(isinstance(s, ast.Constant) and s.value in (0, 1) for s in sides):
                 found |= {s.id for s in sides if isinstance(s, ast.Name) and _named_mask(s.id)}
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
+              and not thresholds_only):
             found |= {s.id for s in (node.left, node.right)
                       if isinstance(s, ast.Name) and _named_mask(s.id)}
-    return found & set(names)
+    return found
 
 
 def _named_mask(name: str) -> bool:
@@ -61,6 +79,9 @@ def read_shaped(found: Any, call: Any, target: Any, names: list[str]) -> Any:
 
     columns = constant_reads(target, names)
     masks = mask_names(target, names)
+    thresholded = thresholded_names(target, names)
+    masks -= {n for n, a in zip(names, found.args)  # a checked gradient across the threshold
+              if n in thresholded and getattr(a, "requires_grad", False)}
     notes = [f"{n} last size {k}: forward reads only {n}[..., 0..{k - 1}]"
              for n, k in columns.items()] + [f"{n} 0/1: forward uses it as a mask" for n in masks]
     if not notes:
