@@ -18,8 +18,8 @@ from typing import Any
 
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
+from gradsmith.discovery.source import module_function, stored_on_ctx
 from gradsmith.discovery.source import parse as _parse
-from gradsmith.discovery.source import stored_on_ctx
 from gradsmith.discovery.stated import documented_options
 
 # Methods and attributes that only tensors have (a parameter using one is a tensor).
@@ -112,13 +112,10 @@ def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int) ->
     """``mode = int_to_mode(mode)``: a module-level helper's body says what a parameter is
     (only the kind and the values it is compared with are taken; a wrong guess costs a
     probe)."""
-    helper = getattr(fn, "__globals__", {}).get(call.func.id)
-    if not inspect.isfunction(helper):
+    found = module_function(call, fn)
+    if found is None:
         return
-    try:
-        params = list(inspect.signature(helper).parameters)
-    except (TypeError, ValueError):
-        return
+    helper, params = found
     passed = {params[i]: _param_of(a, hints) for i, a in enumerate(call.args[:len(params)])}
     passed = {theirs: ours for theirs, ours in passed.items() if ours}
     if not passed:

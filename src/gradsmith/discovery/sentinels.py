@@ -12,10 +12,9 @@ helpers it passes parameters to), never by running it.
 from __future__ import annotations
 
 import ast
-import inspect
 from typing import Any
 
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import module_function, parse
 
 #: Methods and functions that compare for equality (``x.eq(v)``, ``torch.ne(x, v)``).
 _EQUALITY = {"eq", "ne", "equal"}
@@ -56,13 +55,10 @@ def equality_sentinels(fn: Any, names: list[str], depth: int = 0) -> dict[str, s
 
 def _from_helper(call: ast.Call, fn: Any, wanted: set[str], found: dict) -> None:
     """``mask = find_gaps(x, magic)``: the helper's comparison, in forward's names."""
-    helper = getattr(fn, "__globals__", {}).get(call.func.id)
-    if not inspect.isfunction(helper):
+    found_helper = module_function(call, fn)
+    if found_helper is None:
         return
-    try:
-        params = list(inspect.signature(helper).parameters)
-    except (TypeError, ValueError):
-        return
+    helper, params = found_helper
     ours = {params[i]: a.id for i, a in enumerate(call.args[:len(params)])
             if isinstance(a, ast.Name) and a.id in wanted}
     if not ours:

@@ -30,6 +30,20 @@ def _parse(obj: Any) -> ast.AST | None:
         return None
 
 
+def module_function(call: ast.Call, fn: Any) -> tuple[Any, list[str]] | None:
+    """The module-level function a plain call in ``fn`` runs (``find_gaps(x, magic)``, looked up
+    in ``fn``'s globals) and its parameter names; None for anything else."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    helper = getattr(fn, "__globals__", {}).get(call.func.id)
+    if not inspect.isfunction(helper):
+        return None
+    try:
+        return helper, list(inspect.signature(helper).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
 def stored_on_ctx(tree: ast.AST | None, names: list[str]) -> dict[str, str]:
     """ctx attribute -> forward parameter, for what ``tree`` (forward or setup_context) keeps
     on ctx as it is: ``ctx.flag = flag``, and in a ``setup_context(ctx, inputs, output)``

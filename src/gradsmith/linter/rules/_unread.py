@@ -168,8 +168,8 @@ def check_unread_output_gradient(facts: Facts, report) -> None:
         if marked is None:
             continue
         # `del grad_x` is the usual way to say "unused on purpose" (as pylint reads it)
-        read = {n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
-        if "locals" in read or "vars" in read:
+        read = _names_read(bwd.node)
+        if read is None:
             continue
         defs = _definitions(facts.method("forward"))
         vals = facts.output_val.elements or ()
@@ -197,6 +197,12 @@ def check_unread_output_gradient(facts: Facts, report) -> None:
             report("GS122", bwd.source, arg, f"`{name}` (output {index}, `{label}`)")
 
 
+def _names_read(node: ast.AST) -> set[str] | None:
+    """The names a backward reads, or None when it reads them all (``locals()``, ``vars()``)."""
+    read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return None if "locals" in read or "vars" in read else read
+
+
 def _check_star(facts: Facts, bwd, report) -> None:
     """``backward(ctx, g, *rest)`` that never reads ``rest``, or unpacks it into ``_``,
     while forward may return a tensor there (an lse beside the output)."""
@@ -207,8 +213,8 @@ def _check_star(facts: Facts, bwd, report) -> None:
     marked = _non_differentiable(facts)
     if marked is None:
         return
-    read = {n.id for n in ast.walk(bwd.node) if isinstance(n, ast.Name)}
-    if "locals" in read or "vars" in read:
+    read = _names_read(bwd.node)
+    if read is None:
         return
     defs = _definitions(forward)
     for index in sorted(ignored):
