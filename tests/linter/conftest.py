@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections import Counter
 from pathlib import Path
@@ -35,3 +36,18 @@ def expected():
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+def _load(path: Path, name: str):
+    """Import a fixture file as a module (the run-time tests execute what lint reads)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_fixture():
+    """``load_fixture(path, module_name)``: a fixture file imported as a module."""
+    return _load
+

@@ -18,11 +18,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "dev_rules.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("dev_rules_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "dev_rules_fixture")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ tensor returned through a helper is fine (compared with ``x * 2``)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "dirty_returned.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("dirty_returned_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "dirty_returned_fixture")
 
 
 def test_marked_but_not_returned_raises_and_is_an_error(mod):

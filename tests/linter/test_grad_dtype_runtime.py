@@ -4,7 +4,6 @@ rounding; the helper that casts to the input's dtype matches."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "grad_dtype.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("grad_dtype_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "grad_dtype_fixture")
 
 
 def test_fixed_bfloat16_gradient_loses_precision_silently(mod):

@@ -9,7 +9,6 @@ expression in plain torch.
 from __future__ import annotations
 
 import gc
-import importlib.util
 import weakref
 from pathlib import Path
 
@@ -22,11 +21,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "heldout4.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("heldout4_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "heldout4_fixture")
 
 
 @pytest.fixture(scope="module")

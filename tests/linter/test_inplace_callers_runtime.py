@@ -7,7 +7,6 @@ same computation written out of place.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "inplace_callers.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("inplace_callers_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "inplace_callers_fixture")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ CPU): the first derivative is right, the second is silently missing (autograd of
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "precomputed_kernel.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("precomputed_kernel_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "precomputed_kernel_fixture")
 
 
 def test_gradient_from_the_forward_kernel_has_no_second_derivative(mod):

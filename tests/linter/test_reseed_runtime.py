@@ -4,7 +4,6 @@ seed from the generator keeps the run reproducible."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "reseed.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("reseed_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "reseed_fixture")
 
 
 def _draw_after(fn):

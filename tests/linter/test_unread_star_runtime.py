@@ -4,7 +4,6 @@ written with torch's own functions is the reference); the near misses give no fi
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "unread_star.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("unread_star_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "unread_star_fixture")
 
 
 def _x():

@@ -7,7 +7,6 @@ with autograd of the same expression written in plain torch.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -20,11 +19,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "unseen_code.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("unseen_code_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "unseen_code_fixture")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ computes the other Function (compared with plain torch)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "wrappers.py"
 
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("wrappers_fixture", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "wrappers_fixture")
 
 
 @pytest.fixture(scope="module")
