@@ -8,6 +8,7 @@ a missing torch is one line that names the command to run instead of a traceback
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 import warnings
@@ -61,10 +62,28 @@ def require_torch(feature: str) -> None:
 
 
 def _numpy_missing() -> bool:
+    return not on_path("numpy")
+
+
+def on_path(name: str) -> bool:
+    """Whether the top-level module ``name`` is imported or can be found on ``sys.path``.
+
+    Unlike :func:`importlib.util.find_spec`, this never asks the finders on
+    ``sys.meta_path``: a user's finder may act on its first lookup of a module (a
+    ``sitecustomize`` shim that patches numpy's loader and then removes itself), and a
+    lookup made by gradsmith before the user's code imports the module would spend it, so
+    the user's code would import differently under gradsmith than under plain ``python``.
+
+    Example:
+        >>> on_path("sys"), on_path("no_such_module_xyz")
+        (True, False)
+    """
+    if name in sys.modules:
+        return sys.modules[name] is not None  # None: `import name` raises ImportError
     try:
-        return importlib.util.find_spec("numpy") is None
-    except (ImportError, ValueError):  # sys.modules["numpy"] = None, a broken install
-        return True
+        return importlib.machinery.PathFinder.find_spec(name) is not None
+    except (ImportError, ValueError):  # a broken install
+        return False
 
 
 #: The ``onnx`` extra (pyproject.toml): what the opt-in ONNX deployment check needs.

@@ -24,6 +24,8 @@ import functools
 import importlib.util
 import os
 
+from gradsmith._requires import on_path
+
 __all__ = ["all_launches", "interpreting", "launches", "prepare", "status", "tf32_launches"]
 
 _ENV = "TRITON_INTERPRET"
@@ -112,7 +114,7 @@ def _triton_version() -> str | None:
 
 def _decide() -> bool:
     # The interpreter runs kernels with numpy; without it there is nothing to switch on.
-    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("numpy") is None:
+    if importlib.util.find_spec("triton") is None or not on_path("numpy"):
         return False
     if _ENV in os.environ:  # the user's own choice, either way
         return interpreting()
