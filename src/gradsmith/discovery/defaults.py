@@ -68,31 +68,87 @@ def stated_defaults(owner: Any, names: list[str]) -> dict[str, tuple[Any, str]]:
 def _from_callers(owner: type, names: list[str]) -> dict[str, tuple[Any, str]]:
     """``def f(x, eps=1e-12): return Owner.apply(x, eps)`` in the owner's module, also one
     wrapper further out (``def g(x, eps=1e-5): return _apply(x, eps)`` where ``_apply`` passes
-    its parameters on to ``Owner.apply``)."""
+    its parameters on to ``Owner.apply``); a number written in the call (``Owner.apply(w, 2,
+    4)``); and a layer's setting (``Owner.apply(self.weight, self.N, self.M)`` in a class whose
+    ``__init__(..., N=2, M=4)`` stores ``self.N = N``)."""
     tree = _module_tree(owner)
     found: dict[str, tuple[Any, str]] = {}
     if tree is None:
         return found
     funcs = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    settings = _class_settings(tree)  # method -> (class name, self attribute -> its default)
     # a wrapper's name -> its positional parameter i -> forward's parameter index
     wrappers: dict[str, dict[int, int]] = {}
     for depth in range(2):
         for func in funcs:
             defaults = _literal_defaults(func.args)
             params = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+            klass, stored = settings.get(func, ("", {}))
             for call in ast.walk(func):
                 slots = _target_slots(call, owner, wrappers, depth)
                 if slots is None:
                     continue
                 for i, arg in enumerate(call.args):
-                    if i not in slots or slots[i] >= len(names) or not isinstance(arg, ast.Name):
+                    if i not in slots or slots[i] >= len(names):
                         continue
-                    if arg.id in defaults:
-                        found.setdefault(names[slots[i]],
-                                         (defaults[arg.id], f"the default of {func.name}()"))
+                    name = names[slots[i]]
+                    if (number := _number(arg)) is not None:
+                        found.setdefault(name, (number, f"the call in {func.name}()"))
+                    elif _self_attribute(arg) in stored:
+                        attr = _self_attribute(arg)
+                        found.setdefault(name, (stored[attr], f"{klass}'s default {attr}"))
+                    elif not isinstance(arg, ast.Name):
+                        continue
+                    elif arg.id in defaults:
+                        found.setdefault(name, (defaults[arg.id], f"the default of {func.name}()"))
                     elif depth == 0 and arg.id in params:
                         wrappers.setdefault(func.name, {})[params.index(arg.id)] = slots[i]
     return found
+
+
+def _number(node: ast.AST) -> int | float | None:
+    """A number written in the code (``4``, ``-1``, ``1e-3``; not a bool)."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _class_settings(tree: ast.AST) -> dict[ast.AST, tuple[str, dict[str, Any]]]:
+    """Each method of a class whose ``__init__`` stores a numeric default on ``self``
+    (``def __init__(self, ..., M=4): self.M = M``, or ``self.M = 4``) -> (the class's name,
+    attribute -> that value)."""
+    out: dict[ast.AST, tuple[str, dict[str, Any]]] = {}
+    for klass in ast.walk(tree):
+        if not isinstance(klass, ast.ClassDef):
+            continue
+        methods = [f for f in klass.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        init = next((f for f in methods if f.name == "__init__"), None)
+        if init is None:
+            continue
+        defaults = _literal_defaults(init.args)
+        stored: dict[str, Any] = {}
+        for node in ast.walk(init):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            attr = _self_attribute(node.targets[0])
+            if attr is None:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in defaults:
+                stored.setdefault(attr, defaults[node.value.id])
+            elif (number := _number(node.value)) is not None:
+                stored.setdefault(attr, number)
+        for method in methods:
+            out[method] = (klass.name, stored)
+    return out
 
 
 def _target_slots(call: ast.AST, owner: type, wrappers: dict[str, dict[int, int]],
@@ -169,3 +225,39 @@ def with_defaults(slots: list, stated: dict[str, tuple[Any, str]], required: set
             s = Slot(s.name, "value", stated[s.name][0], s.hint, frozen=s.frozen)
         out.append(s)
     return out
+
+
+def passable(owner: Any, params: list[inspect.Parameter]) -> int | None:
+    """How many of forward's positional parameters a working call passes, when the code says
+    fewer than all: backward returns one value per input passed, so if every ``return`` of
+    backward is a tuple of ``k`` values and forward's parameters from ``k`` on have defaults,
+    passing one of them makes autograd raise (``return g, None, None`` for ``forward(ctx, w,
+    N, M, decay=0.0002)``: callers pass three). None otherwise.
+
+    Example:
+        >>> import torch
+        >>> class F(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, k, decay=0.1):
+        ...         return x * k
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g * 2, None
+        >>> passable(F, list(inspect.signature(F.forward).parameters.values())[1:])
+        2
+    """
+    tree = parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
+    if tree is None:
+        return None
+    returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
+    if not returns or not all(isinstance(r, ast.Tuple) and not any(
+            isinstance(e, ast.Starred) for e in r.elts) for r in returns):
+        return None
+    counts = {len(r.elts) for r in returns}
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(counts) != 1 or len(positional) != len(params):
+        return None
+    k = counts.pop()
+    if 0 < k < len(params) and all(p.default is not p.empty for p in params[k:]):
+        return k
+    return None

@@ -36,7 +36,7 @@ from typing import Any
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
-from gradsmith.discovery.defaults import stated_defaults, with_defaults
+from gradsmith.discovery.defaults import passable, stated_defaults, with_defaults
 from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
@@ -113,8 +113,10 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     call, params, target = signature(fn)
     if params is None:
         return NoInputs(no_inputs_reason(fn, "its forward signature cannot be inspected", [], {}))
-    names = [p.name for p in params]
     owner = fn if isinstance(fn, type) else None
+    if (passed := passable(owner, params)) is not None:
+        params = params[:passed]  # defaulted ones backward has no gradient slot for: not passed
+    names = [p.name for p in params]
     hints = forward_hints(target, names, owner=owner)
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
