@@ -92,7 +92,8 @@ def test_forward_backward_pair_of_an_outside_package_is_a_kernel_and_double_back
     fixtures_dir, tmp_path, monkeypatch
 ):
     path = fixtures_dir / "kernel_pairs.py"
-    assert _gs215(path) == [("kernel_pairs.py", _kernel_line(path))]  # Conv only
+    marked = [i for i, line in enumerate(path.read_text().splitlines(), 1) if "# GS215" in line]
+    assert _gs215(path) == [("kernel_pairs.py", line) for line in marked]  # Conv and Gat
 
     def fastconv_fwd(u, k):  # a compiled kernel: no autograd graph
         return torch.from_numpy(u.detach().numpy() * k.detach().numpy())
@@ -105,8 +106,15 @@ def test_forward_backward_pair_of_an_outside_package_is_a_kernel_and_double_back
     stand_in.fastconv_fwd, stand_in.fastconv_bwd = fastconv_fwd, fastconv_bwd
     helper = types.ModuleType("helperlib")
     helper.scale_bwd = lambda g: 2 * g
+    gat = types.ModuleType("fastgat")  # the module form: `fastgat.gat_backward(...)`
+    gat.gat_forward = fastconv_fwd
+    gat.gat_backward = fastconv_bwd
+    other = types.ModuleType("otherlib")
+    other.norm_backward = lambda g: 3 * g
     monkeypatch.setitem(sys.modules, "fastconv", stand_in)
     monkeypatch.setitem(sys.modules, "helperlib", helper)
+    monkeypatch.setitem(sys.modules, "fastgat", gat)
+    monkeypatch.setitem(sys.modules, "otherlib", other)
     shutil.copy(path, tmp_path / "gs_kernel_pairs.py")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(sys.modules, "gs_kernel_pairs", None)
@@ -122,3 +130,6 @@ def test_forward_backward_pair_of_an_outside_package_is_a_kernel_and_double_back
     (g,) = torch.autograd.grad((mod.ConvOnce.apply(u, k) ** 2).sum(), u, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         g.sum().backward()  # the fix: it raises instead
+    (g,) = torch.autograd.grad((mod.Gat.apply(u, k) ** 2).sum(), u, create_graph=True)
+    torch.testing.assert_close(g, ref.detach())  # the module form: same kernel, same loss
+    assert g.grad_fn is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gc
 import os
 import re
@@ -20,7 +21,7 @@ from gradsmith.linter._finding import Edit, LintFinding
 from gradsmith.linter._prune import prune
 from gradsmith.linter._registry import CHECKERS, RULES
 from gradsmith.linter._source import SourceError, SourceFile, decode, module_name, parse
-from gradsmith.linter._symbols import ModuleSymbols
+from gradsmith.linter._symbols import ModuleSymbols, dotted
 
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox",
               "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs"}
@@ -31,6 +32,10 @@ _ALIAS = re.compile(rb"\bFunction\s+as\s+(\w+)")
 _WORD = re.compile(rb"\w+")
 _CALLED = re.compile(rb"\.\s*(?:apply|forward|backward)\s*\(")
 _TAIL_WORD = re.compile(rb"(\w+)\s*$")
+#: Text of a module that runs code autograd cannot see into: a Triton kernel, a C++
+#: extension build, ctypes, a registrar handed the module at import time (see _registered).
+_KERNEL_SIGN = re.compile(rb"triton\.jit|[\[@]triton\.autotune|cpp_extension|^import ctypes"
+                          rb"|^\w[\w.]*\([^\n]*\b(?:__name__|globals\(\))\)\s*$", re.M)
 
 
 @dataclass
@@ -189,6 +194,11 @@ def _analyse(raws: list[RawFile]) -> list[LintFinding]:
         sources += [s for s in (_parse(r, reporter) for r in pulled) if s is not None]
         index = Index(sources)
         functions = index.discover()
+    helpers = _helper_modules(later, functions, index) if later else []
+    if helpers:  # large trees: where backward's helpers live (see _helper_modules)
+        sources += [s for s in (_parse(r, reporter) for r in helpers) if s is not None]
+        index = Index(sources)
+        functions = index.discover()
     sym_of = {id(src): index.by_source[id(src)] for src in sources}
     index.names = {fc.name for fc in functions}
     for fc in functions:
@@ -202,6 +212,30 @@ def _analyse(raws: list[RawFile]) -> list[LintFinding]:
         for rule, check in CHECKERS["module"]:
             _guarded(check, target, reporter, rule.code, src, (1, 0))
     return reporter.findings
+
+
+def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFile]:
+    """Files left unparsed by the large-tree pre-filter that a discovered Function's
+    backward calls into: the module a called name is imported from (``from .._ops import
+    _segment_mm``) when its text shows a way to run code autograd cannot see into (Triton,
+    a C++ extension build, ctypes, a registrar given the module at import time), so that
+    GS215 can follow a backward's helper to the kernel it runs. One level: a helper's own
+    imports are not pulled in (that would parse most of a large package)."""
+    by_module = {r.module: r for r in later if r.module}
+    wanted: set[str] = set()
+    for fc in functions:
+        for name in ("backward", "vjp"):
+            method = fc.methods.get(name)
+            sym = index.by_source.get(id(method.source)) if method is not None else None
+            if sym is None:
+                continue
+            for node in ast.walk(method.node):
+                parts = dotted(node.func) if isinstance(node, ast.Call) else None
+                target = sym.imports.get(parts[0]) if parts and len(parts) == 1 else None
+                if target:
+                    wanted.add(target.rpartition(".")[0])
+    return [by_module[m] for m in sorted(wanted)
+            if m in by_module and _KERNEL_SIGN.search(by_module[m].data)]
 
 
 def _guarded(check, target, reporter: Reporter, code: str, source, where) -> None:

@@ -29,6 +29,7 @@ import builtins
 from gradsmith.linter._kernels import finder, module_named, modules_of
 from gradsmith.linter._project import is_extension_module, is_python_module
 from gradsmith.linter._proxies import extension_proxy, resolve_class
+from gradsmith.linter._registered import registers_itself
 from gradsmith.linter._symbols import ModuleSymbols, dotted, statements
 
 _FOLLOW = 4  # re-exports and helpers followed across modules
@@ -234,6 +235,9 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
         return ""  # `import sparseconvnet.SCN` then `sparseconvnet.SCN.fn(...)`
     if len(parts) == 1 and star(scope.sym, head, scope.sym_of):
         return " (star import)"
+    if len(parts) == 1 and not scope.sym.stars and free(scope.sym, head) \
+            and registers_itself(scope.sym):
+        return " (bound at import time)"  # `_CAPI_Fn(...)` after `_init_api(..., __name__)`
     return None
 
 

@@ -52,8 +52,11 @@ directory is a GS002 finding; it is never opened.
   exit 2, the other files are still fixed.
 - Large trees (more than 4 MB of walked files, such as an installed torch) are pre-filtered
   by text: only files with a class deriving from something named `Function` (or its
-  `import ... as` alias), and then files subclassing or applying a discovered Function, are
-  parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
+  `import ... as` alias), then files subclassing or applying a discovered Function, and
+  then the modules a discovered backward imports a called name from (`from .._ops import
+  _segment_mm`) when their text shows a way to run code autograd cannot see into
+  (`triton.jit`, `cpp_extension`, `import ctypes`, a registrar given `__name__` or
+  `globals()` at import time), are parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
   on the command line are always parsed.
 
 Messages are one line (at most 100 characters); `gradsmith lint --explain GS101` prints the
@@ -155,10 +158,20 @@ What the analysis takes into account, so that an error is always worth stopping 
   `module` property calls `cpp_extension.load`), also picked per device into a local
   (`fn = ext.f_backward_cuda if cuda else ext.f_backward_cpu`), and a function of a
   package outside the linted code imported beside its forward twin (`from fftconv import
-  fftconv_fwd, fftconv_bwd`: a hand-written backward; a lone `scale_bwd` may be torch code).
+  fftconv_fwd, fftconv_bwd`: a hand-written backward; a lone `scale_bwd` may be torch code),
+  or called through its module (`fused_gatconv.gat_backward(...)` in a file that also calls
+  `fused_gatconv.gat_forward(...)`, the module not linted). A name no statement of its
+  module binds, in a module that hands itself to a call at import time
+  (`_init_api("lib.sparse", __name__)`, `bind(globals())`, `sys.modules[__name__]`: a
+  ctypes/FFI loader binding a C library's functions, dgl's `_CAPI_*`) is a kernel too.
   A helper counts when it runs a kernel itself or through helpers it calls, three deep
   (below the first helper, a launch or an extension; a custom `torch.ops` call that far
-  down is as likely bookkeeping, such as DTensor's device-mesh lookup).
+  down is as likely bookkeeping, such as DTensor's device-mesh lookup); a helper that
+  hands its tensors to another Function's `.apply` is differentiated through that
+  Function, so the helpers it calls around it (an autocast cast, a graph index built
+  through a C API) are not followed. A local bound to what a helper returns is followed
+  into the returned function (`fn = select_impl(kind, stage="bwd")` then `fn(...)`, or
+  `_, bwd = load_kernels()` then `bwd(...)`; every function a `return` may give counts).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds

@@ -10,7 +10,9 @@ from gradsmith.linter import _extensions
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
+from gradsmith.linter._pairs import paired, paired_attribute
 from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter._returns import as_call, bound_calls, returned
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import nodes, once_differentiable, own, short
 
@@ -62,7 +64,7 @@ def check_opaque_backward(facts: Facts, report) -> None:
         for node in nodes(method):
             if isinstance(node, ast.Call):
                 what = _opaque(node, find, local, scope) or _via_helper(
-                    node, functions, find, facts.sym_of)
+                    node, functions, find, facts.sym_of, enclosing=method.node)
                 if what:
                     report("GS215", method.source, node, what)
                     break
@@ -123,26 +125,16 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
     module = external(parts[0]) if external is not None and parts[0] not in local else None
     if module and (module.partition(".")[0] not in _NOT_EXTENSION and _EXTENSION.search(
         module.rpartition(".")[2]
-    ) or _KNOWN_WRAPPER.match(f"{module}.{parts[0]}") or _paired(parts, module, find)):
+    ) or _KNOWN_WRAPPER.match(f"{module}.{parts[0]}") or paired(parts, module, find)):
         return f"`{short('.'.join(parts))}()` (from `{short(module, 24)}`)"  # imported from one
+    module = paired_attribute(parts, scope.sym, scope.sym_of, _NOT_EXTENSION) \
+        if scope is not None and parts[0] not in local else None
+    if module:  # `fused_gatconv.gat_backward(...)` beside `fused_gatconv.gat_forward(...)`
+        return f"`{short('.'.join(parts))}()` (from `{short(module, 24)}`)"
     kernel = find(call.func)
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
     return None
-
-
-_BACKWARD_WORD = re.compile(r"(?<![a-z])(bwd|backward)(?![a-z])", re.I)
-_FORWARD_WORD = {"bwd": "fwd", "backward": "forward", "BWD": "FWD", "BACKWARD": "FORWARD"}
-
-
-def _paired(parts: list[str], module: str, find) -> bool:
-    """A function of a package outside the linted code that comes as a forward/backward
-    pair (``from fftconv import fftconv_fwd, fftconv_bwd``): a hand-written backward, the
-    mark of a compiled kernel (a package written in torch operations has no use for one)."""
-    if len(parts) != 1 or not _BACKWARD_WORD.search(parts[0]):
-        return False
-    twin = _BACKWARD_WORD.sub(lambda m: _FORWARD_WORD.get(m.group(1), "forward"), parts[0])
-    return find.external(twin) == module
 
 
 def _assigned(node: ast.AST) -> frozenset[str]:
@@ -165,14 +157,16 @@ def _looks_like_kernel(head: ast.expr) -> bool:
 _HELPER_DEPTH = 3
 
 
-def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int = 0
-                ) -> str | None:
+def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int = 0,
+                enclosing: ast.AST | None = None) -> str | None:
     """A helper (this module or an imported linted one) that runs a custom kernel, itself or
-    through helpers it calls (a few levels deep)."""
+    through helpers it calls (a few levels deep); or a local of ``enclosing`` holding a
+    function such a helper returns (``fn = select_impl(...)`` then ``fn(...)``)."""
     parts = dotted(call.func)
     helper = _called_helper(call, functions, find) if depth < _HELPER_DEPTH else None
     if helper is None:
-        return None
+        return _via_returned(call, enclosing, functions, find, sym_of, depth) \
+            if enclosing is not None and depth < _HELPER_DEPTH else None
     # Once per helper, however many call it: (answer, depth it was found at); a "no" found
     # deeper (with fewer levels left to look) is looked at again from here.
     runs, seen = helper.__dict__.get("_gs_runs_kernel", (None, _HELPER_DEPTH))
@@ -189,16 +183,16 @@ def _called_helper(call: ast.Call, functions: dict, find) -> ast.FunctionDef | N
     parts = dotted(call.func)
     if not parts:
         return None
-    helper = functions.get(parts[0]) if len(parts) == 1 else None
-    if helper is None:
-        helper = find(call.func)
+    helper = find(call.func)  # first: it also learns the module the helper lives in
+    if helper is None and len(parts) == 1:
+        helper = functions.get(parts[0])
     if not isinstance(helper, ast.FunctionDef) or is_kernel(helper) or is_custom_op(helper):
         return None
     return helper
 
 
-def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, depth: int
-                 ) -> bool:
+def _context(helper: ast.FunctionDef, find, sym_of: dict, functions: dict):
+    """(finder, scope, locals, functions) to read ``helper``'s calls with, in its module."""
     owner = getattr(find, "owner", lambda node: None)(helper)
     inner = finder(owner, sym_of) if owner is not None else find
     scope = None
@@ -207,14 +201,56 @@ def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, d
         scope = scope.with_locals(helper)
         functions = owner.source.functions
     local = _Lazy(helper, frozenset(scope.known) if scope is not None else frozenset())
+    return inner, scope, local, functions
+
+
+def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, depth: int
+                 ) -> bool:
+    inner, scope, local, functions = _context(helper, find, sym_of, functions)
     calls = [node for node in ast.walk(helper) if isinstance(node, ast.Call)]
     # Below the first helper only launches and extensions count: a custom torch.ops
     # namespace that far down is as likely bookkeeping (DTensor's redistribute reaches
     # torch.ops.device_mesh._get_flattened_submesh) as the gradient's kernel.
-    return any(
-        what and not (depth and what.startswith("`torch.ops."))
-        for what in (_opaque(node, inner, local, scope) for node in calls)
-    ) or any(_via_helper(node, functions, inner, sym_of, depth + 1) for node in calls)
+    if any(what and not (depth and what.startswith("`torch.ops."))
+           for what in (_opaque(node, inner, local, scope) for node in calls)):
+        return True
+    # A helper that hands its tensors to another Function's apply (`return Fn.apply(*args)`)
+    # differentiates through that Function; the helpers it calls around it prepare
+    # arguments or wrap results (an autocast cast, a graph index built through a C API).
+    if any(_applies(node) for node in calls):
+        return False
+    return any(_via_helper(node, functions, inner, sym_of, depth + 1, helper) for node in calls)
+
+
+def _applies(call: ast.Call) -> bool:
+    parts = dotted(call.func) or []
+    return len(parts) >= 2 and parts[-1] == "apply" and parts[-2][:1].isupper()
+
+
+def _via_returned(call: ast.Call, enclosing: ast.AST, functions: dict, find, sym_of: dict,
+                  depth: int) -> str | None:
+    """``fn(...)`` where an assignment ``fn = helper(...)`` (or an item of a
+    tuple it returns) gives a function that runs a custom kernel."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    for source, index in bound_calls(enclosing, call.func.id):
+        key = f"_gs_returns_kernel_{index}"
+        runs = source.__dict__.get(key)
+        if runs is None:
+            source.__dict__[key] = False  # recursion ends here
+            runs = False
+            helper = _called_helper(source, functions, find)
+            if helper is not None:
+                inner, scope, local, inner_functions = _context(helper, find, sym_of, functions)
+                runs = any(
+                    _opaque(probe, inner, local, scope)
+                    or _via_helper(probe, inner_functions, inner, sym_of, depth + 1)
+                    for probe in map(as_call, returned(helper, index)))
+            source.__dict__[key] = runs
+        if runs:
+            made = short(ast.unparse(source.func))
+            return f"`{call.func.id}()` (from `{made}()`) runs a custom kernel"
+    return None
 
 
 @checker(GS216)

@@ -1,0 +1,63 @@
+"""Functions a module is given at import time by a registrar it hands itself to (GS215).
+
+C libraries reached through ctypes or an FFI often bind their functions into a Python
+module when it is imported: the module ends with ``_init_api("lib.sparse", __name__)`` (or
+passes ``globals()``, ``sys.modules[__name__]``, its own dotted name), and its helpers call
+names that no statement of the module binds (``_CAPI_SpMM(...)``). Such a name is a
+function of the C library: autograd cannot see into it.
+
+A module with a star import is left to :func:`gradsmith.linter._extensions.star` (the name
+may come from there).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._symbols import ModuleSymbols, dotted
+
+
+def registers_itself(sym: ModuleSymbols) -> bool:
+    """Whether a call at import time of ``sym``'s module is given the module itself."""
+    source = sym.source
+    found = source.__dict__.get("_gs_registers")
+    if found is None:
+        found = False
+        text = source.text
+        module = sym.module
+        if "__name__" in text or "globals()" in text or module and module in text:
+            found = any(
+                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and any(
+                    _names_module(arg, module)
+                    for arg in (*stmt.value.args, *(k.value for k in stmt.value.keywords)))
+                for stmt in _import_time(source.tree.body))
+        source.__dict__["_gs_registers"] = found
+    return found
+
+
+def _names_module(expr: ast.expr, module: str) -> bool:
+    """``__name__``, ``globals()``, ``sys.modules[__name__]`` or the module's dotted name."""
+    if isinstance(expr, ast.Name):
+        return expr.id == "__name__"
+    if isinstance(expr, ast.Call):
+        return dotted(expr.func) == ["globals"] and not expr.args
+    if isinstance(expr, ast.Subscript):
+        return dotted(expr.value) == ["sys", "modules"] and _names_module(expr.slice, module)
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and module:
+        return "." in expr.value and (expr.value == module or module.endswith("." + expr.value))
+    return False
+
+
+def _import_time(body: list[ast.stmt]):
+    """Statements of the module body and its if/try blocks (not functions or classes)."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try)):
+            for block in (stmt.body, stmt.orelse, getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                stack.extend(reversed(block))
+
+
+__all__ = ["registers_itself"]
