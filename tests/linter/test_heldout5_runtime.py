@@ -143,6 +143,7 @@ def test_output_kept_past_backward_leaks_and_stays_an_error(mod, findings):
     ("DeletesStateByName", (), AttributeError),
     ("PopsInputs", (2.0,), IndexError),
     ("KeptAndPopped", (), IndexError),
+    ("DeletesStateInBranch", (2.0,), AttributeError),
 ])
 def test_backward_consuming_ctx_state_fails_a_second_backward_and_is_warned(
         mod, findings, name, args, error):

@@ -118,7 +118,7 @@ def check_consumed_state(facts: Facts, report) -> None:
     stored = {n.attr for n in ast.walk(backward.node) if isinstance(n, ast.Attribute)
               and isinstance(n.ctx, ast.Store) and attr_of(n, ctx, n.attr)}
     seen = set()
-    for attr, how, node in _top_releases(backward, ctx):
+    for attr, how, node in _branch_releases(backward.node.body, ctx):
         if how not in ("del", "pop") or attr not in kept or attr in stored or attr in seen \
                 or _guarded(backward.node, ctx, attr):
             continue
@@ -127,6 +127,19 @@ def check_consumed_state(facts: Facts, report) -> None:
             node, "args", None) else "KeyError or IndexError"
         what = backward.source.segment(node) or f"ctx.{attr}"
         report("GS235", backward.source, node, f"`{short(what, 40)}` ({error})")
+
+
+def _branch_releases(body: list[ast.stmt], ctx: str | None):
+    """Releases at the top level of ``body`` and in its if/else and with blocks: a branch
+    the first backward ran runs again on a second one, after its state is gone (CogDL's
+    quantized linear deletes ``ctx.saved`` in both branches). Loops and try blocks are not
+    entered (a try may be the guard)."""
+    for stmt in body:
+        yield from _releases(stmt, ctx)
+        if isinstance(stmt, ast.If):
+            yield from _branch_releases(stmt.body + stmt.orelse, ctx)
+        elif isinstance(stmt, ast.With):
+            yield from _branch_releases(stmt.body, ctx)
 
 
 def _guarded(body: ast.AST, ctx: str | None, attr: str) -> bool:
