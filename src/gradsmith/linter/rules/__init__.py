@@ -14,6 +14,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _meta,
     _needs_grad,
     _needs_index,
+    _none_kernel,
     _none_when_needed,
     _perf,
     _precomputed,
