@@ -41,7 +41,8 @@ class ScaleGradOutputInPlace(Function):
 
 @gradsmith.example(lambda: (torch.randn(10),))
 class DetachedSquare(Function):
-    """y = x^2 with .detach() in backward: first derivative right, second silently zero."""
+    """y = x^2 with .detach() in backward: first derivative right, second silently zero
+    (a double-backward-unsupported warning; an error with --require second-order)."""
 
     @staticmethod
     def forward(ctx, x):

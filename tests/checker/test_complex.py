@@ -29,10 +29,13 @@ def test_verdict_agrees_with_gradcheck(case):
     report = gradsmith.check(case.fn, *case.make_args())
     first = _reference(case, second_order=False)
     second = first and _reference(case, second_order=True)
-    assert report.passed == second == case.passes, str(report)
+    assert report.passed == case.passes, str(report)
     assert "check-crashed" not in report.codes(), str(report)
-    if first and not second:
-        assert report.codes("error") == {"double-backward-mismatch"}
+    if first and not second:  # gradgradcheck fails: the second derivative missing (0) ...
+        assert report.codes("warning") & {"double-backward-unsupported"}, str(report)
+        assert report.passed and not report.errors, str(report)
+    else:  # ... or gradsmith agrees with gradcheck and gradgradcheck
+        assert report.passed == second, str(report)
 
 
 def test_forgotten_conj_is_named_in_complex_terms():

@@ -50,7 +50,7 @@ def test_kink_info_reports_one_sided_derivatives():
 
 def test_double_backward_hint_offers_the_three_fixes():
     r = gradsmith.check(bugs_gradients.SigmoidSavesDerivative, torch.randn(4, dtype=torch.float64))
-    f = _one(r, "double-backward-mismatch")
+    f = _one(r, "double-backward-unsupported")
     assert "once_differentiable" in f.hint and "save" in f.hint and "recompute" in f.hint
 
 

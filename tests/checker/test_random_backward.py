@@ -133,8 +133,10 @@ def test_second_order_of_a_replayed_draw_still_catches_a_cut_graph():
             return g.detach().unsqueeze(-1) * one_hot_sample(x)
 
     report = gradsmith.check(DetachedSample, _r(3, 4), unbiased=True, compat=False)
-    assert report.codes("error") == {"double-backward-mismatch"}, str(report)
-    assert {f.input for f in report.errors} == {"grad_out"}
+    # autograd's derivative in grad_out is 0 (detached): missing, a warning (issue 18)
+    assert not report.errors, str(report)
+    (f,) = [f for f in report.findings if f.code == "double-backward-unsupported"]
+    assert f.details["inputs"] == ["grad_out"]
 
 
 def test_unbiased_option_is_validated():

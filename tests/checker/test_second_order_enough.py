@@ -15,8 +15,8 @@ from gradsmith.checker import gradients, numerics
 
 
 class DetachedCube(torch.autograd.Function):
-    """x ** 3 whose backward detaches x: first order right, its derivative in x is 0 instead
-    of 6 x g on every element."""
+    """x ** 3 whose backward detaches one factor x: first order right, its derivative in x is
+    3 x g instead of 6 x g on every element (wrong, not missing: an error)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -26,7 +26,7 @@ class DetachedCube(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * 3 * x.detach() ** 2
+        return g * 3 * x * x.detach()
 
 
 def _check(monkeypatch, enough) -> tuple[object, int]:
@@ -56,7 +56,7 @@ def test_a_wrong_double_backward_is_re_judged_on_8_elements_not_64(monkeypatch):
     every, judged_all = _check(monkeypatch, None)
     assert not capped.passed and not every.passed
     assert capped.codes("error") == every.codes("error") == {"double-backward-mismatch"}
-    # the same input, severity and count of disagreeing elements (all 64: 0 against 6 x g)
+    # the same input, severity and count of disagreeing elements (all 64: 3 x g against 6 x g)
     assert _mismatch(capped) == _mismatch(every) == ("error", "x", "64 of 64 elements")
     assert (judged, judged_all) == (8, 64)
 

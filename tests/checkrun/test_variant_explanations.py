@@ -133,7 +133,8 @@ def test_what_only_a_further_set_finds_is_still_explained(monkeypatch):
 
 
 class DetachedCube(torch.autograd.Function):
-    """x ** 3 whose backward detaches x: first order right, double backward 0 in x."""
+    """x ** 3 whose backward detaches one factor x: first order right, double backward 3 x g
+    in x instead of 6 x g (wrong, not missing: an error)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -143,7 +144,7 @@ class DetachedCube(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * 3 * x.detach() ** 2
+        return g * 3 * x * x.detach()
 
 
 def test_a_double_backward_mismatch_already_reported_is_not_re_judged(monkeypatch):

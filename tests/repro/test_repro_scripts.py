@@ -30,7 +30,7 @@ class WrongGrad(Function):            # first order
         return 2 * x * x * g
 
 
-class DetachedBackward(Function):     # second order
+class DetachedBackward(Function):     # second order: cos(x) whose derivative is +sin(x)
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -39,7 +39,7 @@ class DetachedBackward(Function):     # second order
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * x.detach().cos()
+        return g * (2 * x.detach() - x).cos()
 
 
 class NanSecondOrder(Function):       # second order, NaN (the torch.where trap)

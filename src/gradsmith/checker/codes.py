@@ -230,11 +230,24 @@ ROWS: dict[str, Code] = {
         "relative error, cosine similarity, band and verdict per input",
         "fix sign/scale/transposition first, then accuracy; or loosen the thresholds",
         severity_note="error above `max_relative_error` or below `min_cosine`"),
+    "double-backward-unsupported": Code(
+        "warning", "second_order",
+        "first order verified, but backward is not differentiable with respect to some inputs "
+        "(values computed in forward under no_grad or saved as intermediates, `.detach()`, "
+        "numpy, a compiled extension or Triton kernel) and not `@once_differentiable`: "
+        "autograd's second derivative is exactly 0 there while finite differences of backward "
+        "are not, so double backward silently returns 0 for them; one finding per Function "
+        "naming the inputs. Harms only code that differentiates twice (gradient penalties, "
+        "MAML, Hessian-vector products)",
+        "`@once_differentiable` on backward (double backward then raises), or recompute from "
+        "saved inputs with differentiable torch ops",
+        severity_note="error with `--require second-order` or `require = [\"second-order\"]`"),
     "double-backward-mismatch": Code(
         "error", "second_order",
-        "differentiating backward gives wrong results (saved intermediates, `.detach()` in "
-        "backward)",
-        "recompute from inputs, save outputs, or `@once_differentiable`",
+        "differentiating backward gives a non-zero second derivative that disagrees with finite "
+        "differences of backward (also when only some entries are 0): backward's own graph "
+        "computes wrong math",
+        "fix backward's differentiable computation, or `@once_differentiable`",
         severity_note="warning where an estimator is declared and backward itself applies a "
                       "straight-through Function"),
     "nan-double-backward": Code(

@@ -13,10 +13,12 @@ from typing import Any
 import torch
 
 from gradsmith._triton import all_launches, interpreting, launches, status
+from gradsmith.checker import unsupported
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip
 
-__all__ = ["applies", "interpreted", "launched", "kernel_backward", "kernel_double_backward", "launches"]
+__all__ = ["applies", "backward_cause", "interpreted", "launched", "kernel_double_backward",
+           "launches"]
 
 
 # Deployment checks that measure what a GPU compiler and device do with the kernels: with the
@@ -62,28 +64,15 @@ def interpreted(before: int) -> list[Finding]:
         "setup", details={"launches": count, "triton": info["triton"], "shims": shims})]
 
 
-def kernel_backward(session: Session, findings: list[Finding]) -> list[Finding]:
-    """One finding, instead of a double-backward mismatch per input, when backward launches
-    Triton kernels and is not ``@once_differentiable``.
+#: Why double backward misses a dependence when backward launches kernels.
+KERNEL_CAUSE = ("backward launches Triton kernels and is not @once_differentiable: autograd "
+                "cannot differentiate through a kernel, so the gradient backward returns has "
+                "no graph")
 
-    Autograd cannot see inside a kernel: the gradient backward returns carries no graph, so
-    double backward silently yields zeros (or partial terms) instead of raising. The
-    mismatches per input (already demonstrated by finite differences) all have that cause.
-    """
-    mismatches = [f for f in findings if f.code == "double-backward-mismatch"]
-    if not mismatches or not launches_in_backward(session):
-        return findings
-    inputs = [f.input for f in mismatches if f.input]
-    rest = [f for f in findings if f.code != "double-backward-mismatch"]
-    return rest + [Finding(
-        "double-backward-mismatch", "error",
-        "backward launches Triton kernels and is not @once_differentiable: autograd cannot "
-        "differentiate through a kernel, so the gradient backward returns has no graph and "
-        "its second derivative is silently wrong instead of an error (finite differences of "
-        f"backward disagree for {', '.join(inputs)}; e.g. {mismatches[0].message})",
-        "decorate backward with @once_differentiable (double backward then raises a clear "
-        "error), or give the kernel's backward a Function of its own with a backward",
-        "second_order", None, {"inputs": inputs, "cause": "kernel-backward"})]
+
+def backward_cause(session: Session) -> str | None:
+    """:data:`KERNEL_CAUSE` when backward launches Triton kernels, else None."""
+    return KERNEL_CAUSE if launches_in_backward(session) else None
 
 
 def launches_in_backward(session: Session) -> int:
@@ -107,17 +96,21 @@ def launches_in_backward(session: Session) -> int:
 
 def kernel_double_backward(session: Session, problem: Any) -> list[Finding] | None:
     """A cheap demonstration for a backward that launches Triton kernels and is not
-    ``@once_differentiable``: one directional finite difference of backward's result (two
-    backward runs) against autograd's derivative of it. Interpreted kernels make the full
-    element-by-element comparison cost minutes, for findings that all share this one cause.
+    ``@once_differentiable``: directional finite differences of backward's result (two
+    backward runs, then two per input when they disagree) against autograd's derivative of
+    it. Interpreted kernels make the full element-by-element comparison cost minutes, for
+    findings that all share this one cause.
 
     Args:
         session: the check's session.
         problem: the second-order problem ``(x, v) -> J(x)^T v``.
 
     Returns:
-        The finding when the two disagree; None to run the full comparison (no kernel in
-        backward, or the derivative agrees: the kernel's result does carry a graph).
+        One ``double-backward-unsupported`` warning naming the inputs for which autograd's
+        derivative is exactly 0 while finite differences are not (the kernel's result has
+        no graph); a ``double-backward-mismatch`` error where autograd's derivative is
+        non-zero and disagrees (wrong math in what autograd sees); None to run the full
+        comparison (no kernel in backward, or the derivatives agree).
     """
     if not launches_in_backward(session):
         return None
@@ -126,21 +119,45 @@ def kernel_double_backward(session: Session, problem: Any) -> list[Finding] | No
     us = [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
           for x in problem.xs]
     w = torch.randn(problem.m, generator=gen, dtype=torch.float64).to(problem.xs[0].dtype)
-    plus = problem.value([x + s.h * u for x, u in zip(problem.xs, us)])
-    minus = problem.value([x - s.h * u for x, u in zip(problem.xs, us)])
-    numerical = float((w.double() * (plus.double() - minus.double())).sum()) / (2 * s.h)
-    analytic = float(sum((g.double() * u.double()).sum()
-                         for g, u in zip(problem.vjp(w), us)))
-    if abs(analytic - numerical) <= 10 * s.atol + 10 * s.rtol * abs(numerical):
+    grads = problem.vjp(w)
+
+    def along(moved: list[int]) -> tuple[float, float]:
+        """(autograd, finite differences) along ``us`` restricted to inputs ``moved``."""
+        step = [s.h * u if t in moved else torch.zeros_like(u) for t, u in enumerate(us)]
+        plus = problem.value([x + d for x, d in zip(problem.xs, step)])
+        minus = problem.value([x - d for x, d in zip(problem.xs, step)])
+        numerical = float((w.double() * (plus.double() - minus.double())).sum()) / (2 * s.h)
+        analytic = float(sum((grads[t].double() * us[t].double()).sum() for t in moved))
+        return analytic, numerical
+
+    def agree(a: float, n: float) -> bool:
+        return abs(a - n) <= 10 * s.atol + 10 * s.rtol * abs(n)
+
+    if agree(*along(list(range(len(us))))):
         return None
-    return [Finding(
-        "double-backward-mismatch", "error",
-        "backward launches Triton kernels and is not @once_differentiable: autograd cannot "
-        "differentiate through a kernel, so the gradient backward returns has no graph and "
-        "its second derivative is silently wrong instead of an error (along a random "
-        f"direction: autograd {analytic:.6g}, finite differences of backward "
-        f"{numerical:.6g})",
-        "decorate backward with @once_differentiable (double backward then raises a clear "
-        "error), or give the kernel's backward a Function of its own with a backward",
-        "second_order", None, {"cause": "kernel-backward", "analytic": analytic,
-                               "numerical": numerical})]
+    missing, wrong = [], []
+    for t, label in enumerate(problem.labels):
+        a, n = along([t])
+        if not agree(a, n):
+            (wrong if bool(grads[t].any()) else missing).append((label, a, n))
+    if wrong:
+        label, a, n = wrong[0]
+        return [Finding(
+            "double-backward-mismatch", "error",
+            f"backward launches Triton kernels; the derivative of backward's result with "
+            f"respect to {', '.join(x[0] for x in wrong)} disagrees with finite differences "
+            f"and is not 0 (along a random direction of {label}: autograd {a:.6g}, finite "
+            f"differences of backward {n:.6g}): what autograd sees of backward computes a "
+            "wrong second derivative",
+            "make backward's differentiable part right, or decorate backward with "
+            "@once_differentiable (double backward then raises a clear error)",
+            "second_order", None, {"cause": "kernel-backward", "analytic": a,
+                                   "numerical": n, "inputs": [x[0] for x in wrong]})]
+    if not missing:
+        return None
+    label, a, n = missing[0]
+    return [unsupported.finding(
+        session, [x[0] for x in missing],
+        f"along a random direction of {label}: autograd {a:.6g}, finite differences of "
+        f"backward {n:.6g}", KERNEL_CAUSE, {"cause": "kernel-backward", "analytic": a,
+                                            "numerical": n}, in_message=True)]

@@ -13,7 +13,7 @@ import inspect
 
 import torch
 
-from gradsmith.checker import declared, gradients, kernels
+from gradsmith.checker import declared, gradients, kernels, unsupported
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.problem import Problem, seeded_grad
 from gradsmith.checker.report import Finding
@@ -103,6 +103,12 @@ def run(session: Session) -> list[Finding]:
     findings = []
     for res in results:
         findings += gradients.findings_for(session, problem, res, NAME, kind="double-backward")
+    # Autograd's derivative exactly 0 where finite differences are not: a missing second
+    # derivative (a warning, see unsupported); non-zero and different: wrong math (an error).
+    kernel = kernels.backward_cause(session)
+    findings = unsupported.split(session, problem, findings, kernel or _cause(
+        session.function_cls), {"cause": "kernel-backward"} if kernel else None,
+        in_message=kernel is not None)
     hint = _hint(session.function_cls)
     against = {"surrogate": "the surrogate's second derivative (finite differences of its "
                             "gradient)",
@@ -110,17 +116,21 @@ def run(session: Session) -> list[Finding]:
         kind, "finite differences")
     inner = _inner_estimator(session, problem) if kind is not None and findings else None
     for f in findings:
+        if f.code == unsupported.CODE and kind is not None:
+            f.message = f.message.replace("finite differences", against, 1)
         if f.code == "double-backward-mismatch":
             f.message = f.message.replace("double-backward of", "the derivative of backward's "
                                           "result with respect to").replace(
-                "finite differences", against, 1)
+                "finite differences", against, 1) + (
+                "; autograd's derivative is not 0 for this input, so backward's own graph "
+                "computes this second derivative, and it is wrong")
             f.hint = hint if kind is None else (
                 f"make backward's own derivative agree with the declared {kind} (compute "
                 "backward from saved inputs with differentiable torch ops), or decorate "
                 "backward with @once_differentiable")
             if inner is not None:
                 _estimator_inside(f, inner, kind)
-    return kernels.kernel_backward(session, findings)
+    return findings
 
 
 class _AgainstDeclared(Problem):
@@ -213,18 +223,22 @@ _SUSPECTS = ((".detach(", "`.detach()`"), (".data", "`.data`"), ("numpy", "NumPy
              ("no_grad", "`torch.no_grad()`"), (".item(", "`.item()`"))
 
 
-def _hint(cls: type | None) -> str:
-    """The fix for a silently wrong double backward, naming only what backward really uses."""
+def _cause(cls: type | None) -> str:
+    """Why backward's graph misses a dependence, naming only what backward really uses."""
     try:
         source = inspect.getsource(cls.backward) if cls is not None else ""
     except (OSError, TypeError):
         source = ""
     used = [name for token, name in _SUSPECTS if token in source]
-    cause = (f"backward uses {', '.join(used)}, which autograd cannot differentiate through"
-             if used else "backward's result depends on the inputs in a way its graph does "
-             "not record: typically tensors computed in forward and saved as intermediates "
-             "(they carry no graph back to the inputs)")
-    return (f"{cause}; recompute those values in backward from the saved inputs with "
+    return (f"backward uses {', '.join(used)}, which autograd cannot differentiate through"
+            if used else "backward's result depends on the inputs in a way its graph does "
+            "not record: typically tensors computed in forward and saved as intermediates "
+            "(they carry no graph back to the inputs)")
+
+
+def _hint(cls: type | None) -> str:
+    """The fix for a silently wrong double backward, naming only what backward really uses."""
+    return (f"{_cause(cls)}; recompute those values in backward from the saved inputs with "
             "differentiable torch ops (or save outputs instead of intermediates), or decorate "
             "backward with @once_differentiable so double backward raises instead of being "
             "silently wrong")

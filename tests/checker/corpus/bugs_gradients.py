@@ -76,7 +76,8 @@ class LeakyReLUWrongSlope(Function):
 
 
 class CubeDetachInBackward(Function):
-    """First order right, double backward silently wrong: .detach() inside backward."""
+    """First order right, backward not differentiable in x (.detach() inside backward): its
+    double backward silently 0, a double-backward-unsupported warning (issue 18)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -90,7 +91,7 @@ class CubeDetachInBackward(Function):
 
 
 class SigmoidSavesDerivative(Function):
-    """Saves s*(1-s) computed in forward (no graph to x): second derivative lost."""
+    """Saves s*(1-s) computed in forward (no graph to x): second derivative lost (0)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -102,6 +103,21 @@ class SigmoidSavesDerivative(Function):
     def backward(ctx, g):
         (d,) = ctx.saved_tensors
         return g * d
+
+
+class CubeHalfDetached(Function):
+    """3 g x x.detach() for x**3: first order right, its derivative 3 g x non-zero and half
+    the true 6 g x: backward's own graph computes wrong math, an error."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x * x.detach()
 
 
 class NormNaNAtZero(Function):
@@ -261,9 +277,12 @@ CASES = [
     Case("leaky-relu-wrong-slope-with-kink", LeakyReLUWrongSlope,
          lambda: (torch.tensor([-1.0, 0.0, 2.0, -0.5], dtype=torch.float64),), False,
          ("gradient-mismatch",)),
-    Case("cube-detach-in-backward", CubeDetachInBackward, lambda: (_r(6),), False,
-         ("double-backward-mismatch",)),
-    Case("sigmoid-saves-derivative", SigmoidSavesDerivative, lambda: (_r(6),), False,
+    # A missing second derivative passes with a warning; a wrong non-zero one fails (issue 18).
+    Case("cube-detach-in-backward", CubeDetachInBackward, lambda: (_r(6),), True,
+         ("double-backward-unsupported",)),
+    Case("sigmoid-saves-derivative", SigmoidSavesDerivative, lambda: (_r(6),), True,
+         ("double-backward-unsupported",)),
+    Case("cube-half-detached", CubeHalfDetached, lambda: (_r(6),), False,
          ("double-backward-mismatch",)),
     Case("norm-nan-at-zero", NormNaNAtZero, lambda: (torch.zeros(3, dtype=torch.float64),),
          False, ("nan-gradient",)),

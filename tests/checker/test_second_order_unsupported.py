@@ -1,0 +1,197 @@
+"""Second order split by evidence (issue 18): a backward autograd cannot differentiate
+(its derivative exactly 0 where finite differences of backward are not) is one
+``double-backward-unsupported`` warning per Function and PASSes; a non-zero second derivative
+that disagrees stays a ``double-backward-mismatch`` error. The independent reference is
+torch's own gradgradcheck and autograd of the equivalent plain expression."""
+
+import pytest
+import torch
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+import gradsmith
+from gradsmith.checker.codes import ROWS
+
+
+def _r(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed),
+                       dtype=torch.float64, requires_grad=True)
+
+
+class NoGradCube(Function):
+    """x**3 with 3x^2 computed in forward under no_grad and saved: first order right,
+    backward treats it as a constant."""
+
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            d = 3 * x * x
+        ctx.save_for_backward(d)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        return g * d
+
+
+class OnceCube(NoGradCube):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        return g * d
+
+
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x * x
+
+
+class HalfDetachedCube(Function):
+    """3 g x x.detach(): first order right; its derivative 3 g x is non-zero and half the
+    true 6 g x: wrong math, not a missing derivative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x * x.detach()
+
+
+class PartlyDetachedCube(Function):
+    """Even elements' derivative cut (0), odd ones half of the truth: partial is an error."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        even = torch.arange(x.numel()).reshape(x.shape) % 2 == 0
+        return 3 * g * torch.where(even, x.detach() * x.detach(), x * x.detach())
+
+
+class DetachedMul(Function):
+    """x * w saving detached copies: backward is right and differentiable with respect to
+    neither input."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x.detach(), w.detach())
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, g * x
+
+
+class WrongFirstCube(Function):
+    """2 g x for x**3, through autograd-visible ops: a wrong first order."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * g * x
+
+
+def _second(fn, x):
+    """The Function's own double backward d/dx <grad, 1> along ones, by autograd."""
+    (g,) = torch.autograd.grad(fn.apply(x).sum(), x, create_graph=True)
+    if not g.requires_grad:
+        return torch.zeros_like(x)
+    (gg,) = torch.autograd.grad(g.sum(), x, allow_unused=True)
+    return torch.zeros_like(x) if gg is None else gg
+
+
+def _unsupported(report):
+    return [f for f in report.findings if f.code == "double-backward-unsupported"]
+
+
+def test_backward_on_forward_saved_values_is_one_warning_and_passes():
+    x = _r(5)
+    assert torch.autograd.gradcheck(NoGradCube.apply, (x,))  # first order right
+    assert not torch.autograd.gradgradcheck(NoGradCube.apply, (x,), raise_exception=False)
+    # missing, not wrong: its double backward is exactly 0, the truth (x**3's) is 6x
+    assert torch.equal(_second(NoGradCube, x), torch.zeros_like(x))
+    (g,) = torch.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    truth = torch.autograd.grad(g.sum(), x)[0]
+    assert bool((truth.abs() > 1e-3).all())
+    report = gradsmith.check(NoGradCube, x)
+    assert report.passed and report.verdict == "PASSED", str(report)
+    assert not report.codes("error")
+    (f,) = _unsupported(report)
+    assert f.severity == "warning" and f.check == "second_order"
+    assert f.details["inputs"] == ["x"]
+    assert f.message.startswith("first order verified; backward is not differentiable "
+                                "with respect to x")
+    assert "silently returns 0" in f.message
+    assert "@once_differentiable" in f.hint and "--require second-order" in f.hint
+    # Only the missing derivative gets it: @once_differentiable (double backward raises by
+    # contract) and a differentiable backward (gradgradcheck holds) get no second-order finding.
+    once = gradsmith.check(OnceCube, x)
+    assert once.passed and not _unsupported(once), str(once)
+    assert "@once_differentiable" in once.skipped["second_order"]
+    assert torch.autograd.gradgradcheck(Cube.apply, (x,))
+    good = gradsmith.check(Cube, x)
+    assert good.passed and "second_order" in good.checks, str(good)
+    assert not {f.code for f in good.findings if f.check == "second_order"}
+
+
+def test_two_inputs_without_graph_are_one_finding_naming_both():
+    x, w = _r(3, 4), _r(3, 4, seed=1)
+    assert torch.autograd.gradcheck(DetachedMul.apply, (x, w))
+    assert not torch.autograd.gradgradcheck(DetachedMul.apply, (x, w), raise_exception=False)
+    # the truth: d^2 (x * w) / dx dw = 1 per element; the Function's double backward: none
+    (gx, gw) = torch.autograd.grad(DetachedMul.apply(x, w).sum(), (x, w), create_graph=True)
+    assert not gx.requires_grad and not gw.requires_grad
+    report = gradsmith.check(DetachedMul, x, w)
+    assert report.passed, str(report)
+    assert "double-backward-mismatch" not in report.codes()
+    (f,) = _unsupported(report)
+    assert f.details["inputs"] == ["x", "w"] and "respect to x, w" in f.message
+
+
+@pytest.mark.parametrize("fn", [HalfDetachedCube, PartlyDetachedCube])
+def test_a_wrong_non_zero_second_derivative_stays_an_error(fn):
+    x = _r(6)
+    assert torch.autograd.gradcheck(fn.apply, (x,))
+    assert not torch.autograd.gradgradcheck(fn.apply, (x,), raise_exception=False)
+    ours = _second(fn, x)
+    assert bool(ours.any())  # autograd's second derivative is non-zero somewhere ...
+    assert not torch.allclose(ours, 6 * x.detach())  # ... and not x**3's 6x
+    report = gradsmith.check(fn, x)
+    assert not report.passed
+    assert report.codes("error") == {"double-backward-mismatch"}, str(report)
+    assert not _unsupported(report)
+    (f,) = report.errors
+    assert "autograd's derivative is not 0 for this input" in f.message
+    # and a wrong first order (2 g x for x**3) still fails as such
+    assert not torch.autograd.gradcheck(WrongFirstCube.apply, (x,), raise_exception=False)
+    wrong = gradsmith.check(WrongFirstCube, x)
+    assert wrong.codes("error") == {"gradient-mismatch"}, str(wrong)
+
+
+def test_the_code_is_a_documented_warning():
+    row = ROWS["double-backward-unsupported"]
+    assert row.severity == "warning" and row.check == "second_order"
+    assert "second-order" in row.severity_note
