@@ -86,7 +86,7 @@ def _names(valid: tuple[str, ...] | None) -> Callable[[Any], list[str]]:
         items = [i.strip() for i in items if i.strip()]
         bad = [i for i in items if valid is not None and i not in valid]
         if bad:
-            raise ValueError(f"a list of deployment columns from {', '.join(valid)} "
+            raise ValueError(f"a list of names from {', '.join(valid)} "
                              f"({bad[0]!r} is not one)")
         return items
 
@@ -95,7 +95,11 @@ def _names(valid: tuple[str, ...] | None) -> Callable[[Any], list[str]]:
 
 #: Deployment columns a project can require: ``gradsmith.checker.deploy.matrix.COLUMNS``
 #: without ``eager`` (a test keeps them equal; this module must not import torch).
-REQUIRABLE = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func", "onnx")
+DEPLOY_COLUMNS = ("compile", "export", "autocast", "float32", "checkpoint", "torch.func", "onnx")
+#: What a project can require (``--require``, ``require = [...]``): the deployment columns,
+#: and ``second-order`` (double backward works: a ``double-backward-unsupported`` warning,
+#: a backward autograd cannot differentiate, then fails like an error).
+REQUIRABLE = (*DEPLOY_COLUMNS, "second-order")
 
 CHECK_SETTINGS = {s.key: s for s in (
     Setting("targets", "targets", [], _targets, 'targets = ["src/my_ops", "tests/fns.py"]'),

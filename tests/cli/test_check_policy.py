@@ -8,7 +8,8 @@ import json
 import pytest
 
 from gradsmith.checker.deploy.matrix import CHECK_COLUMNS, COLUMNS
-from gradsmith.cli._check_policy import CHECK_COLUMN, REQUIRABLE
+from gradsmith._config import DEPLOY_COLUMNS
+from gradsmith.cli._check_policy import CHECK_COLUMN, EAGER_REQUIRABLE, REQUIRABLE
 
 # Right in eager; old-style (forward takes ctx): torch.func refuses it, a warning only.
 ITEM = """
@@ -109,6 +110,7 @@ def test_github_and_sarif_formats_place_findings_at_the_function(write, snippets
 
 
 def test_the_cli_lists_agree_with_the_matrix():
-    assert REQUIRABLE == COLUMNS[1:]
+    assert DEPLOY_COLUMNS == COLUMNS[1:]
+    assert REQUIRABLE == (*DEPLOY_COLUMNS, *EAGER_REQUIRABLE)
     deploy = {c: cols[0] for c, cols in CHECK_COLUMNS.items() if cols != ("eager",)}
     assert CHECK_COLUMN == deploy

@@ -1,5 +1,5 @@
 """``gradsmith check --select / --ignore / --require``: which findings count, and which
-deployment columns must hold (they fail the run like an eager error).
+deployment columns (and ``second-order``) must hold (they fail the run like an eager error).
 
 Applied to the rows after the run, in the ``gradsmith`` process: the workers always report
 everything, so a row's JSON says what was ignored (``report.ignored``) and why a deployment
@@ -23,6 +23,12 @@ CHECK_COLUMN = {"compile": "compile", "export": "export", "autocast": "autocast"
                 "vmap": "torch.func", "onnx": "onnx"}
 #: Codes that only ``gradsmith check`` itself reports (not ``gradsmith.check``).
 COMMAND_CODES = ("deployment-timeout", "required-not-checked")
+#: Requirable names that are properties of the eager checks, not deployment columns: name ->
+#: (the warnings requiring it turns into errors, the check that establishes it).
+EAGER_REQUIRABLE = {"second-order": (("double-backward-unsupported",), "second_order")}
+#: Words of every reason second_order gives for skipping a backward whose double backward
+#: raises (``@once_differentiable``, itself or inside): that contract holds, nothing is missing.
+_RAISES = "double backward raises"
 
 
 def split(option: str, value: Any) -> list[str]:
@@ -35,11 +41,11 @@ def split(option: str, value: Any) -> list[str]:
 
 
 def validate_require(option: str, names: list[str]) -> list[str]:
-    """The required columns; an unknown one is an error naming it and the valid ones."""
+    """The required names; an unknown one is an error naming it and the valid ones."""
     bad = [n for n in names if n not in REQUIRABLE]
     if bad:
         raise GradsmithUsageError(
-            f"check: {option} has unknown deployment column(s) {', '.join(map(repr, bad))}; "
+            f"check: {option} has unknown name(s) {', '.join(map(repr, bad))}; "
             f"valid: {', '.join(REQUIRABLE)} (e.g. {option} compile,export)")
     return list(dict.fromkeys(names))
 
@@ -84,16 +90,16 @@ def apply(rows: list[dict], *, select: list[str], ignore: list[str],
 def _require(row: dict, report: dict, require: list[str]) -> None:
     compat = report.get("compat") or {}
     for column in require:
+        if column in EAGER_REQUIRABLE:
+            _require_eager(report, column)
+            continue
         cell = compat.get(column)
         in_column = [f for f in report["findings"] if f["severity"] in ("warning", "error") and (
             (cell is not None and f["code"] in cell["codes"])
             or (f["code"] == "deployment-timeout" and CHECK_COLUMN.get(f["check"]) == column))]
         for f in in_column:
             if f["severity"] == "warning":
-                f["severity"] = "error"
-                f["details"] = {**f.get("details", {}), "required": column}
-                f["message"] = (f"{column} is required (--require / require in "
-                                f"[tool.gradsmith.check]): {f['message']}")
+                _raise_required(f, column)
         if in_column or (cell is not None and cell["status"] != "not run"):
             continue  # held, a documented gap, n/a, or its findings were --ignore'd
         why = (cell["note"] or "deselected") if cell is not None else (
@@ -106,6 +112,33 @@ def _require(row: dict, report: dict, require: list[str]) -> None:
             "hint": f"let the {column} check run (drop --no-compat or compat=False, raise "
                     "--timeout), or stop requiring it",
             "check": column, "input": None, "details": {"required": column}})
+
+
+def _raise_required(f: dict, name: str) -> None:
+    """A warning of a required name becomes an error saying so."""
+    f["severity"] = "error"
+    f["details"] = {**f.get("details", {}), "required": name}
+    f["message"] = (f"{name} is required (--require / require in [tool.gradsmith.check]): "
+                    f"{f['message']}")
+
+
+def _require_eager(report: dict, name: str) -> None:
+    """Required ``second-order``: its warnings fail; a second_order check that did not run
+    (other than for a backward whose double backward raises, as intended) is
+    ``required-not-checked``."""
+    codes, check = EAGER_REQUIRABLE[name]
+    found = [f for f in report["findings"] if f["code"] in codes and f["severity"] == "warning"]
+    for f in found:
+        _raise_required(f, name)
+    skipped = report.get("skipped", {}).get(check)
+    if found or check in report["checks"] or (skipped and _RAISES in skipped):
+        return
+    report["findings"].append({
+        "code": "required-not-checked", "severity": "error",
+        "message": f"{name} is required (--require / require in [tool.gradsmith.check]) but "
+                   f"was not checked: {skipped or f'the {check} check did not run to the end'}",
+        "hint": f"let the {check} check run (fix what stopped it), or stop requiring {name}",
+        "check": check, "input": None, "details": {"required": name}})
 
 
 def _refresh(row: dict, report: dict) -> None:

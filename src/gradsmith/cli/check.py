@@ -91,9 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "inductor generates code: seconds per Function)")
     parser.add_argument("--require", default=None, metavar="COLUMNS",
                         help="comma-separated deployment columns that must hold (compile, "
-                             "export, autocast, float32, checkpoint, torch.func, onnx): their "
-                             "warnings fail the run like errors (also require in pyproject); "
-                             "onnx runs only when required (needs the onnx extra)")
+                             "export, autocast, float32, checkpoint, torch.func, onnx) and "
+                             "second-order (double backward works): their warnings fail the "
+                             "run like errors (also require in pyproject); onnx runs only "
+                             "when required (needs the onnx extra)")
     parser.add_argument("--device", default=None, metavar="DEV",
                         help="where synthesised inputs live: auto (default: a CUDA GPU when "
                              "the code defines Triton kernels that run natively, else the CPU), "
@@ -215,11 +216,17 @@ def _options(args: argparse.Namespace) -> dict:
 
 def _policy(args: argparse.Namespace) -> dict:
     """``--select``, ``--ignore`` and ``--require`` (or pyproject's), validated."""
-    from gradsmith.cli._check_policy import split, validate_codes, validate_require
+    from gradsmith.cli._check_policy import (
+        EAGER_REQUIRABLE,
+        split,
+        validate_codes,
+        validate_require,
+    )
 
     require = validate_require("--require", split("--require", args.require or []))
-    if require and args.no_compat:
-        raise GradsmithError(f"check: --require {','.join(require)} needs the deployment "
+    deploy = [r for r in require if r not in EAGER_REQUIRABLE]  # second-order is eager
+    if deploy and args.no_compat:
+        raise GradsmithError(f"check: --require {','.join(deploy)} needs the deployment "
                              "checks, which --no-compat (or compat = false) turns off; drop "
                              "one of them")
     return {"select": validate_codes("--select", split("--select", args.select or [])),

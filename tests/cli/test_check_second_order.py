@@ -1,0 +1,141 @@
+"""``gradsmith check`` and a backward autograd cannot differentiate (issue 18): the row PASSes
+with one ``double-backward-unsupported`` warning; ``--require second-order`` (or
+``require = ["second-order"]`` in ``[tool.gradsmith.check]``) makes it fail, while a wrong
+non-zero second derivative fails either way. The reference is torch's gradgradcheck."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+# First order right; 3 x^2 computed in forward under no_grad: double backward silently 0.
+NO_GRAD = """
+@gradsmith.example(lambda: (torch.randn(5, dtype=torch.float64, requires_grad=True),))
+class NoGradCube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            d = 3 * x * x
+        ctx.save_for_backward(d)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        return g * d
+"""
+
+# First order right; its derivative 3 g x is non-zero and half the true 6 g x.
+HALF = """
+@gradsmith.example(lambda: (torch.randn(5, dtype=torch.float64, requires_grad=True),))
+class HalfDetachedCube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x * x.detach()
+"""
+
+ONCE = """
+from torch.autograd.function import once_differentiable
+
+
+@gradsmith.example(lambda: (torch.randn(5, dtype=torch.float64, requires_grad=True),))
+class OnceCube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x * x
+"""
+
+
+def _row(out: str, name: str) -> dict:
+    return {r["name"]: r for r in json.loads(out)["results"]}[name]
+
+
+def _gradgradcheck(path, name) -> bool:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_ref_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    fn = getattr(module, name).apply
+    return torch.autograd.gradcheck(fn, (x,)) and torch.autograd.gradgradcheck(
+        fn, (x,), raise_exception=False)
+
+
+def test_missing_second_derivative_passes_with_a_warning_unless_required(write, gradsmith_cli,
+                                                                       tmp_path):
+    path = write("ops.py", NO_GRAD)
+    assert not _gradgradcheck(path, "NoGradCube")  # torch agrees double backward is broken
+    code, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--format", "json")
+    row = _row(out, "ops.py::NoGradCube")
+    assert code == 0 and row["verdict"] == "pass", row["text"]
+    (f,) = [f for f in row["report"]["findings"] if f["check"] == "second_order"]
+    assert (f["code"], f["severity"]) == ("double-backward-unsupported", "warning")
+    # the one-line verdict counts it, as any warning of a passing Function
+    code, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat")
+    assert code == 0 and "PASS (1 warning)" in out and "double-backward-unsupported" in out
+    # required on the command line (no deployment checks needed for it) ...
+    code, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--format", "json",
+                                 "--require", "second-order")
+    row = _row(out, "ops.py::NoGradCube")
+    assert code == 1 and row["verdict"] == "fail"
+    (f,) = [f for f in row["report"]["findings"] if f["code"] == "double-backward-unsupported"]
+    assert f["severity"] == "error" and f["details"]["required"] == "second-order"
+    assert f["message"].startswith("second-order is required")
+    # ... or in pyproject
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gradsmith.check]\nrequire = ["second-order"]\n')
+    code, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--format", "json")
+    assert code == 1 and _row(out, "ops.py::NoGradCube")["verdict"] == "fail"
+
+
+@pytest.mark.parametrize("body, name, code", [
+    (ONCE, "OnceCube", 0),            # double backward raises, as its author intends
+    (HALF, "HalfDetachedCube", 1),    # wrong math: fails whether required or not
+])
+def test_required_second_order_is_about_the_missing_derivative_only(write, gradsmith_cli, body,
+                                                                    name, code):
+    path = write("ops.py", body)
+    if name == "HalfDetachedCube":
+        assert not _gradgradcheck(path, name)
+    for extra in ([], ["--require", "second-order"]):
+        got, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--format", "json",
+                                    *extra)
+        row = _row(out, f"ops.py::{name}")
+        assert got == code, row["text"]
+        codes = {f["code"] for f in row["report"]["findings"]}
+        assert "double-backward-unsupported" not in codes
+        assert "required-not-checked" not in codes
+        if code:
+            assert "double-backward-mismatch" in codes
+
+
+def test_required_second_order_that_did_not_run_is_not_checked():
+    from gradsmith.cli._check_policy import apply
+
+    # second_order skipped because first order is wrong: required, it was not established
+    report = {"name": "f", "checks": ["gradients"], "elapsed": 0.0, "compat": {},
+              "skipped": {"second_order": "first-order gradients are wrong (gradient-mismatch "
+                                          "on x)"},
+              "findings": [{"code": "gradient-mismatch", "severity": "error", "message": "m",
+                            "hint": "h", "check": "gradients", "input": "x", "details": {}}]}
+    row = {"name": "f", "verdict": "fail", "error": None, "report": report}
+    apply([row], select=[], ignore=[], require=["second-order"])
+    (f,) = [f for f in report["findings"] if f["code"] == "required-not-checked"]
+    assert f["severity"] == "error" and "first-order gradients are wrong" in f["message"]
+    assert row["verdict"] == "fail"
