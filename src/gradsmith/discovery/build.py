@@ -170,6 +170,11 @@ def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
 
     import torch
 
+    if slot.kind == "config" and not isinstance(slot.value, dict):  # builders.Built
+        shown = ", ".join(sorted(slot.value.items))
+        return slot.value.make(), (
+            f"{slot.name}: the attributes ({shown}) of {slot.value.where} (the project's own "
+            "class builds an object with the attributes forward reads)")
     if slot.kind == "config":
         value = types.SimpleNamespace(**slot.value)
         shown = ", ".join(f"{k}={getattr(v, '__name__', None) or repr(v)}"

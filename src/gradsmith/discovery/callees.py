@@ -35,11 +35,13 @@ def by_name(node: ast.AST, names: dict[str, str]) -> str | None:
 
 def followed(fn: Any, tree: ast.AST, names: dict[str, str], owner: type | None = None,
              param_of: ParamOf = by_name, local: Callable[[ast.AST, dict], dict] | None = None,
-             ) -> Iterator[tuple[ast.AST, dict[str, str]]]:
+             package: bool = False) -> Iterator[tuple[ast.AST, dict[str, str]]]:
     """Each function ``tree`` (the source of ``fn``, or of a method of ``owner``) passes
     parameters to, with its parameter -> our parameter, and in turn the functions those pass
     them on to (up to :data:`DEPTH` levels). ``local(tree, names)`` adds a callee's local
-    aliases (``x = input``) before its own calls are read.
+    aliases (``x = input``) before its own calls are read. ``package``: also module-level
+    functions imported from another module of the caller's top-level package (``from
+    .transformer_slow import integrate_numeric``).
 
     Example:
         >>> import torch
@@ -63,7 +65,7 @@ def followed(fn: Any, tree: ast.AST, names: dict[str, str], owner: type | None =
         for node in ast.walk(current):
             if not isinstance(node, ast.Call):
                 continue
-            function = _callee(node, where, owner)
+            function = _callee(node, where, owner, package)
             if function is None or id(function.__code__) in seen:
                 continue
             helper = parse(function)
@@ -76,14 +78,18 @@ def followed(fn: Any, tree: ast.AST, names: dict[str, str], owner: type | None =
             queue.append((helper, passed, function.__globals__, depth + 1))
 
 
-def _callee(node: ast.Call, scope: dict, owner: type | None) -> types.FunctionType | None:
+def _callee(node: ast.Call, scope: dict, owner: type | None,
+            package: bool = False) -> types.FunctionType | None:
     """The Python function a call runs: ``Cls.method`` (static or plain, not bound) or a
-    module-level function of the caller's module; ``None`` for anything else."""
+    module-level function of the caller's module (``package``: or of its top-level package);
+    ``None`` for anything else."""
     func = node.func
     if isinstance(func, ast.Name):
         found = scope.get(func.id)
-        if (isinstance(found, types.FunctionType)
-                and found.__module__ == scope.get("__name__")):
+        here = scope.get("__name__") or ""
+        if isinstance(found, types.FunctionType) and (found.__module__ == here or (
+                package and "." in here and (found.__module__ or "").split(".")[0]
+                == here.split(".")[0])):
             return found
         return None
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):

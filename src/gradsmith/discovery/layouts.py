@@ -53,7 +53,7 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
 def layouts_for(slots: list[Slot]):
     """Layouts in the order tried: each adjusted to the hints first, then as it is."""
     seen = set()
-    for layout in [*_unit_layouts(slots), *_feature_layouts(slots)]:
+    for layout in [*_built_layouts(slots), *_unit_layouts(slots), *_feature_layouts(slots)]:
         seen.add(layout)
         yield layout
     for layout in LAYOUTS:
@@ -61,6 +61,19 @@ def layouts_for(slots: list[Slot]):
             if candidate not in seen:
                 seen.add(candidate)
                 yield candidate
+
+
+def _built_layouts(slots: list[Slot]):
+    """Same-shape tensors whose last dimension is one of the sizes of a tensor in a settings
+    object the project built (``params.B`` of shape (D, d): ``theta`` meets it in ``B @
+    theta``), rows as many for every tensor (compiled code reads them as one batch)."""
+    sizes: list[int] = []
+    for s in slots:
+        items = getattr(s.value, "items", None) if s.kind == "config" else None
+        for v in (items.values() if isinstance(items, dict) else ()):
+            sizes += [n for n in getattr(v, "shape", ()) if 1 < n <= 64 and n not in sizes]
+    for n in sizes:
+        yield ((3, n),)
 
 
 def _unit_layouts(slots: list[Slot]):

@@ -180,7 +180,8 @@ def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
     if use is None:
         return None
     if use.config and kind in (None, "module"):
-        values = {attr: _attribute_value(attr, how) for attr, how in use.attrs.items()}
+        values = {attr: _attribute_value(attr, how) for attr, how in use.attrs.items()
+                  if attr not in use.assigned}
         return Slot(name, "config", values, hint)
     if use.sections and kind in (None, "int", "seq"):
         return Slot(name, "sections", use.split_dim, hint)

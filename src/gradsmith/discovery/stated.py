@@ -34,7 +34,8 @@ _DOC = re.compile(r"^\s*`*(\w+)`*\s*(?:size|shape)?\s*:\s*[\[(](" + _DIMS + r")[
 _MESSAGE = re.compile(r"\b(\w+)\s*(?:must be|should be|of shape|shape)?\s*\[(" + _DIMS + r")\]")
 _SECTION = re.compile(r"sections?$|_sizes$|_splits?$")
 _OPTIONS = re.compile(r"\b(?:options? (?:are|is)|one of|either|choices? (?:are|is)|can be|"
-                      r"supported (?:values|modes) are)\b", re.IGNORECASE)
+                      r"supported (?:values|modes) are|choose (?:between|from|one of))\b",
+                      re.IGNORECASE)
 
 
 @dataclass
@@ -114,7 +115,8 @@ def _documented_options(doc: str, wanted: set[str]) -> dict[str, list[str]]:
                 break
             body.append(more.strip())
         text = " ".join(body)
-        values = re.findall(r"['\"`]([A-Za-z_][\w.-]*)['\"`]", text)
+        # "*numpy*": a quoted value may carry Markdown emphasis
+        values = re.findall(r"['\"`]\**([A-Za-z_][\w.-]*?)\**['\"`]", text)
         if _OPTIONS.search(text) and values:
             found.setdefault(m.group(2), list(dict.fromkeys(values)))
     return found

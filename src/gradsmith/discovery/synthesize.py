@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradsmith.discovery.build import build_args
+from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import passable, stated_defaults, with_defaults
@@ -144,6 +145,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen
+    plans = with_built(plans, owner)  # params.B, params.nc: the object the project builds
     if (solver := solver_skip(fn, owner, params, plans[0], hints)) is not None:
         return NoInputs(solver)  # an argmin cannot be invented: the user's solver is needed
     paired = [p.name for p in params if "inverse" in p.name.lower()]

@@ -54,6 +54,7 @@ class Use:
     module: bool = False             # it.parameters(), it.forward(...), a module's name
     foreign: bool = False            # reads an attribute tensors do not have (cfg.num_bits)
     boolean: bool = False            # only ever tested for truth (if it:, not it, bool(it))
+    assigned: set[str] = field(default_factory=set)  # cfg.r = ...: the code sets it itself
 
     @property
     def config(self) -> bool:
@@ -93,6 +94,8 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
             _Reader(uses, {n: n for n in names}).visit(tree)
             stored.update(_stored(tree, names))
             stored.update(stored_on_ctx(tree, names))  # ctx.cfg = inputs[1]
+            if method == "forward":  # integrate(x, theta, params) reads params.nc
+                _helpers(fn, tree, uses, owner)
     backward = _parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
     if backward is not None and stored:
         _Reader(uses, {}, stored).visit(backward)
@@ -103,6 +106,28 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
         if word in _MODULE_WORDS or word.endswith(("_module", "_layer", "_block", "_net")):
             use.module = True
     return uses
+
+
+def _helpers(fn: Any, tree: ast.AST, uses: dict[str, Use], owner: Any) -> None:
+    """Attributes of an argument that forward only hands on, read where it is used: in the
+    functions of the project's package forward passes it to (a few levels deep). Only
+    arguments forward itself does not use as tensors, and only their attributes."""
+    from gradsmith.discovery.callees import followed
+
+    handed = {n: n for n, u in uses.items() if not u.tensor_attrs and not u.module}
+    if not handed:
+        return
+    klass = owner if isinstance(owner, type) else None
+    for helper, passed in followed(fn, tree, handed, klass, package=True):
+        found = {n: Use() for n in set(passed.values())}
+        _Reader(found, passed).visit(helper)
+        for name, use in found.items():
+            if use.tensor_attrs or use.module:
+                continue  # a tensor or a module there: nothing to add to a config
+            for attr, how in use.attrs.items():
+                uses[name].attrs.setdefault(attr, how)
+            uses[name].assigned |= use.assigned
+            uses[name].foreign = uses[name].foreign or use.foreign
 
 
 def _annotations(fn: Any, uses: dict[str, Use]) -> None:
@@ -164,6 +189,13 @@ class _Reader(ast.NodeVisitor):
             elif _plain(node.attr):
                 use.attrs.setdefault(node.attr, "float")
                 use.foreign = use.foreign or _foreign(node.attr)
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:  # params.A, params.r = ...: set here, not an input
+            for sub in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(sub, ast.Attribute) and (name := self.param(sub.value)):
+                    self.uses[name].assigned.add(sub.attr)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
