@@ -10,7 +10,9 @@ raises ``KeyboardInterrupt`` fails its own item (only a real Ctrl-C stops the se
 
 ini options (``[tool.pytest.ini_options]``, validated: an unknown ``gradsmith_*`` key is a
 usage error naming the valid ones): ``gradsmith_targets`` (used when ``--gradsmith`` is not
-given), ``gradsmith_approximate`` and ``gradsmith_compat``; ``-o name=value`` overrides them.
+given), ``gradsmith_approximate``, ``gradsmith_compat`` and ``gradsmith_require`` (names that
+must hold, like ``gradsmith check --require``: ``second-order``, or deployment columns with
+``gradsmith_compat = true``); ``-o name=value`` overrides them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ _INI = {
     "gradsmith_compat": ("bool", False, "also run the deployment checks (compile, export, "
                                         "autocast, ...: seconds per Function), like gradsmith "
                                         "check; default false, like gradsmith.check"),
+    "gradsmith_require": ("args", [], "names whose warnings fail an item, like gradsmith check "
+                                      "--require: second-order (double backward works), or "
+                                      "deployment columns (with gradsmith_compat = true)"),
 }
 
 
@@ -45,6 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     targets, options = _settings(config)
+    require = _require(config)  # validated even without targets, like the other ini options
     if not targets:
         return
     from gradsmith._requires import TorchMissingError, require_torch
@@ -56,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from gradsmith.discovery import resolve_targets
 
     config._gradsmith_options = options
+    config._gradsmith_require = require
     try:
         config._gradsmith_sources = resolve_targets(targets, cwd=config.invocation_params.dir)
     except GradsmithUsageError as exc:
@@ -91,6 +98,17 @@ def _settings(config: pytest.Config) -> tuple[list[str], dict]:
 
         targets = resolve_relative(targets, config.inipath.parent, config.invocation_params.dir)
     return targets, options
+
+
+def _require(config: pytest.Config) -> list[str]:
+    """The validated ``gradsmith_require`` names (a usage error names a wrong one)."""
+    from gradsmith.cli._check_policy import validate_require
+
+    try:
+        return validate_require("gradsmith_require",
+                                [n for n in config.getini("gradsmith_require") if n])
+    except GradsmithUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _unknown_ini_keys(config: pytest.Config) -> set[str]:
@@ -175,6 +193,11 @@ class GradsmithItem(pytest.Item):
 
                 task = (KIND, self.candidate, self.example_index, options)
                 raise GradsmithCheckFailed(raised_result(task, exc, {})) from None
+        require = getattr(self.config, "_gradsmith_require", [])
+        if require:  # the same policy as gradsmith check --require
+            from gradsmith.cli._check_policy import apply
+
+            apply([result], select=[], ignore=[], require=require)
         if result["verdict"] == "skip":  # reported at the user's class (reportinfo), not here
             raise pytest.skip.Exception(result["reason"], _use_item_location=True)
         if result["verdict"] == "fail":

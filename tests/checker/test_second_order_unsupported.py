@@ -195,3 +195,19 @@ def test_the_code_is_a_documented_warning():
     row = ROWS["double-backward-unsupported"]
     assert row.severity == "warning" and row.check == "second_order"
     assert "second-order" in row.severity_note
+
+
+def test_assert_gradients_fails_a_missing_second_derivative_only_when_required():
+    from gradsmith._errors import GradsmithUsageError
+    from gradsmith.testing import assert_gradients
+
+    x = _r(5)
+    assert_gradients(NoGradCube, x)  # a warning: passes
+    with pytest.raises(AssertionError, match="second-order is required"):
+        assert_gradients(NoGradCube, x, require="second-order")
+    assert_gradients(Cube, x, require=["second-order"])  # differentiable: holds
+    assert_gradients(OnceCube, x, require=["second-order"])  # raises by contract: holds
+    with pytest.raises(AssertionError, match="double-backward-mismatch"):
+        assert_gradients(HalfDetachedCube, x)
+    with pytest.raises(GradsmithUsageError, match="'second_order'.*second-order"):
+        assert_gradients(Cube, x, require=["second_order"])

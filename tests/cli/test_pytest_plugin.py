@@ -202,7 +202,10 @@ def test_ini_approximate_and_its_command_line_override(pytester, user_file):
 @pytest.mark.parametrize("ini, words", [
     ("gradsmith_target = ['my_ops.py']",
      ["unknown ini option 'gradsmith_target'",
-      "valid options: gradsmith_approximate, gradsmith_compat, gradsmith_targets"]),
+      "valid options: gradsmith_approximate, gradsmith_compat, gradsmith_require, "
+      "gradsmith_targets"]),
+    ("gradsmith_require = ['second_order']",
+     ["gradsmith_require has unknown name(s) 'second_order'", "second-order"]),
     ("gradsmith_compat = 'sometimes'",
      ["gradsmith_compat must be true or false", "sometimes", "gradsmith_compat = true"]),
     ("gradsmith_approximate = 'maybe'",
@@ -214,6 +217,40 @@ def test_bad_ini_options_are_usage_errors(pytester, user_file, ini, words):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     for w in words:
         result.stderr.fnmatch_lines([f"*{w}*"])
+
+
+NO_GRAD_CUBE = '''
+import torch
+from torch.autograd import Function
+import gradsmith
+
+
+@gradsmith.example(lambda: (torch.randn(5, dtype=torch.float64, requires_grad=True),))
+class NoGradCube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            d = 3 * x * x
+        ctx.save_for_backward(d)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        return g * d
+'''
+
+
+def test_ini_require_second_order_fails_a_missing_second_derivative(pytester):
+    # first order right, double backward silently 0 (issue 18): a warning, the item passes
+    pytester.makepyfile(cube_ops=textwrap.dedent(NO_GRAD_CUBE))
+    plain = pytester.runpytest_inprocess("--gradsmith", "cube_ops.py", "-p", "no:cacheprovider")
+    plain.assert_outcomes(passed=1)
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ngradsmith_require = ["second-order"]\n')
+    required = pytester.runpytest_inprocess("--gradsmith", "cube_ops.py", "-p",
+                                            "no:cacheprovider")
+    required.assert_outcomes(failed=1)
+    assert "second-order is required" in required.stdout.str()
 
 
 def test_ini_compat_false_leaves_out_the_deployment_checks(pytester, user_file):
