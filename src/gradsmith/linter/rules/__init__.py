@@ -9,6 +9,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _dirty,
     _dtype,
     _hygiene,
+    _ignored_grad,
     _inplace,
     _kernels,
     _meta,
