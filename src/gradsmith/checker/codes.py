@@ -483,7 +483,8 @@ COMMAND_ROWS: dict[str, Code] = {
         "error", "any",
         "`gradsmith check` only: a column named in `--require` (or `require` in "
         "[tool.gradsmith.check]) was not checked (`--no-compat`, the example's `compat=False`, "
-        "or time ran out before it)",
+        "or time ran out before it); for `second-order`, the second_order check did not run "
+        "(other than for a `@once_differentiable` backward)",
         "let that check run (drop `--no-compat` or `compat=False`, raise `--timeout`), or stop "
         "requiring it"),
 }
