@@ -137,16 +137,30 @@ def _number(node: ast.AST) -> float | None:
     return None
 
 
+def _shape_of(node: ast.AST) -> bool:
+    """``x.shape``, ``x.size()``, ``list(x.size())``, ``tuple(x.shape)``: a tensor's sizes."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id in ("list", "tuple") and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "size":
+        return True
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
+
+
 class _Reader(ast.NodeVisitor):
     def __init__(self, hints: dict[str, Hint], names: dict[str, str]):
         self.hints, self.names = hints, names
         self.sizes: dict[str, tuple[str, int]] = {}   # d = x.shape[1] -> (x, 1)
         self.sqnorms: dict[str, str] = {}             # squnorm = clamp(sum(u * u, -1)) -> u
         self.elements: dict[str, str] = {}            # for y in indexes -> y: indexes
+        self.shapes: set[str] = set()                 # size = list(x.size()): ints, not rows
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         for stmt in ast.walk(node):  # locals first: uses may come before in walk order
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                if isinstance(stmt.targets[0], ast.Name) and _shape_of(stmt.value):
+                    self.shapes.add(stmt.targets[0].id)
                 for target, value in _pairs(stmt.targets[0], stmt.value):
                     if (size := self._size(value)) is not None:
                         self.sizes[target.id] = size
@@ -244,6 +258,14 @@ class _Reader(ast.NodeVisitor):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         owner = _param(node.value, self.names)
+        if (isinstance(node.value, ast.Name) and node.value.id in self.shapes) or _shape_of(
+                node.value):  # size[dim], x.shape[dim]: a dimension, an int
+            for item in items:
+                if (dim := _param(item, self.names)) is not None and \
+                        self.hints[dim].kind is None:
+                    self.hints[dim].kind = "int"
+            self.generic_visit(node)
+            return
         for item in items:
             if isinstance(item, ast.BinOp):
                 self._count(item)
