@@ -12,6 +12,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _ignored_grad,
     _inplace,
     _kernels,
+    _loop_result,
     _meta,
     _needs_grad,
     _needs_index,
