@@ -55,3 +55,36 @@ def test_kernel_backward_is_one_finding_with_native_launches(monkeypatch):
     assert gx.grad_fn is None
     with pytest.raises(RuntimeError):
         torch.autograd.grad(gx.sum(), x)
+
+
+class _KernelBackwardWrongGraph(Function):
+    # backward "launches a kernel" yet returns a result with a graph whose derivative is wrong:
+    # 2 (2 x.detach() - x) w g has the value 2 x w g, and the derivative -2 w g in x (not 2 w g)
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        native.LAUNCHES[0] += 1
+        return 2 * (2 * x.detach() - x) * w * g, x * x * g
+
+
+def test_kernel_backward_with_a_wrong_non_zero_second_derivative_is_an_error(monkeypatch):
+    monkeypatch.setitem(_triton._state, "native", "applied")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    gen = torch.Generator().manual_seed(0)
+    x, w = (torch.randn(5, dtype=torch.float64, generator=gen).requires_grad_() for _ in "xw")
+    assert torch.autograd.gradcheck(_KernelBackwardWrongGraph.apply, (x, w))
+    # the reference: autograd's derivative is non-zero and not x * x * w's (2 w g in x)
+    (gx,) = torch.autograd.grad(_KernelBackwardWrongGraph.apply(x, w).sum(), x, create_graph=True)
+    (hx,) = torch.autograd.grad(gx.sum(), x)
+    torch.testing.assert_close(hx, -2 * w.detach())
+    report = gradsmith.check(_KernelBackwardWrongGraph, x, w,
+                             checks=["gradients", "second_order"])
+    assert not report.passed, report
+    (bad,) = report.errors
+    assert bad.code == "double-backward-mismatch" and bad.details["cause"] == "kernel-backward"
+    assert bad.details["inputs"] == ["x"] and "is not 0" in bad.message
