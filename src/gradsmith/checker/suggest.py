@@ -334,8 +334,9 @@ def _modifications(session, names, x, grad) -> list[str]:
 
 def render_args(args: tuple) -> str:
     """Python source for an argument tuple: tensors as ``torch.randn(shape)`` with their dtype
-    (0-dim floating tensors by value), other values by ``repr``; ``...`` where no literal
-    exists (modules, objects)."""
+    (0-dim floating tensors by value), ``torch.device``/``torch.dtype``/``torch.Size`` as
+    their constructors, other values by ``repr``; ``...`` where no literal exists (modules,
+    objects)."""
     any_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in _flat(args))
     mixed = any_grad and any(isinstance(a, torch.Tensor) and a.is_floating_point()
                              and not a.requires_grad for a in _flat(args))
@@ -371,6 +372,10 @@ def _render(a: Any, mark_grad: bool) -> str:
         else:
             text = f"torch.zeros({tuple(a.shape)}{dtype})"
         return text + (".requires_grad_()" if mark_grad and a.requires_grad else "")
+    if isinstance(a, torch.device):  # repr "device(type='cpu')" is no source (DeepRobust)
+        return f"torch.device({str(a)!r})"
+    if isinstance(a, (torch.dtype, torch.Size)):  # "torch.float64", "torch.Size([3, 4])"
+        return repr(a)
     if isinstance(a, (list, tuple)):
         inner = ", ".join(_render(x, mark_grad) for x in a)
         return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
