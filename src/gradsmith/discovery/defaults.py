@@ -194,7 +194,7 @@ def _literal_defaults(args: ast.arguments) -> dict[str, Any]:
             value = ast.literal_eval(node)
         except ValueError:
             continue
-        if isinstance(value, (int, float)):  # bool is an int: flags too
+        if value is None or isinstance(value, (int, float)):  # bool is an int: flags too
             out[arg.arg] = value
     return out
 
@@ -220,7 +220,9 @@ def with_defaults(slots: list, stated: dict[str, tuple[Any, str]], required: set
 
     out = []
     for s in slots:
-        if s.name in stated and s.name in required and s.kind in ("tensor", "value", "scalar") \
+        if s.name in stated and stated[s.name][0] is None and s.kind != "value":
+            pass  # `bias=None` in a wrapper: an optional tensor, tried both ways elsewhere
+        elif s.name in stated and s.name in required and s.kind in ("tensor", "value", "scalar") \
                 and not s.per_feature and (s.hint is None or s.hint.kind not in ("tensor", "index")):
             s = Slot(s.name, "value", stated[s.name][0], s.hint, frozen=s.frozen)
         out.append(s)

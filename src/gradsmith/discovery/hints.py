@@ -65,6 +65,7 @@ class Hint:
     domain_why: str = ""           # why, when a formula needs it (see .formula_domains)
     ball: bool = False             # rows inside the unit ball: 1 - |u|^2 (.formula_domains)
     rows_of: str | None = None     # an index into this parameter's rows (.formula_domains)
+    fft_axis: int | None = None    # an FFT's length n along this axis of the signal (.lengths)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

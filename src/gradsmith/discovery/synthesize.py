@@ -46,6 +46,7 @@ from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
+from gradsmith.discovery.lengths import read_fft_lengths
 from gradsmith.discovery.masks import read_shaped
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
@@ -122,6 +123,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
+    read_fft_lengths(target, owner, hints)  # rfft(y, n=n, axis=0): n also below y's length
     last_error = "no layout tried"
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

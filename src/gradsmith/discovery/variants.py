@@ -43,6 +43,16 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
             for other in list(dict.fromkeys(slot.hint.literals))[:4]:
                 if other != slot.value and type(other) is type(slot.value):
                     candidates.append((f"{slot.name}={other!r}", {slot.name: other}, layout))
+    for slot in slots:  # an FFT length below the signal's: the transform crops it
+        axis = slot.hint.fft_axis if slot.hint is not None else None
+        if axis is None or slot.kind != "value" or type(slot.value) is not int or not layout:
+            continue
+        first = tuple(layout[0])
+        if -len(first) <= axis < len(first) and first[axis] > 1 and slot.value >= first[axis]:
+            shorter = first[axis] - 1
+            candidates.append((f"{slot.name}={shorter} (an FFT length below the signal's "
+                               f"{first[axis]} along axis {axis}: the transform crops it)",
+                               {slot.name: shorter}, layout))
     optional = [s for s in slots if s.optional_tensor]
     for slot in optional:
         for shape in _optional_shapes(call, primary, layout):
