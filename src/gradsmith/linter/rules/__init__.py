@@ -24,6 +24,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _rng,
     _shape,
     _slots,
+    _tuple_attr,
     _unread,
     _wrappers,
 )

@@ -1,0 +1,94 @@
+"""GS239: backward reads a tensor attribute or method of a name that holds a tuple."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._facts import Facts
+from gradsmith.linter._registry import Rule, checker
+from gradsmith.linter.rules._common import own
+
+_H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n" \
+     "    def forward(ctx, *xs):\n        return tuple(x * 2 for x in xs)\n\n" \
+     "    @staticmethod\n"
+GS239 = Rule(
+    "GS239", "tuple-used-as-tensor", "warning",
+    "backward reads a tensor attribute or method (`.shape`, `.view`, `.scatter_add_`) of a "
+    "name that holds a tuple",
+    "`backward(ctx, *grads)` receives a tuple, and `name = tuple(...)` builds one: a tuple "
+    "has no `.shape` or tensor methods, so that line raises AttributeError whenever it runs "
+    "(often a branch only some arguments reach, e.g. one reduce mode of several, so the "
+    "Function works in tests that take the other branches).",
+    "index the tuple first (`grads[0].shape`), or loop over its items.",
+    bad=_H + "    def backward(ctx, *grads):\n"
+    "        out = torch.zeros(grads.shape)  # GS239\n        return tuple(g * 2 for g in grads)\n",
+    good=_H + "    def backward(ctx, *grads):\n"
+    "        out = torch.zeros(grads[0].shape)\n        return tuple(g * 2 for g in grads)\n",
+    brief="tensor attribute of a tuple: AttributeError",
+)
+_TUPLE_ATTRS = frozenset({"count", "index"})
+
+
+@checker(GS239)
+def check_tuple_as_tensor(facts: Facts, report) -> None:
+    for method in own(facts, "backward"):
+        star = method.node.args.vararg
+        tuples = frozenset({star.arg}) if star is not None else frozenset()
+
+        def found(node: ast.Attribute, method=method) -> None:
+            report("GS239", method.source, node,
+                   f"`{node.value.id}.{node.attr}`: `{node.value.id}` is a tuple")
+
+        _visit(method.node.body, tuples, found, set())
+
+
+def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str]) -> None:
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        blocks = [getattr(stmt, n, None) for n in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        blocks = [b for b in blocks if isinstance(b, list) and b]
+        if blocks:
+            for field in ("test", "iter", "items"):
+                part = getattr(stmt, field, None)
+                for sub in part if isinstance(part, list) else [part] if part else []:
+                    _uses(sub, tuples, found, seen)
+            inner = tuples - _stored(stmt) if isinstance(stmt, (ast.For, ast.While)) else tuples
+            for block in blocks:
+                _visit(block, inner, found, seen)
+            tuples = tuples - _stored(stmt)
+            continue
+        _uses(stmt, tuples, found, seen)
+        tuples = tuples - _stored(stmt)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                stmt.targets[0], ast.Name) and _is_tuple(stmt.value):
+            tuples = tuples | {stmt.targets[0].id}
+
+
+def _uses(node: ast.AST, tuples: frozenset[str], found, seen: set[str]) -> None:
+    if not tuples:
+        return
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
+                and sub.value.id in tuples and sub.attr not in _TUPLE_ATTRS \
+                and not sub.attr.startswith("__") and sub.value.id not in seen:
+            seen.add(sub.value.id)
+            found(sub)
+
+
+def _is_tuple(value: ast.expr) -> bool:
+    """``tuple(...)`` or a tuple display of two or more items (``(a,)`` is kept out:
+    too often a parenthesised one-item expression written with a comma by mistake)."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        return value.func.id == "tuple"
+    return isinstance(value, ast.Tuple) and len(value.elts) >= 2 and not any(
+        isinstance(e, ast.Starred) for e in value.elts)
+
+
+def _stored(stmt: ast.stmt) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(stmt)
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+
+__all__ = ["GS239"]
