@@ -10,12 +10,14 @@ import importlib.util
 import re
 import sys
 
+import pytest
 import torch
 
 import gradsmith
 from gradsmith.checker.suggest import render_args
 
 STEP = """\
+import pytest
 import torch
 
 import gradsmith
@@ -72,3 +74,33 @@ def test_torch_values_without_a_literal_repr_are_written_as_constructors():
     assert text == "(torch.device('cpu'), torch.float16, torch.Size([3, 4]))"
     assert eval(text, {"torch": torch}) == (  # noqa: S307
         torch.device("cpu"), torch.float16, torch.Size([3, 4]))
+
+
+class _Threshold:
+    """A settings object: no source for it in a printed line."""
+
+    thr = 0.25
+
+
+class _StepAt(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cfg):
+        return (x > cfg.thr).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+def test_a_line_with_an_argument_it_cannot_write_is_a_template_not_checked():
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0),
+                    requires_grad=True)
+    report = gradsmith.check(_StepAt, x, _Threshold(), compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert ", ...)" in line, line  # the object has no literal: the example cannot run pasted
+    with pytest.raises(AttributeError):  # forward on Ellipsis, as the pasted line would call it
+        _StepAt.apply(x, ...)
+    assert finding.details["verified"] is False
+    assert "completing the `...` in its example" in finding.hint
+    assert "declare it: `" not in finding.hint

@@ -291,9 +291,16 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         message += (f". The gradient of {', '.join(others)} disagrees too (reported "
                     "separately); if it belongs to the estimator (as a learned quantization "
                     "scale's does), the declaration covers it")
-    if declaration.verified:
+    # An argument written as `...` (no source for it: a module, an object) makes the line a
+    # template: it cannot pass as printed, so it is never called checked.
+    placeholder = suggest.has_placeholder(declaration.line)
+    if declaration.verified and not placeholder:
         how = (f"declare it: `{declaration.line}` (checked: "
                f"{declaration.note or 'this backward matches it'})")
+    elif declaration.verified:
+        how = (f"declare it, completing the `...` in its example (an argument gradsmith "
+               f"cannot write as source; the rest was checked: "
+               f"{declaration.note or 'this backward matches it'}): `{declaration.line}`")
     else:
         how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
     if main.kind == "scaled":
@@ -317,4 +324,5 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         f"if it is intended, {how}; if not, {otherwise}", NAME, main.label,
         {"estimator": {s.label: s.kind for s in sigs.values()},
          "scale": {s.label: s.scale for s in sigs.values() if s.kind == "scaled"},
-         "declaration": declaration.line, "verified": declaration.verified})
+         "declaration": declaration.line,
+         "verified": declaration.verified and not placeholder})

@@ -344,6 +344,19 @@ def render_args(args: tuple) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
+def has_placeholder(line: str) -> bool:
+    """Whether a declaration line holds ``...`` (:func:`render_args`' argument without
+    source, or a template's body) outside string literals: it cannot pass as printed."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return "..." in line
+    return any(t.type == tokenize.OP and t.string == "..." for t in tokens)
+
+
 def _flat(args) -> list:
     out = []
     for a in args:
