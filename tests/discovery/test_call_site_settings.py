@@ -90,6 +90,23 @@ class PrunedLinear(nn.Linear):
 
 def two_of_four(w):
     return Keep.apply(w, 2, 4)
+
+
+class Decayed(Function):
+    @staticmethod
+    def forward(ctx, weight, N, M, decay=2e-4):
+        mask = _mask(weight, N, M)
+        ctx.save_for_backward(mask)
+        return weight * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        return g * mask, None, None                  # three values for four inputs
+
+
+def decayed(w):
+    return Decayed.apply(w, 1, 4, 1e-3)              # raises: the check must say so
 '''
 
 
@@ -141,3 +158,11 @@ def test_a_backward_that_keeps_the_pruned_weights_fails(module):
     row = rows["PruneWrong"]
     assert row["verdict"] == "fail", row["text"]
     assert "gradient-mismatch" in row["text"] and "wrong-grad-count" not in row["text"]
+
+
+def test_a_call_passing_the_defaulted_argument_still_shows_the_missing_gradient(module):
+    loaded, rows = module
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        loaded.decayed(torch.randn(2, 4, dtype=torch.float64, requires_grad=True)).sum().backward()
+    row = rows["Decayed"]
+    assert row["verdict"] == "fail" and "wrong-grad-count" in row["text"], row["text"]

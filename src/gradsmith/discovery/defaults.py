@@ -247,6 +247,9 @@ def passable(owner: Any, params: list[inspect.Parameter]) -> int | None:
         ...         return g * 2, None
         >>> passable(F, list(inspect.signature(F.forward).parameters.values())[1:])
         2
+
+    A call in the Function's module that passes more (``F.apply(x, k, 0.5)``) makes it None:
+    that call raises, and the check should show it.
     """
     tree = parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
     if tree is None:
@@ -260,6 +263,12 @@ def passable(owner: Any, params: list[inspect.Parameter]) -> int | None:
     if len(counts) != 1 or len(positional) != len(params):
         return None
     k = counts.pop()
-    if 0 < k < len(params) and all(p.default is not p.empty for p in params[k:]):
-        return k
-    return None
+    if not (0 < k < len(params) and all(p.default is not p.empty for p in params[k:])):
+        return None
+    tree = _module_tree(owner)  # a call in its module passing more: that is a defect to show
+    for call in ast.walk(tree) if tree is not None else ():
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                call.func.attr == "apply" and _names_owner(call.func.value, owner) and \
+                len(call.args) + len(call.keywords) > k:
+            return None
+    return k
