@@ -1,4 +1,4 @@
-"""GS239: backward reads a tensor attribute or method of a name that holds a tuple."""
+"""GS239, GS240: backward reads an attribute of a name that holds a tuple, or None."""
 
 from __future__ import annotations
 
@@ -26,6 +26,26 @@ GS239 = Rule(
     "        out = torch.zeros(grads[0].shape)\n        return tuple(g * 2 for g in grads)\n",
     brief="tensor attribute of a tuple: AttributeError",
 )
+_H0 = "import torch\n\n\nclass Smooth(torch.autograd.Function):\n    @staticmethod\n" \
+      "    def forward(ctx, q, smooth=False):\n        ctx.smooth = smooth\n" \
+      "        ctx.save_for_backward(q)\n        return q * 2\n\n    @staticmethod\n" \
+      "    def backward(ctx, g):\n        (q,) = ctx.saved_tensors\n        q_m = None\n" \
+      "        if ctx.smooth:\n"
+GS240 = Rule(
+    "GS240", "none-dereferenced", "warning",
+    "backward reads an attribute of a name it has just set to None",
+    "`q_m = None` and then, with no assignment in between, `q_m.repeat_interleave(...)`: "
+    "the line raises AttributeError ('NoneType' object has no attribute) whenever it runs, "
+    "typically on the branch of an option forward accepts but no test sets (the code "
+    "that computed the value was commented out).",
+    "compute the value on that branch before using it, or raise a clear error for the "
+    "unsupported option.",
+    bad=_H0 + "            q_m = q_m.mean(0)  # GS240\n            return g * 2 - q_m, None\n"
+    "        return g * 2, None\n",
+    good=_H0 + "            q_m = q.mean(0)\n            return g * 2 - q_m, None\n"
+    "        return g * 2, None\n",
+    brief="attribute of None: AttributeError",
+)
 _TUPLE_ATTRS = frozenset({"count", "index"})
 
 
@@ -39,10 +59,28 @@ def check_tuple_as_tensor(facts: Facts, report) -> None:
             report("GS239", method.source, node,
                    f"`{node.value.id}.{node.attr}`: `{node.value.id}` is a tuple")
 
-        _visit(method.node.body, tuples, found, set())
+        _visit(method.node.body, tuples, found, set(), _is_tuple, _TUPLE_ATTRS)
 
 
-def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str]) -> None:
+@checker(GS240)
+def check_none_dereferenced(facts: Facts, report) -> None:
+    for method in own(facts, "backward"):
+        def found(node: ast.Attribute, method=method) -> None:
+            report("GS240", method.source, node,
+                   f"`{node.value.id}.{node.attr}`: `{node.value.id}` is None here")
+
+        _visit(method.node.body, frozenset(), found, set(), _is_none, frozenset())
+
+
+def _is_none(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is None
+
+
+def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str], binds,
+           allowed: frozenset[str]) -> None:
+    """Walk ``body`` knowing which names hold a value ``binds`` recognises (a tuple, None),
+    calling ``found`` at the first attribute of one outside ``allowed``. A block whose
+    test mentions the name (``if x is not None:``) does not count on it."""
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -50,28 +88,31 @@ def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str]) 
         blocks += [h.body for h in getattr(stmt, "handlers", ())]
         blocks = [b for b in blocks if isinstance(b, list) and b]
         if blocks:
+            mentioned: set[str] = set()
             for field in ("test", "iter", "items"):
                 part = getattr(stmt, field, None)
                 for sub in part if isinstance(part, list) else [part] if part else []:
-                    _uses(sub, tuples, found, seen)
+                    _uses(sub, tuples, found, seen, allowed)
+                    mentioned |= {n.id for n in ast.walk(sub) if isinstance(n, ast.Name)}
             inner = tuples - _stored(stmt) if isinstance(stmt, (ast.For, ast.While)) else tuples
             for block in blocks:
-                _visit(block, inner, found, seen)
+                _visit(block, inner - mentioned, found, seen, binds, allowed)
             tuples = tuples - _stored(stmt)
             continue
-        _uses(stmt, tuples, found, seen)
+        _uses(stmt, tuples, found, seen, allowed)
         tuples = tuples - _stored(stmt)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
-                stmt.targets[0], ast.Name) and _is_tuple(stmt.value):
+                stmt.targets[0], ast.Name) and binds(stmt.value):
             tuples = tuples | {stmt.targets[0].id}
 
 
-def _uses(node: ast.AST, tuples: frozenset[str], found, seen: set[str]) -> None:
+def _uses(node: ast.AST, tuples: frozenset[str], found, seen: set[str],
+          allowed: frozenset[str]) -> None:
     if not tuples:
         return
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
-                and sub.value.id in tuples and sub.attr not in _TUPLE_ATTRS \
+                and sub.value.id in tuples and sub.attr not in allowed \
                 and not sub.attr.startswith("__") and sub.value.id not in seen:
             seen.add(sub.value.id)
             found(sub)
@@ -91,4 +132,4 @@ def _stored(stmt: ast.stmt) -> frozenset[str]:
                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
-__all__ = ["GS239"]
+__all__ = ["GS239", "GS240"]
