@@ -5,6 +5,7 @@ flows from the command line to the library, never back. Read from the source wit
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ PROCESS_CALLS = {"fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "po
                  "execve", "execvp", "spawnv"}
 
 
+@functools.cache  # parsed once for the three tests that read it (1.5 CPU-s each); only read
 def _modules() -> dict[str, ast.Module]:
     """Every module of the package, by dotted name relative to ``gradsmith``."""
     found = {}
