@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker.arguments import is_float_like, working
+from gradsmith.checker import noncontiguous as layouts
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 from gradsmith.checker.subject import seeded
@@ -78,12 +78,16 @@ def run(session: Session) -> list[Finding]:
     # Skipped for random forwards: rand_like follows the memory layout, so a different layout
     # legitimately draws different noise (in the outputs, or in what forward saves).
     if not random_forward(session, base, (grads, ref_grads)):
-        findings += _noncontiguous_inputs(session, base, grads, ref_out, ref_grads, rtol, atol)
+        findings += layouts.input_findings(
+            session, base, grads, ref_out, ref_grads, rtol, atol,
+            lambda views, leaves, gs, others: forward_backward(session, views, leaves, gs,
+                                                               others))
     nc_grads = [noncontiguous(g) for g in grads]
     leaves2 = [x.clone().requires_grad_(True) for x in base]
-    findings += _compare(session, "non-contiguous grad_output", ref_out, ref_grads,
-                         lambda: forward_backward(session, [x.clone() for x in leaves2],
-                                                  leaves2, nc_grads), rtol, atol)
+    findings += layouts.grad_output_finding(subject, layouts.compare(
+        subject, ref_out, ref_grads,
+        lambda: forward_backward(session, [x.clone() for x in leaves2], leaves2, nc_grads),
+        rtol, atol))
     leaves3 = [x.clone().requires_grad_(True) for x in base]
     try:
         _, again = forward_backward(session, [x.clone() for x in leaves3], leaves3, grads)
@@ -113,73 +117,5 @@ def run(session: Session) -> list[Finding]:
     return findings
 
 
-def _noncontiguous_inputs(session, base, grads, ref_out, ref_grads, rtol, atol):
-    """Inputs as non-leaf, non-contiguous views (transposed for 2+ dims, strided for 1-D),
-    so in-place (mark_dirty) forwards still work; gradients are mapped back to x's layout."""
-    subject = session.subject
-    leaves, views, unmaps = [], [], []
-    for x in base:
-        if x.dim() >= 2:
-            leaf = x.transpose(-1, -2).contiguous().requires_grad_(True)
-            views.append(leaf.clone().transpose(-1, -2))
-            unmaps.append(lambda g: g.transpose(-1, -2))
-        elif x.dim() == 1:
-            leaf = torch.stack([x, torch.zeros_like(x)], dim=-1).requires_grad_(True)
-            views.append(leaf.clone().select(-1, 0))
-            unmaps.append(lambda g: g.select(-1, 0))
-        else:
-            leaf = x.clone().requires_grad_(True)
-            views.append(leaf.clone())
-            unmaps.append(lambda g: g)
-        leaves.append(leaf)
-    others = {i: noncontiguous(t) for i, t in _other_floats(subject)}
-
-    def variant():
-        out, gs = forward_backward(session, views, leaves, grads, others)
-        return out, [None if g is None else u(g) for g, u in zip(gs, unmaps)]
-
-    return _compare(session, "non-contiguous inputs", ref_out, ref_grads, variant, rtol, atol)
-
-
 def _z(a, b):
     return torch.zeros_like(b) if a is None else a
-
-
-def _other_floats(subject):
-    args = subject.args
-    diff = set(args.diff_pos)
-    leaves = args._leaves
-    return [(i, working(leaves[i], subject.dtype))
-            for i in args.tensor_pos if i not in diff and is_float_like(leaves[i])
-            and leaves[i].dim() > 0]
-
-
-def _compare(session, what, ref_out, ref_grads, run_variant, rtol, atol):
-    subject = session.subject
-    try:
-        out, grads = run_variant()
-    except Exception as exc:  # noqa: BLE001
-        return [Finding(
-            "noncontiguous-mismatch", "error",
-            f"with {what} the Function raised {type(exc).__name__}: {exc}",
-            "call .contiguous() before .view()/data_ptr-based code, or use .reshape(); real "
-            "inputs and incoming gradients are often transposed or expanded", NAME)]
-    findings = []
-    for k, (a, b) in enumerate(zip(ref_out, out)):
-        if not close(a, b, rtol, atol):
-            findings.append(Finding(
-                "noncontiguous-mismatch", "error",
-                f"with {what}, output {subject.out_labels[k]} differs from the contiguous "
-                f"run (max difference {max_diff(a, b):.3g})",
-                "do not assume contiguous memory (strides, .view, data_ptr arithmetic); call "
-                ".contiguous() first", NAME))
-    for label, a, b in zip(subject.labels, ref_grads, grads):
-        if not close(a, b, rtol, atol):
-            findings.append(Finding(
-                "noncontiguous-mismatch", "error",
-                f"with {what}, the gradient of {label} differs from the contiguous run "
-                f"(max difference {max_diff(_z(a, b), _z(b, a)):.3g})",
-                "do not assume contiguous grad_output or inputs in backward (e.g. .view on a "
-                "transposed tensor, torch.empty + manual strides); use .reshape/.contiguous()",
-                NAME, label))
-    return findings
