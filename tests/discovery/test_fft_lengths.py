@@ -121,3 +121,18 @@ def test_a_backward_that_gives_cropped_frames_a_gradient_fails(module):
     row = rows["SpectrumEveryFrame"]
     assert row["verdict"] == "fail", row["text"]
     assert "the transform crops it" in row["text"]
+
+
+def test_a_helper_of_the_same_project_is_followed_when_the_file_is_imported_on_its_own():
+    # The corpus runner imported modspec.py under a name of its own (an installed copy of its
+    # package came first on sys.path), so "same top-level package" by module name failed and
+    # the FFT length inside nnmnkwii.preprocessing went unseen; a folder of the file's path
+    # names the package.
+    from gradsmith.discovery.callees import _same_package
+
+    scope = {"__file__": "/src/proj/specpkg/autograd/_impl/ops.py"}
+    assert _same_package("specpkg.preprocessing.spectrum", "gradsmith_target_ops_1a2b", scope)
+    assert not _same_package("numpy.fft", "gradsmith_target_ops_1a2b", scope)
+    assert not _same_package("specpkg", "gradsmith_target_ops_1a2b", scope)  # not a module of it
+    assert _same_package("specpkg.helpers", "specpkg.ops", {})
+    assert not _same_package("otherpkg.helpers", "specpkg.ops", scope)

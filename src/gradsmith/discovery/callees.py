@@ -19,6 +19,7 @@ import ast
 import inspect
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from gradsmith.discovery.source import parse
@@ -88,8 +89,7 @@ def _callee(node: ast.Call, scope: dict, owner: type | None,
         found = scope.get(func.id)
         here = scope.get("__name__") or ""
         if isinstance(found, types.FunctionType) and (found.__module__ == here or (
-                package and "." in here and (found.__module__ or "").split(".")[0]
-                == here.split(".")[0])):
+                package and _same_package(found.__module__ or "", here, scope))):
             return found
         return None
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
@@ -105,6 +105,18 @@ def _callee(node: ast.Call, scope: dict, owner: type | None,
         return None
     method = method.__func__ if isinstance(method, staticmethod) else method
     return method if isinstance(method, types.FunctionType) else None
+
+
+def _same_package(module: str, here: str, scope: dict) -> bool:
+    """``module`` is of the caller's top-level package: by name, or (a file imported on its
+    own, under another name, while an installed copy of its package is first on sys.path) by
+    a folder of the caller's path named as ``module``'s package."""
+    top = module.split(".")[0]
+    if not top or "." not in module:
+        return False
+    if "." in here:
+        return top == here.split(".")[0]
+    return top in Path(scope.get("__file__") or "").parts[:-1]
 
 
 def _passed(function: types.FunctionType, call: ast.Call, names: dict[str, str],
