@@ -153,3 +153,30 @@ def test_helper_pull_is_one_level_and_needs_a_sign_of_a_kernel(tmp_path, monkeyp
     assert [fc.name for fc in functions] == ["F"]
     assert _engine._helper_modules(later, functions, index) == []  # torch code only
     assert ast.parse((root / "pkg" / "plain.py").read_text())
+
+
+def test_large_tree_parses_the_module_of_a_helper_backward_calls_for_its_effect(
+    tmp_path, monkeypatch
+):
+    """aimet's quantize-only backward is one call, `log_with_error_and_assert_if_false(False,
+    ...)`, of a helper in another module: GS109 reads the helper (it always raises) only when
+    the pre-filter of a large tree lets that module be parsed."""
+    root = tmp_path / "tree"
+    (root / "qpkg").mkdir(parents=True)
+    (root / "qpkg" / "__init__.py").write_text("")
+    (root / "qpkg" / "utils.py").write_text(
+        "def log_and_assert(cond, msg):\n    if not cond:\n        print(msg)\n"
+        "    assert cond, msg\n")
+    (root / "qpkg" / "ops.py").write_text(
+        "import torch\n\nfrom qpkg.utils import log_and_assert\n\n\n"
+        "class QuantizeOnly(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        return torch.round(x)\n\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        log_and_assert(False, 'backward not implemented')\n")
+    assert [f.code for f in lint(root, config=False)] == []  # small tree: all parsed
+    monkeypatch.setattr(_engine, "LARGE_TREE_BYTES", 10)
+    assert [f.code for f in lint(root, config=False)] == []  # the pre-filter keeps utils.py
+
+    mod = _fresh_import(monkeypatch, root, ["qpkg", "qpkg.utils", "qpkg.ops"], "qpkg.ops")
+    x = torch.tensor([0.4, 1.6], requires_grad=True)
+    with pytest.raises(AssertionError, match="backward not implemented"):
+        mod.QuantizeOnly.apply(x).sum().backward()  # raises on purpose, never returns None

@@ -219,10 +219,13 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
     backward calls into: the module a called name is imported from (``from .._ops import
     _segment_mm``) when its text shows a way to run code autograd cannot see into (Triton,
     a C++ extension build, ctypes, a registrar given the module at import time), so that
-    GS215 can follow a backward's helper to the kernel it runs. One level: a helper's own
-    imports are not pulled in (that would parse most of a large package)."""
+    GS215 can follow a backward's helper to the kernel it runs; and the module of a helper
+    a top-level statement of backward calls for its effect (a log-and-assert that always
+    raises, which GS109 reads). One level: a helper's own imports are not pulled in (that
+    would parse most of a large package)."""
     by_module = {r.module: r for r in later if r.module}
     wanted: set[str] = set()
+    effects: set[str] = set()  # called for effect (`check(False, log, "...")`): see GS109
     for fc in functions:
         for name in ("backward", "vjp"):
             method = fc.methods.get(name)
@@ -234,8 +237,14 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
                 target = sym.imports.get(parts[0]) if parts and len(parts) == 1 else None
                 if target:
                     wanted.add(target.rpartition(".")[0])
-    return [by_module[m] for m in sorted(wanted)
-            if m in by_module and _KERNEL_SIGN.search(by_module[m].data)]
+            for stmt in method.node.body:
+                call = stmt.value if isinstance(stmt, ast.Expr) else None
+                parts = dotted(call.func) if isinstance(call, ast.Call) else None
+                target = sym.imports.get(parts[0]) if parts and len(parts) == 1 else None
+                if target:
+                    effects.add(target.rpartition(".")[0])
+    return [by_module[m] for m in sorted(wanted | effects) if m in by_module and (
+        m in effects or _KERNEL_SIGN.search(by_module[m].data))]
 
 
 def _guarded(check, target, reporter: Reporter, code: str, source, where) -> None:

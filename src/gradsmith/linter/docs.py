@@ -56,7 +56,8 @@ directory is a GS002 finding; it is never opened.
   then the modules a discovered backward imports a called name from (`from .._ops import
   _segment_mm`) when their text shows a way to run code autograd cannot see into
   (`triton.jit`, `cpp_extension`, `import ctypes`, a registrar given `__name__` or
-  `globals()` at import time), are parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
+  `globals()` at import time), or whose helper a top-level statement of backward calls for
+  its effect (a log-and-assert that always raises, read by GS109), are parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
   on the command line are always parsed.
 
 Messages are one line (at most 100 characters); `gradsmith lint --explain GS101` prints the
