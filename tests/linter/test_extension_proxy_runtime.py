@@ -115,6 +115,9 @@ def test_forward_backward_pair_of_an_outside_package_is_a_kernel_and_double_back
     monkeypatch.setitem(sys.modules, "helperlib", helper)
     monkeypatch.setitem(sys.modules, "fastgat", gat)
     monkeypatch.setitem(sys.modules, "otherlib", other)
+    python_module = types.ModuleType("precision")  # a Python module: not a kernel pair
+    python_module.AddOneInPlace = None
+    monkeypatch.setitem(sys.modules, "precision", python_module)
     shutil.copy(path, tmp_path / "gs_kernel_pairs.py")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(sys.modules, "gs_kernel_pairs", None)

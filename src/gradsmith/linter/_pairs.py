@@ -7,8 +7,9 @@ a compiled kernel in each. Two forms are recognised:
 - ``from fftconv import fftconv_fwd, fftconv_bwd``: both names imported from the same
   module that is not linted;
 - ``import fused_gatconv`` and calls of ``fused_gatconv.gat_backward(...)`` and
-  ``fused_gatconv.gat_forward(...)`` in the same file, the module not linted and not a
-  Python module of the project.
+  ``fused_gatconv.gat_forward(...)`` in the same file, the module (and every package
+  above it) not linted and not a Python module of the project: ``Copy.backward(ctx, g)``
+  of a Function imported from a linted module is Python code.
 """
 
 from __future__ import annotations
@@ -48,8 +49,12 @@ def paired_attribute(parts: list[str], sym: ModuleSymbols, sym_of: dict,
         return None
     if f"{parts[0]}.{other}(" not in sym.source.text:
         return None
-    if module_named(modules_of(sym_of), target, sym) is not None or is_python_module(target, sym):
-        return None
+    parts_of = target.split(".")
+    for cut in range(len(parts_of), 0, -1):  # `Copy` from a linted `pkg.copy`: Python code
+        prefix = ".".join(parts_of[:cut])
+        if module_named(modules_of(sym_of), prefix, sym) is not None or is_python_module(
+                prefix, sym):
+            return None
     return target
 
 
