@@ -13,10 +13,49 @@ the caller is kept; processes the tests start inherit it.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+# Bytecode of the repository's own modules, even under PYTHONDONTWRITEBYTECODE=1 (set in many
+# CI images and Dockerfiles). Without it every process compiled from source on every run: each
+# xdist worker compiled and assertion-rewrote the ~540 test modules and gradsmith's (collection
+# 9.4 CPU-s, 4.8 with bytecode), and every `gradsmith check`, worker server, template and inner
+# pytest a test starts compiled gradsmith again (0.2 CPU-s for one `gradsmith check`). The files
+# go where Python puts them (`__pycache__`, ignored by git, or PYTHONPYCACHEPREFIX) and are
+# checked against their source's time and size as always. GRADSMITH_TEST_BYTECODE=0 leaves the
+# caller's setting alone (to compare).
+_BYTECODE = os.environ.get("GRADSMITH_TEST_BYTECODE") != "0"
+
+
+def pytest_configure(config):
+    """gradsmith's plain bytecode, which the processes the tests start read (they inherit the
+    caller's setting, so write none themselves): compiled once, by the controller of an xdist
+    run (or the only process), before any test; up-to-date files are only checked."""
+    if not _BYTECODE or hasattr(config, "workerinput"):
+        return
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("gradsmith")
+    for folder in spec.submodule_search_locations if spec else ():
+        compileall.compile_dir(folder, quiet=2)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """Bytecode (assertion-rewritten for test modules) of what collection imports. Only while
+    collecting, so what the tests themselves import (user code written to temporary folders)
+    leaves no ``__pycache__`` behind."""
+    keep = sys.dont_write_bytecode
+    sys.dont_write_bytecode = keep and not _BYTECODE
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = keep
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -54,3 +54,31 @@ def test_a_thread_count_set_by_the_caller_is_kept(pytester):
                           cwd=pytester.path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
+
+
+def test_collection_writes_bytecode_even_when_the_caller_turned_it_off(pytester):
+    # PYTHONDONTWRITEBYTECODE=1 (many CI images): each worker compiled and assertion-rewrote
+    # every test module from source on every run; the suite writes bytecode while collecting,
+    # and only then: user code a test imports from a temporary folder leaves none.
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(helper_mod="VALUE = 1\n")
+    pytester.makepyfile(test_cached=textwrap.dedent("""
+        import importlib
+        import sys
+
+        import helper_mod
+
+        def test_user_code_a_test_imports_leaves_no_bytecode(tmp_path, monkeypatch):
+            assert sys.dont_write_bytecode  # the caller's setting, back after collection
+            (tmp_path / "user_mod.py").write_text("X = 1\\n")
+            monkeypatch.syspath_prepend(tmp_path)
+            assert importlib.import_module("user_mod").X == helper_mod.VALUE
+            assert not (tmp_path / "__pycache__").exists()
+    """))
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=pytester.path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    written = {p.name.split(".")[0]: p.name for p in (pytester.path / "__pycache__").iterdir()}
+    assert "-pytest-" in written["test_cached"]  # the rewritten module, as pytest caches it
+    assert "helper_mod" in written  # a plain module the test module imports
