@@ -45,6 +45,7 @@ from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
+from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.lengths import read_fft_lengths
 from gradsmith.discovery.masks import read_shaped
@@ -124,6 +125,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         hints[name].domain = bounds
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
     read_fft_lengths(target, owner, hints)  # rfft(y, n=n, axis=0): n also below y's length
+    read_kernel_args(target, owner, hints)  # tl.load(t_ptr) == cols: a class index; ACT == 0
     last_error = "no layout tried"
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

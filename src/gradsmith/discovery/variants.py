@@ -12,6 +12,7 @@ from typing import Any
 
 from gradsmith.discovery.build import NONCONTIGUOUS, PLANTED, build_args
 from gradsmith.discovery.defaults import tolerance_like
+from gradsmith.discovery.halves import even_last, halves_sizes
 from gradsmith.discovery.layouts import RESIZE, broadcast_layout, shapes_text
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
 from gradsmith.discovery.slots import Slot
@@ -62,6 +63,8 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
     tensors = [i for i, s in enumerate(s for s in slots if s.kind in ("tensor", "none"))]
     if tensors:
         resized = tuple(tuple(RESIZE.get(d, d + 1) for d in shape) for shape in layout)
+        if halves_sizes(call):  # head_dim // 2 in its kernels: an odd one leaves a column
+            resized = even_last(resized, layout)
         names = [s.name for s in slots if s.kind == "tensor"]
         if resized != layout:
             candidates.append((f"other shapes: {shapes_text(names, resized)}", {}, resized))
@@ -80,6 +83,7 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
     spread = [s.name for s in slots if s.kind == "tensor" and not (
         s.hint and (s.hint.probability or s.hint.domain is not None))]
     seen_optional: set[str] = set()
+    misfit: list[bool] = []  # whether the primary misfits, probed once when asked
     for change, overrides, lay, scale in [(*c, 1.0) for c in candidates] + (
             [(f"values 3 * randn: {', '.join(spread)}", {}, layout, 3.0)]
             if spread and not positive else []):
@@ -90,12 +94,22 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
         ran = probe(call, args, any(s.kind == "function" for s in slots))
         if isinstance(ran, str) or (scale != 1.0 and ran is not True):
             continue  # at a wider scale, only where forward stays finite: its domain
-        if kernel_backward_misfits(call, tuple(args)):  # a shape its kernels cannot take
+        # A shape its kernels cannot take; a value-only change on a layout that misfits as the
+        # primary's does (a weight (3, 4) a kernel reads as (4,)) is checked on the layout
+        # backward returns, as the primary is: kept (an int code's other values).
+        if kernel_backward_misfits(call, tuple(args)) and not (
+                lay is layout and _misfits(call, primary, misfit)):
             continue
         if opt is not None:
             seen_optional.add(opt)
         args, parts = build_args(slots, lay, seed, positive, overrides, dtype, scale)
         yield Variant(tuple(args), ", ".join(parts), change)
+
+
+def _misfits(call, primary: list, cache: list[bool]) -> bool:
+    if not cache:
+        cache.append(kernel_backward_misfits(call, tuple(primary)))
+    return cache[0]
 
 
 def _optional_shapes(call, primary: list, layout) -> list[tuple[int, ...]]:
