@@ -55,3 +55,19 @@ def test_the_finding_names_the_weight_and_the_gradients_that_changed():
 def test_a_norm_that_makes_its_weight_contiguous_has_no_layout_finding():
     report = gradsmith.check(K.RmsNorm, *_xw(), checks=["robustness"])
     assert "noncontiguous-mismatch" not in report.codes(), report
+
+
+def test_a_grad_output_read_with_unit_stride_is_one_finding_naming_grad_output():
+    # Independent of gradsmith: a transposed grad_output changes both gradients.
+    x, w = (a.float().requires_grad_(True) for a in _xw())
+    g = torch.randn(3, 8, generator=torch.Generator().manual_seed(2))
+    out = L.RmsNormUnitStrideGrad.apply(x, w)
+    dx, dw = torch.autograd.grad(out, (x, w), g.t().contiguous().t())
+    want = torch.autograd.grad(K.rms_norm_reference(x, w), (x, w), g)
+    assert (dx - want[0]).abs().max() > 0.1 and (dw - want[1]).abs().max() > 0.1
+    report = gradsmith.check(L.RmsNormUnitStrideGrad, *_xw(), checks=["robustness"])
+    found = [f for f in report.findings if f.code == "noncontiguous-mismatch"]
+    assert [f.input for f in found] == [None], report
+    assert found[0].details["made_noncontiguous"] == "grad_output"
+    assert set(found[0].details["changed"]) == {"the gradient of x", "the gradient of weight"}
+    assert "with a non-contiguous grad_output" in found[0].message
