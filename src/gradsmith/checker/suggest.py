@@ -213,6 +213,11 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
         lookup = (gathered.terms(session, names, top)
                   if sig is not None and sig.kind == "straight-through" else [])
         simple = lookup + _terms(names[top], numbers) + _masked_by_output(session, names, top)
+        # every examined element in a clamped tail reads as plain straight-through
+        if sig is not None and sig.kind in ("straight-through", "straight-through-saturating"):
+            from gradsmith.checker import clamped_forward  # it builds on this module's
+
+            simple += clamped_forward.terms(session, names, top, t, numbers)
         for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers, simple):
             fn = _compile(f"lambda {params}: {term}", session)
             got = _try(session, "surrogate", fn, v, problem.xs, split)
