@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 
+from gradsmith.linter._kernels import module_named, modules_of
 from gradsmith.linter._symbols import dotted
 
 #: Methods whose result may share memory with the tensor they are called on.
@@ -55,15 +56,17 @@ def unread_after_calls(name: str, positions: set[int], sym_of: dict) -> bool:
 
 def _aliases(needle: str, key: str, match, sym_of: dict) -> list | None:
     """Matchers of the calls that run ``match``'s target (whose last name is ``key``) under
-    another name: ``X = <it>`` at module level, ``self.x = <it>`` (also one side of a
-    conditional) called as ``self.x(...)``. None when it is used as a value any other way
-    (passed on, stored elsewhere), so its callers cannot be listed."""
+    another name: ``X = <it>`` (with the module binding it, when at module level),
+    ``self.x = <it>`` (also one side of a conditional) called as ``self.x(...)``: (name,
+    owner, module). None when it is used as a value any other way (passed on, stored
+    elsewhere), so its callers cannot be listed."""
     found: list = []
     for sym in sym_of.values():
         src = sym.source
         if needle not in src.text:
             continue
         index = _index(src)
+        top = {id(stmt) for stmt in src.tree.body}
         used = {id(n) for n in index.loads.get(key, ()) if match(n)}
         if not used:
             continue
@@ -76,10 +79,10 @@ def _aliases(needle: str, key: str, match, sym_of: dict) -> list | None:
                 continue
             target = stmt.targets[0]
             if isinstance(target, ast.Name):
-                found.append((target.id, None))
+                found.append((target.id, None, sym.module if id(stmt) in top else None))
             elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                     and target.value.id == "self":
-                found.append((target.attr, "self"))
+                found.append((target.attr, "self", None))
             else:
                 continue
             bound.update(id(v) for v in hits)
@@ -130,21 +133,44 @@ def _callers(needle: str, key: str, match, sym_of: dict) -> list | None:
     if aliases is None:
         return None
     sites = _sites(needle, key, lambda call: match(call.func), sym_of)
-    for name, owner in aliases:  # an alias is called in any file (`self.reduce(out)`)
+    for name, owner, module in aliases:  # an alias is called in any file (`self.reduce(out)`)
         sites += _sites(name, name, lambda call, owner=owner: owner is None or dotted(
-            call.func) == [owner, _last(call.func)], sym_of)
+            call.func) == [owner, _last(call.func)], sym_of, module)
     return sites
 
 
-def _sites(needle: str, key: str, match, sym_of: dict) -> list[tuple[ast.Call, ast.AST | None]]:
+def _sites(needle: str, key: str, match, sym_of: dict, module: str | None = None
+           ) -> list[tuple[ast.Call, ast.AST | None]]:
     """Calls whose callee's last name is ``key`` and that ``match`` accepts, in the linted
-    files that mention ``needle``, each with the function it is in (None at module level)."""
+    files that mention ``needle``, each with the function it is in (None at module level).
+    With ``module`` (where a module-level alias ``key = Fn.apply`` is bound), calls through
+    a name imported from outside the linted code (``torch.distributed.all_reduce(t)``
+    beside ``all_reduce = AllReduce.apply``) are other functions, not the alias."""
     found = []
     for sym in sym_of.values():
         if needle in sym.source.text:
             found += [(call, func) for call, func in _index(sym.source).calls.get(key, ())
-                      if match(call)]
+                      if match(call) and (module is None or not _elsewhere(call.func, sym,
+                                                                          module, sym_of))]
     return found
+
+
+def _elsewhere(func: ast.expr, sym, module: str, sym_of: dict) -> bool:
+    """``func`` (a call's callee in ``sym``'s file) names a function of a module outside the
+    linted code, so it cannot be the alias bound in ``module``. Anything that might reach
+    the alias (a bare name bound in the file, a linted module, a local object) is kept."""
+    parts = dotted(func)
+    if not parts or sym.module == module and len(parts) == 1:
+        return False
+    target = sym.imports.get(parts[0])
+    if target is None:
+        return False
+    qual = ".".join([target, *parts[1:-1]]) if len(parts) > 1 else target.rpartition(".")[0]
+    if not qual or qual == module:
+        return False
+    modules = modules_of(sym_of)
+    return not any(module_named(modules, ".".join(qual.split(".")[:cut]), sym) is not None
+                   for cut in range(qual.count(".") + 1, 0, -1))
 
 
 class _Index:
