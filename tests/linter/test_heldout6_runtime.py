@@ -70,3 +70,103 @@ def test_a_caller_through_an_imported_alias_reading_it_again_an_error(alias_laye
     assert peak != before.abs().max(), "the caller read the value it passed"
     torch.testing.assert_close(peak, (before - before.mean(0, keepdim=True)).abs().max())
     assert ("comm.py", 24, "GS101", "error") in _found("alias_callers")
+
+
+_CUTE_STAND_IN = '''"""Stand-in for CuTe DSL: compile() gives a kernel computing on numpy (autograd records
+nothing), writing its last argument as a compiled kernel does."""
+
+import torch
+
+
+def compile(kernel, *args, **kwargs):
+    def run(x, out):
+        out.copy_(torch.from_numpy(x.detach().numpy() * kernel.factor))
+
+    return run
+'''
+
+
+def test_backward_reaching_a_cute_kernel_loses_the_second_derivative(tmp_path, monkeypatch):
+    """GS215 follows backward through module helpers to what `cute.compile` returns and to a
+    custom op registered by the project's wrapper (`@kernel_op("ns::name", ...)`)."""
+    root = FIXTURES / "cute_kernels"
+    ops_path = root / "cutepkg" / "ops.py"
+    marked = [i for i, line in enumerate(ops_path.read_text().splitlines(), 1)
+              if "# GS215" in line]
+    found = sorted(f.line for f in lint(root, config=False)
+                   if f.code == "GS215" and f.path.endswith("ops.py"))
+    assert found == marked and len(marked) == 3
+
+    (tmp_path / "cutlass").mkdir()
+    (tmp_path / "cutlass" / "__init__.py").write_text("")
+    (tmp_path / "cutlass" / "cute.py").write_text(_CUTE_STAND_IN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(root))
+    for name in [n for n in sys.modules if n.split(".")[0] in ("cutlass", "cutepkg")]:
+        monkeypatch.delitem(sys.modules, name)
+    ops = importlib.import_module("cutepkg.ops")
+    try:
+        x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+        (ref,) = torch.autograd.grad((x * 3.0).pow(2).sum(), x, create_graph=True)
+        (ref2,) = torch.autograd.grad(ref.pow(2).sum(), x)
+        torch.testing.assert_close(ref2, 2 * 18.0 * 18.0 * x.detach())  # by hand: (18x)^2
+        for fn in (ops.Scale, ops.ScaleCompiled, ops.ScaleDirect):
+            (g,) = torch.autograd.grad(fn.apply(x, 3.0).pow(2).sum(), x, create_graph=True)
+            torch.testing.assert_close(g, ref.detach())  # the first derivative is right
+            assert g.grad_fn is None  # no graph: a gradient penalty loses its term
+        (g,) = torch.autograd.grad(ops.ScalePlain.apply(x, 3.0).pow(2).sum(), x,
+                                   create_graph=True)
+        (g2,) = torch.autograd.grad(g.pow(2).sum(), x)
+        torch.testing.assert_close(g2, ref2)  # the near miss: torch code, differentiable
+        (g,) = torch.autograd.grad(ops.ScaleOnce.apply(x, 3.0).pow(2).sum(), x,
+                                   create_graph=True)
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            g.pow(2).sum().backward()  # the fix: it raises instead
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] in ("cutlass", "cutepkg")]:
+            del sys.modules[name]
+
+
+_EXTENSION_STAND_IN = '''"""Stand-in for a compiled extension: computes on numpy (autograd records nothing)."""
+
+import torch
+
+
+def linear_bias_wgrad(x, g, need_bias):
+    x, g = x.detach().numpy(), g.detach().numpy()
+    return torch.from_numpy(g.T @ x), torch.from_numpy(g.sum(0)) if need_bias else None
+'''
+
+
+def test_extension_imported_in_backward_through_a_local_name(tmp_path, monkeypatch):
+    path = FIXTURES / "local_extension.py"
+    found = [(f.line, f.code) for f in lint(path, config=False) if f.code == "GS215"]
+    assert found == [(27, "GS215")]  # FusedDense, not DenseTorch
+
+    (tmp_path / "fused_dense_lib.py").write_text(_EXTENSION_STAND_IN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fused_dense_lib", raising=False)
+    spec = importlib.util.spec_from_file_location("local_extension_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        torch.manual_seed(0)
+        x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(2, dtype=torch.float64, requires_grad=True)
+
+        def grads(fn, *extra):
+            out = fn(x, w, b, *extra)
+            return torch.autograd.grad(out.pow(2).sum(), (x, w), create_graph=True)
+
+        ref = grads(torch.nn.functional.linear)
+        (ref2,) = torch.autograd.grad(ref[1].pow(2).sum(), x)
+        gx, gw = grads(mod.FusedDense.apply, True)
+        torch.testing.assert_close(gw, ref[1].detach())  # the first derivative is right
+        assert gw.grad_fn is None  # the extension's weight gradient carries no graph
+        gx, gw = grads(mod.FusedDense.apply, False)
+        torch.testing.assert_close(torch.autograd.grad(gw.pow(2).sum(), x)[0], ref2)
+        gx, gw = grads(mod.DenseTorch.apply, True)
+        torch.testing.assert_close(torch.autograd.grad(gw.pow(2).sum(), x)[0], ref2)
+    finally:
+        sys.modules.pop("fused_dense_lib", None)

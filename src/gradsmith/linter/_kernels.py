@@ -29,10 +29,22 @@ _SCALAR = re.compile(r"\b(u?int\d*|float\d*|bfloat16|int|float|bool|int1|constex
 
 def is_custom_op(node: ast.AST) -> bool:
     """A ``def`` registered with ``@torch.library.custom_op`` (opaque to autograd unless a
-    formula is registered for it)."""
+    formula is registered for it), or with a project's wrapper of it that names the operator
+    the same way (``@cute_op("quack::_softmax_backward", ...)``: a decorator ending in ``op``
+    given a ``"namespace::name"``)."""
     return isinstance(node, ast.FunctionDef) and any(
-        (dotted(d.func if isinstance(d, ast.Call) else d) or [""])[-1] == "custom_op"
-        for d in node.decorator_list)
+        _registers_op(d) for d in node.decorator_list)
+
+
+def _registers_op(decorator: ast.expr) -> bool:
+    last = (dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or [""])[-1]
+    if last == "custom_op":
+        return True
+    if not isinstance(decorator, ast.Call) or not last.lower().endswith("op") or not (
+            decorator.args and isinstance(decorator.args[0], ast.Constant)):
+        return False
+    name = decorator.args[0].value
+    return isinstance(name, str) and "::" in name and " " not in name
 
 
 def is_kernel(node: ast.AST) -> bool:
@@ -226,6 +238,7 @@ def finder(sym, sym_of: dict):
 
     find.owner = lambda node: owners.get(id(node))
     find.external = external
+    find.sym = sym
     return find
 
 

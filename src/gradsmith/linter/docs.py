@@ -173,6 +173,14 @@ What the analysis takes into account, so that an error is always worth stopping 
   through a C API) are not followed. A local bound to what a helper returns is followed
   into the returned function (`fn = select_impl(kind, stage="bwd")` then `fn(...)`, or
   `_, bwd = load_kernels()` then `bwd(...)`; every function a `return` may give counts).
+  A local bound on any branch to an extension's function is followed too (`import
+  fused_dense_lib as fused_dense_cuda` inside backward, `fn = fused_dense_cuda.wgrad` on
+  one branch, then `fn(...)`). CuTe-DSL kernels count: a call of what `cute.compile(...)`
+  returns (`import cutlass.cute as cute`), directly or through a function of the linted
+  code that returns it (`Kernel.compile(dtype, n)(x, out)`, `k = Kernel.compile(...)`
+  then `k(x, out)`), and a custom op registered by a project's wrapper of
+  `torch.library.custom_op` (a decorator whose name ends in `op` given a `"ns::name"`:
+  `@cute_op("quack::_softmax_backward", ...)`).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds
@@ -230,7 +238,10 @@ reads the name again after the call, passes a tensor others hold (`self.buf`, a 
 or passes the output of an operation whose backward reads it (`torch.sigmoid`, `exp`,
 `softmax`, ...). When the Function has linted calls and every one of them (directly,
 through `fn = Fn.apply`, through a plain wrapper `def f(x): return Fn.apply(x)` and
-`self.f = f` called as `self.f(x)`) passes a fresh result or a name its function never
+`self.f = f` called as `self.f(x)`; a module-level `f = Fn.apply` imported by other
+modules, where a same-named function imported from outside the linted code, such as
+`torch.distributed.all_reduce(t)` beside `all_reduce = Fn.apply`, is not a call of it)
+passes a fresh result or a name its function never
 reads after the call (`loss = ce(output.float().contiguous(), labels)`, `out =
 self.reduce(out)`), no failure is shown: GS230, a warning. A Function imported under
 another name, called directly or whose `apply` is handed on keeps GS101 (its callers

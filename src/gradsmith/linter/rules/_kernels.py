@@ -7,6 +7,7 @@ import ast
 import re
 
 from gradsmith.linter import _extensions
+from gradsmith.linter._compiled import bound_values, compiled
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
@@ -63,7 +64,8 @@ def check_opaque_backward(facts: Facts, report) -> None:
         local = _Lazy(method.node, frozenset(scope.known))
         for node in nodes(method):
             if isinstance(node, ast.Call):
-                what = _opaque(node, find, local, scope) or _via_helper(
+                what = _opaque(node, find, local, scope) or _via_local(
+                    node, method.node, find, local, scope) or _via_helper(
                     node, functions, find, facts.sym_of, enclosing=method.node)
                 if what:
                     report("GS215", method.source, node, what)
@@ -108,6 +110,8 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
             return f"`{short(text)}()`{how}"
     parts = dotted(call.func)
     if not parts and isinstance(call.func, ast.Call):  # `_make_lazy_cuda_func("bwd")(...)`
+        if compiled(call.func, find, scope.sym if scope is not None else None):
+            return f"`{short(ast.unparse(call.func.func))}(...)()` (a compiled CuTe kernel)"
         inner = dotted(call.func.func)
         if inner and inner[0] not in local and _EXTENSION.search(inner[-1]):
             return f"`{short(ast.unparse(call.func))}(...)`"
@@ -134,6 +138,20 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
     kernel = find(call.func)
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
+    return None
+
+
+def _via_local(call: ast.Call, enclosing: ast.AST, find, local, scope) -> str | None:
+    """``fn(...)`` where ``fn`` is a local that some assignment of ``enclosing`` binds to a
+    compiled extension's function (``import fused_dense_lib as fused_dense_cuda`` in
+    backward, then ``fn = fused_dense_cuda.linear_bias_wgrad`` on one branch): on that
+    branch backward runs the kernel."""
+    if not isinstance(call.func, ast.Name) or call.func.id not in local:
+        return None
+    for value in bound_values(enclosing, call.func.id):
+        what = _opaque(as_call(value), find, local, scope)
+        if what:
+            return f"`{call.func.id}()` (bound to {what})"
     return None
 
 
@@ -212,7 +230,8 @@ def _runs_kernel(helper: ast.FunctionDef, find, sym_of: dict, functions: dict, d
     # namespace that far down is as likely bookkeeping (DTensor's redistribute reaches
     # torch.ops.device_mesh._get_flattened_submesh) as the gradient's kernel.
     if any(what and not (depth and what.startswith("`torch.ops."))
-           for what in (_opaque(node, inner, local, scope) for node in calls)):
+           for what in (_opaque(node, inner, local, scope)
+                        or _via_local(node, helper, inner, local, scope) for node in calls)):
         return True
     # A helper that hands its tensors to another Function's apply (`return Fn.apply(*args)`)
     # differentiates through that Function; the helpers it calls around it prepare
@@ -238,8 +257,8 @@ def _via_returned(call: ast.Call, enclosing: ast.AST, functions: dict, find, sym
         runs = source.__dict__.get(key)
         if runs is None:
             source.__dict__[key] = False  # recursion ends here
-            runs = False
-            helper = _called_helper(source, functions, find)
+            runs = bool(compiled(source, find, getattr(find, "sym", None)))
+            helper = None if runs else _called_helper(source, functions, find)
             if helper is not None:
                 inner, scope, local, inner_functions = _context(helper, find, sym_of, functions)
                 runs = any(
