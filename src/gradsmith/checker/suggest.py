@@ -28,13 +28,15 @@ When no candidate reproduces the backward, the line is a template to complete.
 
 from __future__ import annotations
 
+import itertools
 import keyword
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gradsmith.checker import declared, gathered, spread, surrogate_fit
+from gradsmith.checker import clamped_forward, declared, gathered, spread, surrogate_fit
 from gradsmith.checker.inputs import _parameter_names, overrides
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.session import Session
@@ -153,6 +155,13 @@ def _masked_by_output(session: Session, names: list[str], top: int) -> list[str]
     return [f"{names[top]} * ({cls.__name__}.apply({', '.join(names)}) != 0)"]
 
 
+def _clamped(session: Session, names: list[str], top: int, t: int,
+             numbers: list[tuple[str, float]]) -> Iterator[str]:
+    """:func:`clamped_forward.terms`, computed only when the simpler terms ran out (its
+    bisection calls forward a hundred times)."""
+    yield from clamped_forward.terms(session, names, top, t, numbers)
+
+
 def _compile(source: str, session: Session) -> Any:
     namespace = {"torch": torch}
     cls = session.function_cls
@@ -212,12 +221,11 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
         # then no term is left for the table
         lookup = (gathered.terms(session, names, top)
                   if sig is not None and sig.kind == "straight-through" else [])
-        simple = lookup + _terms(names[top], numbers) + _masked_by_output(session, names, top)
+        simple: Iterable[str] = (lookup + _terms(names[top], numbers)
+                                 + _masked_by_output(session, names, top))
         # every examined element in a clamped tail reads as plain straight-through
         if sig is not None and sig.kind in ("straight-through", "straight-through-saturating"):
-            from gradsmith.checker import clamped_forward  # it builds on this module's
-
-            simple += clamped_forward.terms(session, names, top, t, numbers)
+            simple = itertools.chain(simple, _clamped(session, names, top, t, numbers))
         for term in surrogate_fit.terms(session, names[top], t, v, grads[t], numbers, simple):
             fn = _compile(f"lambda {params}: {term}", session)
             got = _try(session, "surrogate", fn, v, problem.xs, split)
