@@ -170,3 +170,22 @@ def test_extension_imported_in_backward_through_a_local_name(tmp_path, monkeypat
         torch.testing.assert_close(torch.autograd.grad(gw.pow(2).sum(), x)[0], ref2)
     finally:
         sys.modules.pop("fused_dense_lib", None)
+
+
+def test_gradient_computed_only_when_needed_then_read_crashes_with_a_frozen_input():
+    path = FIXTURES / "needed_only.py"
+    assert [(f.line, f.code) for f in lint(path, config=False)] == [(22, "GS240")]
+    spec = importlib.util.spec_from_file_location("needed_only_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    w = torch.randn(2, 4, 5)  # frozen: needs no gradient
+    with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'to'"):
+        mod.Bmm.apply(x, w).sum().backward()
+    (gx,) = torch.autograd.grad(mod.BmmGuarded.apply(x, w).sum(), x)
+    (ref,) = torch.autograd.grad(torch.bmm(x, w).sum(), x)
+    torch.testing.assert_close(gx, ref)
+    w.requires_grad_()
+    (gx, gw) = torch.autograd.grad(mod.Bmm.apply(x, w).sum(), (x, w))  # both trained: runs
+    torch.testing.assert_close((gx, gw), torch.autograd.grad(torch.bmm(x, w).sum(), (x, w)))

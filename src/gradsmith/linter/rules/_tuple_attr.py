@@ -6,7 +6,7 @@ import ast
 
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import own
+from gradsmith.linter.rules._common import own, short
 
 _H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n" \
      "    def forward(ctx, *xs):\n        return tuple(x * 2 for x in xs)\n\n" \
@@ -33,11 +33,14 @@ _H0 = "import torch\n\n\nclass Smooth(torch.autograd.Function):\n    @staticmeth
       "        if ctx.smooth:\n"
 GS240 = Rule(
     "GS240", "none-dereferenced", "warning",
-    "backward reads an attribute of a name it has just set to None",
+    "backward reads an attribute of a name it has just set to None, or set only when an "
+    "input needs a gradient",
     "`q_m = None` and then, with no assignment in between, `q_m.repeat_interleave(...)`: "
     "the line raises AttributeError ('NoneType' object has no attribute) whenever it runs, "
     "typically on the branch of an option forward accepts but no test sets (the code "
-    "that computed the value was commented out).",
+    "that computed the value was commented out). Likewise `dw = None`, `if "
+    "ctx.needs_input_grad[1]: dw = ...` and then `dw.to(w.dtype)` with no test of `dw`: it "
+    "raises whenever that input needs no gradient (a frozen weight) and another one does.",
     "compute the value on that branch before using it, or raise a clear error for the "
     "unsupported option.",
     bad=_H0 + "            q_m = q_m.mean(0)  # GS240\n            return g * 2 - q_m, None\n"
@@ -70,6 +73,79 @@ def check_none_dereferenced(facts: Facts, report) -> None:
                    f"`{node.value.id}.{node.attr}`: `{node.value.id}` is None here")
 
         _visit(method.node.body, frozenset(), found, set(), _is_none, frozenset())
+        _needed_only(method, report)
+
+
+def _needed_only(method, report) -> None:
+    """``dw = None``, then ``if ctx.needs_input_grad[1]: dw = ...`` (no else), then
+    ``dw.to(...)`` with no test of ``dw`` in between: at backward's top level, the read
+    raises AttributeError whenever that input needs no gradient (a frozen weight) while
+    another one does."""
+    nulls: set[str] = set()
+    maybe: dict[str, str] = {}
+    for stmt in method.node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        stored = _stored(stmt)
+        if isinstance(stmt, ast.Assign) and _is_none(stmt.value) and all(
+                isinstance(t, ast.Name) for t in stmt.targets):
+            names = {t.id for t in stmt.targets}
+            nulls |= names
+            for name in names:
+                maybe.pop(name, None)
+            continue
+        if isinstance(stmt, ast.If) and not stmt.orelse and _needs_test(stmt.test) \
+                and not _leaves(stmt.body):
+            test = ast.unparse(stmt.test)
+            for name in stored & nulls:
+                maybe[name] = test
+            nulls -= stored
+            continue
+        if isinstance(stmt, (ast.If, ast.While)) and _needs_test(stmt.test) and _leaves(
+                stmt.body):
+            maybe.clear()  # `if not ctx.needs_input_grad[1]: return ...`
+        for name in list(maybe):
+            if name in _guarded(stmt):
+                del maybe[name]
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
+                    and sub.value.id in maybe and not sub.attr.startswith("__"):
+                name = sub.value.id
+                report("GS240", method.source, sub,
+                       f"`{name}.{sub.attr}`: `{name}` is None unless `{short(maybe[name])}` "
+                       "(a frozen input)")
+                del maybe[name]
+        nulls -= stored
+        for name in stored:
+            maybe.pop(name, None)
+
+
+def _needs_test(test: ast.expr) -> bool:
+    """A test of whether an input wants a gradient (``ctx.needs_input_grad[i]``,
+    ``w.requires_grad``)."""
+    return any(isinstance(n, ast.Attribute) and n.attr in ("needs_input_grad", "requires_grad")
+               for n in ast.walk(test))
+
+
+def _leaves(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue,
+                                                ast.Break))
+
+
+def _guarded(stmt: ast.stmt) -> set[str]:
+    """Names a statement tests (``x is None``, ``if x:``, ``a if x is not None else b``,
+    ``x and x.shape``): a read there may be guarded."""
+    tests: list[ast.AST] = []
+    for sub in ast.walk(stmt):
+        if isinstance(sub, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            tests.append(sub.test)
+        elif isinstance(sub, ast.BoolOp):
+            tests.extend(sub.values[:-1])
+        elif isinstance(sub, ast.Compare):
+            tests.append(sub)
+        elif isinstance(sub, ast.comprehension):
+            tests.extend(sub.ifs)
+    return {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def _is_none(value: ast.expr) -> bool:
