@@ -54,7 +54,7 @@ def input_findings(session, base, grads, ref_out, ref_grads, rtol, atol, run) ->
     movable = [t for t, x in enumerate(base) if x.dim() >= 1 and x.numel() > 0]
     movable += [("other", i) for i, _ in others]
     if len(movable) == 1:
-        return [_finding(_label(subject, movable[0]), changed, alone=True)]
+        return [_finding(_label(subject, movable[0]), changed, alone=True, only=True)]
     blamed = []
     for key in movable:
         alone = _variant(subject, base, grads, ref_out, ref_grads, rtol, atol, run, others, {key})
@@ -127,9 +127,11 @@ def _contiguous(x):
     return leaf, leaf.clone(), lambda g: g
 
 
-def _finding(label, changed: Changed, alone: bool) -> Finding:
+def _finding(label, changed: Changed, alone: bool, only: bool = False) -> Finding:
     if label is None:
         what = "with all inputs non-contiguous at once (no single one alone changes results)"
+    elif only:  # the one input a layout applies to
+        what = f"with {label} non-contiguous"
     else:
         what = f"with {label} non-contiguous (the other inputs contiguous)"
     return Finding(
