@@ -220,13 +220,28 @@ def with_defaults(slots: list, stated: dict[str, tuple[Any, str]], required: set
 
     out = []
     for s in slots:
-        if s.name in stated and stated[s.name][0] is None and s.kind != "value":
-            pass  # `bias=None` in a wrapper: an optional tensor, tried both ways elsewhere
+        if s.name in stated and stated[s.name][0] is None:
+            pass  # see with_none_defaults: tried first, not instead
         elif s.name in stated and s.name in required and s.kind in ("tensor", "value", "scalar") \
                 and not s.per_feature and (s.hint is None or s.hint.kind not in ("tensor", "index")):
             s = Slot(s.name, "value", stated[s.name][0], s.hint, frozen=s.frozen)
         out.append(s)
     return out
+
+
+def with_none_defaults(plans: list, stated: dict[str, tuple[Any, str]]) -> list:
+    """``plans`` after copies in which hyperparameters whose stated default is ``None``
+    (``def modspec(y, n=2048, norm=None)``) are ``None``: tried first, not instead, since a
+    ``None`` may also mean "off" where forward needs a value (``clamp(min=None, max=None)``)."""
+    from gradsmith.discovery.slots import Slot
+
+    nones = {k for k, (v, _) in stated.items() if v is None}
+    extra = []
+    for plan in plans:
+        if any(s.name in nones and s.kind == "value" for s in plan):
+            extra.append([Slot(s.name, "value", None, s.hint, frozen=s.frozen)
+                          if s.name in nones and s.kind == "value" else s for s in plan])
+    return [*extra, *plans]
 
 
 def passable(owner: Any, params: list[inspect.Parameter]) -> int | None:

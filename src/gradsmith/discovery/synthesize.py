@@ -37,7 +37,12 @@ from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
-from gradsmith.discovery.defaults import passable, stated_defaults, with_defaults
+from gradsmith.discovery.defaults import (
+    passable,
+    stated_defaults,
+    with_defaults,
+    with_none_defaults,
+)
 from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
@@ -139,7 +144,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     required = {p.name for p in params if p.default is p.empty}
     stated = stated_defaults(owner, names)
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
-        plans = [with_defaults(plan, stated, required) for plan in plans]
+        plans = with_none_defaults([with_defaults(plan, stated, required) for plan in plans],
+                                   stated)
     if operators := linear_operators(owner, names):  # A(x) in forward, A.adjoint(g) in backward
         plans = [with_operators(plan, operators) for plan in plans]
     if kinds := dtype_arguments(target, names):  # torch.zeros(n, dtype=dtype, device=device)
