@@ -53,6 +53,30 @@ def test_a_value_the_kernel_compares_with_column_offsets_is_a_class_index():
         assert 0 <= int(picks.min()) and int(picks.max()) < logits.shape[-1]
 
 
+class PickedRows(torch.autograd.Function):
+    """``scores[i, picks[i]]``: the host code casts ``picks`` with ``.long()`` (no kernel)."""
+
+    @staticmethod
+    def forward(ctx, scores, picks):
+        rows, idx = torch.arange(scores.shape[0]), picks.long()
+        ctx.save_for_backward(rows, idx)
+        ctx.shape = scores.shape
+        return scores[rows, idx]
+
+    @staticmethod
+    def backward(ctx, g):
+        rows, idx = ctx.saved_tensors
+        return g.new_zeros(ctx.shape).index_put_((rows, idx), g), None
+
+
+def test_a_value_the_host_casts_with_long_is_a_class_index():
+    scores, picks = _found(PickedRows).args
+    assert picks.dtype == torch.int64 and not picks.requires_grad
+    assert 0 <= int(picks.min()) and int(picks.max()) < scores.shape[-1]
+    _agrees(PickedRows, lambda s, p: s.gather(1, p.long().unsqueeze(1)).squeeze(1),
+            (scores, picks))
+
+
 def test_float_picks_match_no_class_and_the_kernel_computes_another_function():
     # Why float values are invalid: no column equals them, the loss becomes logsumexp - max.
     logits = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
