@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 
-from gradsmith.linter._symbols import dotted
+from gradsmith.linter._symbols import dotted, module_aliases
 
 #: Decorators that make a function a Triton kernel (``@triton.jit``, ``@triton.autotune``...).
 KERNEL_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
@@ -40,7 +40,9 @@ def _registers_op(decorator: ast.expr) -> bool:
     last = (dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or [""])[-1]
     if last == "custom_op":
         return True
-    if not isinstance(decorator, ast.Call) or not last.lower().endswith("op") or not (
+    last = last.lower()
+    if not isinstance(decorator, ast.Call) or not (
+            last.endswith("op") or "custom_op" in last) or not (
             decorator.args and isinstance(decorator.args[0], ast.Constant)):
         return False
     name = decorator.args[0].value
@@ -260,6 +262,10 @@ def _member(sym, parts: list[str], modules: dict, depth: int):
     klass = sym.classes.get(name)
     if klass is not None:
         return (_method(klass, rest[0]), sym) if len(rest) == 1 else (None, None)
+    for value in module_aliases(sym).get(name, ()):  # `fn = _impl` (on one branch)
+        found = _member(sym, [*value, *rest], modules, depth - 1)
+        if found[0] is not None:
+            return found
     qual = sym.imports.get(name)
     if qual is not None:
         qualparts = qual.split(".") + rest

@@ -119,3 +119,26 @@ def dotted(expr: ast.expr) -> list[str] | None:
         return None
     parts.append(expr.id)
     return parts[::-1]
+
+
+def module_aliases(sym) -> dict[str, list[list[str]]]:
+    """Names bound at import time to another name (``bwd = _bwd_impl``, also on one side of
+    an ``if``/``try`` at module level): name -> the dotted names it may hold."""
+    source = sym.source
+    found = source.__dict__.get("_gs_module_aliases")
+    if found is None:
+        found = {}
+        stack = list(reversed(source.tree.body))
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (ast.If, ast.Try)):
+                stack.extend(reversed(stmt.body + [s for h in getattr(stmt, "handlers", ())
+                                                   for s in h.body]
+                                      + stmt.orelse + getattr(stmt, "finalbody", [])))
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                    stmt.targets[0], ast.Name):
+                parts = dotted(stmt.value)
+                if parts and parts[0] != stmt.targets[0].id:
+                    found.setdefault(stmt.targets[0].id, []).append(parts)
+        source.__dict__["_gs_module_aliases"] = found
+    return found

@@ -180,7 +180,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   code that returns it (`Kernel.compile(dtype, n)(x, out)`, `k = Kernel.compile(...)`
   then `k(x, out)`), and a custom op registered by a project's wrapper of
   `torch.library.custom_op` (a decorator whose name ends in `op` given a `"ns::name"`:
-  `@cute_op("quack::_softmax_backward", ...)`).
+  `@cute_op("quack::_softmax_backward", ...)`). A module-level name bound to a helper,
+  also on one branch of an `if`/`try` at import time (`bwd = _bwd_ext` under `if`,
+  `bwd = _bwd_torch` under `else`), is followed into every helper it may hold.
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds

@@ -14,7 +14,7 @@ from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._pairs import paired, paired_attribute
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._returns import as_call, bound_calls, returned
-from gradsmith.linter._symbols import dotted
+from gradsmith.linter._symbols import dotted, module_aliases
 from gradsmith.linter.rules._common import nodes, once_differentiable, own, short
 
 _H = "import torch\nimport triton\n\n\n@triton.jit\ndef _k(X, Y):\n    tl.store(Y, tl.load(X) * 2)\n\n\n"
@@ -179,7 +179,24 @@ def _via_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int 
                 enclosing: ast.AST | None = None) -> str | None:
     """A helper (this module or an imported linted one) that runs a custom kernel, itself or
     through helpers it calls (a few levels deep); or a local of ``enclosing`` holding a
-    function such a helper returns (``fn = select_impl(...)`` then ``fn(...)``)."""
+    function such a helper returns (``fn = select_impl(...)`` then ``fn(...)``); or a
+    module-level name bound on any branch to such a helper (``bwd = _bwd_ext`` under an
+    ``if``, ``bwd = _bwd_torch`` under its ``else``)."""
+    what = _via_one_helper(call, functions, find, sym_of, depth, enclosing)
+    parts = dotted(call.func)
+    sym = getattr(find, "sym", None)
+    if what or sym is None or not parts or len(parts) != 1 or depth >= _HELPER_DEPTH:
+        return what
+    for value in module_aliases(sym).get(parts[0], ())[1:]:
+        probe = ast.copy_location(ast.Call(
+            func=ast.parse(".".join(value), mode="eval").body, args=[], keywords=[]), call)
+        if _via_one_helper(probe, functions, find, sym_of, depth):
+            return f"`{parts[0]}()` (bound to `{short('.'.join(value))}`) runs a custom kernel"
+    return None
+
+
+def _via_one_helper(call: ast.Call, functions: dict, find, sym_of: dict, depth: int = 0,
+                    enclosing: ast.AST | None = None) -> str | None:
     parts = dotted(call.func)
     helper = _called_helper(call, functions, find) if depth < _HELPER_DEPTH else None
     if helper is None:
