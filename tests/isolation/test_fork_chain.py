@@ -12,9 +12,10 @@ import time
 # loaded): the parent reaps its direct child, every later link is an orphan. Every third link
 # leaves its session, every fifth its process group, so no group or session kill reaches all.
 # The check calls forward about 50 times: without reaping, zombies pile up by LINKS a call (old
-# code: 4,647 at once with 100 links), far past one chain's worth. 20 links keep that margin and
-# cost a fifth of the forks (each a copy of a process with torch loaded: 29 CPU-s with 100).
-LINKS = 20
+# code: 4,647 at once with 100 links), far past one chain's worth. 10 links keep that margin
+# (reaping made to wait for the task only: 474 at once, against the bound of 10) at a tenth of
+# the forks (each a copy of a process with torch loaded: 29 CPU-s with 100, 14 with 20).
+LINKS = 10
 
 FORK_CHAIN = f"\nLINKS = {LINKS}\n" + """
 
