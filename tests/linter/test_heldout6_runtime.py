@@ -192,3 +192,24 @@ def test_gradient_computed_only_when_needed_then_read_crashes_with_a_frozen_inpu
     w.requires_grad_()
     (gx, gw) = torch.autograd.grad(mod.Bmm.apply(x, w).sum(), (x, w))  # both trained: runs
     torch.testing.assert_close((gx, gw), torch.autograd.grad(torch.bmm(x, w).sum(), (x, w)))
+
+
+def test_checkpoint_recomputation_without_the_rng_state_gives_a_wrong_gradient():
+    path = FIXTURES / "checkpoint_rng.py"
+    assert [(f.line, f.severity) for f in lint(path, config=False) if f.code == "GS241"] == [
+        (21, "warning")]
+    spec = importlib.util.spec_from_file_location("checkpoint_rng_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def layer(h):
+        return torch.nn.functional.dropout(h, p=0.5, training=True) * 3.0
+
+    torch.manual_seed(0)
+    x = torch.randn(64, dtype=torch.float64, requires_grad=True)
+    for fn, right in ((mod.Offloaded, False), (mod.OffloadedWithState, True)):
+        out = fn.apply(layer, x)
+        (grad,) = torch.autograd.grad(out.sum(), x)
+        # By hand: out = x * mask * 2 * 3, so d out.sum() / dx is 6 where forward kept x.
+        expected = (out != 0).to(x.dtype) * 6.0
+        assert torch.equal(grad, expected) == right
