@@ -185,3 +185,32 @@ class CodedBadSquare(Coded):
 def coded_reference(x, form):
     return [torch.nn.functional.silu, lambda t: 0.5 * t * t,
             torch.nn.functional.softplus][form](x)
+
+
+# -- a float with a shortcut the kernel takes at 1 ----------------------------------------------
+@triton.jit
+def _scaled_fwd(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if alpha == 1:
+        y = x
+    else:
+        y = x * alpha
+    tl.store(y_ptr + offs, y, mask=offs < n)
+
+
+class Scaled(torch.autograd.Function):
+    """``alpha * x``, with a shortcut at ``alpha == 1``: ``alpha`` stays a float (its name)."""
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _scaled_fwd[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), alpha, BLOCK=64)
+        ctx.alpha = alpha
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return g * ctx.alpha, None

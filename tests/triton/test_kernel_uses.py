@@ -99,6 +99,12 @@ def test_an_int_code_the_kernel_compares_with_literals():
     assert "form=1" in [v.change for v in found.variants]
 
 
+def test_a_float_the_kernel_compares_with_one_stays_a_float():
+    x, alpha = _found(K.Scaled).args
+    assert isinstance(alpha, float) and alpha != 1
+    _agrees(K.Scaled, lambda t, a: t * a, (x, alpha))
+
+
 @pytest.mark.parametrize("fn, reference", [
     (K.PickedLoss, K.picked_loss_reference),
     (K.HalfRotate, K.half_rotate_reference),

@@ -33,6 +33,7 @@ _NOT_VIEWS = {"size", "stride", "dim", "numel", "item", "tolist", "data_ptr", "e
 def read_kernel_args(target: Any, owner: type | None, hints: dict) -> None:
     """Mark forward parameters the launched kernels use as class indices (``kind`` "index")
     or as integer codes (``kind`` "int" with the compared ``literals``), in ``hints``."""
+    floats = _floats(target, list(hints))
     for body, known, launched in host_code(target, owner, list(hints)):
         for name in _long_casts(body, known):
             _as_index(hints[name])
@@ -42,10 +43,23 @@ def read_kernel_args(target: Any, owner: type | None, hints: dict) -> None:
                 hint = hints[passed[param]]
                 if kind == "index":
                     _as_index(hint)
-                elif hint.kind in (None, "int", "float") and not any(
+                elif hint.kind in (None, "int") and passed[param] not in floats and not any(
                         isinstance(v, str) for v in hint.literals):
                     hint.kind = "int"
                     hint.literals += [v for v in literals if v not in hint.literals]
+
+
+def _floats(target: Any, names: list[str]) -> set[str]:
+    """Parameters that are floats by their default or by name (``scale``, ``alpha``): a kernel's
+    ``if alpha == 1:`` shortcut does not make them int codes."""
+    from gradsmith.discovery.slots import _table_value
+
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return set()
+    return {n for n in names if isinstance(_table_value(n), float) or (
+        n in params and type(params[n].default) is float)}
 
 
 def host_code(target: Any, owner: type | None, names: list[str]) -> list:
