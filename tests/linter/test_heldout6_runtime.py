@@ -213,3 +213,30 @@ def test_checkpoint_recomputation_without_the_rng_state_gives_a_wrong_gradient()
         # By hand: out = x * mask * 2 * 3, so d out.sum() / dx is 6 where forward kept x.
         expected = (out != 0).to(x.dtype) * 6.0
         assert torch.equal(grad, expected) == right
+
+
+def test_custom_ops_write_what_mutates_args_declares():
+    """A custom op's `mutates_args` says which argument its kernel writes, positional or by
+    keyword (`zero_out(y, out=x)`): grad_output and a forward input changed in place."""
+    path = FIXTURES / "declared_mutations.py"
+    found = {(f.line, f.code, f.severity) for f in lint(path, config=False)
+             if f.code in ("GS101", "GS102")}
+    assert found == {(28, "GS102", "warning"), (36, "GS101", "error")}
+    spec = importlib.util.spec_from_file_location("declared_mutations_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = torch.tensor([1.0, -2.0, 4.0], requires_grad=True)
+    given = torch.tensor([1.0, 3.0, -1.0])
+    before = given.clone()
+    mod.HalveGrad.apply(x).backward(given)
+    torch.testing.assert_close(given, before * 0.5)  # the caller's gradient was overwritten
+    x = torch.tensor([1.0, -2.0, 4.0])
+    before = x.clone()
+    y = mod.ZeroInput.apply(x)
+    torch.testing.assert_close(y, before * 2)
+    torch.testing.assert_close(x, torch.zeros(3))  # the caller's input was overwritten
+    x = torch.tensor([1.0, -2.0, 4.0])
+    torch.testing.assert_close(mod.ZeroFresh.apply(x), x * 2)
+    torch.testing.assert_close(x, torch.tensor([1.0, -2.0, 4.0]))
+    torch.testing.assert_close(mod.LossDefault.apply(x), x)  # the option off: x unchanged
+    torch.testing.assert_close(x, torch.tensor([1.0, -2.0, 4.0]))

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from gradsmith.linter._flow import Flow, Val
-from gradsmith.linter._kernels import is_kernel, launched, stored_params
+from gradsmith.linter._kernels import is_custom_op, is_kernel, launched, stored_params
 from gradsmith.linter._source import SourceFile
 from gradsmith.linter._walk import run
 
@@ -110,16 +110,26 @@ class Helpers:
         optional = home._optional.get(id(node), set())
         collective = home._collective.get(id(node), set())
         option = _option_value(node, call, bound) if optional else True
+        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        # by keyword only where a custom op's schema names what it writes: a Python
+        # helper's `out=` may be chosen by the caller's own option (`out=x if inplace ...`)
+        by_name = {k.arg: k.value for k in call.keywords if k.arg} \
+            if declared_mutations(node) is not None else {}
         out = []
         for index, proven in summary.items():
             pos = index - bound
-            if not (0 <= pos < len(call.args)) or isinstance(call.args[pos], ast.Starred):
+            if 0 <= pos < len(call.args) and not any(
+                    isinstance(a, ast.Starred) for a in call.args[:pos + 1]):
+                arg = call.args[pos]
+            elif pos >= len(call.args) and index < len(params) and params[index] in by_name:
+                arg = by_name[params[index]]  # `group(g, idx, out=buf)`
+            else:
                 continue
             if index not in optional:
                 how = COLLECTIVE if index in collective else "(in place)"
-                out.append((call.args[pos], f"`{node.name}()` {how}", proven))
+                out.append((arg, f"`{node.name}()` {how}", proven))
             elif option is not False:  # written only when the helper's option is on
-                out.append((call.args[pos], f"`{node.name}()` (`inplace` option)", proven))
+                out.append((arg, f"`{node.name}()` (`inplace` option)", proven))
         return out
 
     def _launch(self, call: ast.Call, head: ast.expr) -> list[tuple[ast.expr, str, bool]]:
@@ -163,6 +173,13 @@ class Helpers:
             return {}
         self._busy.add(key)
         params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        declared = declared_mutations(node)
+        if declared is not None:  # a custom op: its schema says what it writes
+            self._busy.discard(key)
+            result = self._summary[key] = {params.index(p): True for p in declared
+                                           if p in params}
+            self._optional[key] = self._collective[key] = set()
+            return result
         flow = Flow(None, self.resolve)
         flow.env = {p: Val(frozenset({f"input:{p}"}), None) for p in params}
         result: dict[int, bool] = {}
@@ -198,10 +215,27 @@ class Helpers:
 _OPTION_WORD = re.compile(r"in_?place", re.I)
 
 
+def declared_mutations(node: ast.FunctionDef) -> list[str] | None:
+    """The parameters a custom op declares it writes (``mutates_args=("out",)`` of
+    ``@torch.library.custom_op`` or a project's wrapper of it), None for other functions or
+    when the declaration is not a literal (``"unknown"`` included)."""
+    if not is_custom_op(node):
+        return None
+    for dec in node.decorator_list:
+        if not isinstance(dec, ast.Call):
+            continue
+        value = next((k.value for k in dec.keywords if k.arg == "mutates_args"), None)
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+            return [e.value for e in value.elts]
+    return None
+
+
 def option_scope(func: ast.AST) -> tuple[set[int], set[str]]:
     """What runs only by a helper's in-place option: nodes under ``if <...inplace...>:`` (either
     branch) or in a branch of ``... if inplace else ...``, and names bound there or to
-    ``x if inplace else y`` (``out = x if inplace else torch.empty_like(x)``)."""
+    ``x if inplace else y`` (``out = x if inplace else torch.empty_like(x)``, also inside
+    another conditional: ``(x if inplace else torch.empty_like(x)) if want else None``)."""
     nodes: set[int] = set()
     names: set[str] = set()
     for node in ast.walk(func):
@@ -214,9 +248,11 @@ def option_scope(func: ast.AST) -> tuple[set[int], set[str]]:
                         nodes.add(id(inner))
                         if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
                             names.add(inner.id)
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) \
-                and _OPTION_WORD.search(ast.unparse(node.value.test)):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp) and any(
+                isinstance(sub, ast.IfExp) and _OPTION_WORD.search(ast.unparse(sub.test))
+                for sub in ast.walk(node.value)):  # also nested: `(x if inplace else
+            names.update(t.id for t in node.targets  # empty_like(x)) if want else None`
+                         if isinstance(t, ast.Name))
     return nodes, names
 
 

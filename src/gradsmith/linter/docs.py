@@ -129,7 +129,12 @@ What the analysis takes into account, so that an error is always worth stopping 
   argument whose pointer the kernel stores through (`tl.store`, atomics, block pointers; a
   value read with `tl.load` is data, not a pointer; scalars annotated `tl.int32`/`tl.float32`
   in the offsets and a block pointer's shape, strides and offsets are not written), so it
-  counts as an in-place edit (GS101-GS103). A Function's own private static helpers
+  counts as an in-place edit (GS101-GS103). So does a call of a custom op (also a
+  project's wrapper of `torch.library.custom_op`) at the arguments its literal
+  `mutates_args` names, passed by position or keyword (`zero_out(y, out=x)`); a helper's
+  name bound to `x if inplace else ...`, also inside another conditional
+  (`(empty_like(x) if not inplace else x) if want_dx else None`), is written only by
+  its in-place option. A Function's own private static helpers
   (`Fn.__backward(...)`, name-mangled inside the class) are followed like any helper.
   `ctx.mark_dirty` called by a helper that receives ctx counts as forward's own, and a
   tensor passed at a linted `Fn.apply(...)` call beats a number as the parameter's default.
