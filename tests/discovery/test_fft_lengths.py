@@ -136,3 +136,5 @@ def test_a_helper_of_the_same_project_is_followed_when_the_file_is_imported_on_i
     assert not _same_package("specpkg", "gradsmith_target_ops_1a2b", scope)  # not a module of it
     assert _same_package("specpkg.helpers", "specpkg.ops", {})
     assert not _same_package("otherpkg.helpers", "specpkg.ops", scope)
+    inside_torch = {"__file__": "/home/u/torch/experiments/ops.py"}  # a folder named torch
+    assert not _same_package("torch.nn.functional", "gradsmith_target_ops_1a2b", inside_torch)

@@ -26,6 +26,9 @@ from gradsmith.discovery.source import parse
 
 DEPTH = 3
 
+# Never "the caller's package", whatever its folders are called: libraries, not project code.
+_LIBRARIES = {"torch", "numpy", "scipy", "functorch", "triton", "gradsmith"}
+
 ParamOf = Callable[[ast.AST, dict], "str | None"]
 
 
@@ -112,7 +115,7 @@ def _same_package(module: str, here: str, scope: dict) -> bool:
     own, under another name, while an installed copy of its package is first on sys.path) by
     a folder of the caller's path named as ``module``'s package."""
     top = module.split(".")[0]
-    if not top or "." not in module:
+    if not top or "." not in module or top in _LIBRARIES:
         return False
     if "." in here:
         return top == here.split(".")[0]
