@@ -240,3 +240,21 @@ def test_custom_ops_write_what_mutates_args_declares():
     torch.testing.assert_close(x, torch.tensor([1.0, -2.0, 4.0]))
     torch.testing.assert_close(mod.LossDefault.apply(x), x)  # the option off: x unchanged
     torch.testing.assert_close(x, torch.tensor([1.0, -2.0, 4.0]))
+
+
+def test_backward_handing_raw_pointers_to_native_code_loses_the_second_derivative(capsys):
+    path = FIXTURES / "raw_pointers.py"
+    assert [(f.line, f.code) for f in lint(path, config=False)] == [(30, "GS215")]
+    spec = importlib.util.spec_from_file_location("raw_pointers_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    (ref,) = torch.autograd.grad((x * 3.0).pow(2).sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(mod.Scale.apply(x, 3.0).pow(2).sum(), x, create_graph=True)
+    torch.testing.assert_close(g, ref.detach())  # by hand: 18 x
+    assert g.grad_fn is None  # the native write left no graph
+    (g,) = torch.autograd.grad(mod.ScaleLogged.apply(x, 3.0).pow(2).sum(), x,
+                               create_graph=True)
+    torch.testing.assert_close(torch.autograd.grad(g.pow(2).sum(), x)[0],
+                               torch.autograd.grad(ref.pow(2).sum(), x)[0])
+    assert "grad" in capsys.readouterr().out

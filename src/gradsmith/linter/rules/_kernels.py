@@ -4,6 +4,7 @@ layout a kernel assumes, is in _contiguity.py)."""
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 
 from gradsmith.linter import _extensions
@@ -78,6 +79,7 @@ _EXTENSION = re.compile(r"^_?C$|_c$|cuda|backend|^_?ext$|_ext$|^ext_|_cpp$|plugi
 #: ``_flash_attn_backward`` calls ``flash_attn_gpu.bwd``; its ``flash_attn_func`` is a
 #: Function with its own backward and is not one).
 _KNOWN_WRAPPER = re.compile(r"^flash_attn(\.[\w.]+)?\._(wrapped_)?flash_attn_\w*(forward|backward)$")
+_BUILTINS = frozenset(dir(builtins))
 _NOT_EXTENSION = frozenset({"torch", "F", "nn", "np", "numpy", "math", "triton", "tl", "ctx",
                             "self", "cls", "os", "sys", "dist"})
 
@@ -103,6 +105,8 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
         if scope is not None and _extensions.kernel_call(call, scope, local) is not None:
             return f"`{short(ast.unparse(call.func))}()`"  # `Fn.dot_backward[device](...)`
         return None
+    if _raw_pointers(call):  # `ctx.moe.backward(n, k, x.data_ptr(), g.data_ptr(), ...)`
+        return f"`{short(ast.unparse(call.func))}()` (given raw pointers)"
     if scope is not None:
         how = _extensions.kernel_call(call, scope, local)
         if how is not None:  # a compiled extension
@@ -139,6 +143,16 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
     if kernel is not None and (is_kernel(kernel) or is_custom_op(kernel)):
         return f"`{short('.'.join(parts))}()`"
     return None
+
+
+def _raw_pointers(call: ast.Call) -> bool:
+    """``call`` hands two or more tensors' addresses (``t.data_ptr()``) to a function: only
+    native code (an extension, ctypes) can use them, a kernel autograd cannot see (one
+    pointer alone may be a log line or a cache key)."""
+    values = (*call.args, *(k.value for k in call.keywords))
+    return sum(isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+               and v.func.attr == "data_ptr" and not v.args for v in values) >= 2 \
+        and not (isinstance(call.func, ast.Name) and call.func.id in _BUILTINS)
 
 
 def _via_local(call: ast.Call, enclosing: ast.AST, find, local, scope) -> str | None:
