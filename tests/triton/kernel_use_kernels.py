@@ -72,6 +72,21 @@ class PickedLossNoOneHot(PickedLoss):
     ONE_HOT = False
 
 
+class PickedLossInline(PickedLoss):
+    """``PickedLoss`` handing the kernel ``picks.view(-1)``, an expression, not a name."""
+
+    @staticmethod
+    def forward(ctx, logits, picks):
+        rows, cols = logits.shape
+        logits = logits.contiguous()
+        loss = torch.empty(rows, dtype=torch.float32, device=logits.device)
+        grad = torch.empty_like(logits)
+        _picked_fwd[(rows,)](logits, picks.view(-1), loss, grad, cols, ONE_HOT=True,
+                             BLOCK=triton.next_power_of_2(cols))
+        ctx.save_for_backward(grad)
+        return loss.sum().to(logits.dtype)
+
+
 def picked_loss_reference(logits, picks):
     return torch.nn.functional.cross_entropy(logits, picks.long(), reduction="sum")
 

@@ -45,10 +45,11 @@ def _agrees(fn, reference, args):
             torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
 
 
-def test_a_value_the_kernel_compares_with_column_offsets_is_a_class_index():
-    logits, picks = _found(K.PickedLoss).args
+@pytest.mark.parametrize("fn", [K.PickedLoss, K.PickedLossInline], ids=["name", "expression"])
+def test_a_value_the_kernel_compares_with_column_offsets_is_a_class_index(fn):
+    logits, picks = _found(fn).args
     assert picks.shape == logits.shape[:-1]
-    for logits, picks in _sets(K.PickedLoss):  # also the non-contiguous index: (2, n).T
+    for logits, picks in _sets(fn):  # also the non-contiguous index: (2, n).T
         assert picks.dtype == torch.int64
         assert 0 <= int(picks.min()) and int(picks.max()) < logits.shape[-1]
 

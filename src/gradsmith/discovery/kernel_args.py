@@ -5,8 +5,9 @@ they are, where the host code says nothing. Read, never run:
 
 - an **index tensor**: the kernel loads it and compares the value with column offsets
   (``t = tl.load(target_ptr + row)``; ``tl.where(cols == t, ...)``, ``cols = tl.arange(...)``)
-  or adds it to a pointer (``logits_ptr + row * n + t``): a class index, so integer values in
-  range (float values match no class, and the kernel's loss is then another function);
+  or uses it in another load's or store's address (``tl.load(logits_ptr + row * n + t)``): a
+  class index, so integer values in range (float values match no class, and the kernel's loss
+  is then another function);
 - an **integer code**: the kernel compares it with integer literals (``if ACT == 0: ...
   elif ACT == 1: ...``): an int, its first value, the others as variants.
 
@@ -137,12 +138,12 @@ def _launches(tree: ast.AST, known: dict[str, str], scope: dict):
         except (TypeError, ValueError):
             continue
         passed = {}
-        for i, arg in enumerate(node.args[:len(params)]):
-            if isinstance(arg, ast.Name) and arg.id in known:
-                passed[params[i]] = known[arg.id]
+        for i, arg in enumerate(node.args[:len(params)]):  # t, t.contiguous(), t[a:b]
+            if (root := _root(arg, known)) is not None:
+                passed[params[i]] = root
         for kw in node.keywords:
-            if kw.arg in params and isinstance(kw.value, ast.Name) and kw.value.id in known:
-                passed[kw.arg] = known[kw.value.id]
+            if kw.arg in params and (root := _root(kw.value, known)) is not None:
+                passed[kw.arg] = root
         kernel = parse(function)
         if passed and kernel is not None:
             yield kernel, passed
