@@ -188,8 +188,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   `@cute_op("quack::_softmax_backward", ...)`). A module-level name bound to a helper,
   also on one branch of an `if`/`try` at import time (`bwd = _bwd_ext` under `if`,
   `bwd = _bwd_torch` under `else`), is followed into every helper it may hold.
-  A call handed two or more tensors' addresses (`ctx.moe.backward(n, x.data_ptr(),
-  g.data_ptr(), ...)`) runs native code too (one address alone may be a log line).
+  A call in backward itself handed two or more tensors' addresses (`ctx.moe.backward(n,
+  x.data_ptr(), g.data_ptr(), ...)`) runs native code too (one address alone may be a log
+  line; a helper doing so is often a fast path taken only when no graph is built).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds

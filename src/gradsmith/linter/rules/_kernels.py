@@ -65,7 +65,7 @@ def check_opaque_backward(facts: Facts, report) -> None:
         local = _Lazy(method.node, frozenset(scope.known))
         for node in nodes(method):
             if isinstance(node, ast.Call):
-                what = _opaque(node, find, local, scope) or _via_local(
+                what = _opaque(node, find, local, scope, pointers=True) or _via_local(
                     node, method.node, find, local, scope) or _via_helper(
                     node, functions, find, facts.sym_of, enclosing=method.node)
                 if what:
@@ -96,7 +96,8 @@ class _Lazy:
         return name in self.names
 
 
-def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
+def _opaque(call: ast.Call, find, local=frozenset(), scope=None, pointers: bool = False
+            ) -> str | None:
     head = launched(call)
     if head is not None:
         kernel = find(head)
@@ -105,7 +106,7 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
         if scope is not None and _extensions.kernel_call(call, scope, local) is not None:
             return f"`{short(ast.unparse(call.func))}()`"  # `Fn.dot_backward[device](...)`
         return None
-    if _raw_pointers(call):  # `ctx.moe.backward(n, k, x.data_ptr(), g.data_ptr(), ...)`
+    if pointers and _raw_pointers(call):  # `ctx.moe.backward(n, x.data_ptr(), ...)`
         return f"`{short(ast.unparse(call.func))}()` (given raw pointers)"
     if scope is not None:
         how = _extensions.kernel_call(call, scope, local)
@@ -148,7 +149,8 @@ def _opaque(call: ast.Call, find, local=frozenset(), scope=None) -> str | None:
 def _raw_pointers(call: ast.Call) -> bool:
     """``call`` hands two or more tensors' addresses (``t.data_ptr()``) to a function: only
     native code (an extension, ctypes) can use them, a kernel autograd cannot see (one
-    pointer alone may be a log line or a cache key)."""
+    pointer alone may be a log line or a cache key). Looked for in backward itself: a
+    helper doing so is often a fast path its caller takes only when no graph is built."""
     values = (*call.args, *(k.value for k in call.keywords))
     return sum(isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
                and v.func.attr == "data_ptr" and not v.args for v in values) >= 2 \
