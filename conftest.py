@@ -23,7 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Bytecode of the repository's own modules, even under PYTHONDONTWRITEBYTECODE=1 (set in many
 # CI images and Dockerfiles). Without it every process compiled from source on every run: each
 # xdist worker compiled and assertion-rewrote the ~540 test modules and gradsmith's (collection
-# 9.4 CPU-s, 4.8 with bytecode), and every `gradsmith check`, worker server, template and inner
+# 9.7 CPU-s, 5.1 with bytecode), and every `gradsmith check`, worker server, template and inner
 # pytest a test starts compiled gradsmith again (0.2 CPU-s for one `gradsmith check`). The files
 # go where Python puts them (`__pycache__`, ignored by git, or PYTHONPYCACHEPREFIX) and are
 # checked against their source's time and size as always. GRADSMITH_TEST_BYTECODE=0 leaves the
