@@ -214,6 +214,17 @@ def test_checkpoint_recomputation_without_the_rng_state_gives_a_wrong_gradient()
         expected = (out != 0).to(x.dtype) * 6.0
         assert torch.equal(grad, expected) == right
 
+    class Owner:
+        calls = 0
+
+    import weakref
+
+    owner = Owner()
+    y = mod.ReducerHook.apply(weakref.ref(owner), torch.neg, x)
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(grad, -torch.ones_like(x))  # by hand: d/dx of -sum(1 * g)
+    assert owner.calls == 2
+
 
 def test_custom_ops_write_what_mutates_args_declares():
     """A custom op's `mutates_args` says which argument its kernel writes, positional or by

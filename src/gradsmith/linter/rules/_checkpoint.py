@@ -1,5 +1,6 @@
-"""GS241: a checkpointing Function re-runs the function it was given in backward without
-restoring the random state forward ran it with."""
+"""GS241: a checkpointing Function re-runs the function it was given in backward (with
+arguments, and differentiates the result) without restoring the random state forward ran it
+with."""
 
 from __future__ import annotations
 
@@ -63,14 +64,32 @@ def check_recompute_rng(facts: Facts, report) -> None:
     if any(word in text for word in _RNG):
         return
     for bwd in own(facts, "backward"):
+        differentiated = _differentiated(bwd)
         for node in nodes(bwd):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in kept and isinstance(node.func.value, ast.Name):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                    and isinstance(node.value.func, ast.Attribute) \
+                    and node.value.func.attr in kept \
+                    and isinstance(node.value.func.value, ast.Name) and node.value.args \
+                    and {n.id for t in node.targets for n in ast.walk(t)
+                         if isinstance(n, ast.Name)} & differentiated:
+                node = node.value
                 attr = node.func.attr
                 report("GS241", bwd.source, node,
                        f"`{short(ast.unparse(node.func))}(...)` re-runs forward's "
                        f"`{kept[attr]}` with a new random state")
                 break
+
+
+def _differentiated(bwd) -> set[str]:
+    """Names backward differentiates (``torch.autograd.backward(out, g)``,
+    ``torch.autograd.grad(out, ...)``, ``out.backward(g)``): a recomputation's result."""
+    found: set[str] = set()
+    for node in nodes(bwd):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("backward", "grad"):
+            parts = [node.func.value, *node.args[:1]]
+            found |= {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name)}
+    return found - {"torch", "autograd"}
 
 
 __all__ = ["GS241"]
