@@ -269,3 +269,18 @@ def test_backward_handing_raw_pointers_to_native_code_loses_the_second_derivativ
     torch.testing.assert_close(torch.autograd.grad(g.pow(2).sum(), x)[0],
                                torch.autograd.grad(ref.pow(2).sum(), x)[0])
     assert "grad" in capsys.readouterr().out
+
+
+def test_grad_output_written_through_chunk_views_of_a_variable_slice():
+    path = FIXTURES / "split_views.py"
+    assert [(f.line, f.code) for f in lint(path, config=False)] == [(26, "GS102")]
+    spec = importlib.util.spec_from_file_location("split_views_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = torch.randn(2, 6, requires_grad=True)
+    ref = torch.tensor([2.0, 2.0, 2.0, 2.0, 1.0, 1.0]).expand(2, 6)  # by hand
+    for fn, overwritten in ((mod.ScaleHead, True), (mod.ScaleHeadCopy, False)):
+        given = torch.ones(2, 6)
+        (grad,) = torch.autograd.grad(fn.apply(x, 4), x, given)
+        torch.testing.assert_close(grad, ref)
+        assert torch.equal(given, ref) == overwritten  # the caller's gradient changed

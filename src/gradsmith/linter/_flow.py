@@ -35,6 +35,8 @@ class Val:
 
 
 _MAX_DEPTH = 150
+#: Tensor methods returning a tuple of views of the tensor (its items share its memory).
+_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit"})
 #: Modules whose functions share names with tensor methods (``math.sqrt``, ``np.exp``).
 _NUMERIC_MODULES = frozenset({"math", "np", "numpy", "random", "operator", "cmath"})
 UNKNOWN = Val()
@@ -54,13 +56,14 @@ def join(a: Val, b: Val) -> Val:
 
 
 def _basic_index(node: ast.expr) -> bool:
-    """Index made only of constants and slices (a view, not an advanced-indexing copy)."""
+    """Index made only of constants and slices (a view, not an advanced-indexing copy); a
+    slice is a view whatever its bounds (``g[:, :rotary_dim]``)."""
     if isinstance(node, ast.Tuple):
         return all(_basic_index(e) for e in node.elts)
     if isinstance(node, ast.UnaryOp):
         return _basic_index(node.operand)
     if isinstance(node, ast.Slice):
-        return all(p is None or _basic_index(p) for p in (node.lower, node.upper, node.step))
+        return True
     return isinstance(node, ast.Constant) and (
         node.value is None or node.value is Ellipsis or isinstance(node.value, int)
     )
@@ -192,6 +195,8 @@ class Flow:
                 return SCALAR if parts[0] == "math" else UNKNOWN  # math.sqrt, np.prod
             recv = self.eval(func.value)
             name = func.attr
+            if name in _SPLITS and recv.tensor is not False and recv.origins:
+                return Val(recv.origins, False)  # `a, b = g.chunk(2)`: views of g
             if name in T.TUPLE_RESULT:
                 return UNKNOWN
             if name in T.NON_TENSOR_METHODS:

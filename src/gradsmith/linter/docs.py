@@ -134,7 +134,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   `mutates_args` names, passed by position or keyword (`zero_out(y, out=x)`); a helper's
   name bound to `x if inplace else ...`, also inside another conditional
   (`(empty_like(x) if not inplace else x) if want_dx else None`), is written only by
-  its in-place option. A Function's own private static helpers
+  its in-place option. The items of `t.chunk(...)`, `split`, `unbind`, `tensor_split` and
+  a slice of `t` with any bounds (`g[:, :rotary_dim]`) are views of `t`: writing them
+  writes `t`. A Function's own private static helpers
   (`Fn.__backward(...)`, name-mangled inside the class) are followed like any helper.
   `ctx.mark_dirty` called by a helper that receives ctx counts as forward's own, and a
   tensor passed at a linted `Fn.apply(...)` call beats a number as the parameter's default.
