@@ -42,7 +42,7 @@ Usage::
 too large; one element of one gradient doubled, or set to 1 where it was 0; one element
 1e-4 off, just above ``atol``; one gradient's sign flipped; every gradient detached, so double
 backward is silently zero) and counts how many the eager verdict on the registered inputs
-kills with the random-direction screen (:mod:`gradsmith.checker.screen`) and without it
+kills (second order required, as gradgradcheck requires it: :func:`killed`) with the random-direction screen (:mod:`gradsmith.checker.screen`) and without it
 (element-by-element differences only, the comparison before issue 18).
 """
 
@@ -309,7 +309,7 @@ def mutants() -> dict:
                     gradients.screened = real if label == "screen" else (lambda *a: None)
                     try:
                         report = gradsmith_check(fn, ex)
-                        verdicts[label] = not report.passed
+                        verdicts[label] = killed(report)
                     finally:
                         gradients.screened = real
                     tally = counts[label].setdefault(kind, [0, 0])
@@ -318,6 +318,14 @@ def mutants() -> dict:
                 if verdicts["screen"] != verdicts["no screen"]:
                     differ.append(f"{c.ref.attr} {kind} #{which}: {verdicts}")
     return {"counts": counts, "differ": differ}
+
+
+def killed(report) -> bool:
+    """A mutant is killed when the verdict fails as the project would run it against gradcheck +
+    gradgradcheck, i.e. with second order required (``--require second-order``): a backward
+    autograd cannot differentiate is then an error, not the default's warning."""
+    return not report.passed or any(f.code == "double-backward-unsupported"
+                                    for f in report.findings)
 
 
 def gradsmith_check(fn, ex):
