@@ -4,7 +4,8 @@ loss (icefall's WithLoss), an injected gradient (threestudio's SpecifyGradient),
 balancer (ActivationBalancerFunction), a sign flip that keeps a parameter in range (LimitParamValue),
 blackbox differentiation of a piecewise-constant solver (blackbox-backprop's TrueRanker,
 ShortestPath), sinabs' periodic exponential surrogate (rockpool), guided backpropagation
-(pytorch-grad-cam, MONAI) and feedback alignment (decolle's
+(pytorch-grad-cam, MONAI), a bound's pass-through gradient (CompressAI's LowerBoundFunction,
+image_compression's LowerBound/UpperBound) and feedback alignment (decolle's
 LinearFAFunction); a derivative stored in 8 bits (icefall's DoubleSwish) is an approximate
 gradient with an approximate=True line. Reduced cases written here.
 Each printed line is compared with a hand computation on fresh inputs, passes pasted above the
@@ -195,6 +196,47 @@ def _guided(x, g):
     return torch.where((x > 0) & (g > 0), g, torch.zeros_like(g))
 
 
+LOWER_BOUND = """
+class LowerBound(Function):
+    # max(x, bound) with Balle's pass-through gradient (image_compression's bound.py, reduced)
+    @staticmethod
+    def forward(ctx, inputs, bound):
+        b = torch.ones_like(inputs) * bound
+        ctx.save_for_backward(inputs, b)
+        return torch.max(inputs, b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        inputs, b = ctx.saved_tensors
+        keep = (inputs >= b) | (grad_output {k} 0)
+        return keep.type(grad_output.dtype) * grad_output, None
+"""
+
+UPPER_BOUND = """
+class UpperBound(Function):
+    @staticmethod
+    def forward(ctx, inputs, bound):
+        b = torch.ones_like(inputs) * bound
+        ctx.save_for_backward(inputs, b)
+        return torch.min(inputs, b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        inputs, b = ctx.saved_tensors
+        keep = (inputs <= b) | (grad_output {k} 0)
+        return keep.type(grad_output.dtype) * grad_output, None
+"""
+
+
+def _lower_bound(x, bound, g):
+    # by hand: zero where x is below the bound and a descent step (-g) would lower it further
+    return torch.where((x < bound) & (g > 0), torch.zeros_like(g), g), None
+
+
+def _upper_bound(x, bound, g):
+    return torch.where((x > bound) & (g < 0), torch.zeros_like(g), g), None
+
+
 # name: (source, right, wrong (a planted bug in the same family), hand-computed reference)
 CASES = {
     "AddedLoss": (ADDED_LOSS, "1", "2", _added_loss),
@@ -205,6 +247,8 @@ CASES = {
     "Balancer": (BALANCER, "0.5", "0.4", _balancer),
     "InjectGradient": (INJECT, "1", "0.5", _inject),
     "MultiSpike": (MULTI_SPIKE, "1", "2", _multi_spike),
+    "LowerBound": (LOWER_BOUND, "<", ">", _lower_bound),
+    "UpperBound": (UPPER_BOUND, ">", "<", _upper_bound),
 }
 
 

@@ -23,6 +23,10 @@ The families real code uses (issue 18's third corpus), beside those of
   norm of each row of ``x`` or of each element, the polynomial fitted to backward): a
   Riemannian gradient on the Poincare ball, the Euclidean one times ``(1 - c |x|^2)^2 / 4``
   (Nickel & Kiela 2017);
+- **a bound's pass-through** (``grad * ((x >= b) | (grad < 0))``, and mirrored ``grad * ((x <=
+  b) | (grad > 0))``, ``b`` a forward argument): ``max(x, b)`` whose gradient also passes
+  where a descent step would move ``x`` back toward the bound (Balle et al. 2018's GDN
+  parameter bound, CompressAI's ``LowerBoundFunction``);
 - **guided** (``grad.clamp(min=0) * (x > 0)``): a ReLU whose backward keeps only positive
   incoming gradients (guided backpropagation, a saliency method);
 - **feedback alignment** (``grad @ B`` for the input, ``grad.t() @ x`` for the weight, ``B`` a
@@ -115,6 +119,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
             # an injected gradient, likewise only into an input forward never reads
             out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
         out += _blackbox(session, names, top, grad, numbers)
+        out += _bound_passes(session, names, top, grad, numbers)
         out += _periodic_exponential(name, grad, numbers)
         if same:  # constants written outside a window (nni's ramp)
             out += filled.candidates(session, name, t, grad, numbers)
@@ -190,6 +195,17 @@ def _periodic_exponential(name: str, grad: str, numbers) -> list[str]:
                      f"{name} - {theta} / 2)")
                 out.append(f"{grad} * torch.exp(-({u} - {theta} / 2).abs() / {w}) / {theta}")
     return out
+
+
+def _bound_passes(session, names, top, grad, numbers) -> list[str]:
+    """The gradient of ``max(x, b)`` (``min``) passed also where the incoming gradient's sign
+    would move ``x`` toward the bound ``b``: a floating tensor argument or a forward number."""
+    name = names[top]
+    bounds = [names[i] for i, a in enumerate(session.subject.args.values)
+              if i != top and isinstance(a, torch.Tensor) and a.is_floating_point()]
+    bounds += [n for n, _ in numbers]
+    return [f"{grad} * (({name} {cmp} {b}) | ({grad} {sign} 0))"
+            for b in bounds for cmp, sign in ((">=", "<"), ("<=", ">"))]
 
 
 def _same_shaped(session, names, top, x) -> list[str]:
