@@ -98,6 +98,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
     if tree is not None:
         visitor = _Visitor(hints)
         visitor.visit(tree)
+        visitor.merge_items()
         if owner is not None and depth < 3:
             for call in visitor.super_calls:
                 _from_parent(call, owner, hints, depth)
@@ -117,7 +118,8 @@ def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int) ->
     if found is None:
         return
     helper, params = found
-    passed = {params[i]: _param_of(a, hints) for i, a in enumerate(call.args[:len(params)])}
+    passed = {params[i]: _passed_param(a, hints)
+              for i, a in enumerate(call.args[:len(params)])}
     passed = {theirs: ours for theirs, ours in passed.items() if ours}
     if not passed:
         return
@@ -210,6 +212,18 @@ def _param_of(node: ast.AST, hints: dict[str, Hint]) -> str | None:
             return None
 
 
+def _passed_param(node: ast.AST, hints: dict[str, Hint]) -> str | None:
+    """The parameter a helper receives, also when wrapped in a list first
+    (``bound_to_enum(make_list(bound))``, ``make_list(bound)[0]``, ``list(bound)``): what
+    the helper compares its items with is what the parameter may hold."""
+    if isinstance(node, ast.Subscript) and _int(node.slice) is not None:
+        node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            len(node.args) == 1 and not node.keywords:
+        node = node.args[0]
+    return _param_of(node, hints)
+
+
 def _int(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(
             node.value, bool):
@@ -225,6 +239,8 @@ class _Visitor(ast.NodeVisitor):
         self.hints = hints
         self.super_calls: list[ast.Call] = []
         self.helper_calls: list[ast.Call] = []  # helper(param, ...): read helper's body too
+        self.items: dict[str, str] = {}  # loop variable -> the parameter it iterates
+        self.synonyms: dict[str, list[str]] = {}  # the other words of a compared tuple
 
     def _set(self, name: str | None, kind: str) -> None:
         if name is not None:
@@ -309,10 +325,12 @@ class _Visitor(ast.NodeVisitor):
                         self.hints[name].literals.append(b.value)
                         self._set(name, "str")
                 elif isinstance(b, (ast.Tuple, ast.List, ast.Set)):
-                    for e in b.elts:
-                        if isinstance(e, ast.Constant) and isinstance(e.value, str):
-                            self.hints[name].literals.append(e.value)
-                            self._set(name, "str")
+                    words = [e.value for e in b.elts
+                             if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                    if words:  # `b in ('dct2', 'reflect')`: synonyms; try another group next
+                        self.hints[name].literals.append(words[0])
+                        self.synonyms.setdefault(name, []).extend(words[1:])
+                        self._set(name, "str")
         # x.dim() == 4, len(x.shape) == 4
         if len(node.comparators) == 1 and isinstance(node.ops[0], (ast.Eq, ast.GtE)):
             rank = _int(node.comparators[0])
@@ -337,7 +355,27 @@ class _Visitor(ast.NodeVisitor):
         name = _param_of(node.iter, self.hints)
         if name is not None and self.hints[name].kind is None:
             self.hints[name].kind = "seq"
+        target = node.target
+        if name is not None and isinstance(target, ast.Name) and target.id not in self.hints:
+            # `for b in bound: if b in ('zero', 'dct2')`: what the items are compared with
+            # is what the parameter holds (one option, or a list of them)
+            self.hints[target.id] = Hint()
+            self.items[target.id] = name
         self.generic_visit(node)
+
+    def merge_items(self) -> None:
+        """Give each iterated parameter the options its loop variable was compared with, and
+        drop the loop variables (they are not parameters); synonyms go after one word of each
+        compared tuple, so that the options tried first take different branches."""
+        for name, words in self.synonyms.items():
+            self.hints[name].literals += words
+        for item, name in self.items.items():
+            got, mine = self.hints.pop(item), self.hints[name]
+            if got.literals and mine.kind in (None, "seq", "int", "str"):
+                # `isinstance(b, int)` beside `b in ('zero', ...)`: the words say what to pass
+                words = any(isinstance(v, str) for v in got.literals)
+                mine.kind = "str" if words else got.kind or "int"
+                mine.literals += [v for v in got.literals if v not in mine.literals]
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -379,7 +417,7 @@ class _Visitor(ast.NodeVisitor):
             name = _param_of(target, self.hints) if target is not None else None
             if name is not None:
                 self.hints[name].probability = True
-        if isinstance(func, ast.Name) and any(_param_of(a, self.hints) for a in node.args):
+        if isinstance(func, ast.Name) and any(_passed_param(a, self.hints) for a in node.args):
             self.helper_calls.append(node)
         if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2:
             self._number_check(node.args[0], node.args[1])

@@ -35,6 +35,10 @@ def module_function(call: ast.Call, fn: Any) -> tuple[Any, list[str]] | None:
     in ``fn``'s globals) and its parameter names; None for anything else."""
     if not isinstance(call.func, ast.Name):
         return None
+    try:  # a decorated forward (@custom_fwd) reads the globals of the module it was written in
+        fn = inspect.unwrap(fn)
+    except ValueError:
+        pass
     helper = getattr(fn, "__globals__", {}).get(call.func.id)
     if not inspect.isfunction(helper):
         return None

@@ -44,6 +44,7 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
             for other in list(dict.fromkeys(slot.hint.literals))[:4]:
                 if other != slot.value and type(other) is type(slot.value):
                     candidates.append((f"{slot.name}={other!r}", {slot.name: other}, layout))
+    candidates += _modes_together(slots, layout)
     for slot in slots:  # an FFT length below the signal's: the transform crops it
         axis = slot.hint.fft_axis if slot.hint is not None else None
         if axis is None or slot.kind != "value" or type(slot.value) is not int or not layout:
@@ -104,6 +105,28 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
             seen_optional.add(opt)
         args, parts = build_args(slots, lay, seed, positive, overrides, dtype, scale)
         yield Variant(tuple(args), ", ".join(parts), change)
+
+
+def _modes_together(slots: list[Slot], layout) -> list[tuple[str, dict[str, Any], Any]]:
+    """Two or more named options changed together, the k-th other word of each: a defect that
+    shows only for one boundary with a higher spline order (a prefilter that is the identity
+    at orders 0 and 1) is missed by changing one option at a time."""
+    others: dict[str, list[str]] = {}
+    for slot in slots:
+        if slot.kind == "value" and isinstance(slot.value, str) and slot.hint is not None \
+                and slot.value in slot.hint.literals:
+            words = [w for w in dict.fromkeys(slot.hint.literals)
+                     if isinstance(w, str) and w != slot.value]
+            if words:
+                others[slot.name] = words
+    if len(others) < 2:
+        return []
+    found = []
+    for k in range(3):
+        changed = {name: words[min(k, len(words) - 1)] for name, words in others.items()}
+        text = ", ".join(f"{name}={word!r}" for name, word in changed.items())
+        found.append((f"{text} (options together)", changed, layout))
+    return found
 
 
 def _misfits(call, primary: list, cache: list[bool]) -> bool:
