@@ -50,8 +50,9 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     vs = numerics.random_v(problem, s.n_v, gen)
     grads = analytic(problem, vs, check, session.function_cls)
     # eigh-style inputs: compared along symmetric directions (see symmetric)
-    sides = symmetric.conventional(grads, symmetric.read_triangles(problem,
-                                                                   session.options.seed))
+    sides = symmetric.conventional(
+        grads, symmetric.read_triangles(problem, session.options.seed),
+        lambda: symmetric.meant_symmetric(session.function_cls, problem.labels))
     grads = symmetric.fold(grads, sides)
     session.cache[f"symmetric:{check}"] = symmetric.finding(problem, sides, check)
     session.cache[f"vjp:{check}"] = (vs, grads)
@@ -85,11 +86,13 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
 
 def _confirm(check: str, label: str) -> int:
     """How many disagreeing elements exact mode re-judges (9 forward pairs each). None for a
-    double-backward mismatch an earlier input set already reported on this input: whatever
-    the re-judging leaves, the merge drops it (:mod:`reported`); only its info findings (a
-    kink, forward NaN next to an element) could be new. First order always re-judges: its
-    elements decide which code an input gets (an estimator's, a mismatch, none)."""
-    if check == "second_order" and reported.known("double-backward-mismatch", label):
+    double-backward mismatch once an earlier input set reported the Function's one
+    ``double-backward-unsupported`` warning (every mismatch folds into it): whatever the
+    re-judging leaves, the merge drops it (:mod:`reported`); only its info findings (a kink,
+    forward NaN next to an element) could be new. First order always re-judges: its elements
+    decide which code an input gets (an estimator's, a mismatch, none)."""
+    if check == "second_order" and (reported.known("double-backward-unsupported", None)
+                                    or reported.known("double-backward-mismatch", label)):
         return 0
     return numerics.MAX_CONFIRM
 

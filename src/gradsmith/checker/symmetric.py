@@ -18,10 +18,16 @@ changes the fold and still fails; only differences invisible to every symmetric
 perturbation (which half of an off-diagonal pair carries the gradient) are ignored. Only a
 gradient in one of the conventions (symmetric, or 0 on one strict triangle) is folded: any
 other is compared entry by entry, as before (a ``tril(X) @ w`` whose backward forgot the
-mask is then diagnosed as that).
+mask is then diagnosed as that), unless the code itself says the input is a symmetric matrix
+(a docstring, a symmetric-matrix formula: what :mod:`gradsmith.discovery` synthesises a
+symmetric input for): its contract is then symmetric inputs, and a backward correct along
+every symmetric direction is correct whatever split it gives an off-diagonal pair
+(peps-torch's ``SYMEIG`` returns ``U (diag(dD) + F o U^T dU) U^T``, not symmetric).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -73,13 +79,43 @@ def _unchanged(problem: Problem, t: int, delta: torch.Tensor, f0: torch.Tensor) 
         return False
 
 
-def conventional(grads: list[list[torch.Tensor]], sides: dict[int, str]) -> dict[int, str]:
+def conventional(grads: list[list[torch.Tensor]], sides: dict[int, str],
+                 meant: Callable[[], set[int]] = set) -> dict[int, str]:
     """Those of ``sides`` whose analytic gradient, on every direction, follows one of the
     conventions of a gradient meant for symmetric perturbations: symmetric (eigh's own) or 0
-    on one strict triangle. Any other (``g w^T`` from ``tril(X) @ w`` with its mask
+    on one strict triangle, or that ``meant()`` (asked only when one does not) says the code
+    calls a symmetric matrix. Any other (``g w^T`` from ``tril(X) @ w`` with its mask
     forgotten) is compared entry by entry, where its mistake has a sharper diagnosis."""
-    return {t: side for t, side in sides.items()
+    kept = {t: side for t, side in sides.items()
             if all(_follows(per_v[t]) for per_v in grads)}
+    if len(kept) < len(sides):
+        symmetric_by_code = meant()
+        kept.update({t: s for t, s in sides.items() if t in symmetric_by_code})
+    return dict(sorted(kept.items()))
+
+
+def meant_symmetric(cls: type | None, labels: list[str]) -> set[int]:
+    """Indices of the inputs that the code of Function ``cls`` calls a symmetric matrix (a
+    docstring, ``eigh``-style linear algebra: the structure the input synthesis reads, see
+    :func:`gradsmith.discovery.hints.forward_hints`), matched by parameter name."""
+    forward = getattr(cls, "forward", None)
+    if forward is None:
+        return set()
+    from gradsmith.discovery.formula_domains import read_formula_domains
+    from gradsmith.discovery.hints import forward_hints
+
+    names = sorted(set(labels))
+    try:
+        hints = forward_hints(forward, names, owner=cls)
+        read_formula_domains(forward, cls, hints)
+    except Exception:  # noqa: BLE001 - reading source is best effort (no source, odd code)
+        return set()
+    return {t for t, label in enumerate(labels)
+            if hints.get(label) is not None and hints[label].matrix in _SYMMETRIC}
+
+
+#: The structures :mod:`gradsmith.discovery` reads off the code that mean "symmetric matrix".
+_SYMMETRIC = ("symmetric", "spd", "negdef")
 
 
 def _follows(g: torch.Tensor) -> bool:
