@@ -108,8 +108,8 @@ def kernel_double_backward(session: Session, problem: Any) -> list[Finding] | No
     Returns:
         One ``double-backward-unsupported`` warning naming the inputs for which autograd's
         derivative is exactly 0 while finite differences are not (the kernel's result has
-        no graph); a ``double-backward-mismatch`` error where autograd's derivative is
-        non-zero and disagrees (wrong math in what autograd sees); None to run the full
+        no graph: "zero") and those where it is non-zero and disagrees (autograd sees part
+        of backward's dependence: "partial", see :mod:`unsupported`); None to run the full
         comparison (no kernel in backward, or the derivatives agree).
     """
     if not launches_in_backward(session):
@@ -135,29 +135,17 @@ def kernel_double_backward(session: Session, problem: Any) -> list[Finding] | No
 
     if agree(*along(list(range(len(us))))):
         return None
-    missing, wrong = [], []
+    zero, partial = [], []
     for t, label in enumerate(problem.labels):
         a, n = along([t])
         if not agree(a, n):
-            (wrong if bool(grads[t].any()) else missing).append((label, a, n))
-    if wrong:
-        label, a, n = wrong[0]
-        return [Finding(
-            "double-backward-mismatch", "error",
-            f"backward launches Triton kernels; the derivative of backward's result with "
-            f"respect to {', '.join(x[0] for x in wrong)} disagrees with finite differences "
-            f"and is not 0 (along a random direction of {label}: autograd {a:.6g}, finite "
-            f"differences of backward {n:.6g}): what autograd sees of backward computes a "
-            "wrong second derivative",
-            "make backward's differentiable part right, or decorate backward with "
-            "@once_differentiable (double backward then raises a clear error)",
-            "second_order", None, {"cause": "kernel-backward", "analytic": a,
-                                   "numerical": n, "inputs": [x[0] for x in wrong]})]
-    if not missing:
+            (partial if bool(grads[t].any()) else zero).append((label, a, n))
+    if not zero and not partial:
         return None
-    label, a, n = missing[0]
+    label, a, n = (zero + partial)[0]
     return [unsupported.finding(
-        session, [x[0] for x in missing],
+        session, [x[0] for x in zero],
         f"along a random direction of {label}: autograd {a:.6g}, finite differences of "
         f"backward {n:.6g}", KERNEL_CAUSE, {"cause": "kernel-backward", "analytic": a,
-                                            "numerical": n}, in_message=True)]
+                                            "numerical": n}, in_message=True,
+        partial=[x[0] for x in partial])]

@@ -103,13 +103,12 @@ def run(session: Session) -> list[Finding]:
     findings = []
     for res in results:
         findings += gradients.findings_for(session, problem, res, NAME, kind="double-backward")
-    # Autograd's derivative exactly 0 where finite differences are not: a missing second
-    # derivative (a warning, see unsupported); non-zero and different: wrong math (an error).
+    # After verified first order, any mismatch means autograd does not see part of backward's
+    # dependence on an input (0 or a part of the derivative): one warning (see unsupported).
     kernel = kernels.backward_cause(session)
     findings = unsupported.split(session, problem, findings, kernel or _cause(
         session.function_cls), {"cause": "kernel-backward"} if kernel else None,
         in_message=kernel is not None)
-    hint = _hint(session.function_cls)
     against = {"surrogate": "the surrogate's second derivative (finite differences of its "
                             "gradient)",
                "intended": "finite differences of the declared intended gradient"}.get(
@@ -118,16 +117,6 @@ def run(session: Session) -> list[Finding]:
     for f in findings:
         if f.code == unsupported.CODE and kind is not None:
             f.message = f.message.replace("finite differences", against, 1)
-        if f.code == "double-backward-mismatch":
-            f.message = f.message.replace("double-backward of", "the derivative of backward's "
-                                          "result with respect to").replace(
-                "finite differences", against, 1) + (
-                "; autograd's derivative is not 0 for this input, so backward's own graph "
-                "computes this second derivative, and it is wrong")
-            f.hint = hint if kind is None else (
-                f"make backward's own derivative agree with the declared {kind} (compute "
-                "backward from saved inputs with differentiable torch ops), or decorate "
-                "backward with @once_differentiable")
             if inner is not None:
                 _estimator_inside(f, inner, kind)
     return findings
@@ -203,11 +192,10 @@ def _straight_through(cls: type) -> bool:
 
 
 def _estimator_inside(f: Finding, inner: str, kind: str) -> None:
-    """A double-backward mismatch where backward applies a straight-through Function: a
-    warning, not an error (which estimator a second derivative should use is not defined by
-    the declaration: its finite differences see the rounding flat, while the inner Function's
-    backward passes the gradient through)."""
-    f.severity = "warning"
+    """The ``double-backward-unsupported`` warning of a backward that applies a
+    straight-through Function, told why (which estimator a second derivative should use is
+    not defined by the declaration: its finite differences see the rounding flat, while the
+    inner Function's backward passes the gradient through)."""
     f.message += (f". Backward applies {inner}, a straight-through Function, to compute its "
                   f"result: differentiating backward runs {inner}'s own estimator, while "
                   f"finite differences of the declared {kind} see its rounding as flat; the "
@@ -215,7 +203,8 @@ def _estimator_inside(f: Finding, inner: str, kind: str) -> None:
                   "first-order training")
     f.hint = (f"if second derivatives matter (Hessian-aware methods), compute backward's "
               f"rounding with torch.round instead of {inner}.apply, or decorate backward "
-              "with @once_differentiable")
+              f"with @once_differentiable; `--require {unsupported.REQUIRED_AS}` makes this "
+              "fail")
 
 
 # What in a backward's source cuts its graph, and how to say so.
@@ -234,14 +223,6 @@ def _cause(cls: type | None) -> str:
             if used else "backward's result depends on the inputs in a way its graph does "
             "not record: typically tensors computed in forward and saved as intermediates "
             "(they carry no graph back to the inputs)")
-
-
-def _hint(cls: type | None) -> str:
-    """The fix for a silently wrong double backward, naming only what backward really uses."""
-    return (f"{_cause(cls)}; recompute those values in backward from the saved inputs with "
-            "differentiable torch ops (or save outputs instead of intermediates), or decorate "
-            "backward with @once_differentiable so double backward raises instead of being "
-            "silently wrong")
 
 
 def _crash(exc: BaseException, cls: type | None) -> Finding:

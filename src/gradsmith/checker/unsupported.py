@@ -1,16 +1,22 @@
-"""Second order: a backward autograd cannot differentiate, told apart from a wrong one.
+"""Second order: a backward whose derivative autograd does not fully see.
 
-The policy (docs/check.md, "second_order"): an error means demonstrated harm. Where finite
-differences of backward's result are clearly non-zero, autograd's derivative of it is either
+The policy (docs/check.md, "second_order"): second order runs only once first order holds
+(it is skipped on any first-order error). A backward whose value is right near the point
+and whose graph records all its dependence on the inputs has, automatically, the right
+derivative. So a double-backward mismatch after verified first order always means autograd
+does not see part of backward's dependence on an input (values computed in forward,
+``.detach()``, numpy, a compiled kernel). Autograd's derivative of backward's result is then
 
-* exactly 0 for an input on every direction tried (no graph: values from forward used as
-  constants, ``.detach()``, numpy, a compiled kernel): double backward silently returns 0
-  for that input. That harms only code that differentiates twice (gradient penalties, MAML,
-  Hessian-vector products), like a Function that breaks under ``torch.compile`` harms only
-  those who compile: one ``double-backward-unsupported`` warning per Function naming the
-  inputs, an error where the project requires ``second-order``; or
-* non-zero and different: backward's own graph computes wrong math, a
-  ``double-backward-mismatch`` error (also when only some entries are 0).
+* exactly 0 for an input on every direction tried ("zero": it sees none of it): double
+  backward silently returns 0 for that input; or
+* non-zero and different ("partial": it sees some, e.g. swish saving ``sigmoid(x)`` and
+  ``x``, or ``3 * g * x * x.detach()`` for ``x ** 3``): double backward returns only part of
+  the second derivative.
+
+Both harm only code that differentiates twice (gradient penalties, MAML, Hessian-vector
+products), like a Function that breaks under ``torch.compile`` harms only those who compile:
+one ``double-backward-unsupported`` warning per Function naming both groups, an error where
+the project requires ``second-order``.
 """
 
 from __future__ import annotations
@@ -22,14 +28,16 @@ from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 
 CODE = "double-backward-unsupported"
+#: The comparison's per-input finding that :func:`split` folds into :data:`CODE`.
+MISMATCH = "double-backward-mismatch"
 #: What makes a ``double-backward-unsupported`` warning fail: the requirable name.
 REQUIRED_AS = "second-order"
 _FIRST_ORDER = ("gradients", "surrogate", "reference", "approximate")
 
 
-def missing(grads: list[list[torch.Tensor]], problem: Problem,
-            findings: list[Finding]) -> list[str]:
-    """Labels of inputs whose double-backward mismatch is a missing derivative.
+def classify(grads: list[list[torch.Tensor]], problem: Problem,
+             findings: list[Finding]) -> tuple[list[str], list[str]]:
+    """The inputs with a double-backward mismatch, as (zero, partial).
 
     Args:
         grads: autograd's derivative of backward's result, one list per direction tried,
@@ -39,23 +47,28 @@ def missing(grads: list[list[torch.Tensor]], problem: Problem,
             says finite differences differ from autograd beyond tolerance there.
 
     Returns:
-        Inputs with a mismatch where autograd's derivative is exactly 0 on every direction
-        (so finite differences are the non-zero side), in input order.
+        ``zero``: inputs where autograd's derivative is exactly 0 on every direction (it
+        sees none of backward's dependence); ``partial``: the other flagged inputs (it sees
+        part of it). Each in input order; a flagged label unknown to ``problem`` is partial.
     """
     labels = list(problem.labels)
-    flagged = {f.input for f in findings if f.code == "double-backward-mismatch"}
-    return [label for t, label in enumerate(labels)
-            if label in flagged and grads and all(not bool(g[t].any()) for g in grads)]
+    flagged = {f.input for f in findings if f.code == MISMATCH}
+    zero, partial = [], []
+    for t, label in enumerate(labels):
+        if label in flagged:
+            none_seen = bool(grads) and all(not bool(g[t].any()) for g in grads)
+            (zero if none_seen else partial).append(label)
+    partial += sorted(str(label) for label in flagged - set(labels))
+    return zero, partial
 
 
 def split(session: Session, problem: Problem, findings: list[Finding], cause: str,
           details: dict | None = None, *, in_message: bool = False) -> list[Finding]:
-    """``findings`` with the mismatches of missing derivatives replaced by one
+    """``findings`` with every double-backward mismatch replaced by one
     ``double-backward-unsupported`` warning (see the module docstring).
 
     Args:
-        session: the check's session (its cached second-order comparison is read when
-            ``grads`` is None).
+        session: the check's session (its cached second-order comparison is read).
         problem: the second-order problem.
         findings: the second-order findings.
         cause: what in backward cuts its graph, for the hint.
@@ -63,57 +76,71 @@ def split(session: Session, problem: Problem, findings: list[Finding], cause: st
         in_message: say ``cause`` in the message too (a known cause: Triton kernels).
     """
     grads = session.cache.get("vjp:second_order", (None, []))[1]
-    inputs = missing(grads, problem, findings)
-    if not inputs:
+    zero, partial = classify(grads, problem, findings)
+    if not zero and not partial:
         return findings
-    gone = [f for f in findings if f.code == "double-backward-mismatch" and f.input in inputs]
-    rest = [f for f in findings if f not in gone]
-    return rest + [finding(session, inputs, _example(problem, gone), cause, details,
-                           in_message=in_message)]
+    gone = [f for f in findings if f.code == MISMATCH]
+    rest = [f for f in findings if f.code != MISMATCH]
+    return rest + [finding(session, zero, _example(problem, gone, zero), cause, details,
+                           in_message=in_message, partial=partial)]
 
 
 def finding(session: Session, inputs: list[str], evidence: str, cause: str,
-            details: dict | None = None, *, in_message: bool = False) -> Finding:
+            details: dict | None = None, *, in_message: bool = False,
+            partial: list[str] | None = None) -> Finding:
     """The one ``double-backward-unsupported`` warning of a Function.
 
     Args:
         session: the check's session (which first-order checks ran).
-        inputs: the inputs double backward silently returns 0 for.
-        evidence: the numbers that show it (autograd 0, finite differences not).
+        inputs: the inputs double backward silently returns 0 for ("zero").
+        evidence: the numbers that show it (autograd against finite differences).
         cause: what cuts backward's graph, for the hint.
         details: extra details (``cause``) for the JSON.
         in_message: say ``cause`` in the message too, not only in the hint.
+        partial: the inputs double backward returns only part of the derivative for.
     """
-    names = ", ".join(inputs)
+    partial = list(partial or [])
     ran = [c for c in _FIRST_ORDER if c in session.report.checks]
     first = ("first order verified" if ran else
              "first order not verified here (see the other findings)")
     because = f" ({cause})" if in_message else ""
+    said = []
+    if inputs:
+        said.append(f"backward is not differentiable with respect to {', '.join(inputs)}, "
+                    "so double backward through it silently returns 0 for "
+                    f"{'it' if len(inputs) == 1 else 'them'}")
+    if partial:
+        said.append(f"double backward returns only part of the second derivative for "
+                    f"{', '.join(partial)} (backward uses values that depend on "
+                    f"{'it' if len(partial) == 1 else 'them'} which autograd treats as "
+                    "constants)")
     return Finding(
-        "double-backward-unsupported", "warning",
-        f"{first}; backward is not differentiable with respect to {names}{because}, so double "
-        f"backward through it silently returns 0 for {'it' if len(inputs) == 1 else 'them'} "
-        f"({evidence}); this harms only code that differentiates twice (gradient penalties, "
-        "MAML, Hessian-vector products)",
+        CODE, "warning",
+        f"{first}; {'; '.join(said)}{because} ({evidence}); this harms only code that "
+        "differentiates twice (gradient penalties, MAML, Hessian-vector products)",
         f"{cause}; mark backward @once_differentiable (double backward then raises), or make "
         "backward differentiable (recompute from saved inputs with differentiable torch ops); "
         f"`--require {REQUIRED_AS}` (or require = [\"{REQUIRED_AS}\"] in "
         "[tool.gradsmith.check]) makes this fail",
-        "second_order", None, {"inputs": list(inputs), **(details or {})})
+        "second_order", None, {"inputs": list(inputs) + partial, "zero": list(inputs),
+                               "partial": partial, **(details or {})})
 
 
-def _example(problem: Problem, mismatches: list[Finding]) -> str:
-    """The first mismatch's numbers: autograd 0 against finite differences."""
+def _example(problem: Problem, mismatches: list[Finding], zero: list[str]) -> str:
+    """The first mismatch's numbers: autograd against finite differences."""
     for f in mismatches:
+        none = (f"autograd's derivative of backward's result w.r.t. {f.input} is 0 on every "
+                "direction tried; " if f.input in zero else "")
         elements = f.details.get("elements") or []
         if elements:
             index, analytic, numerical = elements[0]
-            where = problem.element(list(problem.labels).index(f.input), index)
-            return (f"autograd's derivative of backward's result w.r.t. {f.input} is 0 on "
-                    f"every direction tried; at {where} autograd {analytic:.6g}, finite "
-                    f"differences {numerical:.6g}")
+            labels = list(problem.labels)
+            where = (problem.element(labels.index(f.input), index) if f.input in labels
+                     else f"{f.input}[{index}]")
+            return (f"{none}at {where} autograd {analytic:.6g}, finite differences "
+                    f"{numerical:.6g}")
         probe = f.details.get("probe") or {}
         if "numerical" in probe:
-            return (f"along a random direction of {f.input}: autograd "
+            return (f"{none}along a random direction of {f.input}: autograd "
                     f"{probe['analytic']:.6g}, finite differences {probe['numerical']:.6g}")
-    return "autograd's derivative is 0, finite differences of backward are not"
+    return "autograd's derivative differs from finite differences of backward"
