@@ -1,7 +1,8 @@
 """Every recognised estimator family gets a declaration that passes when pasted exactly as
 printed: surrogate gradients of step functions (arctan, sigmoid, fast sigmoid, triangle,
 rectangle, Gaussian, exponential, with their slope or width), quantizer STEs with clipping,
-windowed STEs, straight-through with a scale, and leaky windows (a constant leak outside). Zero configuration: inputs synthesised, the
+windowed STEs, straight-through with a scale, multi-level spikes with a softplus surrogate
+shifted to the staircase's step, and leaky windows (a constant leak outside). Zero configuration: inputs synthesised, the
 printed line pasted above the class, the file imported and checked again; the same line on
 the Function with another hyperparameter fails."""
 
@@ -131,6 +132,25 @@ class PiecewiseLeakySpike(Function):
         return g * (inside / (2 * w) + (1 - inside) * 0.01)
 """, 1.0, 0.5),
 }
+
+# multi-level spikes (Matterhorn's _multi_firing_*): a staircase max(q(x), 0) whose backward is
+# the gradient of a softplus shifted to the staircase's first step, sigmoid(x - step)
+MULTI_FIRING = """
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.max(torch.{op}(x), torch.zeros_like(x))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.nn.functional.sigmoid(x - {{k}})
+"""
+STEPS = {"MultiFiringFloor": ("floor", 1.0, 0.7), "MultiFiringCeil": ("ceil", 0.0, 0.3),
+         "MultiFiringRound": ("round", 0.5, 1.5)}
+OTHERS.update({name: (MULTI_FIRING.format(name=name, op=op), right, wrong)
+               for name, (op, right, wrong) in STEPS.items()})
 
 
 def _source(name: str, k: float) -> str:
@@ -317,3 +337,19 @@ def test_a_config_object_argument_is_printed_so_that_the_line_passes(tmp_path):
     torch.manual_seed(0)
     pasted = _load(tmp_path, "pasted", HEADER + line + QUANT_CONFIG).QuantConfig
     assert gradsmith.check(pasted, compat=False).passed
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_a_multi_level_spikes_printed_surrogate_has_the_hand_derivative(tmp_path, name):
+    op, step, _ = STEPS[name]
+    fn = getattr(_load(tmp_path, "plain", HEADER + _source(name, step)), name)
+    report = gradsmith.check(fn, *synthesize(fn).args, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "softplus" in line, line
+    surrogate = eval(re.search(r"surrogate=(lambda .*)\)$", line).group(1),  # noqa: S307
+                     {"torch": torch})
+    # by hand: d/dx log(1 + exp(x - step)) = 1 / (1 + exp(step - x)), away from checked values
+    x = torch.linspace(-6, 6, 97, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(surrogate(x).sum(), x)
+    torch.testing.assert_close(got, 1 / (1 + torch.exp(step - x.detach())))

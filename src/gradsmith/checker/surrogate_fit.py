@@ -14,7 +14,8 @@ families of surrogate gradients, each the derivative of a surrogate ``S = A * F(
 - a multi-Gaussian (a centre Gaussian less two wide side ones:
   :mod:`gradsmith.checker.multi_gaussian`).
 
-The shift ``s`` is 0 or a numeric forward argument (a threshold). Numbers are printed as the
+The shift ``s`` is 0, a numeric forward argument (a threshold), or a step of a staircase
+written into backward (``1`` for ``floor``'s first step, ``0.5`` for ``round``'s). Numbers are printed as the
 shortest decimal that still fits (``25``, not ``24.999999998``), or after the forward argument
 they equal (``alpha``, ``torch.pi / 2 * alpha``), so the line reads like the code it declares
 and passes on fresh inputs. The caller verifies every term against backward before it is
@@ -40,6 +41,9 @@ SMOOTH: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
     "gaussian": ("torch.erf({u})", lambda u: 2 / math.sqrt(math.pi) * torch.exp(-u * u)),
     "exponential": ("torch.sign({u}) * (1 - torch.exp(-({u}).abs()))",
                     lambda u: torch.exp(-u.abs())),
+    # a monotone gradient: a multi-level spike's (Matterhorn's max(floor(x), 0) "seen as"
+    # log(1 + exp(x - 1)) has backward grad * sigmoid(x - 1))
+    "softplus": ("torch.nn.functional.softplus({u})", torch.sigmoid),
     # a derivative that is a tanh: what a surrogate-gradient function argument synthesis
     # invented (tanh(v) * w) gives; the declaration then passes with that function
     "logcosh": ("torch.log(torch.cosh({u}))", torch.tanh),
@@ -67,11 +71,18 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
     shifts = ([("", torch.zeros_like(xv))] + [(f" - {n}", torch.full_like(xv, val))
                                                 for n, val in numbers]
               + [(f" - {n}.detach()", a[pos]) for n, a in tensors])
+    known = {val for _, val in numbers}
+    smooth_only = [(f" - {c}", torch.full_like(xv, c)) for c in _STEPS if c not in known]
     for shift, values in shifts:
         u = xv - values
         yield from _piecewise(name + shift, u, d, numbers, oracle, values)
         for source, deriv in SMOOTH.values():
             fit = fit_smooth(u, d, deriv)
+            if fit is not None:
+                yield from _render_smooth(name + shift, source, fit, numbers)
+    for shift, values in smooth_only:  # a staircase's step as a literal: smooth families only
+        for source, deriv in SMOOTH.values():
+            fit = fit_smooth(xv - values, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
     # last (the costliest search): a centre Gaussian less two wide side ones (Yin et al.)
@@ -82,6 +93,9 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
             for c in _expressions(float(ratio.mean()), numbers):
                 yield (f"{name} / {n}.detach()" if c == "1" else
                        f"{_factor(c)} * {name} / {n}.detach()")
+
+
+_STEPS = (1, 0.5)  # where floor's and round's first steps are, written as literals in backward
 
 
 class _Oracle:
