@@ -5,7 +5,8 @@ balancer (ActivationBalancerFunction), a sign flip that keeps a parameter in ran
 blackbox differentiation of a piecewise-constant solver (blackbox-backprop's TrueRanker,
 ShortestPath), sinabs' periodic exponential surrogate (rockpool), guided backpropagation
 (pytorch-grad-cam, MONAI), a bound's pass-through gradient (CompressAI's LowerBoundFunction,
-image_compression's LowerBound/UpperBound) and feedback alignment (decolle's
+image_compression's LowerBound/UpperBound), a gradient clipped in norm per row (bgflow's
+_ClipGradient) and feedback alignment (decolle's
 LinearFAFunction); a derivative stored in 8 bits (icefall's DoubleSwish) is an approximate
 gradient with an approximate=True line. Reduced cases written here.
 Each printed line is compared with a hand computation on fresh inputs, passes pasted above the
@@ -237,6 +238,28 @@ def _upper_bound(x, bound, g):
     return torch.where((x > bound) & (g < 0), torch.zeros_like(g), g), None
 
 
+CLIP_NORM = """
+class ClipGradient(Function):
+    # identity forward, each row's gradient clipped to norm max_norm (bgflow's, reduced)
+    @staticmethod
+    def forward(ctx, x, max_norm):
+        ctx.max_norm = max_norm
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        norm = torch.norm(g, p=2, dim=1)
+        coeff = ctx.max_norm / torch.max(norm, ctx.max_norm * torch.ones_like(norm))
+        return g * coeff.view(-1, 1) {k}, None
+"""
+
+
+def _clip_norm(x, max_norm, g):
+    # by hand: rows longer than max_norm scaled down to it, the others unchanged
+    rows = [r * min(1.0, max_norm / float(torch.sqrt((r * r).sum()))) for r in g]
+    return torch.stack(rows), None
+
+
 # name: (source, right, wrong (a planted bug in the same family), hand-computed reference)
 CASES = {
     "AddedLoss": (ADDED_LOSS, "1", "2", _added_loss),
@@ -249,6 +272,7 @@ CASES = {
     "MultiSpike": (MULTI_SPIKE, "1", "2", _multi_spike),
     "LowerBound": (LOWER_BOUND, "<", ">", _lower_bound),
     "UpperBound": (UPPER_BOUND, ">", "<", _upper_bound),
+    "ClipGradient": (CLIP_NORM, "", "* 0.9", _clip_norm),
 }
 
 

@@ -326,7 +326,8 @@ def returned(names: list[str], chosen: dict[int, str]) -> str:
 
 
 def _modifications(session, names, x, grad) -> list[str]:
-    """Candidate modifications of ``grad``: clipped by a forward number, masked by the sign
+    """Candidate modifications of ``grad``: clipped by a forward number (element by element
+    or in norm), masked by the sign
     of a same-shaped argument, centred along a dim, or both (the projection onto the tangent
     space of a simplex face: the sparsemax Jacobian applied to the gradient)."""
     args = session.subject.args.values
@@ -337,6 +338,11 @@ def _modifications(session, names, x, grad) -> list[str]:
     m = next(n for n in ("m", "mask", "_m") if n not in names)
     out = [f"{grad}.clamp(-{p}, {p})" for p, value in _numbers(session, names) if value > 0]
     out += [f"{grad}.clamp(-1, 1)"]
+    # its norm clipped to a forward number, per row along a dim or whole (bgflow's
+    # _ClipGradient: grad * max_norm / max(|grad_row|, max_norm))
+    out += [f"{grad} * ({p} / {grad}.norm({d}).clamp(min={p}))"
+            for p, value in _numbers(session, names) if value > 0
+            for d in [f"dim={d}, keepdim=True" for d in dims] + [""]]
     out += [f"{mask} * {grad}" for mask in masks]
     out += [f"{grad} - {grad}.mean({d}, keepdim=True)" for d in dims]
     out += [f"({m} := {mask}.to({grad}.dtype)) * ({grad} - ({m} * {grad}).sum({d}, "
