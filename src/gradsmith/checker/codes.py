@@ -88,6 +88,12 @@ ROWS: dict[str, Code] = {
         "differences agree (a constant forward, an empty quantizer window), or forward is NaN/inf "
         "next to every element; held on every input set, the verdict is INCOMPLETE",
         "give inputs where forward changes"),
+    "uninitialised-output": Code(
+        "warning", "setup",
+        "forward returns memory it never wrote (torch.empty/new_empty/empty_like not filled: "
+        "NaN under torch's fill_uninitialized_memory) on the given inputs: no value comparison "
+        "means anything, the value checks are skipped and the verdict is INCOMPLETE",
+        "check an empty-tensor helper on tensors with no elements; otherwise fill the output"),
     "backward-error": Code(
         "error", "any",
         "backward raised; known autograd errors are explained (cause, user line, fix: see above)",

@@ -14,7 +14,15 @@ import torch
 
 from gradsmith._errors import GradsmithError
 from gradsmith._requires import require_onnx
-from gradsmith.checker import approximate, declared, effective_dtype, kernels, progress, tf32
+from gradsmith.checker import (
+    approximate,
+    declared,
+    effective_dtype,
+    kernels,
+    progress,
+    tf32,
+    uninitialised,
+)
 from gradsmith.checker.deploy import DEPLOY_MODULES, OPT_IN
 from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
@@ -351,6 +359,11 @@ def _prepare(session: Session) -> bool:
             "every output non-differentiable", "setup"))
         return False
     outs = subject.select(out)
+    if unwritten := uninitialised.outputs(session, outs):  # new_empty: skip value checks
+        report.findings.append(uninitialised.finding(
+            unwritten, [f"{label} {tuple(x.shape)}" for label, x in
+                        zip(subject.labels, subject.base())]))
+        session.cache[uninitialised.KEY] = uninitialised.skip_reason(unwritten)
     bad = [label for label, o in zip(subject.out_labels, outs) if not torch.isfinite(o).all()]
     if bad:
         report.findings.append(Finding(
@@ -414,6 +427,9 @@ def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
     progress.notify(name, report)
     if any(f.code in FATAL for f in report.findings):
         report.skipped[name] = "skipped after a structural or crashing failure (see errors)"
+        return
+    if name in uninitialised.VALUE_CHECKS and uninitialised.KEY in session.cache:
+        report.skipped[name] = session.cache[uninitialised.KEY]
         return
     module = import_module(CHECK_MODULES[name])
     try:
