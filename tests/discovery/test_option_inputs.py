@@ -141,3 +141,70 @@ def test_a_defect_of_one_boundary_at_a_higher_order_fails_and_its_twin_passes(mo
     assert not torch.allclose(ref, got)
     (same,) = torch.autograd.grad(module.Prefilter.apply(x, "dct1", "cubic").sum(), x)
     torch.testing.assert_close(same, ref)
+
+
+COUNTED = '''
+import torch
+from torch.autograd import Function
+
+
+@torch.jit.script
+def scaled_along(inp, factor: float, dim: int):
+    for d in range(dim):             # dim counts the last dimensions filtered: -1 is none
+        inp = inp * factor
+    return inp
+
+
+class FilterLast(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        opt = (2.0, dim)
+        ctx.dim = dim
+        return scaled_along(x, *opt)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0 ** max(ctx.dim, 0), None
+
+
+class FilterLastIdentityBackward(Function):
+    """backward assumes the filter is the identity, which it is only for no dimensions."""
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        opt = (2.0, dim)
+        return scaled_along(x, *opt)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+'''
+
+
+def test_a_dim_a_compiled_helper_counts_with_range_is_at_least_one(tmp_path):
+    import importlib.util
+    import warnings
+
+    path = tmp_path / "counted_filters.py"
+    path.write_text(textwrap.dedent(COUNTED))
+    spec = importlib.util.spec_from_file_location("counted_filters_case", path)
+    loaded = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings():  # torch.jit.script is deprecated; the projects still use it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        spec.loader.exec_module(loaded)
+    found = synthesize(loaded.FilterLast)
+    assert isinstance(found, Synthesized), found
+    assert found.args[1] == 1 and "dim=1" in found.description
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        result = run_check([Source("file", str(path), "counted_filters.py")], isolate=False)
+    rows = {r["name"].split("::")[1]: r for r in result.rows}
+    assert rows["FilterLast"]["verdict"] == "pass", rows["FilterLast"]["text"]
+    assert rows["FilterLastIdentityBackward"]["verdict"] == "fail"
+    assert "gradient-mismatch" in {f["code"] for f in rows["FilterLastIdentityBackward"]
+                                   ["report"]["findings"] if f["severity"] == "error"}
+    # Independent reference: autograd of x * 2 (one dimension filtered).
+    x = found.args[0].detach().clone().requires_grad_()
+    (ref,) = torch.autograd.grad((x * 2.0).sum(), x)
+    (got,) = torch.autograd.grad(loaded.FilterLast.apply(x, 1).sum(), x)
+    torch.testing.assert_close(got, ref)

@@ -66,6 +66,7 @@ class Hint:
     ball: bool = False             # rows inside the unit ball: 1 - |u|^2 (.formula_domains)
     rows_of: str | None = None     # an index into this parameter's rows (.formula_domains)
     fft_axis: int | None = None    # an FFT's length n along this axis of the signal (.lengths)
+    count: bool = False            # range(n): a number of things, so at least 1
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -104,22 +105,31 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
                 _from_parent(call, owner, hints, depth)
         if depth < 2:
             for call in visitor.helper_calls:
-                _from_helper(call, fn, hints, depth)
+                _from_helper(call, fn, hints, depth, visitor.tuples)
     if owner is not None and depth == 0:
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
     return hints
 
 
-def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int) -> None:
+def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int,
+                 tuples: dict[str, list[ast.expr]]) -> None:
     """``mode = int_to_mode(mode)``: a module-level helper's body says what a parameter is
-    (only the kind and the values it is compared with are taken; a wrong guess costs a
-    probe)."""
+    (only the kind, the values it is compared with and whether it counts are taken; a wrong
+    guess costs a probe). ``helper(x, *opt)`` passes the items of ``opt = (a, b)``."""
     found = module_function(call, fn)
     if found is None:
         return
     helper, params = found
+    args: list[ast.expr] = []
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            if not (isinstance(a.value, ast.Name) and a.value.id in tuples):
+                break  # positions after an unknown unpacking are unknown
+            args += tuples[a.value.id]
+        else:
+            args.append(a)
     passed = {params[i]: _passed_param(a, hints)
-              for i, a in enumerate(call.args[:len(params)])}
+              for i, a in enumerate(args[:len(params)])}
     passed = {theirs: ours for theirs, ours in passed.items() if ours}
     if not passed:
         return
@@ -129,6 +139,8 @@ def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int) ->
         if mine.kind is None and got.kind in ("int", "str") and got.literals:
             mine.kind = got.kind
             mine.literals += got.literals
+        elif got.count and mine.kind in (None, "int") and not mine.literals:
+            mine.kind, mine.count = "int", True  # range(dim) in the helper: how many dims
 
 
 def _from_parent(call: ast.Call, owner: type, hints: dict[str, Hint], depth: int) -> None:
@@ -241,6 +253,7 @@ class _Visitor(ast.NodeVisitor):
         self.helper_calls: list[ast.Call] = []  # helper(param, ...): read helper's body too
         self.items: dict[str, str] = {}  # loop variable -> the parameter it iterates
         self.synonyms: dict[str, list[str]] = {}  # the other words of a compared tuple
+        self.tuples: dict[str, list[ast.expr]] = {}  # opt = (bound, order, dim): helper(*opt)
 
     def _set(self, name: str | None, kind: str) -> None:
         if name is not None:
@@ -296,6 +309,9 @@ class _Visitor(ast.NodeVisitor):
         """``n, t, c, h, w = x.size()`` (or ``x.shape``): x has one dimension per name (at
         least as many as the names beside a starred one)."""
         value = node.value
+        if isinstance(value, ast.Tuple) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            self.tuples[node.targets[0].id] = list(value.elts)
         if isinstance(value, ast.Call) and not value.args:
             value = value.func  # x.size()
         if isinstance(value, ast.Attribute) and value.attr in ("shape", "size"):
@@ -417,7 +433,8 @@ class _Visitor(ast.NodeVisitor):
             name = _param_of(target, self.hints) if target is not None else None
             if name is not None:
                 self.hints[name].probability = True
-        if isinstance(func, ast.Name) and any(_passed_param(a, self.hints) for a in node.args):
+        if isinstance(func, ast.Name) and any(
+                _passed_param(a, self.hints) or isinstance(a, ast.Starred) for a in node.args):
             self.helper_calls.append(node)
         if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2:
             self._number_check(node.args[0], node.args[1])
@@ -425,6 +442,9 @@ class _Visitor(ast.NodeVisitor):
             if func.id == "range" and node.args:
                 for a in node.args:
                     self._int_arg(a)
+                name = _param_of(node.args[0], self.hints)
+                if len(node.args) == 1 and name is not None:
+                    self.hints[name].count = True
             elif func.id in ("exists", "is_none"):
                 for a in node.args:
                     name = _param_of(a, self.hints)

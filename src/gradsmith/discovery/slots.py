@@ -162,6 +162,8 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
                 value = 1 if value < 0 else 2  # int bounds (floor_a, ceil_a): an open window
             if value is None or type(value).__name__ != kind:
                 value = {"int": 2, "float": 0.5, "bool": False}[kind]
+            if kind == "int" and hint.count and value < 1:  # range(dim): dim = -1 is no dims
+                value = 1
             slots.append(Slot(p.name, "value", value, hint))
         elif kind == "tensor" and p.name.rstrip("_") in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
             # alpha.item(), min_val.type_as(x): a scalar tensor holding the usual value

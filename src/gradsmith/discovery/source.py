@@ -40,6 +40,8 @@ def module_function(call: ast.Call, fn: Any) -> tuple[Any, list[str]] | None:
     except ValueError:
         pass
     helper = getattr(fn, "__globals__", {}).get(call.func.id)
+    # @torch.jit.script: the Python function it compiled (its source says the same)
+    helper = getattr(helper, "_torchdynamo_inline", helper)
     if not inspect.isfunction(helper):
         return None
     try:
