@@ -30,18 +30,9 @@ class WrongGrad(Function):            # first order
         return 2 * x * x * g
 
 
-class DetachedBackward(Function):     # second order: cos(x) whose derivative is +sin(x)
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.sin()
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (2 * x.detach() - x).cos()
-
-
+# (A second derivative autograd sees only part of, cos(2 x.detach() - x) for sin, is a
+# double-backward-unsupported warning since issue 18: its row passes, so no script; the
+# second-order body is replayed by the NaN case.)
 class NanSecondOrder(Function):       # second order, NaN (the torch.where trap)
     @staticmethod
     def forward(ctx, x):
@@ -135,7 +126,6 @@ class ReleasesInputChunk(Function):
 
 EXPECTED = {
     "WrongGrad": "gradient-mismatch",
-    "DetachedBackward": "double-backward-mismatch",
     "NanSecondOrder": "nan-double-backward",
     "MutatesInput": "input-mutated",
     "ViewsFlat": "noncontiguous-mismatch",
