@@ -141,6 +141,8 @@ def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int,
             mine.literals += got.literals
         elif got.count and mine.kind in (None, "int") and not mine.literals:
             mine.kind, mine.count = "int", True  # range(dim) in the helper: how many dims
+        elif got.kind == "bool" and mine.kind is None:
+            mine.kind = "bool"  # heaviside(x, spike_out: bool = False): a flag, not 0.1
 
 
 def _from_parent(call: ast.Call, owner: type, hints: dict[str, Hint], depth: int) -> None:
