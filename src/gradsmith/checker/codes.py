@@ -238,24 +238,22 @@ ROWS: dict[str, Code] = {
         severity_note="error above `max_relative_error` or below `min_cosine`"),
     "double-backward-unsupported": Code(
         "warning", "second_order",
-        "first order verified, but backward is not differentiable with respect to some inputs "
-        "(values computed in forward under no_grad or saved as intermediates, `.detach()`, "
-        "numpy, a compiled extension or Triton kernel) and not `@once_differentiable`: "
-        "autograd's second derivative is exactly 0 there while finite differences of backward "
-        "are not, so double backward silently returns 0 for them; one finding per Function "
-        "naming the inputs. Harms only code that differentiates twice (gradient penalties, "
-        "MAML, Hessian-vector products)",
+        "first order verified, but autograd does not see all of backward's dependence on some "
+        "inputs (values computed in forward and saved, `.detach()`, numpy, a compiled "
+        "extension or Triton kernel) and backward is not `@once_differentiable`: double "
+        "backward silently returns 0 for inputs it sees none of (details \"zero\") and only "
+        "part of the second derivative for inputs it sees some of (\"partial\", e.g. swish "
+        "saving sigmoid(x)); one finding per Function naming both. Harms only code that "
+        "differentiates twice (gradient penalties, MAML, Hessian-vector products)",
         "`@once_differentiable` on backward (double backward then raises), or recompute from "
         "saved inputs with differentiable torch ops",
         severity_note="error with `--require second-order` or `require = [\"second-order\"]`"),
     "double-backward-mismatch": Code(
         "error", "second_order",
-        "differentiating backward gives a non-zero second derivative that disagrees with finite "
-        "differences of backward (also when only some entries are 0): backward's own graph "
-        "computes wrong math",
-        "fix backward's differentiable computation, or `@once_differentiable`",
-        severity_note="warning where an estimator is declared and backward itself applies a "
-                      "straight-through Function"),
+        "the second-order comparison's per-input disagreement; after verified first order it "
+        "always means autograd misses part of backward's dependence, so it is reported folded "
+        "into `double-backward-unsupported` (kept for repro scripts and `--explain`)",
+        "see `double-backward-unsupported`"),
     "nan-double-backward": Code(
         "error", "second_order",
         "second derivatives NaN/inf",
