@@ -115,7 +115,7 @@ def finding(session: Session, inputs: list[str], evidence: str, cause: str,
                     f"{'it' if len(partial) == 1 else 'them'} which autograd treats as "
                     "constants)")
     return Finding(
-        CODE, "warning",
+        "double-backward-unsupported", "warning",
         f"{first}; {'; '.join(said)}{because} ({evidence}); this harms only code that "
         "differentiates twice (gradient penalties, MAML, Hessian-vector products)",
         f"{cause}; mark backward @once_differentiable (double backward then raises), or make "
