@@ -172,9 +172,12 @@ def _same_shaped(session, t: int, x: torch.Tensor) -> list[tuple[str, torch.Tens
 def _render_smooth(arg: str, source: str, fit: tuple[float, float],
                    numbers: list[tuple[str, float]]) -> Iterator[str]:
     amplitude, slope = fit
+    # a shifted argument needs parentheses only where the source uses it bare
+    # (softplus(x - 1), but (x - 1) / (1 + (x - 1).abs()))
+    bare = "{u}" in source.replace("({u})", "")
     for p in _expressions(slope, numbers):
         if p == "1":
-            u = f"({arg})" if " - " in arg else arg
+            u = f"({arg})" if " - " in arg and bare else arg
         else:
             u = f"{_factor(p)} * ({arg})" if " - " in arg else f"{_factor(p)} * {arg}"
         body = source.format(u=u)
