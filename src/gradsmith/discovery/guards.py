@@ -17,6 +17,7 @@ nothing here: only the test of an ``if``, ``elif``, conditional expression or ``
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from gradsmith.discovery.source import parse
@@ -45,9 +46,45 @@ def read_guards(fn: Any, hints: dict) -> None:
             _selectors(node.test, hints)
         if isinstance(node, ast.If) and _raises(node.body):
             _unit_dims(node.test, hints, raising_when_true=True)
+            _sign(node.test, hints, holds=False)
         elif isinstance(node, ast.Assert):
             _selectors(node.test, hints)
             _unit_dims(node.test, hints, raising_when_true=False)
+            _sign(node.test, hints, holds=True)
+        elif isinstance(node, ast.Call) and _called(node.func) == "_assert" and node.args:
+            _sign(node.args[0], hints, holds=True)  # torch._assert(torch.all(x <= 0), msg)
+
+
+def _called(func: ast.AST) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+# A comparison with 0 (parameter on the left) and the values for which it holds.
+_SIGNS = {ast.Lt: (-math.inf, 0.0), ast.LtE: (-math.inf, 0.0),
+          ast.Gt: (0.0, math.inf), ast.GtE: (0.0, math.inf)}
+_FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+
+def _sign(test: ast.AST, hints: dict, holds: bool) -> None:
+    """A sign a guard states: ``assert x < 0``, ``torch._assert(torch.all(x <= 0), ...)``,
+    ``if (x > 0).any(): raise`` (``holds``: the test must hold; else it raises when true).
+    The parameter's values are made inside it (quantlib: clip_lo "is not negative")."""
+    while isinstance(test, ast.Call) and _called(test.func) in ("all", "any"):
+        test = test.args[0] if test.args else test.func.value  # torch.all(t), t.all()
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return
+    op, left, right = type(test.ops[0]), test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right, op = right, left, _FLIPPED.get(op, op)
+    if not (isinstance(left, ast.Name) and left.id in hints and isinstance(right, ast.Constant)
+            and right.value == 0 and op in _SIGNS):
+        return
+    if not holds:  # raising when x > 0: x <= 0 is what passes
+        op = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}[op]
+    hint = hints[left.id]
+    if hint.domain is None:
+        hint.domain = _SIGNS[op]
+        hint.domain_why = "a guard states its sign"
 
 
 def _raises(body: list[ast.stmt]) -> bool:
