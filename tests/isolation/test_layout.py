@@ -82,8 +82,10 @@ def test_data_flows_from_the_command_line_to_the_library():
 # The runner of user code knows nothing of its users (issue 20): they hand it tasks by the
 # dotted name of the module doing the work (gradsmith.discovery.task, gradsmith.checkrun.task,
 # gradsmith.bench.task). Nothing under isolation/ imports any other part of gradsmith than
-# these: the verifier, discovery and the repro capture are the users' business.
-ALLOWED = ("gradsmith.isolation", "gradsmith._errors", "gradsmith._triton")
+# these and the standard-library-only leaves: the verifier, discovery and the repro capture
+# are the users' business. (``_requires`` locates optional packages such as NumPy for
+# ``_triton`` without importing them; it imports nothing of gradsmith.)
+ALLOWED = ("gradsmith.isolation", "gradsmith._errors", "gradsmith._triton", "gradsmith._requires")
 USERS = ("gradsmith.bench", "gradsmith.cli", "gradsmith.pytest_plugin", "gradsmith.checkrun",
          "gradsmith.checker", "gradsmith.discovery", "gradsmith.repro")
 
@@ -102,6 +104,12 @@ def test_the_isolation_package_imports_none_of_its_users():
     for name, tree in modules.items():  # lazy imports inside functions included
         foreign = _foreign(_imported(tree))
         assert not foreign, f"gradsmith.{name} imports {sorted(foreign)}"
+
+
+def test_the_leaves_isolation_may_import_import_nothing_of_gradsmith():
+    modules = _modules()
+    for leaf in ("_errors", "_requires"):
+        assert not {i for i in _imported(modules[leaf]) if i.startswith("gradsmith")}, leaf
 
 
 def test_importing_the_isolation_package_imports_no_user_of_it():
