@@ -294,3 +294,34 @@ def test_assert_gradients_fails_a_missing_second_derivative_only_when_required()
         assert_gradients(WrongFirstCube, x, require=["second-order"])
     with pytest.raises(GradsmithUsageError, match="'second_order'.*second-order"):
         assert_gradients(Cube, x, require=["second_order"])
+
+
+class SavedTanhSign(Function):
+    """sign(x) with the tanh surrogate's gradient 1 - tanh(x)^2, one tanh saved from forward:
+    first order agrees with the declaration, its second derivative only in part."""
+
+    @staticmethod
+    def forward(ctx, x):
+        t = torch.tanh(x)
+        ctx.save_for_backward(x, t)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        return g * (1 - t * torch.tanh(x))
+
+
+def test_a_declared_estimator_gets_the_same_fold():
+    x = _r(6)
+    report = gradsmith.check(SavedTanhSign, x, surrogate=torch.tanh)
+    assert report.passed and not report.codes("error"), str(report)
+    (f,) = _unsupported(report)
+    assert f.details["partial"] == ["x"] and f.details["zero"] == []
+    assert "surrogate's second derivative" in f.message
+    # the reference: the Function's double backward -t (1 - t^2) is non-zero and half of the
+    # surrogate's, tanh'' = -2 t (1 - t^2)
+    t = torch.tanh(x.detach())
+    torch.testing.assert_close(_second(SavedTanhSign, x), -t * (1 - t * t))
+    (g,) = torch.autograd.grad(torch.tanh(x).sum(), x, create_graph=True)
+    torch.testing.assert_close(torch.autograd.grad(g.sum(), x)[0], -2 * t * (1 - t * t))
