@@ -36,7 +36,7 @@ def assert_gradients(fn: Any, *args: Any, require: str | Sequence[str] = (),
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this helper's frame
     from gradsmith.checker import check
-    from gradsmith.cli._check_policy import apply, split, validate_require
+    from gradsmith.checker.policy import apply, split, validate_require
 
     names = validate_require("require=", split("require=", require))
     report = check(fn, *args, **kwargs)
