@@ -15,8 +15,8 @@ from torch.autograd import Function
 
 from gradsmith.checkrun.session import run_check
 from gradsmith.discovery import Source, Synthesized, synthesize
+from gradsmith.discovery.backward_reads import backward_functions
 from gradsmith.discovery.callables import SyntheticFn
-from gradsmith.discovery.hints import backward_functions
 
 EVENT_TIME = '''
 import torch

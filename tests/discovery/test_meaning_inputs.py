@@ -13,7 +13,7 @@ import torch
 from torch.autograd import Function
 
 import gradsmith
-from gradsmith.discovery.hints import no_gradient_positions
+from gradsmith.discovery.backward_reads import no_gradient_positions
 from gradsmith.discovery.synthesize import Synthesized, synthesize
 
 

@@ -20,8 +20,9 @@ import inspect
 import re
 from typing import Any
 
+from gradsmith.discovery.backward_reads import no_gradient_positions
 from gradsmith.discovery.build import build_args
-from gradsmith.discovery.hints import Hint, no_gradient_positions
+from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.layouts import layouts_for
 from gradsmith.discovery.placement import device
 from gradsmith.discovery.probe import kernel_backward_misfits, probe

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import flavours
@@ -49,7 +50,7 @@ from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
-from gradsmith.discovery.hints import backward_functions, forward_hints, no_gradient_positions
+from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.lengths import read_fft_lengths
