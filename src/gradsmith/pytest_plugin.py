@@ -102,7 +102,7 @@ def _settings(config: pytest.Config) -> tuple[list[str], dict]:
 
 def _require(config: pytest.Config) -> list[str]:
     """The validated ``gradsmith_require`` names (a usage error names a wrong one)."""
-    from gradsmith.checker.policy import validate_require
+    from gradsmith._check_policy import validate_require
 
     try:
         return validate_require("gradsmith_require",
@@ -195,7 +195,7 @@ class GradsmithItem(pytest.Item):
                 raise GradsmithCheckFailed(raised_result(task, exc, {})) from None
         require = getattr(self.config, "_gradsmith_require", [])
         if require:  # the same policy as gradsmith check --require
-            from gradsmith.checker.policy import apply
+            from gradsmith._check_policy import apply
 
             apply([result], select=[], ignore=[], require=require)
         if result["verdict"] == "skip":  # reported at the user's class (reportinfo), not here

@@ -35,8 +35,8 @@ def assert_gradients(fn: Any, *args: Any, require: str | Sequence[str] = (),
         >>> assert_gradients(torch.sin, torch.randn(3, dtype=torch.float64))
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this helper's frame
+    from gradsmith._check_policy import apply, split, validate_require
     from gradsmith.checker import check
-    from gradsmith.checker.policy import apply, split, validate_require
 
     names = validate_require("require=", split("require=", require))
     report = check(fn, *args, **kwargs)

@@ -50,14 +50,14 @@ def test_the_docs_table_is_the_packages():
 
 def test_every_code_gradsmith_reports_can_be_explained():
     """The checker's codes and those the command adds (``"code": "..."`` in checkrun/, cli/ and
-    the run policy, checker/policy.py) have a cause and a fix in the package. Not codes, so not
+    the run policy, _check_policy.py) have a cause and a fix in the package. Not codes, so not
     listed: a row's ``error`` (``import``, ``exception``, ``crash``, ``timeout``), which SARIF
     also uses as a rule id."""
     text = "\n".join([*(p.read_text() for d in ("checkrun", "cli")
                          for p in (SOURCE.parent / d).rglob("*.py")),
-                       (SOURCE.parent / "checker" / "policy.py").read_text()])
+                       (SOURCE.parent / "_check_policy.py").read_text()])
     command = set(re.findall(r'"code":\s*"([a-z0-9-]+)"', text))
-    from gradsmith.checker.policy import COMMAND_CODES
+    from gradsmith._check_policy import COMMAND_CODES
 
     assert command == set(COMMAND_CODES) == set(COMMAND_ROWS)
     missing = [code for code in _used_codes() | command

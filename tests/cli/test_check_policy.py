@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from gradsmith._check_policy import CHECK_COLUMN, EAGER_REQUIRABLE, REQUIRABLE
 from gradsmith._config import DEPLOY_COLUMNS
 from gradsmith.checker.deploy.matrix import CHECK_COLUMNS, COLUMNS
-from gradsmith.checker.policy import CHECK_COLUMN, EAGER_REQUIRABLE, REQUIRABLE
 
 # Right in eager; old-style (forward takes ctx): torch.func refuses it, a warning only.
 ITEM = """

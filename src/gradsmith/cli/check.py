@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     output.close()
     for message in result.usage_errors:
         err.print(f"[red]{escape(usage_error('check', message))}[/red]", soft_wrap=True)
-    from gradsmith.checker import policy as _check_policy
+    from gradsmith import _check_policy
 
     _check_policy.apply(result.rows, **policy)
     if args.format in ("github", "sarif"):
@@ -207,7 +207,7 @@ def _options(args: argparse.Namespace) -> dict:
         options["compat"] = True
     if args.compile_backend:
         options["compile_backend"] = args.compile_backend
-    from gradsmith.checker.policy import split
+    from gradsmith._check_policy import split
 
     if "onnx" in split("--require", args.require or []):
         options["onnx"] = True  # opt-in: the only way the CLI runs it
@@ -216,7 +216,7 @@ def _options(args: argparse.Namespace) -> dict:
 
 def _policy(args: argparse.Namespace) -> dict:
     """``--select``, ``--ignore`` and ``--require`` (or pyproject's), validated."""
-    from gradsmith.checker.policy import (
+    from gradsmith._check_policy import (
         EAGER_REQUIRABLE,
         split,
         validate_codes,

@@ -1,7 +1,7 @@
 """``gradsmith check --select / --ignore / --require``: which findings count, and which
 deployment columns (and ``second-order``) must hold (they fail the run like an eager error).
 The command line, ``testing.assert_gradients`` and the pytest plugin apply the same policy, so
-it lives here, below all three.
+it lives here, below all three, importing no torch (the command-line process never does).
 
 Applied to the rows after the run, in the ``gradsmith`` process: the workers always report
 everything, so a row's JSON says what was ignored (``report.ignored``) and why a deployment
