@@ -30,7 +30,10 @@ from gradsmith.linter._kernels import finder, module_named, modules_of
 from gradsmith.linter._project import is_extension_module, is_python_module
 from gradsmith.linter._proxies import extension_proxy, resolve_class
 from gradsmith.linter._registered import registers_itself
-from gradsmith.linter._symbols import ModuleSymbols, dotted, statements
+from gradsmith.linter._symbols import ModuleSymbols, dotted, import_time, statements
+
+# Module-level blocks whose statements run at import time (a with block included here).
+_IMPORT_BLOCKS = (ast.If, ast.Try, ast.With)
 
 _FOLLOW = 4  # re-exports and helpers followed across modules
 _OPS_BUILTIN = frozenset({"aten", "prims"})
@@ -59,7 +62,7 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
     scope = Scope(sym, sym_of, known, depth)
     for _ in range(2):  # `module = load_inline(...)` then `fn = module.fn`
         before = len(known)
-        for stmt in _module_level(source.tree.body):
+        for stmt in import_time(source.tree.body, _IMPORT_BLOCKS):
             if isinstance(stmt, ast.Assign) and scope.valued(stmt.value):
                 known.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
             elif isinstance(stmt, ast.ClassDef):  # `dot_backward = {"cpu": ext_cpu.fn, ...}`
@@ -266,7 +269,7 @@ def loaded(sym: ModuleSymbols) -> frozenset[str]:
     found = set()
     text = source.text
     if "load" in text or "torch.ops" in text:
-        for stmt in _module_level(source.tree.body):
+        for stmt in import_time(source.tree.body, _IMPORT_BLOCKS):
             if isinstance(stmt, ast.Assign) and (_is_load(stmt.value, sym) or _is_ops(stmt.value)):
                 found |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
     if "global" in text and "cpp_extension" in text:  # `global _C` then `_C = load(...)`
@@ -326,18 +329,6 @@ def _is_load(value: ast.expr | None, sym: ModuleSymbols) -> bool:
     return "cpp_extension." in origin or any(
         k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords)
 
-
-def _module_level(body: list[ast.stmt]):
-    """Statements run at import time: the module body and its if/try/with blocks (not the
-    bodies of functions or classes)."""
-    stack = list(reversed(body))
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try, ast.With)):
-            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
-                          *[h.body for h in getattr(stmt, "handlers", [])]):
-                stack.extend(reversed(block))
 
 
 __all__ = ["Scope", "free", "kernel_call", "loaded", "names", "star"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from gradsmith.linter._symbols import ModuleSymbols, dotted
+from gradsmith.linter._symbols import ModuleSymbols, dotted, import_time
 
 
 def registers_itself(sym: ModuleSymbols) -> bool:
@@ -30,7 +30,7 @@ def registers_itself(sym: ModuleSymbols) -> bool:
                 isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and any(
                     _names_module(arg, module)
                     for arg in (*stmt.value.args, *(k.value for k in stmt.value.keywords)))
-                for stmt in _import_time(source.tree.body))
+                for stmt in import_time(source.tree.body))
         source.__dict__["_gs_registers"] = found
     return found
 
@@ -46,18 +46,6 @@ def _names_module(expr: ast.expr, module: str) -> bool:
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and module:
         return "." in expr.value and (expr.value == module or module.endswith("." + expr.value))
     return False
-
-
-def _import_time(body: list[ast.stmt]):
-    """Statements of the module body and its if/try blocks (not functions or classes)."""
-    stack = list(reversed(body))
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try)):
-            for block in (stmt.body, stmt.orelse, getattr(stmt, "finalbody", []),
-                          *[h.body for h in getattr(stmt, "handlers", [])]):
-                stack.extend(reversed(block))
 
 
 __all__ = ["registers_itself"]

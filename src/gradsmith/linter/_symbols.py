@@ -93,6 +93,19 @@ def collect(source: SourceFile) -> ModuleSymbols:
     return sym
 
 
+def import_time(body: list[ast.stmt], blocks: tuple[type, ...] = (ast.If, ast.Try)):
+    """Statements run at import time: the module body and its ``blocks`` (if/try; callers that
+    read ``with`` blocks too pass them), not the bodies of functions or classes."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, blocks):
+            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                stack.extend(reversed(block))
+
+
 def statements(body: list[ast.stmt]):
     """Every statement in ``body`` and its nested blocks (much cheaper than ``ast.walk``)."""
     stack = list(reversed(body))
@@ -129,7 +142,7 @@ def module_aliases(sym) -> dict[str, list[list[str]]]:
     if found is None:
         found = {}
         stack = list(reversed(source.tree.body))
-        while stack:
+        while stack:  # handlers before else: the first alias found is the one tried first
             stmt = stack.pop()
             if isinstance(stmt, (ast.If, ast.Try)):
                 stack.extend(reversed(stmt.body + [s for h in getattr(stmt, "handlers", ())
