@@ -161,6 +161,8 @@ def _refresh(row: dict, report: dict) -> None:
         row["error"] = "incomplete" if rebuilt.verdict == "INCOMPLETE" else None
     elif rebuilt.errors:
         row["verdict"] = "fail"
+    if row["verdict"] == "fail" and not row.get("repro"):  # failed by --require: its inputs
+        row["repro"] = row.get("_repro_if_failed")
     note = (f"\n  ignored (--select/--ignore): {', '.join(report['ignored'])}"
             if report.get("ignored") else "")
     row["text"] = rebuilt.format() + note

@@ -147,3 +147,21 @@ def test_required_second_order_that_did_not_run_is_not_checked():
     (f,) = [f for f in report["findings"] if f["code"] == "required-not-checked"]
     assert f["severity"] == "error" and "first-order gradients are wrong" in f["message"]
     assert row["verdict"] == "fail"
+
+
+def test_a_row_failed_by_require_gets_a_repro_script_that_reproduces(write, gradsmith_cli,
+                                                                     tmp_path):
+    import subprocess
+    import sys
+
+    path = write("ops.py", NO_GRAD)
+    assert not _gradgradcheck(path, "NoGradCube")  # torch's reference: double backward is 0
+    got, _, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--repro", "plain")
+    assert got == 0 and not list((tmp_path / "plain").glob("*.py"))  # a pass: no script
+    got, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--repro", "req",
+                                "--require", "second-order")
+    (script,) = (tmp_path / "req").glob("*double-backward-unsupported*.py")
+    assert got == 1, out
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and "REPRODUCED" in done.stdout, done.stdout + done.stderr

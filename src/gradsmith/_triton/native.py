@@ -3,9 +3,10 @@
 The interpreter's launches are counted by a shim (:mod:`gradsmith._triton.shims`); native
 launches go through ``JITFunction.run`` (``@triton.autotune`` and ``@triton.heuristics`` end
 there too), which this wraps once per process. gradsmith needs the count for one thing: a
-backward that launches kernels and is not ``@once_differentiable`` gets one clear finding
-instead of a double-backward mismatch per input (seen on an H200: Liger-Kernel's rows listed
-one per input). Importing triton does not initialise CUDA, so this is safe in the worker
+backward that launches kernels and is not ``@once_differentiable`` gets one
+``double-backward-unsupported`` warning naming the launches as the cause, from a cheap
+directional comparison (:func:`gradsmith.checker.kernels.kernel_double_backward`), instead of a
+full element-by-element second-order comparison whose findings all share that cause. Importing triton does not initialise CUDA, so this is safe in the worker
 server before it forks.
 
 Launches of kernels whose ``tl.dot`` rounds float32 operands to TF32 on a GPU are counted apart

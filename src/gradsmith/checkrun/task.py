@@ -214,6 +214,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     result = row(candidate, label, "pass" if report.passed else "fail", inputs=inputs,
                  elapsed=time.perf_counter() - started, report=report, repro=repro,
                  error="incomplete" if report.verdict == "INCOMPLETE" else None)
+    if report.passed and report.codes("warning"):
+        # --require may turn a warning into an error after the run (gradsmith._check_policy):
+        # the row then fails and needs its exact inputs for a repro script
+        result["_repro_if_failed"] = record
     if html and not report.passed:
         result["_jacobians"] = _jacobians(report)
     return result
