@@ -11,10 +11,15 @@ from gradsmith.discovery.callables import probe_backward
 def probe(call: Callable[..., Any], args: list, backward: bool = False) -> bool | str:
     """True: forward ran with finite outputs; False: ran, not finite; str: why it failed.
     ``backward``: backward must run too (function arguments only backward calls)."""
-    import warnings
-
     if backward:
         return probe_backward(call, args)
+    return probe_failure(call, args)[0]
+
+
+def probe_failure(call: Callable[..., Any], args: list) -> tuple[bool | str, BaseException | None]:
+    """:func:`probe` of forward, and the exception forward raised (None when it ran): its
+    message and traceback say what to repair (:mod:`~gradsmith.discovery.repair`)."""
+    import warnings
 
     import torch
 
@@ -23,7 +28,12 @@ def probe(call: Callable[..., Any], args: list, backward: bool = False) -> bool 
             warnings.simplefilter("ignore")  # the check reports the user's warnings, not probes
             out = call(*args)
     except Exception as exc:  # the probe failing is expected; try the next layout
-        return f"{type(exc).__name__}: {_first_line(exc)}"
+        return f"{type(exc).__name__}: {_first_line(exc)}", exc
+    return _read_output(out), None
+
+
+def _read_output(out: Any) -> bool | str:
+    """True: ``out`` holds finite floating-point tensors; False: not finite; str: why not."""
     if not _has_float_tensor(out):
         return f"forward returned {type(out).__name__}, not a floating-point tensor"
     try:
