@@ -98,6 +98,13 @@ ROWS: dict[str, Code] = {
         "error", "any",
         "backward raised; known autograd errors are explained (cause, user line, fix: see above)",
         "fix backward as the finding says"),
+    "invented-input": Code(
+        "warning", "any",
+        "forward or backward raised on a line using an object zero-configuration inputs "
+        "invented for an argument (an attribute it lacks, a number used as a shape): the "
+        "invented object's error, not shown to be the Function's; later checks do not run and "
+        "the verdict is INCOMPLETE",
+        "register example inputs with a real object for that argument (@gradsmith.example)"),
     "wrong-grad-count": Code(
         "error", "structure",
         "backward returned fewer values than forward has inputs (or extra non-None ones)",

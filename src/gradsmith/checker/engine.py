@@ -58,7 +58,7 @@ CHECK_MODULES = {
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
-         "backward-error"}
+         "backward-error", "invented-input"}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
             "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased", "onnx"}
 

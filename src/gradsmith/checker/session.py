@@ -106,6 +106,10 @@ def _explained(exc: BaseException, check: str, cls: type | None, where: str,
     if frame:
         details["where"] = frame
     code, severity = kind
+    from gradsmith.checker import invented
+
+    if (stand_in := invented.invented_cause(exc)) is not None:  # the inputs', not the code's
+        return invented.finding(exc, where, check, stand_in, message, details)
     known = explain(exc, where)
     if known is not None:
         message += f". Cause: {known.cause}"

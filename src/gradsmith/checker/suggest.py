@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -417,7 +418,7 @@ def _render(a: Any, mark_grad: bool) -> str:
         return repr(a)
     if type(a).__name__ == "SyntheticFn" and type(a).__module__.startswith("gradsmith."):
         return a.source  # the function synthesis invented for a function argument
-    if type(a).__name__ == "SimpleNamespace":  # a config object: the same attributes
+    if isinstance(a, types.SimpleNamespace):  # a config object: the same attributes
         items = ", ".join(f"{k!r}: " + ("staticmethod(lambda t, *a, **k: t)" if getattr(
             v, "__module__", None) == "gradsmith.discovery.slots" else _render(v, mark_grad))
             for k, v in vars(a).items())

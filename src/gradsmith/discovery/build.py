@@ -166,8 +166,6 @@ def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
         >>> from_use(Slot("sections", "sections", -1), (3, 4))
         ([1, 3], 'sections=[1, 3] (sizes summing to dim -1 of the first tensor: forward splits by them)')
     """
-    import types
-
     import torch
 
     if slot.kind == "config" and not isinstance(slot.value, dict):  # builders.Built
@@ -176,10 +174,12 @@ def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
             f"{slot.name}: the attributes ({shown}) of {slot.value.where} (the project's own "
             "class builds an object with the attributes forward reads)")
     if slot.kind == "config":
-        value = types.SimpleNamespace(**slot.value)
+        from gradsmith.discovery.builders import Invented
+
+        value = Invented(**slot.value)
         shown = ", ".join(f"{k}={getattr(v, '__name__', None) or repr(v)}"
                           for k, v in slot.value.items())
-        return value, (f"{slot.name}=namespace({shown}) (a config object: forward reads these "
+        return value, (f"{slot.name}=namespace({shown}) (a config object: the code reads these "
                        "attributes)")
     if slot.kind == "sections":
         dim = slot.value if -len(first_shape) <= slot.value < len(first_shape) else 0

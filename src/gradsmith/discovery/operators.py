@@ -151,6 +151,8 @@ class LinearStandIn:
         True
     """
 
+    _gradsmith_invented = True  # an error on it is not the Function's (checker.invented)
+
     def __init__(self, spec: Operator, seed: int, first_shape: tuple[int, ...]) -> None:
         self._spec, self._seed, self._first = spec, seed, tuple(first_shape)
         self._matrices: dict[int, Any] = {}
@@ -177,14 +179,15 @@ class LinearStandIn:
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
-            raise AttributeError(name)
+            raise AttributeError(name, name=name, obj=self)
         spec = self._spec
         if name in spec.maps:
             letters = spec.maps[name]
             return lambda x, *args, **kwargs: self._apply(letters, x)
         if name in spec.shapes:
             return self._first[2:] if len(self._first) >= 3 else self._first[1:]
-        raise AttributeError(f"the stand-in operator has no {name!r}: the code never uses it")
+        raise AttributeError(f"the stand-in operator has no {name!r}: the code never uses it",
+                             name=name, obj=self)
 
     def __repr__(self) -> str:
         pairs = ", ".join(f"{n}: {_WORDS[v] if v in _WORDS else v}"
