@@ -33,8 +33,10 @@ _WORD = re.compile(rb"\w+")
 _CALLED = re.compile(rb"\.\s*(?:apply|forward|backward)\s*\(")
 _TAIL_WORD = re.compile(rb"(\w+)\s*$")
 #: Text of a module that runs code autograd cannot see into: a Triton kernel, a C++
-#: extension build, ctypes, a registrar handed the module at import time (see _registered).
+#: extension build, ctypes, a `torch.library.custom_op`, a registrar handed the module at
+#: import time (see _registered).
 _KERNEL_SIGN = re.compile(rb"triton\.jit|[\[@]triton\.autotune|cpp_extension|^import ctypes"
+                          rb"|\bcustom_op\("
                           rb"|^\w[\w.]*\([^\n]*\b(?:__name__|globals\(\))\)\s*$", re.M)
 
 
@@ -217,7 +219,8 @@ def _analyse(raws: list[RawFile]) -> list[LintFinding]:
 def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFile]:
     """Files left unparsed by the large-tree pre-filter that a discovered Function's
     backward calls into: the module a called name is imported from (``from .._ops import
-    _segment_mm``) when its text shows a way to run code autograd cannot see into (Triton,
+    _segment_mm``, or ``kernels.ops`` for ``kernels.ops.group(...)`` after ``from . import
+    kernels``) when its text shows a way to run code autograd cannot see into (Triton,
     a C++ extension build, ctypes, a registrar given the module at import time), so that
     GS215 can follow a backward's helper to the kernel it runs; and the module of a helper
     a top-level statement of backward calls for its effect (a log-and-assert that always
@@ -234,9 +237,7 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
                 continue
             for node in ast.walk(method.node):
                 parts = dotted(node.func) if isinstance(node, ast.Call) else None
-                target = sym.imports.get(parts[0]) if parts and len(parts) == 1 else None
-                if target:
-                    wanted.add(target.rpartition(".")[0])
+                wanted.update(_called_modules(sym, parts) if parts else ())
             for stmt in method.node.body:
                 call = stmt.value if isinstance(stmt, ast.Expr) else None
                 parts = dotted(call.func) if isinstance(call, ast.Call) else None
@@ -245,6 +246,19 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
                     effects.add(target.rpartition(".")[0])
     return [by_module[m] for m in sorted(wanted | effects) if m in by_module and (
         m in effects or _KERNEL_SIGN.search(by_module[m].data))]
+
+
+def _called_modules(sym: ModuleSymbols, parts: list[str]) -> list[str]:
+    """Modules a call of the dotted name ``parts`` may run a function of: the module a bare
+    name is imported from (``from .._ops import f`` then ``f(...)``), and for an imported
+    module or package every module its attributes spell (``from . import kernels`` then
+    ``kernels.ops.group(...)``: ``kernels.ops``, then ``kernels``)."""
+    target = sym.imports.get(parts[0])
+    if not target:
+        return []
+    if len(parts) == 1:
+        return [target.rpartition(".")[0]]
+    return [".".join([target, *parts[1:cut]]) for cut in range(len(parts) - 1, 0, -1)]
 
 
 def _guarded(check, target, reporter: Reporter, code: str, source, where) -> None:

@@ -111,10 +111,11 @@ class Helpers:
         collective = home._collective.get(id(node), set())
         option = _option_value(node, call, bound) if optional else True
         params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-        # by keyword only where a custom op's schema names what it writes: a Python
-        # helper's `out=` may be chosen by the caller's own option (`out=x if inplace ...`)
-        by_name = {k.arg: k.value for k in call.keywords if k.arg} \
-            if declared_mutations(node) is not None else {}
+        # a keyword names the parameter it fills (`group(g, idx, out=buf)`); a Python
+        # helper's `out=x if inplace else None` is the caller's option, read by the rule
+        custom = declared_mutations(node) is not None
+        by_name = {k.arg: k.value for k in call.keywords
+                   if k.arg and (custom or not isinstance(k.value, ast.IfExp))}
         out = []
         for index, proven in summary.items():
             pos = index - bound
