@@ -133,7 +133,7 @@ def test_repair_spends_at_most_its_budget_of_probes():
 
     def never(x):  # always a new message that names a fix: the repair keeps following it
         calls.append(1)
-        raise RuntimeError(f"shape '[-1, {len(calls) + 16}]' is invalid for input of size "
+        raise RuntimeError(f"shape '[-1, {3 * len(calls) + 16}]' is invalid for input of size "
                            f"{x.numel()}")
 
     assert repair(never, lambda: ([_x(3, 8)], ["x: given"]), 0, [BUDGET]) is None

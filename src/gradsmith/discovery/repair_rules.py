@@ -1,0 +1,274 @@
+"""What a forward's error asks of its arguments: the changes :mod:`.repair` tries (private).
+
+Each rule reads one kind of message ("The size of tensor a (8) must match the size of tensor b
+(3)", "'float' object has no attribute 'shape'", "shape '[-1, 16]' is invalid for input of size
+24", "not enough values to unpack (expected 4, got 2)", "Expected 4D input", "too many indices",
+"only integer tensors ... can be converted to an index", a failed ``assert x.shape == (B, M, 1)``)
+and proposes a few :class:`Edit` each, the arguments the traceback's frames hold first.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gradsmith.discovery.repair_asserts import asserted
+
+__all__ = ["Edit", "edits_for", "message"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to one argument: ``kind`` is ``shape`` (``value`` a shape: a fresh tensor of
+    the argument's dtype), ``number`` (``value`` a Python number or bool) or ``index`` (an int64
+    tensor of ``value``'s shape in [0, ``high``))."""
+
+    index: int
+    kind: str
+    value: Any
+    why: str
+    high: int = 2
+
+
+def edits_for(exc: BaseException, args: list) -> list[Edit]:
+    """The changes ``exc``'s message asks for, the arguments the traceback holds first.
+
+    Example:
+        >>> import torch
+        >>> exc = RuntimeError("shape '[-1, 16]' is invalid for input of size 24")
+        >>> [(e.index, e.value) for e in edits_for(exc, [torch.zeros(3, 8)])]
+        [(0, (3, 16))]
+    """
+    import torch
+
+    text = message(exc)
+    order = _implicated(exc, args, text)
+    tensors = [i for i in order if isinstance(args[i], torch.Tensor)
+               and args[i].is_floating_point()]
+    numbers = [i for i in order if type(args[i]) in (float, int)]
+    first = next((tuple(args[i].shape) for i in tensors if args[i].dim() > 0), (3, 4))
+    said = f"forward raised {type(exc).__name__}: {_short(text)}"
+    out: list[Edit] = []
+    line = _failing_line(exc)
+    for rule in _RULES:
+        out += rule(text, args, tensors, numbers, first, said, line)
+    return [Edit(i, "shape", shape, why) for i, shape, why in asserted(exc, args)] + out
+
+
+def message(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def _implicated(exc: BaseException, args: list, text: str) -> list[int]:
+    """Indices of ``args``: first those a traceback frame's failing line uses where the message
+    points (``radius.item()`` for "cannot be converted to Scalar", ``w.shape`` for "'float'
+    object has no attribute 'shape'"), then the others the frames hold (innermost first), then
+    the rest."""
+    entries = []
+    tb = exc.__traceback__
+    while tb is not None:
+        entries.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    patterns = [p for key, found in _FOCUS if re.search(key, text) for p in found]
+    if m := re.search(r"object has no attribute '(\w+)'", text):
+        patterns.append(rf"\b(\w+)\.{m[1]}\b")
+    focused: list[int] = []
+    held: list[int] = []
+    for frame, lineno in reversed(entries[1:]):  # not the probe's own frame
+        local = frame.f_locals
+        line = linecache.getline(frame.f_code.co_filename, lineno) if patterns else ""
+        for name in (n for p in patterns for n in re.findall(p, line)):
+            value = local.get(name, _NOTHING)
+            focused += [i for i, a in enumerate(args) if a is value and i not in focused
+                        and not _cached(a)]
+        values = list(local.values())
+        held += [i for i, a in enumerate(args) if i not in held and not _cached(a)
+                 and any(v is a for v in values)]
+    order = [*focused, *held, *range(len(args))]
+    return list(dict.fromkeys(order))
+
+
+_NOTHING = object()
+# Where on the failing line the argument a message is about stands.
+_FOCUS = (
+    (r"converted to (?:Python scalars|Scalar)|Boolean value of Tensor",
+     (r"\b(\w+)\.(?:item|tolist)\(\)", r"\b(?:float|int|bool|round)\((\w+)\)",
+      r"\[(\w+)\]\)", r"\bif (?:not )?(\w+)\s*:", r"\b(\w+) (?:and|or)\b")),
+    (r"must be Tensor, not|is not subscriptable|object is not iterable",
+     (r"\((\w+)\)", r"\b(\w+)\[", r"\bin (\w+)\b")),
+    (r"can be converted to an index|used as indices|interpreted as an integer"
+     r"|slice indices", (r"\[[^\]]*?:\s*(\w+)\s*\]", r"\[(\w+)\]", r"range\((\w+)\)")),
+)
+
+
+def _failing_line(exc: BaseException) -> str:
+    """The source line the innermost traceback frame failed on ("" when unknown)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return "" if tb is None else linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+
+
+_SHAPE = re.compile(r"\.shape\b|\.size\(\s*\)")
+
+
+def _cached(value: Any) -> bool:
+    """Objects Python shares between unrelated uses (small ints, bools, None): identity with
+    them says nothing about which argument a frame holds."""
+    return value is None or isinstance(value, bool) or (type(value) is int and -5 <= value <= 256)
+
+
+def _sizes(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """Two sizes that should agree: resize a tensor's dimension of one to the other."""
+    pair, named = None, set()
+    if m := re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)",
+                      text):
+        pair = int(m[1]), int(m[2])
+    elif m := re.search(r"expanded size of the tensor \((\d+)\) must match the existing size "
+                        r"\((\d+)\)", text):
+        pair = int(m[1]), int(m[2])
+    elif m := re.search(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", text):
+        pair = int(m[2]), int(m[3])
+        named = {(int(m[3]), int(m[4]))}  # mat2 first: its rows follow mat1's columns
+    elif m := re.search(r"size mismatch, got input \((\d+)\), mat \((\d+)x(\d+)\), "
+                        r"vec \((\d+)\)", text):
+        pair = int(m[3]), int(m[4])
+        named = {(int(m[4]),)}
+    elif m := re.search(r"Expected size (\d+) but got size (\d+)", text):
+        pair = int(m[1]), int(m[2])
+    if pair is None or pair[0] == pair[1]:
+        return []
+    # "at non-singleton dimension k" counts in the broadcast shape: a tensor's dimension that
+    # lines up with k (right-aligned to the most dimensions any argument has) comes first.
+    at = int(m[1]) if (m := re.search(r"non-singleton dimension (\d+)", text)) else None
+    most = max((args[i].dim() for i in tensors), default=0)
+    ranked = []
+    for a, b in (pair, pair[::-1]):
+        for i in tensors:
+            shape = list(args[i].shape)
+            dims = [d for d in reversed(range(len(shape))) if shape[d] == b]
+            line = at - (most - len(shape)) if at is not None else None
+            d = line if line in dims else (dims[0] if dims else None)
+            if d is None:
+                continue
+            new = (*shape[:d], a, *shape[d + 1:])
+            rank = (tuple(shape) not in named, d != line)
+            ranked.append((rank, Edit(i, "shape", new, f"{said}: dimension {d} made {a}")))
+    return [e for _, e in sorted(ranked, key=lambda r: r[0])]
+
+
+def _number_as_tensor(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """A number where forward wants a tensor: the input's shape, its last dimension, 0-d."""
+    if not re.search(r"'(?:float|int)' object has no attribute|must be Tensor, not (?:float|int)"
+                     r"|expected Tensor as element|'(?:float|int)' object is not subscriptable",
+                     text):
+        return []
+    out = []
+    for i in (i for i in numbers if type(args[i]) is float or "int" in text):
+        for shape in dict.fromkeys((first, first[-1:], ())):
+            out.append(Edit(i, "shape", shape, f"{said}: a tensor, not a number"))
+    return out[:3]
+
+
+def _view(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """``view``/``reshape`` to a shape the tensor's size does not fit: make it fit."""
+    m = re.search(r"shape '\[([-\d, ]*)\]' is invalid for input of size (\d+)", text)
+    if not m:
+        return []
+    target = [int(s) for s in m[1].split(",") if s.strip()]
+    size = int(m[2])
+    known = math.prod(s for s in target if s != -1) or 1
+    out = []
+    for i in (i for i in tensors if args[i].numel() == size and args[i].dim() > 0):
+        shape = list(args[i].shape)
+        if -1 in target:
+            lead = math.prod(shape[:-1])
+            new = (*shape[:-1], known // math.gcd(lead, known))
+        else:
+            new = tuple(target)
+        out.append(Edit(i, "shape", tuple(new), f"{said}: size made to fit"))
+    return out[:2]
+
+
+def _dims(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """A tensor with too few or too many dimensions: add or remove leading ones."""
+    have = want = None
+    if m := re.search(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], "
+                      r"but got (-?\d+)\)", text):
+        have, got = int(m[1]), int(m[2])
+        want = got + 1 if got >= 0 else -got
+    elif (m := re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)", text)) \
+            and _SHAPE.search(line):  # `b, c, h, w = x.shape`, not a function's results
+        have, want = int(m[2]), int(m[1])
+    elif (m := re.search(r"too many values to unpack \(expected (\d+)(?:, got (\d+))?\)",
+                         text)) and _SHAPE.search(line):
+        have, want = (int(m[2]) if m[2] else None), int(m[1])
+    elif m := re.search(r"too many indices for tensor of dimension (\d+)", text):
+        have = int(m[1])
+        want = have + 1
+    elif m := re.search(r"input.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)", text):
+        have, want = int(m[1]), int(m[2])
+    elif re.search(r"[Ee]xpected (?:[^,]*?\b)?\dD(?: \(batched\))? input"
+                   r"|\dD(?: \(batch mode\))? tensor expected", text):
+        want = max(int(d) for d in re.findall(r"(\d)D", text.split("got")[0]))
+        have = int(m[1]) if (m := re.search(r"got (\d)D", text)) else None
+    elif m := re.search(r"[Ee]xpected (\d)-?D\b|[Ee]xpected (\d+)-dimensional", text):
+        want = int(m[1] or m[2])
+    if want is None or want > 6:
+        return []
+    out = []
+    for i in tensors:
+        shape = tuple(args[i].shape)
+        if (have is not None and len(shape) != have) or len(shape) == want:
+            continue
+        new = (2,) * (want - len(shape)) + shape if want > len(shape) else shape[-want:]
+        out.append(Edit(i, "shape", new, f"{said}: {want}-D"))
+        if "indices" in text and want > len(shape):
+            out.append(Edit(i, "shape", shape + (2,), f"{said}: {want}-D"))
+    return out[:3]
+
+
+def _as_integer(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """A tensor or float where forward wants an integer (a slice bound, ``range(n)``, a size)
+    or an index tensor."""
+    out = []
+    if re.search(r"tensors used as indices must be long|expected scalar type Long", text):
+        high = max(1, min(first)) if first else 2
+        out += [Edit(i, "index", tuple(args[i].shape), f"{said}: an index tensor", high)
+                for i in tensors[:2]]
+    if re.search(r"only integer tensors of a single element can be converted to an index",
+                 text):
+        out += [Edit(i, "number", 2, f"{said}: an integer") for i in tensors[:2]]
+    if re.search(r"'float' object cannot be interpreted as an integer|must be int, not float"
+                 r"|slice indices must be integers|integer argument expected, got float", text):
+        out += [Edit(i, "number", 2, f"{said}: an integer") for i in numbers
+                if type(args[i]) is float][:2]
+    if re.search(r"must be bool, not (?:float|int)", text):
+        out += [Edit(i, "number", flag, f"{said}: a bool") for i in numbers
+                if type(args[i]) is float for flag in (False, True)][:2]
+    return out
+
+
+def _as_scalar(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """A tensor with several values where forward wants one: 0-d, then a Python float."""
+    if not re.search(r"only one element tensors can be converted to Python scalars"
+                     r"|a Tensor with \d+ elements cannot be converted to Scalar"
+                     r"|Boolean value of Tensor with more than one value is ambiguous", text):
+        return []
+    out = []
+    for i in (i for i in tensors if args[i].numel() > 1):
+        out.append(Edit(i, "shape", (), f"{said}: one value"))
+    return out[:2] + [Edit(i, "number", 0.5, f"{said}: one value") for i in tensors
+                      if args[i].numel() > 1][:1]
+
+
+_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar)
+
