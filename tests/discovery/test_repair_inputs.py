@@ -123,6 +123,12 @@ def test_integers_bools_and_index_tensors_where_forward_wants_them():
     assert upper is False or upper is True
 
 
+def test_a_tensor_forward_uses_as_a_condition_becomes_a_boolean_mask():
+    (_, mask), parts = _repaired(lambda x, mask: torch.where(mask, x, 0.0), _x(3, 4), _x(3, 4))
+    assert mask.dtype == torch.bool and mask.shape == (3, 4)
+    assert "expected condition to be a boolean tensor" in parts[1]
+
+
 def test_a_tensor_forward_reads_as_one_number_becomes_0_d():
     (_, t), parts = _repaired(lambda x, t: x * float(t), _x(3, 4), _x(3, 4))
     assert t.dim() == 0 and "only one element tensors" in parts[1]

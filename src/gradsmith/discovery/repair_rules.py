@@ -23,8 +23,8 @@ __all__ = ["Edit", "edits_for", "message"]
 @dataclass(frozen=True)
 class Edit:
     """One change to one argument: ``kind`` is ``shape`` (``value`` a shape: a fresh tensor of
-    the argument's dtype), ``number`` (``value`` a Python number or bool) or ``index`` (an int64
-    tensor of ``value``'s shape in [0, ``high``))."""
+    the argument's dtype), ``number`` (``value`` a Python number or bool), ``index`` (an int64
+    tensor of ``value``'s shape in [0, ``high``)) or ``mask`` (a bool tensor of that shape)."""
 
     index: int
     kind: str
@@ -104,6 +104,8 @@ _FOCUS = (
       r"\[(\w+)\]\)", r"\bif (?:not )?(\w+)\s*:", r"\b(\w+) (?:and|or)\b")),
     (r"must be Tensor, not|is not subscriptable|object is not iterable",
      (r"\((\w+)\)", r"\b(\w+)\[", r"\bin (\w+)\b")),
+    (r"expected condition to be a boolean tensor|only supports boolean masks",
+     (r"\bwhere\(\s*(\w+)", r"masked_\w+\(\s*(\w+)")),
     (r"can be converted to an index|used as indices|interpreted as an integer"
      r"|slice indices", (r"\[[^\]]*?:\s*(\w+)\s*\]", r"\[(\w+)\]", r"range\((\w+)\)")),
 )
@@ -270,5 +272,14 @@ def _as_scalar(text, args, tensors, numbers, first, said, line) -> list[Edit]:
                       if args[i].numel() > 1][:1]
 
 
-_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar)
+def _as_mask(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+    """A float tensor where forward wants a boolean mask (``torch.where(mask, ...)``)."""
+    if not re.search(r"expected condition to be a boolean tensor|only supports boolean masks",
+                     text):
+        return []
+    return [Edit(i, "mask", tuple(args[i].shape), f"{said}: a boolean mask")
+            for i in tensors[:2]]
+
+
+_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar, _as_mask)
 
