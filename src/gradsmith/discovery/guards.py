@@ -12,6 +12,8 @@ Two facts synthesis reads from the tests a forward makes, never by running it:
 
 Comparisons inside expressions (``torch.where(x == 0.5, ...)``) are not branches and say
 nothing here: only the test of an ``if``, ``elif``, conditional expression or ``assert``.
+A number the code uses as a small positive regulariser or threshold (``x / (x**2 + eps)``,
+``clamp(min=eps)``, ``abs(x) < cutoff``) is read by :mod:`~gradsmith.discovery.regularisers`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import ast
 import math
 from typing import Any
 
+from gradsmith.discovery.regularisers import read_regularisers
 from gradsmith.discovery.source import parse
 
 
@@ -53,6 +56,7 @@ def read_guards(fn: Any, hints: dict) -> None:
             _sign(node.test, hints, holds=True)
         elif isinstance(node, ast.Call) and _called(node.func) == "_assert" and node.args:
             _sign(node.args[0], hints, holds=True)  # torch._assert(torch.all(x <= 0), msg)
+    read_regularisers(fn, hints)  # x / (x**2 + eps) in backward: eps small and positive
 
 
 def _called(func: ast.AST) -> str | None:
