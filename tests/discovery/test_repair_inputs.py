@@ -129,9 +129,19 @@ def test_a_tensor_forward_uses_as_a_condition_becomes_a_boolean_mask():
     assert "expected condition to be a boolean tensor" in parts[1]
 
 
+def _moded(x, mode):
+    if mode == 0:
+        return x * 2
+    if mode == 1:
+        return x * 3
+    raise ValueError(f"unknown mode {mode}")
+
+
 def test_a_tensor_forward_reads_as_one_number_becomes_0_d():
     (_, t), parts = _repaired(lambda x, t: x * float(t), _x(3, 4), _x(3, 4))
     assert t.dim() == 0 and "only one element tensors" in parts[1]
+    (_, mode), parts = _repaired(_moded, _x(3, 4), _x(3, 4))
+    assert mode == 0 and "the integer it is compared with" in parts[1]
 
 
 def test_repair_spends_at_most_its_budget_of_probes():

@@ -121,6 +121,9 @@ def _edited(build, edits: list[Edit], seed: int) -> tuple[list, list[str]]:
             args[edit.index] = torch.randint(0, edit.high, edit.value, generator=generator
                                              ).to(_device(args))
             shown = f"{name}: int64 {tuple(edit.value)} in [0, {edit.high})"
+        elif edit.kind == "wrap":  # a flag forward saves for backward: the same, as a tensor
+            args[edit.index] = torch.tensor(edit.value, device=_device(args))
+            shown = f"{name}=tensor({edit.value!r})"
         elif edit.kind == "mask":
             args[edit.index] = (torch.rand(edit.value, generator=generator) < 0.5
                                 ).to(_device(args))

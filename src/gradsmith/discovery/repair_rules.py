@@ -9,6 +9,7 @@ and proposes a few :class:`Edit` each, the arguments the traceback's frames hold
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import math
 import re
@@ -52,9 +53,9 @@ def edits_for(exc: BaseException, args: list) -> list[Edit]:
     first = next((tuple(args[i].shape) for i in tensors if args[i].dim() > 0), (3, 4))
     said = f"forward raised {type(exc).__name__}: {_short(text)}"
     out: list[Edit] = []
-    line = _failing_line(exc)
+    line, local = _failing_line(exc)
     for rule in _RULES:
-        out += rule(text, args, tensors, numbers, first, said, line)
+        out += rule(text, args, tensors, numbers, first, said, line, local)
     return [Edit(i, "shape", shape, why) for i, shape, why in asserted(exc, args)] + out
 
 
@@ -81,19 +82,23 @@ def _implicated(exc: BaseException, args: list, text: str) -> list[int]:
     if m := re.search(r"object has no attribute '(\w+)'", text):
         patterns.append(rf"\b(\w+)\.{m[1]}\b")
     focused: list[int] = []
+    lined: list[int] = []  # used on a failing line, in the order written
     held: list[int] = []
     for frame, lineno in reversed(entries[1:]):  # not the probe's own frame
         local = frame.f_locals
-        line = linecache.getline(frame.f_code.co_filename, lineno) if patterns else ""
+        line = linecache.getline(frame.f_code.co_filename, lineno)
         for name in (n for p in patterns for n in re.findall(p, line)):
-            value = local.get(name, _NOTHING)
-            focused += [i for i, a in enumerate(args) if a is value and i not in focused
-                        and not _cached(a)]
+            focused += _identical(args, local.get(name, _NOTHING))
+        for name in re.findall(r"\b[A-Za-z_]\w*\b", line):
+            lined += _identical(args, local.get(name, _NOTHING))
         values = list(local.values())
-        held += [i for i, a in enumerate(args) if i not in held and not _cached(a)
-                 and any(v is a for v in values)]
-    order = [*focused, *held, *range(len(args))]
+        held += [i for i, a in enumerate(args) if not _cached(a) and any(v is a for v in values)]
+    order = [*focused, *lined, *held, *range(len(args))]
     return list(dict.fromkeys(order))
+
+
+def _identical(args: list, value: Any) -> list[int]:
+    return [i for i, a in enumerate(args) if a is value and not _cached(a)]
 
 
 _NOTHING = object()
@@ -101,7 +106,8 @@ _NOTHING = object()
 _FOCUS = (
     (r"converted to (?:Python scalars|Scalar)|Boolean value of Tensor",
      (r"\b(\w+)\.(?:item|tolist)\(\)", r"\b(?:float|int|bool|round)\((\w+)\)",
-      r"\[(\w+)\]\)", r"\bif (?:not )?(\w+)\s*:", r"\b(\w+) (?:and|or)\b")),
+      r"\[(\w+)\]\)", r"\bif (?:not )?(\w+)\s*:", r"\b(\w+) (?:and|or)\b",
+      r"\b(\w+)\s*(?:[!=]=|[<>]=?)\s*[-\w.]+\s*(?::|\band\b|\bor\b|\)|$)")),
     (r"must be Tensor, not|is not subscriptable|object is not iterable",
      (r"\((\w+)\)", r"\b(\w+)\[", r"\bin (\w+)\b")),
     (r"expected condition to be a boolean tensor|only supports boolean masks",
@@ -111,12 +117,15 @@ _FOCUS = (
 )
 
 
-def _failing_line(exc: BaseException) -> str:
-    """The source line the innermost traceback frame failed on ("" when unknown)."""
+def _failing_line(exc: BaseException) -> tuple[str, dict]:
+    """The source line the innermost traceback frame failed on ("" when unknown), and that
+    frame's locals."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return "" if tb is None else linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+    if tb is None:
+        return "", {}
+    return linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno), tb.tb_frame.f_locals
 
 
 _SHAPE = re.compile(r"\.shape\b|\.size\(\s*\)")
@@ -128,7 +137,7 @@ def _cached(value: Any) -> bool:
     return value is None or isinstance(value, bool) or (type(value) is int and -5 <= value <= 256)
 
 
-def _sizes(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+def _sizes(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     """Two sizes that should agree: resize a tensor's dimension of one to the other."""
     pair, named = None, set()
     if m := re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)",
@@ -159,6 +168,8 @@ def _sizes(text, args, tensors, numbers, first, said, line) -> list[Edit]:
             dims = [d for d in reversed(range(len(shape))) if shape[d] == b]
             line = at - (most - len(shape)) if at is not None else None
             d = line if line in dims else (dims[0] if dims else None)
+            if d is None and args[i].numel() == b and args[i].dim() > 1:  # flattened inside
+                ranked.append(((True, True), Edit(i, "shape", (a,), f"{said}: {a} values")))
             if d is None:
                 continue
             new = (*shape[:d], a, *shape[d + 1:])
@@ -167,11 +178,12 @@ def _sizes(text, args, tensors, numbers, first, said, line) -> list[Edit]:
     return [e for _, e in sorted(ranked, key=lambda r: r[0])]
 
 
-def _number_as_tensor(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+def _number_as_tensor(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     """A number where forward wants a tensor: the input's shape, its last dimension, 0-d."""
     if not re.search(r"'(?:float|int)' object has no attribute|must be Tensor, not (?:float|int)"
-                     r"|expected Tensor as element|'(?:float|int)' object is not subscriptable",
-                     text):
+                     r"|expected Tensor as element|'(?:float|int)' object is not subscriptable"
+                     r"|invalid combination of arguments - got \(.*Tensor.*float|"
+                     r"invalid combination of arguments - got \(.*float.*Tensor", text):
         return []
     out = []
     for i in (i for i in numbers if type(args[i]) is float or "int" in text):
@@ -180,7 +192,7 @@ def _number_as_tensor(text, args, tensors, numbers, first, said, line) -> list[E
     return out[:3]
 
 
-def _view(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+def _view(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     """``view``/``reshape`` to a shape the tensor's size does not fit: make it fit."""
     m = re.search(r"shape '\[([-\d, ]*)\]' is invalid for input of size (\d+)", text)
     if not m:
@@ -200,7 +212,7 @@ def _view(text, args, tensors, numbers, first, said, line) -> list[Edit]:
     return out[:2]
 
 
-def _dims(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+def _dims(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     """A tensor with too few or too many dimensions: add or remove leading ones."""
     have = want = None
     if m := re.search(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], "
@@ -238,7 +250,7 @@ def _dims(text, args, tensors, numbers, first, said, line) -> list[Edit]:
     return out[:3]
 
 
-def _as_integer(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+def _as_integer(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     """A tensor or float where forward wants an integer (a slice bound, ``range(n)``, a size)
     or an index tensor."""
     out = []
@@ -259,20 +271,23 @@ def _as_integer(text, args, tensors, numbers, first, said, line) -> list[Edit]:
     return out
 
 
-def _as_scalar(text, args, tensors, numbers, first, said, line) -> list[Edit]:
-    """A tensor with several values where forward wants one: 0-d, then a Python float."""
+def _as_scalar(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
+    """A tensor with several values where forward wants one: the integer the failing line
+    compares it with (``if strategy == 0:`` selects a mode), else 0-d, then a Python float."""
     if not re.search(r"only one element tensors can be converted to Python scalars"
                      r"|a Tensor with \d+ elements cannot be converted to Scalar"
                      r"|Boolean value of Tensor with more than one value is ambiguous", text):
         return []
-    out = []
+    out = [Edit(i, "number", int(m[2]), f"{said}: the integer it is compared with")
+           for m in re.finditer(r"\b(\w+)\s*==\s*(-?\d+)\b(?!\.)", line)
+           for i in _identical(args, local.get(m[1], _NOTHING)) if i in tensors][:1]
     for i in (i for i in tensors if args[i].numel() > 1):
         out.append(Edit(i, "shape", (), f"{said}: one value"))
     return out[:2] + [Edit(i, "number", 0.5, f"{said}: one value") for i in tensors
                       if args[i].numel() > 1][:1]
 
 
-def _as_mask(text, args, tensors, numbers, first, said, line) -> list[Edit]:
+def _as_mask(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     """A float tensor where forward wants a boolean mask (``torch.where(mask, ...)``)."""
     if not re.search(r"expected condition to be a boolean tensor|only supports boolean masks",
                      text):
@@ -281,5 +296,24 @@ def _as_mask(text, args, tensors, numbers, first, said, line) -> list[Edit]:
             for i in tensors[:2]]
 
 
-_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar, _as_mask)
+def _saved(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
+    """``ctx.save_for_backward(..., flag)`` with a Python value: that argument as a tensor.
+    Autograd raises after forward returned: the names are read from forward's source."""
+    m = re.search(r"can only save variables, but argument (\d+) is of type (\w+)", text)
+    if not m:
+        return []
+    forward = getattr(local.get("cls"), "forward", None)
+    try:
+        source = inspect.getsource(forward)
+        params = list(inspect.signature(forward).parameters)[1:]  # ctx is not passed
+    except (TypeError, OSError, ValueError):
+        return []
+    calls = re.findall(r"save_for_backward\(([^()]*)\)", source)
+    names = [[n.strip() for n in c.split(",")] for c in calls]
+    saved = {n[int(m[1])] for n in names if int(m[1]) < len(n)}
+    return [Edit(i, "wrap", args[i], f"{said}: a tensor") for i, p in enumerate(params)
+            if p in saved and i < len(args) and isinstance(args[i], (bool, int, float))][:1]
+
+
+_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar, _as_mask, _saved)
 
