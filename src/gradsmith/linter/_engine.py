@@ -21,6 +21,7 @@ from gradsmith.linter._finding import Edit, LintFinding
 from gradsmith.linter._prune import prune
 from gradsmith.linter._registry import CHECKERS, RULES
 from gradsmith.linter._source import SourceError, SourceFile, decode, module_name, parse
+from gradsmith.linter._stack import deep
 from gradsmith.linter._symbols import ModuleSymbols, dotted
 
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox",
@@ -167,12 +168,14 @@ def analyse(raws: list[RawFile]) -> list[LintFinding]:
     """Run every checker over the files; returns unfiltered findings.
 
     The cyclic garbage collector is paused meanwhile: its full collections traverse every
-    live AST node, which made lint time grow quadratically with the size of the code.
+    live AST node, which made lint time grow quadratically with the size of the code. The
+    rules run with a deep stack (see ``_stack``): valid code can nest deeper than the
+    default recursion limit lets a recursive reader follow.
     """
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _analyse(raws)
+        return deep(_analyse, raws)
     finally:
         _kernels.forget()
         _project.forget()

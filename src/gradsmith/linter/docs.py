@@ -54,11 +54,16 @@ directory is a GS002 finding; it is never opened.
   by text: only files with a class deriving from something named `Function` (or its
   `import ... as` alias), then files subclassing or applying a discovered Function, and
   then the modules a discovered backward imports a called name from (`from .._ops import
-  _segment_mm`) when their text shows a way to run code autograd cannot see into
-  (`triton.jit`, `cpp_extension`, `import ctypes`, a registrar given `__name__` or
-  `globals()` at import time), or whose helper a top-level statement of backward calls for
-  its effect (a log-and-assert that always raises, read by GS109), are parsed. Syntax errors (GS001) in skipped files are not reported; files named explicitly
-  on the command line are always parsed.
+  _segment_mm`) or calls through an imported module or package (`from . import kernels`
+  then `kernels.ops.group(...)`: `kernels/ops.py`) when their text shows a way to run code
+  autograd cannot see into (`triton.jit`, `cpp_extension`, `import ctypes`,
+  `custom_op(`, a registrar given `__name__` or `globals()` at import time), or whose
+  helper a top-level statement of backward calls for its effect (a log-and-assert that
+  always raises, read by GS109), are parsed. Syntax errors (GS001) in skipped files are not
+  reported; files named explicitly on the command line are always parsed.
+- The rules run in a worker thread with a deep stack and a raised recursion limit: valid
+  code nests deeper than Python's default limit lets a recursive reader of the tree follow
+  (a chain of 1,200 `.t()` calls compiles), and such a file must not stop a rule (GS003).
 
 Messages are one line (at most 100 characters); `gradsmith lint --explain GS101` prints the
 why, the fix and the examples below. `--fix --diff` (or `--diff`) previews the fixes as a
@@ -110,7 +115,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   no output can carry a gradient and backward never runs: a wrong gradient count there
   is GS229 (a warning), not GS108 or GS110.
 - In-place edits are followed into helper functions of the same module, methods of the
-  class (`_reduce(grad_output)`) and functions imported from other linted modules. A
+  class (`_reduce(grad_output)`) and functions imported from other linted modules; an
+  argument passed by keyword fills the parameter it names (`group(g, idx, out=buf)`
+  writes `buf` when `group` writes its `out`, also through `y = out` and a custom op). A
   helper called with `inplace=True` writes what its body writes (the first argument when
   its body is not linted), and `out=x if inplace else None` writes `x`: both are GS217
   (an option chosen on purpose). A write a helper makes only under its own `inplace`

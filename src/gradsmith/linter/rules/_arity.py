@@ -10,6 +10,7 @@ from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
 from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond, raising_calls
 from gradsmith.linter.rules._latent import GS229, int_inputs, no_gradient_outputs
+from gradsmith.linter.rules._listish import is_list
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -17,7 +18,10 @@ GS108 = Rule(
     "GS108", "backward-return-count", "error",
     "backward returns a different number of values than forward has inputs",
     "Autograd needs one gradient (or None) per forward input and raises "
-    "'returned an incorrect number of gradients'.",
+    "'returned an incorrect number of gradients'. Only a tuple is unpacked: a list "
+    "(`return [gx, gw]`, `grads = []` ... `return grads`) is one value, so two or more "
+    "inputs raise that count error and one input raises 'expected Variable or None (got "
+    "list)'; return `tuple(grads)` instead.",
     "return one value per forward input (ctx excluded), None for non-tensor or "
     "non-differentiable ones.",
     bad=_H + "    def forward(ctx, x, k):\n        ctx.k = k\n        return x * k\n" + _B
@@ -144,6 +148,10 @@ def check_returns(facts: Facts, report) -> None:
             elif not returns:
                 report("GS109", src, backward.node, "backward never returns a value")
     for ret, count, value in returns:
+        if "backward" in facts.fc.own and is_list(value, backward.node):
+            report(count_code(), src, ret, "a list is one value, not one per input "
+                   "(autograd unpacks only a tuple)")
+            continue
         if count is None:
             continue
         if count < required:
