@@ -12,7 +12,8 @@ Two facts synthesis reads from the tests a forward makes, never by running it:
 
 Comparisons inside expressions (``torch.where(x == 0.5, ...)``) are not branches and say
 nothing here: only the test of an ``if``, ``elif``, conditional expression or ``assert``.
-A number the code uses as a small positive regulariser or threshold (``x / (x**2 + eps)``,
+A parameter raised as a power of two (``2 ** bits``, ``1 << bits``) is a number of bits, an
+int. A number the code uses as a small positive regulariser or threshold (``x / (x**2 + eps)``,
 ``clamp(min=eps)``, ``abs(x) < cutoff``) is read by :mod:`~gradsmith.discovery.regularisers`.
 """
 
@@ -56,6 +57,8 @@ def read_guards(fn: Any, hints: dict) -> None:
             _sign(node.test, hints, holds=True)
         elif isinstance(node, ast.Call) and _called(node.func) == "_assert" and node.args:
             _sign(node.args[0], hints, holds=True)  # torch._assert(torch.all(x <= 0), msg)
+        if isinstance(node, ast.BinOp):
+            _bit_count(node, hints)
     read_regularisers(fn, hints)  # x / (x**2 + eps) in backward: eps small and positive
 
 
@@ -89,6 +92,18 @@ def _sign(test: ast.AST, hints: dict, holds: bool) -> None:
     if hint.domain is None:
         hint.domain = _SIGNS[op]
         hint.domain_why = "a guard states its sign"
+
+
+def _bit_count(node: ast.BinOp, hints: dict) -> None:
+    """``2 ** bits`` or ``1 << bits``: a number of bits, a positive int (CompressAI's QReLU
+    clamps to ``2 ** bit_depth - 1``; a float tensor -0.86 there made the range empty and
+    forward a constant)."""
+    base = node.left.value if isinstance(node.left, ast.Constant) else None
+    power = isinstance(node.op, ast.Pow) and base in (2, 2.0) and type(base) is not bool
+    shift = isinstance(node.op, ast.LShift) and base == 1 and type(base) is int
+    name = node.right.id if isinstance(node.right, ast.Name) else None
+    if (power or shift) and name in hints and hints[name].kind is None:
+        hints[name].kind, hints[name].count = "int", True
 
 
 def _raises(body: list[ast.stmt]) -> bool:
