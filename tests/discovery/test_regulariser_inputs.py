@@ -111,6 +111,23 @@ def test_a_wrong_pole_still_fails():
     assert not report.passed and "gradient-mismatch" in report.codes("error"), report.summary()
 
 
+class Ranged(Function):
+    @staticmethod
+    def forward(ctx, x, clip_lo, clip_hi):
+        ctx.save_for_backward(x, clip_lo, clip_hi)
+        return x.clamp(clip_lo, clip_hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lo, hi = ctx.saved_tensors
+        return g * ((x >= lo) & (x <= hi)), None, None
+
+
+def test_a_clamp_to_a_range_is_the_operation_not_a_floor():
+    found = synthesize(Ranged)
+    assert "regulariser" not in found.description, found.description
+
+
 def test_a_differentiated_input_is_not_read_as_a_regulariser():
     class Ratio(Function):
         @staticmethod

@@ -9,7 +9,8 @@ the code uses it as such a number, in forward or in backward (through what forwa
 keeps on ctx) or in the functions of its module they hand it to:
 
 - **added in a denominator**: ``x / (x ** 2 + eps)``, ``g / (norm + eps)``;
-- **a floor**: ``clamp(min=eps)``, ``clamp_min(eps)``, ``torch.clamp(x, eps)``;
+- **a floor**: ``clamp(min=eps)``, ``clamp_min(eps)``, ``torch.clamp(x, eps)`` (no upper
+  bound: ``clamp(lo, hi)`` is a range, the operation itself);
 - **a threshold on a magnitude**: ``abs(x) < eps``, ``x.abs() <= cutoff``;
 
 and either backward returns a literal ``None`` for it (a constant the author does not
@@ -161,13 +162,12 @@ def _uses(tree: ast.AST, local: dict[str, str], found: dict[str, str],
                                                 f"`{ast.unparse(node)}`")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in _FLOORS:
-            floor = next((k.value for k in node.keywords if k.arg == "min"), None)
-            if floor is None and node.args:
-                torch_call = isinstance(node.func.value, ast.Name) and \
-                    node.func.value.id == "torch"
-                index = 1 if torch_call else 0
-                floor = node.args[index] if len(node.args) > index else None
-            if (p := param(floor)) is not None:
+            torch_call = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+            bounds = node.args[1:] if torch_call else node.args
+            floor = next((k.value for k in node.keywords if k.arg == "min"),
+                         bounds[0] if bounds else None)
+            ceiling = any(k.arg == "max" for k in node.keywords) or len(bounds) > 1
+            if not ceiling and (p := param(floor)) is not None:  # clamp(lo, hi): a range
                 found.setdefault(p, f"floors a value at it{at}: `{ast.unparse(node)}`")
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
                 node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
