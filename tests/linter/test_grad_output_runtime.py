@@ -80,3 +80,21 @@ def test_saved_softmax_turned_into_the_gradient_breaks_a_second_backward(mod, se
         torch.autograd.grad(loss, logits)
     line = "grad[torch.arange(grad.shape[0]), target] -= 1.0  # GS227"
     assert severity[line, "GS227"] == "warning"
+
+
+def test_what_a_helper_saves_decides_between_gs227_and_gs103(mod, severity):
+    torch.manual_seed(0)
+    logits = torch.randn(4, 5, dtype=torch.double, requires_grad=True)
+    loss = mod.GradientSavedByHelper.apply(logits)
+    (first,) = torch.autograd.grad(loss, logits, retain_graph=True)
+    (ref,) = torch.autograd.grad(torch.logsumexp(logits, -1).sum(), logits)
+    torch.testing.assert_close(first, ref)  # a fresh intermediate: the first backward is right
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(loss, logits)
+    assert severity["dx *= dy  # GS227", "GS227"] == "warning"
+    assert ("dx *= dy  # GS227", "GS103") not in severity
+    x = _x()
+    before = x.detach().clone()
+    mod.InputSavedByHelper.apply(x).backward()
+    assert not torch.equal(x.detach(), before)  # the caller's own tensor changed: harm
+    assert severity["x.mul_(2)  # GS103", "GS103"] == "error"

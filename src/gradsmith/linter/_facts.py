@@ -181,13 +181,57 @@ class Facts:
 
             def visit(stmt, flow, method=method, returned=returned):
                 for node in statement_nodes(stmt):
-                    if is_ctx_call(node, flow.ctx, "save_for_backward"):
-                        calls.append([_saved_kind(flow, a, returned) for a in node.args])
+                    args = node.args if is_ctx_call(node, flow.ctx, "save_for_backward") else (
+                        self._saved_via_helper(node, flow.ctx))
+                    if args is not None:
+                        calls.append([_saved_kind(flow, a, returned) for a in args])
 
             self.walk(method, visit)
         if len(calls) != 1 or None in calls[0]:
             return None
         return tuple(Val(frozenset({kind}), True, single=True) for kind in calls[0])
+
+    def _saved_via_helper(self, node: ast.AST, ctx: str | None) -> list[ast.expr] | None:
+        """Arguments of ``node`` that the helper it calls hands to ``ctx.save_for_backward``
+        (``save(ctx, dx)`` whose body does ``ctx.save_for_backward(*args)``), an unknown item
+        (a ``Starred``) where the call cannot say which; None when it is no such call.
+
+        The helper may live in this module or another linted one.
+        """
+        if ctx is None or not isinstance(node, ast.Call) or not isinstance(
+                node.func, (ast.Name, ast.Attribute)):
+            return None
+        helper = self.fc.source.functions.get(node.func.id) if isinstance(
+            node.func, ast.Name) else None
+        if helper is None:
+            from gradsmith.linter._kernels import finder
+
+            helper = finder(self.sym_of[id(self.fc.source)], self.sym_of)(node.func)
+        if not isinstance(helper, ast.FunctionDef):
+            return None
+        params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+        at = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id == ctx]
+        if not at or at[0] >= len(params):
+            return None
+        saves = [n for n in walk_shallow(helper) if is_ctx_call(n, params[at[0]],
+                                                                 "save_for_backward")]
+        if len(saves) != 1:
+            return None if not saves else [ast.Starred(ast.Constant(None))]
+        vararg = helper.args.vararg.arg if helper.args.vararg else None
+        given = node.args if not any(isinstance(a, ast.Starred) for a in node.args) else None
+        out: list[ast.expr] = []
+        for arg in saves[0].args:
+            if isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name) \
+                    and arg.value.id == vararg and given is not None:
+                out += given[len(params):]
+            elif isinstance(arg, ast.Name) and arg.id in params and given is not None \
+                    and params.index(arg.id) < len(given):
+                out.append(given[params.index(arg.id)])
+            else:
+                kw = next((k.value for k in node.keywords if isinstance(arg, ast.Name)
+                           and k.arg == arg.id), None)
+                out.append(kw if kw is not None else ast.Starred(ast.Constant(None)))
+        return out
 
     @cached_property
     def none_gradients(self) -> set[str]:

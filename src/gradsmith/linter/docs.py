@@ -204,7 +204,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds
   changes); the first such edit of an intermediate is GS227, a warning, as only a second
-  backward through the graph fails. A backward that only raises
+  backward through the graph fails. What a helper receiving ctx saves (`save(ctx, dx)`
+  whose body calls `ctx.save_for_backward(*tensors)`, in this module or another linted
+  one) is known as surely as a direct save. A backward that only raises
   is not counted.
 
 Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
