@@ -69,7 +69,7 @@ def repair(call: Callable[..., Any], build: Callable[[], tuple[list, list[str]]]
             if new_outcome is True:
                 args, parts = _edited(build, [*edits, edit], seed)
                 return Repaired(args, parts, (*edits, edit))
-            if new_exc is not None and message(new_exc) != message(exc) \
+            if new_exc is not None and _where(new_exc) != _where(exc) \
                     and not _undoes(edit, args, new_exc, trial):
                 edits.append(edit)  # a different error: the next one names the next fix
                 args, exc = trial, new_exc
@@ -77,6 +77,15 @@ def repair(call: Callable[..., Any], build: Callable[[], tuple[list, list[str]]]
         else:
             return None
     return None
+
+
+def _where(exc: BaseException) -> tuple:
+    """An error's message and the line it was raised on: the same message raised further on
+    (``zeros_like(weight_b)`` after ``zeros_like(weight_a)``) is a step forward too."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return message(exc), None if tb is None else (tb.tb_frame.f_code, tb.tb_lineno)
 
 
 def _state(args: list) -> tuple:
@@ -105,7 +114,10 @@ def _edited(build, edits: list[Edit], seed: int) -> tuple[list, list[str]]:
     import torch
 
     args, parts = build()
-    args, parts = list(args), list(parts)
+    # A float object of its own per argument (the same 0.1 may fill several): which argument
+    # a frame holds is read by identity (see repair_rules._implicated).
+    args = [float(repr(a)) if type(a) is float else a for a in args]
+    parts = list(parts)
     for n, edit in enumerate(edits):
         old = args[edit.index]
         name = parts[edit.index].split(":", 1)[0].split("=", 1)[0]

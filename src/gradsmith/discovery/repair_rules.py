@@ -162,20 +162,25 @@ def _sizes(text, args, tensors, numbers, first, said, line, local) -> list[Edit]
     at = int(m[1]) if (m := re.search(r"non-singleton dimension (\d+)", text)) else None
     most = max((args[i].dim() for i in tensors), default=0)
     ranked = []
+    for i in tensors:  # the operand the message shows (as it is, or transposed: ``w.T``)
+        shape = tuple(args[i].shape)
+        for d in [0] * (shape in named) + [len(shape) - 1] * (shape[::-1] in named):
+            new = (*shape[:d], pair[0], *shape[d + 1:])
+            ranked.append(((0,), Edit(i, "shape", new, f"{said}: dimension {d} made {pair[0]}")))
     for a, b in (pair, pair[::-1]):
         for i in tensors:
             shape = list(args[i].shape)
             dims = [d for d in reversed(range(len(shape))) if shape[d] == b]
-            line = at - (most - len(shape)) if at is not None else None
-            d = line if line in dims else (dims[0] if dims else None)
+            lined_up = at - (most - len(shape)) if at is not None else None
+            d = lined_up if lined_up in dims else (dims[0] if dims else None)
             if d is None and args[i].numel() == b and args[i].dim() > 1:  # flattened inside
-                ranked.append(((True, True), Edit(i, "shape", (a,), f"{said}: {a} values")))
+                ranked.append(((3,), Edit(i, "shape", (a,), f"{said}: {a} values")))
             if d is None:
                 continue
             new = (*shape[:d], a, *shape[d + 1:])
-            rank = (tuple(shape) not in named, d != line)
-            ranked.append((rank, Edit(i, "shape", new, f"{said}: dimension {d} made {a}")))
-    return [e for _, e in sorted(ranked, key=lambda r: r[0])]
+            ranked.append(((1 + (d != lined_up),),
+                           Edit(i, "shape", new, f"{said}: dimension {d} made {a}")))
+    return list(dict.fromkeys(e for _, e in sorted(ranked, key=lambda r: r[0])))
 
 
 def _number_as_tensor(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
