@@ -179,6 +179,11 @@ ROWS: dict[str, Code] = {
         "error", "gradients",
         "backward is NaN/inf where forward is finite",
         "guard divisions/logs, `torch.where` on safe values"),
+    "nan-gradient-at-scale": Code(
+        "error", "robustness",
+        "backward is NaN/inf at inputs of large magnitude (300 x the example's) where forward "
+        "is finite: an intermediate overflows (exp(-x / a) in a surrogate, x**2 in a norm)",
+        "compute backward in a stable form (sigmoid(z) * (1 - sigmoid(z)), torch.where)"),
     "kink": Code(
         "info", "gradients",
         "the input sits on a non-differentiable point and backward gives a valid subgradient",

@@ -1,10 +1,12 @@
 """Point 6: the same results with non-contiguous inputs and incoming gradients; a backward
-that gives the same answer twice."""
+that gives the same answer twice, and a finite one at large inputs where forward is finite
+(:mod:`~gradsmith.checker.extremes`)."""
 
 from __future__ import annotations
 
 import torch
 
+from gradsmith.checker import extremes
 from gradsmith.checker import noncontiguous as layouts
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
@@ -88,6 +90,7 @@ def run(session: Session) -> list[Finding]:
         subject, ref_out, ref_grads,
         lambda: forward_backward(session, [x.clone() for x in leaves2], leaves2, nc_grads),
         rtol, atol))
+    findings += extremes.findings(session, base, grads, NAME)  # exp(-x / a) overflowing
     leaves3 = [x.clone().requires_grad_(True) for x in base]
     try:
         _, again = forward_backward(session, [x.clone() for x in leaves3], leaves3, grads)
