@@ -45,7 +45,7 @@ class Helpers:
 
     def __init__(self, source: SourceFile, cls: ast.ClassDef | None, resolve, mutations,
                  kernels: Callable[[ast.expr], ast.FunctionDef | None] | None = None,
-                 sym_of: dict | None = None) -> None:
+                 sym_of: dict | None = None, passed: Callable | None = None) -> None:
         self.source = source
         self.functions = source.functions
         self.kernels = kernels
@@ -55,6 +55,7 @@ class Helpers:
         self.resolve = resolve
         self.mutations = mutations
         self.sym_of = sym_of  # all linted modules: helpers imported from them are followed
+        self.passed = passed  # `ctx.fn(...)`: the function the call sites hand forward
         self._summary: dict[int, dict[int, bool]] = {}
         self._optional: dict[int, set[int]] = {}  # parameters written only by option
         self._collective: dict[int, set[int]] = {}  # parameters written only by collectives
@@ -79,6 +80,13 @@ class Helpers:
             node = self.kernels(func)  # a function of another linted module
             if isinstance(node, ast.FunctionDef) and not is_kernel(node):
                 return node, 0
+        if self.passed is not None and isinstance(func, (ast.Name, ast.Attribute)):
+            found = self.passed(call)  # (def, its module's symbols)
+            if found is not None and not is_kernel(found[0]):
+                learn = getattr(self.kernels, "learn", None)
+                if learn is not None:
+                    learn(found[0], found[1])  # its calls resolve in its own module
+                return found[0], 0
         return None
 
     def _home(self, node: ast.FunctionDef) -> Helpers:

@@ -239,6 +239,7 @@ def finder(sym, sym_of: dict):
         return None if module_named(modules_of(sym_of), module, sym) else module
 
     find.owner = lambda node: owners.get(id(node))
+    find.learn = lambda node, owner: owners.setdefault(id(node), owner)
     find.external = external
     find.sym = sym
     return find

@@ -187,6 +187,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   through a C API) are not followed. A local bound to what a helper returns is followed
   into the returned function (`fn = select_impl(kind, stage="bwd")` then `fn(...)`, or
   `_, bwd = load_kernels()` then `bwd(...)`; every function a `return` may give counts).
+  A function the linted calls of `Fn.apply` hand forward, kept on ctx (`ctx.act_bwd =
+  act_bwd`, `Fn.apply(x, w, square_forward, square_backward)`), is what backward's
+  `ctx.act_bwd(...)` (or `fn = ctx.act_bwd; fn(...)`) runs: followed for kernels here and
+  for in-place writes (GS101-GS103, GS227), in the module of the call site.
   A local bound on any branch to an extension's function is followed too (`import
   fused_dense_lib as fused_dense_cuda` inside backward, `fn = fused_dense_cuda.wgrad` on
   one branch, then `fn(...)`). CuTe-DSL kernels count: a call of what `cute.compile(...)`

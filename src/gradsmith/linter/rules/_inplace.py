@@ -12,6 +12,7 @@ from gradsmith.linter._finding import Edit
 from gradsmith.linter._flow import Flow, Val
 from gradsmith.linter._helpers import COLLECTIVE, COLLECTIVES, HelperEdits, Helpers, is_collective
 from gradsmith.linter._kernels import finder
+from gradsmith.linter._passed import passed_helper
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._reuse import unread_after_calls
 from gradsmith.linter.rules._common import nodes, own, short
@@ -228,9 +229,11 @@ def check_inplace(facts: Facts, report) -> None:
     dirty, dirty_unknown = facts.dirty
     buffers = facts.none_gradients  # state updated in place, never differentiated
     kernels = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
+    backward = facts.method("backward")
     helpers = Helpers(facts.fc.source, facts.fc.node, facts.resolver(facts.method("forward")
-                      or facts.method("backward")), mutations, kernels, facts.sym_of).edits if (
-        facts.method("forward") or facts.method("backward")) else None
+                      or backward), mutations, kernels, facts.sym_of,
+                      passed_helper(facts, backward) if backward is not None else None).edits \
+        if (facts.method("forward") or backward) else None
     for method in own(facts, "forward"):
         inputs = set(method.params[0 if facts.fc.setup_style else 1:])
         if method.node.args.vararg:

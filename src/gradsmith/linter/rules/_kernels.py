@@ -13,6 +13,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._pairs import paired, paired_attribute
+from gradsmith.linter._passed import passed_callees
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._returns import as_call, bound_calls, returned
 from gradsmith.linter._symbols import dotted, module_aliases
@@ -68,9 +69,24 @@ def check_opaque_backward(facts: Facts, report) -> None:
                 what = _opaque(node, find, local, scope, pointers=True) or _via_local(
                     node, method.node, find, local, scope) or _via_helper(
                     node, functions, find, facts.sym_of, enclosing=method.node)
+                what = what or _via_passed(facts, method, node)
                 if what:
                     report("GS215", method.source, node, what)
                     break
+
+
+def _via_passed(facts: Facts, method, call: ast.Call) -> str | None:
+    """``ctx.fn(...)`` where the linted calls of ``Fn.apply`` hand forward a kernel or a
+    helper that runs one (``ctx.act_bwd = act_bwd``, ``Fn.apply(x, swiglu_backward)``)."""
+    for arg, caller in passed_callees(facts, method, call):
+        find = finder(caller, facts.sym_of)
+        probe = ast.copy_location(ast.Call(func=arg, args=call.args, keywords=call.keywords),
+                                  call)
+        if _opaque(probe, find) or _via_one_helper(
+                probe, caller.source.functions, find, facts.sym_of):
+            return (f"`{short(ast.unparse(call.func), 20)}` = `{short(ast.unparse(arg), 20)}` "
+                    "(apply arg)")
+    return None
 
 
 #: Names native extensions are bound to (`_C`, `_backend`, `wkv_cuda`, `_nvdiffrast_c`...).
