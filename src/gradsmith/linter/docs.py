@@ -210,8 +210,11 @@ What the analysis takes into account, so that an error is always worth stopping 
   changes); the first such edit of an intermediate is GS227, a warning, as only a second
   backward through the graph fails. What a helper receiving ctx saves (`save(ctx, dx)`
   whose body calls `ctx.save_for_backward(*tensors)`, in this module or another linted
-  one) is known as surely as a direct save. A backward that only raises
-  is not counted.
+  one) is known as surely as a direct save. A call backward makes for its effect alone
+  (result unused; not torch's, not a linted helper whose body shows its writes), handed the
+  output's gradient and a saved intermediate that backward then returns as a gradient
+  (`kernel_inplace(g, target, softmax)` then `return softmax, None`), filled that
+  intermediate: GS227 too. A backward that only raises is not counted.
 
 Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
 `num_batches_tracked`, or whose gradient backward always returns as `None` (state such as

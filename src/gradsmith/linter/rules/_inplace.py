@@ -16,6 +16,7 @@ from gradsmith.linter._passed import passed_helper
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._reuse import unread_after_calls
 from gradsmith.linter.rules._common import nodes, own, short
+from gradsmith.linter.rules._effect import filled_for_effect, returned_names
 from gradsmith.linter.rules._inplace_scope import (
     OPTION,
     by_option,
@@ -328,6 +329,12 @@ def check_inplace(facts: Facts, report) -> None:
                         once_103.append(node)
                         report("GS103", method.source, node, f"{what} on `{label}`")
 
+            if not once and not opt_in:  # `kernel_inplace(g, saved)` then `return saved`
+                for node, arg in filled_for_effect(stmt, flow, returned_names(method.node),
+                                                   helpers)[:1]:
+                    once.append(node)
+                    report("GS227", method.source, node, f"`{short(ast.unparse(node.func))}()` "
+                           f"fills `{arg.id}`, then returned as a gradient")
             if not on_grad:
                 _dirty_gradient(stmt, flow, method, report, on_grad)
             track_fresh_views(stmt, fresh)
