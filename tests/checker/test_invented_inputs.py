@@ -155,3 +155,21 @@ def test_the_checker_tells_an_invented_object_from_the_users_own():
     assert gradsmith.check(_Scaled, x, Invented(scale=2.0, gain=1.0)).passed
     assert "gradient-mismatch" in gradsmith.check(_Scaled, x, Invented(scale=2.0, gain=2.0)
                                                   ).codes("error")
+
+
+class _ShapeBug(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cfg):
+        ctx.cfg = cfg
+        return x * cfg.scale
+
+    @staticmethod
+    def backward(ctx, g):
+        cfg = ctx.cfg
+        return (g * cfg.scale) @ torch.ones(3, 3, dtype=g.dtype), None  # planted: shapes
+
+
+def test_a_shape_error_beside_an_invented_object_stays_backwards():
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    report = gradsmith.check(_ShapeBug, x, Invented(scale=2.0))
+    assert report.verdict == "FAILED" and "backward-error" in report.codes("error")

@@ -22,6 +22,12 @@ from typing import Any
 
 from gradsmith.checker.report import Finding
 
+# Errors about what a value is (an attribute it lacks, a float iterated or used as a key), which
+# an invented value of the wrong kind raises; not torch's RuntimeErrors (shapes, dtypes), which
+# backward's own arithmetic raises on the tensors it computes with.
+_KIND_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+
+
 def is_invented(value: Any) -> bool:
     """Whether ``value`` is a stand-in zero-configuration inputs invented."""
     return bool(getattr(type(value), "_gradsmith_invented", False))
@@ -30,11 +36,14 @@ def is_invented(value: Any) -> bool:
 def invented_cause(exc: BaseException) -> str | None:
     """The stand-in the error arose on, as the name the raising line uses for it (``nufft``),
     or None when the error is not shown to come from one: an ``AttributeError`` raised on a
-    stand-in, or any error raised in a user frame whose failing line uses a local name bound to
-    a stand-in (``for s in nufft.shape``)."""
+    stand-in, or an error about a value's kind (``TypeError``, ``KeyError``, ...; not torch's
+    ``RuntimeError``) raised in a user frame whose failing line uses a local name bound to a
+    stand-in (``for s in nufft.shape``)."""
     from gradsmith.checker.explain import _SKIP_DIRS
 
     on_stand_in = isinstance(exc, AttributeError) and is_invented(getattr(exc, "obj", None))
+    if not isinstance(exc, _KIND_ERRORS):
+        return None  # a shape mismatch in torch beside a stand-in is backward's own
     user = [(f, line) for f, line in traceback.walk_tb(exc.__traceback__)
             if not f.f_code.co_filename.startswith(_SKIP_DIRS)
             and not f.f_code.co_filename.startswith("<")]
