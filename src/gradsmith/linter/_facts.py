@@ -161,6 +161,7 @@ class Facts:
         flow.env = self.initial_env(method)
         if method.name in ("backward", "vjp", "jvp"):
             flow.saved = self.saved_elements
+            flow.layouts = self.saved_layouts if flow.saved is None else None
         return flow
 
     @cached_property
@@ -171,6 +172,29 @@ class Facts:
         ``saved:fresh`` for intermediates computed in forward and not returned (modifying
         those in backward corrupts nothing the caller holds).
         """
+        layouts = self.saved_layouts
+        return next(iter(layouts.values())) if layouts and len(layouts) == 1 and len(
+            self._save_calls) == 1 else None
+
+    @cached_property
+    def saved_layouts(self) -> dict[int, tuple[Val, ...]] | None:
+        """What backward unpacks from ``ctx.saved_tensors``, by the number of names, when
+        every save forward makes on a branch is known item by item (an intermediate only
+        where every save of that length has one at that position)."""
+        calls = self._save_calls
+        if not calls or any(None in c for c in calls):
+            return None
+        layouts = {}
+        for length in {len(c) for c in calls}:
+            same = [c for c in calls if len(c) == length]
+            layouts[length] = tuple(Val(frozenset({
+                "saved:fresh" if all(c[i] == "saved:fresh" for c in same) else "saved"}),
+                True, single=True) for i in range(length))
+        return layouts
+
+    @cached_property
+    def _save_calls(self) -> list[list[str | None]]:
+        """The kind of each argument of each save forward makes (None: unknown)."""
         calls = []
         for name in ("forward", "setup_context"):
             method = self.method(name)
@@ -187,9 +211,7 @@ class Facts:
                         calls.append([_saved_kind(flow, a, returned) for a in args])
 
             self.walk(method, visit)
-        if len(calls) != 1 or None in calls[0]:
-            return None
-        return tuple(Val(frozenset({kind}), True, single=True) for kind in calls[0])
+        return calls
 
     def _saved_via_helper(self, node: ast.AST, ctx: str | None) -> list[ast.expr] | None:
         """Arguments of ``node`` that the helper it calls hands to ``ctx.save_for_backward``

@@ -84,6 +84,9 @@ class Flow:
     env: dict[str, Val] = field(default_factory=dict)
     #: What ``ctx.saved_tensors`` unpacks to, position by position, when forward saves once.
     saved: tuple[Val, ...] | None = None
+    #: By how many names unpack them: what ``ctx.saved_tensors`` holds when forward saves
+    #: different numbers on different branches (backward unpacks per branch too).
+    layouts: dict[int, tuple[Val, ...]] | None = None
 
     depth: int = 0
 
@@ -268,6 +271,9 @@ class Flow:
                     self.bind(elt.value, Val(val.origins, False))
                 elif val.elements is not None and not starred and len(val.elements) == len(elts):
                     self.bind(elt, val.elements[i])
+                elif val.elements is None and not starred and self.layouts and "saved" in \
+                        val.origins and len(elts) in self.layouts:
+                    self.bind(elt, self.layouts[len(elts)][i])
                 elif val.origins:  # items of saved_tensors or of *grads are tensors
                     sure = "saved" in val.origins or "grad" in val.origins
                     self.bind(elt, Val(val.origins, True if sure else None))

@@ -31,7 +31,8 @@ def is_custom_op(node: ast.AST) -> bool:
     """A ``def`` registered with ``@torch.library.custom_op`` (opaque to autograd unless a
     formula is registered for it), or with a project's wrapper of it that names the operator
     the same way (``@cute_op("quack::_softmax_backward", ...)``: a decorator ending in ``op``
-    given a ``"namespace::name"``)."""
+    given a ``"namespace::name"``, or a name and custom_op's ``mutates_args=``, as
+    ``@register_kernel_op("swiglu_bwd", mutates_args=("g",))``)."""
     return isinstance(node, ast.FunctionDef) and any(
         _registers_op(d) for d in node.decorator_list)
 
@@ -46,6 +47,8 @@ def _registers_op(decorator: ast.expr) -> bool:
             decorator.args and isinstance(decorator.args[0], ast.Constant)):
         return False
     name = decorator.args[0].value
+    if any(k.arg == "mutates_args" for k in decorator.keywords):
+        return isinstance(name, str)  # custom_op's own keyword: the wrapper adds the namespace
     return isinstance(name, str) and "::" in name and " " not in name
 
 

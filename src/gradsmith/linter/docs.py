@@ -197,7 +197,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   returns (`import cutlass.cute as cute`), directly or through a function of the linted
   code that returns it (`Kernel.compile(dtype, n)(x, out)`, `k = Kernel.compile(...)`
   then `k(x, out)`), and a custom op registered by a project's wrapper of
-  `torch.library.custom_op` (a decorator whose name ends in `op` given a `"ns::name"`:
+  `torch.library.custom_op` (a decorator whose name ends in `op` given a `"ns::name"`, or
+  a name and custom_op's `mutates_args=`, as `@register_kernel_op("swiglu_bwd",
+  mutates_args=("g",))`:
   `@cute_op("quack::_softmax_backward", ...)`). A module-level name bound to a helper,
   also on one branch of an `if`/`try` at import time (`bwd = _bwd_ext` under `if`,
   `bwd = _bwd_torch` under `else`), is followed into every helper it may hold.
@@ -210,7 +212,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   changes); the first such edit of an intermediate is GS227, a warning, as only a second
   backward through the graph fails. What a helper receiving ctx saves (`save(ctx, dx)`
   whose body calls `ctx.save_for_backward(*tensors)`, in this module or another linted
-  one) is known as surely as a direct save. A call backward makes for its effect alone
+  one) is known as surely as a direct save; when forward saves different numbers of
+  tensors on different branches, each unpack in backward is matched to the save of its
+  length (an intermediate only where every save of that length has one). A call backward
+  makes for its effect alone
   (result unused; not torch's, not a linted helper whose body shows its writes), handed the
   output's gradient and a saved intermediate that backward then returns as a gradient
   (`kernel_inplace(g, target, softmax)` then `return softmax, None`), filled that
