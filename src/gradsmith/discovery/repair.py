@@ -136,6 +136,12 @@ def _edited(build, edits: list[Edit], seed: int) -> tuple[list, list[str]]:
         elif edit.kind == "wrap":  # a flag forward saves for backward: the same, as a tensor
             args[edit.index] = torch.tensor(edit.value, device=_device(args))
             shown = f"{name}=tensor({edit.value!r})"
+        elif edit.kind == "complex":
+            dtype = old.dtype.to_complex() if isinstance(old, torch.Tensor) and \
+                old.is_floating_point() else torch.complex128
+            args[edit.index] = torch.randn(edit.value, dtype=dtype, generator=generator).to(
+                _device(args)).requires_grad_(getattr(old, "requires_grad", True))
+            shown = f"{name}: {str(dtype).removeprefix('torch.')} {tuple(edit.value)}"
         elif edit.kind == "mask":
             args[edit.index] = (torch.rand(edit.value, generator=generator) < 0.5
                                 ).to(_device(args))

@@ -25,7 +25,8 @@ __all__ = ["Edit", "edits_for", "message"]
 class Edit:
     """One change to one argument: ``kind`` is ``shape`` (``value`` a shape: a fresh tensor of
     the argument's dtype), ``number`` (``value`` a Python number or bool), ``index`` (an int64
-    tensor of ``value``'s shape in [0, ``high``)) or ``mask`` (a bool tensor of that shape)."""
+    tensor of ``value``'s shape in [0, ``high``)), ``mask`` (a bool tensor of that shape),
+    ``complex`` (a complex tensor of that shape) or ``wrap`` (``value`` as a tensor)."""
 
     index: int
     kind: str
@@ -187,6 +188,8 @@ def _number_as_tensor(text, args, tensors, numbers, first, said, line, local) ->
     """A number where forward wants a tensor: the input's shape, its last dimension, 0-d."""
     if not re.search(r"'(?:float|int)' object has no attribute|must be Tensor, not (?:float|int)"
                      r"|expected Tensor as element|'(?:float|int)' object is not subscriptable"
+                     r"|object of type '(?:float|int)' has no len\(\)"
+                     r"|unsupported operand type\(s\) for @"
                      r"|invalid combination of arguments - got \(.*Tensor.*float|"
                      r"invalid combination of arguments - got \(.*float.*Tensor", text):
         return []
@@ -270,6 +273,9 @@ def _as_integer(text, args, tensors, numbers, first, said, line, local) -> list[
                  r"|slice indices must be integers|integer argument expected, got float", text):
         out += [Edit(i, "number", 2, f"{said}: an integer") for i in numbers
                 if type(args[i]) is float][:2]
+    if m := re.search(r"must be a (?:tuple|list) of length (\d+)", text):  # one size per axis
+        out += [Edit(i, "number", (max(2, int(args[i])),) * int(m[1]),
+                     f"{said}: one per dimension") for i in numbers if type(args[i]) is int][:1]
     if re.search(r"must be bool, not (?:float|int)", text):
         out += [Edit(i, "number", flag, f"{said}: a bool") for i in numbers
                 if type(args[i]) is float for flag in (False, True)][:2]
@@ -320,5 +326,14 @@ def _saved(text, args, tensors, numbers, first, said, line, local) -> list[Edit]
             if p in saved and i < len(args) and isinstance(args[i], (bool, int, float))][:1]
 
 
-_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar, _as_mask, _saved)
+def _as_complex(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
+    """A real tensor where forward wants a complex one (a non-uniform FFT's values)."""
+    if not re.search(r"dtype of torch\.complex|[Ee]xpected (?:a )?complex|must be complex", text):
+        return []
+    return [Edit(i, "complex", tuple(args[i].shape), f"{said}: complex")
+            for i in tensors][:3]
+
+
+_RULES = (_sizes, _number_as_tensor, _view, _dims, _as_integer, _as_scalar, _as_mask, _saved,
+          _as_complex)
 
