@@ -144,6 +144,54 @@ def test_a_tensor_forward_reads_as_one_number_becomes_0_d():
     assert mode == 0 and "the integer it is compared with" in parts[1]
 
 
+def _nufft_like(points, values, output_shape):
+    if not values.is_complex():
+        raise TypeError("Values must have a dtype of torch.complex64 or torch.complex128")
+    if not isinstance(output_shape, tuple) or len(output_shape) != points.shape[0]:
+        raise ValueError(f"output_shape must be a tuple of length {points.shape[0]}")
+    return (values * points.sum()).abs()
+
+
+def test_complex_values_and_a_size_per_dimension():
+    (_, values, shape), parts = _repaired(_nufft_like, _x(3, 4), _x(3, 4), 2)
+    assert values.dtype == torch.complex128 and shape == (2, 2, 2)
+    assert "dtype of torch.complex64" in parts[1] and "tuple of length 3" in parts[2]
+
+
+def test_numbers_used_as_matrices_or_sequences_become_tensors():
+    (_, a), _ = _repaired(lambda x, a: a @ x, _x(3, 4), 0.1)
+    assert isinstance(a, torch.Tensor)
+    (_, xs), parts = _repaired(lambda x, xs: x * len(xs), _x(3, 4), 0.1)
+    assert isinstance(xs, torch.Tensor) and "has no len()" in parts[1]
+
+
+def test_each_number_forward_uses_as_a_tensor_in_turn():
+    def two(x, a, b):  # the same message twice, on two lines: the second is a step forward
+        za = torch.zeros_like(a)
+        zb = torch.zeros_like(b)
+        return x + za + zb
+
+    (_, a, b), parts = _repaired(two, _x(3, 4), 0.1, 0.1)
+    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+
+
+class SavesItsFlag(Function):
+    @staticmethod
+    def forward(ctx, x, clip):
+        ctx.save_for_backward(x, clip)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g, None
+
+
+def test_a_flag_autograd_must_save_becomes_a_tensor():
+    (_, clip), parts = _repaired(SavesItsFlag.apply, _x(3, 4), True)
+    assert isinstance(clip, torch.Tensor) and clip.item() is True
+    assert "save_for_backward can only save variables" in parts[1]
+
+
 def test_repair_spends_at_most_its_budget_of_probes():
     calls = []
 
