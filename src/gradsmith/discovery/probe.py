@@ -16,9 +16,12 @@ def probe(call: Callable[..., Any], args: list, backward: bool = False) -> bool 
     return probe_failure(call, args)[0]
 
 
-def probe_failure(call: Callable[..., Any], args: list) -> tuple[bool | str, BaseException | None]:
+def probe_failure(call: Callable[..., Any], args: list, complex_ok: bool = False
+                  ) -> tuple[bool | str, BaseException | None]:
     """:func:`probe` of forward, and the exception forward raised (None when it ran): its
-    message and traceback say what to repair (:mod:`~gradsmith.discovery.repair`)."""
+    message and traceback say what to repair (:mod:`~gradsmith.discovery.repair`).
+    ``complex_ok``: a complex output counts as a floating-point one (inputs repaired to be
+    complex, a non-uniform FFT's values, give one)."""
     import warnings
 
     import torch
@@ -29,6 +32,9 @@ def probe_failure(call: Callable[..., Any], args: list) -> tuple[bool | str, Bas
             out = call(*args)
     except Exception as exc:  # the probe failing is expected; try the next layout
         return f"{type(exc).__name__}: {_first_line(exc)}", exc
+    if complex_ok and _has_float_tensor(out, complex_ok=True):
+        out = [o.real if isinstance(o, torch.Tensor) and o.is_complex() else o
+               for o in (out if isinstance(out, (tuple, list)) else (out,))]
     return _read_output(out), None
 
 
@@ -59,10 +65,13 @@ def _all_finite(out: Any) -> bool:
                if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
-def _has_float_tensor(out: Any) -> bool:
+def _has_float_tensor(out: Any, complex_ok: bool = False) -> bool:
     import torch
 
     items = out if isinstance(out, (tuple, list)) else (out,)
+    if complex_ok:
+        return any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+                   for t in items)
     return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in items)
 
 

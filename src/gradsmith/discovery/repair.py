@@ -54,7 +54,7 @@ def repair(call: Callable[..., Any], build: Callable[[], tuple[list, list[str]]]
     if budget[0] <= 0:
         return None
     budget[0] -= 1
-    _, exc = probe_failure(call, args)
+    _, exc = probe_failure(call, args, complex_ok=True)
     seen = {_state(args)}  # argument lists already probed: a repair never goes round in circles
     while budget[0] > 0 and exc is not None:
         for edit in edits_for(exc, args)[:4]:
@@ -65,7 +65,7 @@ def repair(call: Callable[..., Any], build: Callable[[], tuple[list, list[str]]]
                 continue
             seen.add(_state(trial))
             budget[0] -= 1
-            new_outcome, new_exc = probe_failure(call, trial)
+            new_outcome, new_exc = probe_failure(call, trial, complex_ok=True)
             if new_outcome is True:
                 args, parts = _edited(build, [*edits, edit], seed)
                 return Repaired(args, parts, (*edits, edit))
