@@ -254,7 +254,7 @@ def test_a_function_whose_first_layout_runs_never_reaches_the_repair(monkeypatch
     def untouchable(*args, **kwargs):
         raise AssertionError("repair ran for a Function whose first layout runs")
 
-    monkeypatch.setattr(importlib.import_module("gradsmith.discovery.synthesize"), "repair",
+    monkeypatch.setattr(importlib.import_module("gradsmith.discovery.synthesize"), "repair_plans",
                         untouchable)
     found = synthesize(lambda x, w: x * w)
     assert found.description == "x: float64 (3, 4), w: float64 (3, 4)"

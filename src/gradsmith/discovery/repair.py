@@ -21,10 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gradsmith.discovery.build import build_args
+from gradsmith.discovery.layouts import layouts_for
 from gradsmith.discovery.probe import probe_failure
 from gradsmith.discovery.repair_rules import Edit, edits_for, message
+from gradsmith.discovery.slots import Slot
 
-__all__ = ["BUDGET", "Repaired", "repair"]
+__all__ = ["BUDGET", "Repaired", "repair", "repair_plans"]
 
 #: Probes one Function may spend on repairs, the first (failing) probe of each start included.
 BUDGET = 12
@@ -37,6 +40,30 @@ class Repaired:
     args: list
     parts: list[str]
     edits: tuple[Edit, ...]
+
+
+def repair_plans(call: Callable[..., Any], plans: list[list[Slot]], seed: int
+                 ) -> tuple[Repaired, list[Slot]] | None:
+    """Repaired inputs from the first layout of the first and the last plan (the name tables'
+    and the last fallback's), sharing one budget of :data:`BUDGET` probes, and the plan; None
+    when neither start is repaired. Plans with functions only backward calls are left out."""
+    budget = [BUDGET]
+    starts = [p for i, p in enumerate(plans) if p not in plans[:i]
+              and all(s.kind != "function" for s in p)]
+    for slots in [*starts[:1], *starts[-1:]][:len(starts)]:
+        layout = next(iter(layouts_for(slots)), None)
+        if layout is None:
+            continue
+
+        def build(slots=slots, layout=layout) -> tuple[list, list[str]]:
+            return build_args(slots, layout, seed)
+
+        args, parts = build()
+        if len(args) != len(parts):  # *params of modules: one part for several arguments
+            continue
+        if (found := repair(call, build, seed, budget)) is not None:
+            return found, slots
+    return None
 
 
 def repair(call: Callable[..., Any], build: Callable[[], tuple[list, list[str]]],

@@ -58,7 +58,7 @@ from gradsmith.discovery.masks import read_shaped
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
-from gradsmith.discovery.repair import BUDGET, repair
+from gradsmith.discovery.repair import repair_plans
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.slots import (
     Slot,
@@ -199,8 +199,11 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
                               replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
-    if (repaired := _repaired(fn, call, plans, seed, hints, given)) is not None:
-        return repaired  # forward's own error said what to change
+    if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
+        found, slots = fixed
+        raised = backward_error(call, tuple(found.args))
+        return Synthesized(tuple(found.args), ", ".join(found.parts), (), seed,
+                           doubt=doubt(fn, raised, slots, hints, given) if raised else "")
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
 
@@ -213,33 +216,6 @@ def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> S
     call, _, target = signature(fn)
     found = read_shaped(found, call, target, [p.name for p in params])  # masks 0/1, z[..., 0]
     return same_last_sizes(found, getattr(fn, "apply", fn)) if slices_last_dim(fn) else found
-
-
-def _repaired(fn: Any, call, plans: list[list[Slot]], seed: int, hints: dict,
-              given: set[str]) -> Synthesized | None:
-    """Inputs :func:`~gradsmith.discovery.repair.repair` makes forward run on, starting from
-    the first layout of the first two plans (a shared budget of probes), or None."""
-    budget = [BUDGET]
-    starts = [p for i, p in enumerate(plans) if p not in plans[:i]
-              and all(s.kind != "function" for s in p)]
-    for slots in [*starts[:1], *starts[-1:]][:len(starts)]:
-        layout = next(iter(layouts_for(slots)), None)
-        if layout is None:
-            continue
-
-        def build(slots=slots, layout=layout) -> tuple[list, list[str]]:
-            return build_args(slots, layout, seed)
-
-        args, parts = build()
-        if len(args) != len(parts):  # *params of modules: one part for several arguments
-            continue
-        found = repair(call, build, seed, budget)
-        if found is None:
-            continue
-        raised = backward_error(call, tuple(found.args))
-        return Synthesized(tuple(found.args), ", ".join(found.parts), (), seed,
-                           doubt=doubt(fn, raised, slots, hints, given) if raised else "")
-    return None
 
 
 def _first_working(call, slots: list[Slot], seed: int,
