@@ -123,6 +123,14 @@ def test_integers_bools_and_index_tensors_where_forward_wants_them():
     assert upper is False or upper is True
 
 
+def test_a_number_forward_unpacks_as_keyword_arguments_becomes_a_mapping():
+    def blocks(x, scale, kwargs):
+        return torch.nn.functional.softplus(x, **kwargs) * scale
+
+    (_, scale, kwargs), parts = _repaired(blocks, _x(3, 4), 0.1, 0.1)
+    assert kwargs == {} and scale == 0.1 and "must be a mapping, not float" in parts[2]
+
+
 def test_a_tensor_forward_uses_as_a_condition_becomes_a_boolean_mask():
     (_, mask), parts = _repaired(lambda x, mask: torch.where(mask, x, 0.0), _x(3, 4), _x(3, 4))
     assert mask.dtype == torch.bool and mask.shape == (3, 4)

@@ -78,6 +78,8 @@ def _as_integer(text, args, tensors, numbers, first, said, line, local) -> list[
     if m := re.search(r"must be a (?:tuple|list) of length (\d+)", text):  # one size per axis
         out += [Edit(i, "number", (max(2, int(args[i])),) * int(m[1]),
                      f"{said}: one per dimension") for i in numbers if type(args[i]) is int][:1]
+    if re.search(r"argument after \*\* must be a mapping, not (?:float|int)", text):
+        out += [Edit(i, "number", {}, f"{said}: keyword arguments") for i in numbers][:2]
     if re.search(r"must be bool, not (?:float|int)", text):
         out += [Edit(i, "number", flag, f"{said}: a bool") for i in numbers
                 if type(args[i]) is float for flag in (False, True)][:2]

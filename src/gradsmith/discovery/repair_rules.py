@@ -90,6 +90,7 @@ _FOCUS = (
       r"\b(\w+)\s*(?:[!=]=|[<>]=?)\s*[-\w.]+\s*(?::|\band\b|\bor\b|\)|$)")),
     (r"must be Tensor, not|is not subscriptable|object is not iterable",
      (r"\((\w+)\)", r"\b(\w+)\[", r"\bin (\w+)\b")),
+    (r"argument after \*\* must be a mapping", (r"\*\*(\w+)",)),
     (r"expected condition to be a boolean tensor|only supports boolean masks",
      (r"\bwhere\(\s*(\w+)", r"masked_\w+\(\s*(\w+)")),
     (r"can be converted to an index|used as indices|interpreted as an integer"
