@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradsmith.linter import lint
+from gradsmith.linter import _engine, lint
 
 ROOT = Path(__file__).parent / "fixtures" / "passed_fns"
 MLP = ROOT / "pfpkg" / "mlp.py"
@@ -36,6 +36,14 @@ def test_lint_follows_the_function_handed_to_apply():
     marked = sorted((i, c) for i, text in enumerate(MLP.read_text().splitlines(), 1)
                     if "#" in text for c in text.split("#", 1)[1].split() if c.startswith("GS"))
     assert found == marked == [(19, "GS215"), (37, "GS215"), (37, "GS227")]
+
+
+def test_large_tree_prefilter_parses_the_module_of_the_handed_function(monkeypatch):
+    monkeypatch.setattr(_engine, "LARGE_TREE_BYTES", 10)  # the pre-filter is on
+    now, later = _engine._prefilter(_engine.iter_files([ROOT]))
+    assert "pfpkg.act" in {r.module for r in later}  # not parsed up front
+    found = sorted((f.line, f.code) for f in lint(ROOT, config=False))
+    assert found == [(19, "GS215"), (37, "GS215"), (37, "GS227")]
 
 
 def _inputs():

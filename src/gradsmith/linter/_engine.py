@@ -18,6 +18,7 @@ from gradsmith.linter import rules as _rules  # noqa: F401  (registers every rul
 from gradsmith.linter._discovery import Index
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._finding import Edit, LintFinding
+from gradsmith.linter._passed import handed_modules
 from gradsmith.linter._prune import prune
 from gradsmith.linter._registry import CHECKERS, RULES
 from gradsmith.linter._source import SourceError, SourceFile, decode, module_name, parse
@@ -227,8 +228,9 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
     a C++ extension build, ctypes, a registrar given the module at import time), so that
     GS215 can follow a backward's helper to the kernel it runs; and the module of a helper
     a top-level statement of backward calls for its effect (a log-and-assert that always
-    raises, which GS109 reads). One level: a helper's own imports are not pulled in (that
-    would parse most of a large package)."""
+    raises, which GS109 reads); and the modules of the functions the calls of ``Fn.apply``
+    hand forward when backward calls through ctx (``ctx.act_bwd(...)``). One level: a
+    helper's own imports are not pulled in (that would parse most of a large package)."""
     by_module = {r.module: r for r in later if r.module}
     wanted: set[str] = set()
     effects: set[str] = set()  # called for effect (`check(False, log, "...")`): see GS109
@@ -247,6 +249,8 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
                 target = sym.imports.get(parts[0]) if parts and len(parts) == 1 else None
                 if target:
                     effects.add(target.rpartition(".")[0])
+        # functions the calls of `Fn.apply` hand forward for backward's `ctx.fn(...)`
+        wanted.update(handed_modules(fc, index.by_source.values(), _called_modules))
     return [by_module[m] for m in sorted(wanted | effects) if m in by_module and (
         m in effects or _KERNEL_SIGN.search(by_module[m].data))]
 

@@ -100,4 +100,35 @@ def passed_helper(facts, method):
     return resolve
 
 
-__all__ = ["passed_callees", "passed_helper"]
+def handed_modules(fc, symbols, modules_of) -> set[str]:
+    """For the large-tree pre-filter: the modules of the functions the linted calls of
+    ``fc.apply`` pass, when ``fc``'s backward calls through ctx (``ctx.act_bwd(...)`` or a
+    local bound to a ctx attribute). ``modules_of(sym, parts)`` lists the modules a dotted
+    name of ``sym`` may come from."""
+    backward = fc.methods.get("backward")
+    if backward is None or not backward.params:
+        return set()
+    ctx = backward.params[0]
+    through = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name) and n.func.value.id == ctx
+        or isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute)
+        and isinstance(n.value.value, ast.Name) and n.value.value.id == ctx
+        for n in ast.walk(backward.node))
+    if not through:
+        return set()
+    found: set[str] = set()
+    needle = f"{fc.name}.apply"
+    for sym in symbols:
+        if needle not in sym.source.text:
+            continue
+        for node in _apply_calls(sym.source):
+            if _last(node.func.value) == fc.name:
+                for arg in node.args:
+                    parts = dotted(arg)
+                    if parts:
+                        found.update(modules_of(sym, parts))
+    return found
+
+
+__all__ = ["handed_modules", "passed_callees", "passed_helper"]

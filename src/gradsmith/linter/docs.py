@@ -59,7 +59,8 @@ directory is a GS002 finding; it is never opened.
   autograd cannot see into (`triton.jit`, `cpp_extension`, `import ctypes`,
   `custom_op(`, a registrar given `__name__` or `globals()` at import time), or whose
   helper a top-level statement of backward calls for its effect (a log-and-assert that
-  always raises, read by GS109), are parsed. Syntax errors (GS001) in skipped files are not
+  always raises, read by GS109), or of the functions the calls of `Fn.apply` hand a
+  forward whose backward calls through ctx (`ctx.act_bwd(...)`), are parsed. Syntax errors (GS001) in skipped files are not
   reported; files named explicitly on the command line are always parsed.
 - The rules run in a worker thread with a deep stack and a raised recursion limit: valid
   code nests deeper than Python's default limit lets a recursive reader of the tree follow
