@@ -117,6 +117,15 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             value, text = from_use(slot, first_shape)
             args.append(value)
             parts.append(text)
+        elif slot.kind == "split":  # args[:n]: n tensors, each shaped like a tensor slot
+            count = _split_count(slot, slots, overrides)
+            shapes = [layout[min(n_tensors + i, len(layout) - 1)] if layout else (3, 4)
+                      for i in range(count)]
+            n_tensors += count
+            args.extend(tensor(shape, slot) for shape in shapes)
+            parts.append(f"*{slot.name}: {count} {dtype} tensors "
+                         f"{', '.join(str(tuple(s)) for s in shapes)} (forward splits it at "
+                         f"{slot.hint.split_by}: {count} differentiable inputs before it)")
         elif slot.kind == "params":
             params = [p for m in modules for p in m.parameters()]
             args.extend(params)
@@ -129,6 +138,13 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
 
 
 _MISSING = object()
+
+
+def _split_count(slot: Slot, slots: list[Slot], overrides: dict[str, Any]) -> int:
+    """How many tensors a split ``*args`` gets: the int it is split at, as this set has it."""
+    at = next(s for s in slots if s.name == slot.hint.split_by)
+    value = overrides.get(at.name, at.value)
+    return value if type(value) is int and value > 0 else 2
 
 
 def _planted(value: Any, slot: Slot, slots: list[Slot], overrides: dict[str, Any],

@@ -67,6 +67,7 @@ class Hint:
     rows_of: str | None = None     # an index into this parameter's rows (.formula_domains)
     fft_axis: int | None = None    # an FFT's length n along this axis of the signal (.lengths)
     count: bool = False            # range(n): a number of things, so at least 1
+    split_by: str | None = None    # args[:n], args[n:]: *args split at the int parameter n
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -282,6 +283,10 @@ class _Visitor(ast.NodeVisitor):
             if i is not None:
                 self._rank(_param_of(value.value, self.hints), i + 1 if i >= 0 else -i)
         name = _param_of(value, self.hints)
+        if name is not None and isinstance(node.slice, ast.Slice):
+            for bound in (node.slice.lower, node.slice.upper):  # args[:length], args[length:]
+                if isinstance(bound, ast.Name) and bound.id in self.hints and bound.id != name:
+                    self.hints[name].split_by = bound.id
         if name is not None:
             self._set(name, "tensor")
             items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]

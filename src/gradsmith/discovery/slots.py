@@ -55,7 +55,7 @@ class Slot:
 
     name: str
     kind: str                 # value | tensor | index | module | function | params | none
-    #                           | config | sections | size | distance
+    #                           | config | sections | size | distance | split
     value: Any = None
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
@@ -122,6 +122,9 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             continue
         hint = hints.get(p.name, Hint())
         if p.kind is p.VAR_POSITIONAL:
+            if (split := _split_at(p.name, hint, slots)) is not None:
+                slots.append(split)
+                continue
             modules = any(s.kind == "module" for s in slots)
             slots.append(Slot(p.name, "params" if modules else "tensor", hint=hint))
             continue
@@ -174,6 +177,20 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             slots.append(Slot(p.name, "tensor", hint=hint,
                                omittable=hint.optional and kind != "index"))
     return slots
+
+
+def _split_at(name: str, hint: Hint, slots: list[Slot]) -> Slot | None:
+    """``*args`` that forward splits at an int parameter (``args[:length]`` the inputs,
+    ``args[length:]`` the rest, a checkpoint's parameters): as many tensors as that int, which
+    becomes at least 2, so the first part holds two differentiable inputs and each can be
+    switched off in turn (a backward that crashes on a frozen input is caught). The rest stays
+    empty: what it holds by contract (parameters that require grad) has nothing to freeze."""
+    at = next((s for s in slots if s.name == hint.split_by and s.kind == "value"
+               and type(s.value) is int), None)
+    if at is None:
+        return None
+    at.value = max(at.value, 2)
+    return Slot(name, "split", hint=hint)  # no value: a printed template shows `...` here
 
 
 def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
