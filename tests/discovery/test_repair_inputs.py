@@ -59,6 +59,14 @@ def test_a_number_forward_uses_as_a_tensor_becomes_one():
     assert "'float' object has no attribute 'shape'" in parts[1]
 
 
+def test_an_expanded_tensor_gets_the_target_size():
+    def rotations(x):
+        return x.expand(3, 4, 4) @ torch.eye(4, dtype=x.dtype)
+
+    (x,), parts = _repaired(rotations, _x(3, 8))
+    assert x.shape == (3, 4, 4) and "expanded size of the tensor (4)" in parts[0]
+
+
 def test_matrix_operands_get_the_inner_size_the_message_names():
     (x, w), parts = _repaired(lambda x, w: x @ w, _x(4, 8), _x(3, 5))
     assert x.shape == (4, 8) and w.shape == (8, 5)

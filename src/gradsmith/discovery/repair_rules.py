@@ -137,6 +137,11 @@ def _sizes(text, args, tensors, numbers, first, said, line, local) -> list[Edit]
     at = int(m[1]) if (m := re.search(r"non-singleton dimension (\d+)", text)) else None
     most = max((args[i].dim() for i in tensors), default=0)
     ranked = []
+    if m := re.search(r"Target sizes: \[([-\d, ]+)\]\.\s+Tensor sizes: \[([\d, ]*)\]", text):
+        target = tuple(int(d) for d in m[1].split(","))
+        given = tuple(int(d) for d in m[2].split(",") if d.strip())
+        ranked += [((0,), Edit(i, "shape", target, f"{said}: the target size"))
+                   for i in tensors if tuple(args[i].shape) == given and min(target) > 0]
     for i in tensors:  # the operand the message shows (as it is, or transposed: ``w.T``)
         shape = tuple(args[i].shape)
         for d in [0] * (shape in named) + [len(shape) - 1] * (shape[::-1] in named):
