@@ -6,7 +6,8 @@ check's own numbers (``d = J^T v / v`` element by element), ``d`` is matched aga
 families of surrogate gradients, each the derivative of a surrogate ``S = A * F(p * (x - s))``:
 
 - smooth: ``sigmoid``, ``atan``, fast sigmoid ``u / (1 + |u|)`` (SuperSpike), ``tanh``,
-  Gaussian ``erf``, exponential ``sign(u) (1 - exp(-|u|))``: slope ``p`` and amplitude ``A``
+  Gaussian ``erf``, exponential ``sign(u) (1 - exp(-|u|))``, log-abs ``sign(u) log(1 + |u|)``,
+  a square wave's first Fourier term ``sin(u)``: slope ``p`` and amplitude ``A``
   fitted by least squares over a log-spaced search;
 - piecewise: a constant (straight-through with a scale, ``c * x``), a rectangular window or a
   clipped quantizer (``c * x.clamp(lo, hi)``), a triangle (``c (1 - |x - s| / w)`` inside
@@ -47,6 +48,14 @@ SMOOTH: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
     # a derivative that is a tanh: what a surrogate-gradient function argument synthesis
     # invented (tanh(v) * w) gives; the declaration then passes with that function
     "logcosh": ("torch.log(torch.cosh({u}))", torch.tanh),
+    # the derivative of sign(u) log(1 + |u|): spikingjelly's nonzero-sign-log-abs surrogate
+    # (backward grad / (1 / alpha + |x|))
+    "log-abs": ("torch.sign({u}) * torch.log1p(({u}).abs())", lambda u: 1 / (1 + u.abs())),
+}
+# Periodic derivatives, fitted near 0 and confirmed on every value (see _fit_periodic): a
+# cosine, a square wave's first Fourier term (backward 4 / T cos(2 pi x / T) grad).
+PERIODIC: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
+    "sine": ("torch.sin({u})", torch.cos),
 }
 
 
@@ -76,13 +85,13 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
     for shift, values in shifts:
         u = xv - values
         yield from _piecewise(name + shift, u, d, numbers, oracle, values)
-        for source, deriv in SMOOTH.values():
-            fit = fit_smooth(u, d, deriv)
+        for source, deriv, fit_of in _FITS:
+            fit = fit_of(u, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
     for shift, values in smooth_only:  # a staircase's step as a literal: smooth families only
-        for source, deriv in SMOOTH.values():
-            fit = fit_smooth(xv - values, d, deriv)
+        for source, deriv, fit_of in _FITS:
+            fit = fit_of(xv - values, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
     # last (the costliest search): a centre Gaussian less two wide side ones (Yin et al.)
@@ -95,6 +104,23 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
                        f"{_factor(c)} * {name} / {n}.detach()")
 
 
+def _fit_periodic(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float] | None:
+    """:func:`fit_smooth` where surrogate gradients live (``|u| <= 8``: with ``u = 1000`` in
+    the sample the slope search cannot find a cosine's period), kept only when it holds on
+    every value, the far ones included."""
+    near = u.abs() <= 8
+    if int(near.sum()) < 3:
+        return None
+    fit = fit_smooth(u[near], d[near], deriv)
+    if fit is None:
+        return None
+    amplitude, slope = fit
+    err = (d - amplitude * slope * deriv(slope * u)).abs().max() / d.abs().max()
+    return fit if float(err) <= FIT else None
+
+
+_FITS = ([(source, deriv, fit_smooth) for source, deriv in SMOOTH.values()]
+         + [(source, deriv, _fit_periodic) for source, deriv in PERIODIC.values()])
 _STEPS = (1, 0.5)  # where floor's and round's first steps are, written as literals in backward
 
 
