@@ -19,6 +19,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _needs_index,
     _none_kernel,
     _none_when_needed,
+    _padded,
     _perf,
     _precomputed,
     _recompute,
