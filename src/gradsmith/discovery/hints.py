@@ -108,7 +108,10 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
             for call in visitor.helper_calls:
                 _from_helper(call, fn, hints, depth, visitor.tuples)
     if owner is not None and depth == 0:
+        from gradsmith.discovery.passed_types import read_passed_types  # it reads Hint
+
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
+        read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`
     return hints
 
 

@@ -163,6 +163,8 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             value = _table_value(p.name)
             if kind == "int" and value in (-1.0, 1.0) and type(value) is float:
                 value = 1 if value < 0 else 2  # int bounds (floor_a, ceil_a): an open window
+            if kind == "float" and type(value) is int:  # k: float, the usual k = 1 as 1.0
+                value = float(value)
             if value is None or type(value).__name__ != kind:
                 value = {"int": 2, "float": 0.5, "bool": False}[kind]
             if kind == "int" and hint.count and value < 1:  # range(dim): dim = -1 is no dims
