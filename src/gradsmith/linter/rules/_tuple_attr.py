@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from gradsmith.linter._facts import Facts
+from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import own, short
 
@@ -40,7 +41,9 @@ GS240 = Rule(
     "typically on the branch of an option forward accepts but no test sets (the code "
     "that computed the value was commented out). Likewise `dw = None`, `if "
     "ctx.needs_input_grad[1]: dw = ...` and then `dw.to(w.dtype)` with no test of `dw`: it "
-    "raises whenever that input needs no gradient (a frozen weight) and another one does.",
+    "raises whenever that input needs no gradient (a frozen weight) and another one does; "
+    "so does handing such a `dw` to a linted helper whose first lines read an attribute of "
+    "it (`n, k = dw.shape`) before any test of it.",
     "compute the value on that branch before using it, or raise a clear error for the "
     "unsupported option.",
     bad=_H0 + "            q_m = q_m.mean(0)  # GS240\n            return g * 2 - q_m, None\n"
@@ -73,10 +76,10 @@ def check_none_dereferenced(facts: Facts, report) -> None:
                    f"`{node.value.id}.{node.attr}`: `{node.value.id}` is None here")
 
         _visit(method.node.body, frozenset(), found, set(), _is_none, frozenset())
-        _needed_only(method, report)
+        _needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of))
 
 
-def _needed_only(method, report) -> None:
+def _needed_only(method, report, find=None) -> None:
     """``dw = None``, then ``if ctx.needs_input_grad[1]: dw = ...`` (no else), then
     ``dw.to(...)`` with no test of ``dw`` in between: at backward's top level, the read
     raises AttributeError whenever that input needs no gradient (a frozen weight) while
@@ -115,9 +118,54 @@ def _needed_only(method, report) -> None:
                        f"`{name}.{sub.attr}`: `{name}` is None unless `{short(maybe[name])}` "
                        "(a frozen input)")
                 del maybe[name]
+            elif isinstance(sub, ast.Call) and find is not None and maybe:
+                for arg, read in _helper_reads(sub, maybe, find):
+                    report("GS240", method.source, arg,
+                           f"`{arg.id}` (None unless `{short(maybe[arg.id], 30)}`) reaches "
+                           f"`{short(read, 30)}`")
+                    del maybe[arg.id]
         nulls -= stored
         for name in stored:
             maybe.pop(name, None)
+
+
+def _helper_reads(call: ast.Call, maybe: dict, find) -> list[tuple[ast.Name, str]]:
+    """(argument, the attribute read) for each name of ``maybe`` passed by position to a
+    linted helper whose body reads an attribute of that parameter before any statement
+    tests or rebinds it (``n, k = parallel_dw.shape`` as its first line)."""
+    args = [(i, a) for i, a in enumerate(call.args) if isinstance(a, ast.Name)
+            and a.id in maybe]
+    if not args or any(isinstance(a, ast.Starred) for a in call.args):
+        return []
+    helper = find(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
+    if not isinstance(helper, ast.FunctionDef) or helper.args.posonlyargs:
+        return []
+    params = [a.arg for a in helper.args.args]
+    found = []
+    for index, arg in args:
+        if index < len(params):
+            read = _first_read(helper.body, params[index])
+            if read is not None:
+                found.append((arg, f"{helper.name}(): {read}"))
+    return found
+
+
+def _first_read(body: list[ast.stmt], name: str) -> str | None:
+    """``name.attr`` read by a plain top-level statement of ``body`` before any statement
+    tests, rebinds or branches on anything."""
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # the docstring
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr,
+                                 ast.Return)) or name in _guarded(stmt):
+            return None
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
+                    and sub.value.id == name and not sub.attr.startswith("__"):
+                return f"{name}.{sub.attr}"
+        if name in _stored(stmt):
+            return None
+    return None
 
 
 def _needs_test(test: ast.expr) -> bool:
