@@ -142,7 +142,7 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             continue
         if p.default is not p.empty:
             if p.default is None and (kind in ("tensor", "index") or (
-                    kind is None and p.name in _TENSOR_NAMES)):
+                    kind is None and _tensor_named(p.name))):
                 slots.append(Slot(p.name, "none", hint=hint, optional_tensor=True))
             else:
                 slots.append(Slot(p.name, "value", p.default, hint))
@@ -179,6 +179,12 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             slots.append(Slot(p.name, "tensor", hint=hint,
                                omittable=hint.optional and kind != "index"))
     return slots
+
+
+def _tensor_named(name: str) -> bool:
+    """Named like a tensor: ``bias``, ``x``, or a mask, bias or weight of something
+    (``weight_mask``, ``attn_bias``; a None default then means a tensor that may be absent)."""
+    return name in _TENSOR_NAMES or name.rsplit("_", 1)[-1] in {"mask", "bias", "weight"}
 
 
 def _split_at(name: str, hint: Hint, slots: list[Slot]) -> Slot | None:
