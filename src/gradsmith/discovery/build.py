@@ -117,6 +117,12 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             value, text = from_use(slot, first_shape)
             args.append(value)
             parts.append(text)
+        elif slot.kind == "row_size":  # t.view(-1, n): a row of the first tensor
+            value = first_shape[-1] if first_shape else 1
+            value = value if over is _MISSING else over
+            args.append(value)
+            parts.append(f"{slot.name}={value!r} (forward views rows of it: the first tensor's "
+                         "last size)")
         elif slot.kind == "split":  # args[:n]: n tensors, each shaped like a tensor slot
             count = _split_count(slot, slots, overrides)
             shapes = [layout[min(n_tensors + i, len(layout) - 1)] if layout else (3, 4)

@@ -68,6 +68,7 @@ class Hint:
     fft_axis: int | None = None    # an FFT's length n along this axis of the signal (.lengths)
     count: bool = False            # range(n): a number of things, so at least 1
     split_by: str | None = None    # args[:n], args[n:]: *args split at the int parameter n
+    row_size: bool = False         # t.view(-1, n): n is the size of a row of t
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -416,6 +417,11 @@ class _Visitor(ast.NodeVisitor):
                 i = _int(node.args[0])
                 if i is not None and func.attr == "size":
                     self._rank(owner, i + 1 if i >= 0 else -i)
+            if func.attr in ("view", "reshape") and len(node.args) == 2 and \
+                    _int(node.args[0]) == -1:  # t.view(-1, n): rows of n elements
+                size = _param_of(node.args[1], self.hints)
+                if size is not None and self.hints[size].kind in (None, "int"):
+                    self.hints[size].kind, self.hints[size].row_size = "int", True
             if owner is not None and func.attr in ("view", "reshape") and len(node.args) >= 2:
                 last = _int(node.args[-1])
                 if last is not None and last > 0 and _int(node.args[0]) == -1:

@@ -55,7 +55,7 @@ class Slot:
 
     name: str
     kind: str                 # value | tensor | index | module | function | params | none
-    #                           | config | sections | size | distance | split
+    #                           | config | sections | size | distance | split | row_size
     value: Any = None
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
@@ -157,6 +157,8 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
         elif kind == "str":
             value = hint.literals[0] if hint.literals else _STR_VALUES.get(p.name)
             slots.append(Slot(p.name, "value", value, hint))
+        elif kind == "int" and hint.row_size and not hint.literals:
+            slots.append(Slot(p.name, "row_size", hint=hint))  # the first tensor's last size
         elif kind in ("int", "float") and hint.literals:  # a mode selector: its first value
             slots.append(Slot(p.name, "value", hint.literals[0], hint))
         elif kind in ("int", "float", "bool"):
