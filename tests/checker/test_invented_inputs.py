@@ -22,7 +22,8 @@ import torch
 import gradsmith
 from gradsmith.checkrun.session import run_check
 from gradsmith.discovery import Source
-from gradsmith.discovery.builders import Invented, backward_attributes
+from gradsmith.discovery.backward_attributes import backward_attributes
+from gradsmith.discovery.builders import Invented
 
 OPS = '''
 import torch
