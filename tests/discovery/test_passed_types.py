@@ -40,6 +40,19 @@ class LeakySpike(torch.autograd.Function):
         return leaky_backward(grad_output, ctx.saved_tensors[0], ctx.leak, ctx.k)
 
 
+class QPseudoSpike(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(x)
+        ctx.alpha = alpha
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return (1 + 2 / (ctx.alpha - 1) * x.abs()).pow(-ctx.alpha) * grad_output, None
+
+
 class Swapped(LeakySpike):
     @staticmethod
     def backward(ctx, grad_output):
@@ -84,3 +97,25 @@ def test_printed_declaration_passes_and_a_swapped_backward_fails(module):
     by_hand = lambda x, leak, k: leak * x + (k - leak) * x.clamp(min=0)  # noqa: E731
     assert gradsmith.check(module.LeakySpike, *args, surrogate=by_hand).passed
     assert not gradsmith.check(module.Swapped, *args, surrogate=by_hand).passed
+
+
+def test_a_float_backward_divides_by_less_one_is_above_one(module):
+    """``2 / (alpha - 1)``: alpha = 0.5 made the base negative and the gradient NaN (a false
+    nan-gradient and gradient-mismatch on an estimator); alpha = 2 is in the family's domain."""
+    found = synthesize(module.QPseudoSpike)
+    x, alpha = found.args
+    assert alpha == 2.0
+    # Independent reference: at alpha = 2 backward is autograd of x / (1 + 2|x|)
+    leaf = x.detach().clone().requires_grad_(True)
+    (want,) = torch.autograd.grad((leaf / (1 + 2 * leaf.abs())).sum(), leaf)
+    leaf = x.detach().clone().requires_grad_(True)
+    (got,) = torch.autograd.grad(module.QPseudoSpike.apply(leaf, alpha).sum(), leaf)
+    torch.testing.assert_close(got, want)
+    report = gradsmith.check(module.QPseudoSpike, x.detach(), alpha)
+    assert report.codes("error") == {"undeclared-estimator"}, str(report)
+    (f,) = report.errors
+    factory, source = re.search(r"example\((lambda: .*), surrogate=(lambda .*)\)$",
+                                f.details["declaration"]).groups()
+    args = eval(factory, {"torch": torch})()  # noqa: S307 - gradsmith's own line, as printed
+    declared = eval(source, {"torch": torch})  # noqa: S307
+    assert gradsmith.check(module.QPseudoSpike, *args, surrogate=declared).passed

@@ -69,6 +69,7 @@ class Hint:
     count: bool = False            # range(n): a number of things, so at least 1
     split_by: str | None = None    # args[:n], args[n:]: *args split at the int parameter n
     row_size: bool = False         # t.view(-1, n): n is the size of a row of t
+    above: float | None = None     # backward divides by (ctx.p - c): p lies above c
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

@@ -49,6 +49,7 @@ def read_passed_types(owner: Any, forward: Any, hints: dict[str, Hint]) -> None:
     stored = stored_on_ctx(_parse(forward), list(hints))
     if not stored:
         return
+    _divisors(tree, stored, hints)
     for call in ast.walk(tree):
         if not isinstance(call, ast.Call):
             continue
@@ -61,6 +62,21 @@ def read_passed_types(owner: Any, forward: Any, hints: dict[str, Hint]) -> None:
                     and isinstance(arg.value, ast.Name) and arg.value.id == "ctx"
                     and arg.attr in stored and hints[stored[arg.attr]].kind is None):
                 hints[stored[arg.attr]].kind = kind
+
+
+def _divisors(tree: ast.AST, stored: dict[str, str], hints: dict[str, Hint]) -> None:
+    """``2 / (ctx.alpha - 1)`` in backward: ``alpha`` lies above 1 (a q-pseudo-spike's
+    ``(1 + 2 / (alpha - 1) |x|) ** -alpha`` is NaN for |x| > 0.25 at alpha 0.5)."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+            continue
+        den = node.right
+        if (isinstance(den, ast.BinOp) and isinstance(den.op, ast.Sub)
+                and isinstance(den.left, ast.Attribute) and isinstance(den.left.value, ast.Name)
+                and den.left.value.id == "ctx" and den.left.attr in stored
+                and isinstance(den.right, ast.Constant) and type(den.right.value) in (int, float)
+                and den.right.value > 0):
+            hints[stored[den.left.attr]].above = float(den.right.value)
 
 
 def _annotated_kinds(helper: Any) -> list[str | None]:

@@ -171,16 +171,24 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
                 value = {"int": 2, "float": 0.5, "bool": False}[kind]
             if kind == "int" and hint.count and value < 1:  # range(dim): dim = -1 is no dims
                 value = 1
-            slots.append(Slot(p.name, "value", value, hint))
+            slots.append(Slot(p.name, "value", _above(value, hint), hint))
         elif kind == "tensor" and p.name.rstrip("_") in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
             # alpha.item(), min_val.type_as(x): a scalar tensor holding the usual value
             slots.append(Slot(p.name, "scalar", _table_value(p.name), hint))
         elif kind is None and _table_value(p.name) is not None:
-            slots.append(Slot(p.name, "value", _table_value(p.name), hint))
+            slots.append(Slot(p.name, "value", _above(_table_value(p.name), hint), hint))
         else:
             slots.append(Slot(p.name, "tensor", hint=hint,
                                omittable=hint.optional and kind != "index"))
     return slots
+
+
+def _above(value: Any, hint: Hint) -> Any:
+    """A float that backward divides by ``(value - c)`` (``2 / (alpha - 1)``) above ``c``:
+    ``c + 1`` (alpha = 2, not 0.5), other values as they are."""
+    if type(value) is float and hint.above is not None and value <= hint.above:
+        return hint.above + 1.0
+    return value
 
 
 def _tensor_named(name: str) -> bool:
