@@ -128,3 +128,24 @@ def test_command_line_on_odd_files_exits_cleanly(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr  # the GS001/GS002 errors, nothing else
     assert "Traceback" not in proc.stderr and "GS003" not in proc.stdout
+
+
+def test_rule_out_of_stack_runs_again_deep_without_duplicate_findings():
+    """A checker that reports and then recurses past the default limit is run again on a
+    deep stack: its findings appear once, and no GS003."""
+    from gradsmith.linter import _engine
+
+    def depth(n):
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    calls = []
+    need = sys.getrecursionlimit() + 500  # past the default limit, well within the deep one
+
+    def check(target, report):
+        calls.append(target)
+        report("GS302", "f.py", (1, 0), "first")
+        assert depth(need) == need
+
+    reporter = _engine.Reporter()
+    _engine._guarded(check, "t", reporter, "GS302", "f.py", (1, 0))
+    assert [f.code for f in reporter.findings] == ["GS302"] and len(calls) == 2

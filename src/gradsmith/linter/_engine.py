@@ -169,14 +169,14 @@ def analyse(raws: list[RawFile]) -> list[LintFinding]:
     """Run every checker over the files; returns unfiltered findings.
 
     The cyclic garbage collector is paused meanwhile: its full collections traverse every
-    live AST node, which made lint time grow quadratically with the size of the code. The
-    rules run with a deep stack (see ``_stack``): valid code can nest deeper than the
-    default recursion limit lets a recursive reader follow.
+    live AST node, which made lint time grow quadratically with the size of the code. A
+    rule that runs out of stack on deeply nested valid code is run again with a deep one
+    (see ``_guarded`` and ``_stack``).
     """
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return deep(_analyse, raws)
+        return _analyse(raws)
     finally:
         _kernels.forget()
         _project.forget()
@@ -269,8 +269,13 @@ def _called_modules(sym: ModuleSymbols, parts: list[str]) -> list[str]:
 
 
 def _guarded(check, target, reporter: Reporter, code: str, source, where) -> None:
+    start = len(reporter.findings)
     try:
-        check(target, reporter)
+        try:
+            check(target, reporter)
+        except RecursionError:  # valid code nested deeper than the default stack allows
+            del reporter.findings[start:]
+            deep(check, target, reporter)
     except Exception as exc:  # a rule bug must never take the run down
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         reporter(

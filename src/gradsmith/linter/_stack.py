@@ -1,11 +1,12 @@
-"""Run the analysis with room for deep syntax trees.
+"""Run a rule again with room for deep syntax trees.
 
 Valid Python can nest far deeper than the interpreter's default recursion limit allows a
 recursive reader of its tree: CPython compiles a chain of 1,200 method calls
-(``x.t().t()...``) or a sum of 2,500 terms, and every rule that evaluates an expression
-recursively would stop with ``RecursionError`` (an internal error, GS003). The analysis
-therefore runs in a worker thread with a large stack and a raised recursion limit; the
-stack is reserved address space, touched only as deep as the code goes.
+(``x.t().t()...``) or a sum of 2,500 terms, and a rule that evaluates an expression
+recursively would stop with ``RecursionError`` (an internal error, GS003). Such a rule is
+run again in a worker thread with a large stack and a raised recursion limit; the stack is
+reserved address space, touched only as deep as the code goes. Only the rare rule that
+ran out of stack pays for the thread; everything else runs in the caller's thread.
 """
 
 from __future__ import annotations
@@ -52,11 +53,27 @@ def deep(fn: Callable[..., T], *args) -> T:
             threading.stack_size(old_stack)
         try:
             worker.join()
+        except BaseException:  # Ctrl-C reaches this thread only: stop the worker as well
+            _interrupt(worker)
+            worker.join(timeout=10)
+            box.clear()  # the worker's traceback holds every syntax tree: let them go now
+            raise
         finally:
             sys.setrecursionlimit(old_limit)
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[return-value]
+
+
+def _interrupt(worker: threading.Thread) -> None:
+    """Raise KeyboardInterrupt in ``worker`` at its next bytecode (CPython's
+    ``PyThreadState_SetAsyncExc``), so that an interrupted lint stops at once instead of
+    finishing the analysis no one waits for."""
+    import ctypes
+
+    if worker.ident is not None and worker.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                   ctypes.py_object(KeyboardInterrupt))
 
 
 __all__ = ["deep"]

@@ -62,9 +62,10 @@ directory is a GS002 finding; it is never opened.
   always raises, read by GS109), or of the functions the calls of `Fn.apply` hand a
   forward whose backward calls through ctx (`ctx.act_bwd(...)`), are parsed. Syntax errors (GS001) in skipped files are not
   reported; files named explicitly on the command line are always parsed.
-- The rules run in a worker thread with a deep stack and a raised recursion limit: valid
-  code nests deeper than Python's default limit lets a recursive reader of the tree follow
-  (a chain of 1,200 `.t()` calls compiles), and such a file must not stop a rule (GS003).
+- A rule that runs out of stack is run again in a worker thread with a deep stack and a
+  raised recursion limit: valid code nests deeper than Python's default limit lets a
+  recursive reader of the tree follow (a chain of 1,200 `.t()` calls compiles), and such a
+  file must not stop a rule (GS003).
 
 Messages are one line (at most 100 characters); `gradsmith lint --explain GS101` prints the
 why, the fix and the examples below. `--fix --diff` (or `--diff`) previews the fixes as a
