@@ -56,7 +56,7 @@ def findings(session: Session, base: list[torch.Tensor], grads: list[torch.Tenso
             "norm), and training on such inputs gets NaN",
             "compute backward in a stable form (torch.sigmoid(z) * (1 - torch.sigmoid(z)) "
             "instead of exp(-z) / (1 + exp(-z))**2; torch.where on a safe value; rescale "
-            "before squaring)", check, label, {"scale": SCALE, "elements": len(bad)}))
+            "before squaring)", check, label, {"scale": SCALE, "count": len(bad)}))
     return found
 
 
