@@ -205,13 +205,19 @@ class Facts:
 
             def visit(stmt, flow, method=method, returned=returned):
                 for node in statement_nodes(stmt):
-                    args = node.args if is_ctx_call(node, flow.ctx, "save_for_backward") else (
-                        self._saved_via_helper(node, flow.ctx))
+                    args = self.saved_args(node, flow.ctx)
                     if args is not None:
                         calls.append([_saved_kind(flow, a, returned) for a in args])
 
             self.walk(method, visit)
         return calls
+
+    def saved_args(self, node: ast.AST, ctx: str | None) -> list[ast.expr] | None:
+        """What ``node`` saves: the arguments of ``ctx.save_for_backward(...)``, or those a
+        helper receiving ctx saves (see `_saved_via_helper`); None when it saves nothing."""
+        if is_ctx_call(node, ctx, "save_for_backward"):
+            return list(node.args)
+        return self._saved_via_helper(node, ctx)
 
     def _saved_via_helper(self, node: ast.AST, ctx: str | None) -> list[ast.expr] | None:
         """Arguments of ``node`` that the helper it calls hands to ``ctx.save_for_backward``

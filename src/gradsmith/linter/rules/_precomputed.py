@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from gradsmith.linter._evidence import evidence
-from gradsmith.linter._facts import Facts, is_ctx_call
+from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter._kernels import finder, launched
 from gradsmith.linter._registry import Rule, checker
@@ -151,8 +151,9 @@ def _forward_gradients(facts: Facts, method) -> tuple[set[str], set[int]]:
                     filled = {a.id for a in args if a.id not in inputs | derived}
                     derived |= filled
                     computed |= filled
-            elif is_ctx_call(call, ctx, "save_for_backward"):
-                for i, arg in enumerate(call.args):
+            elif (saved := facts.saved_args(call, ctx)) is not None:
+                # a direct save, or a helper's (`save(ctx, dx)`): the same slots
+                for i, arg in enumerate(saved):
                     if isinstance(arg, ast.Starred):
                         break
                     if isinstance(arg, ast.Name) and arg.id in computed \
