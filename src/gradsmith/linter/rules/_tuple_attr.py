@@ -8,6 +8,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import own, short
+from gradsmith.linter.rules._saved_if_needed import needs_test, saved_if_needed, unpacked
 
 _H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n" \
      "    def forward(ctx, *xs):\n        return tuple(x * 2 for x in xs)\n\n" \
@@ -43,7 +44,9 @@ GS240 = Rule(
     "ctx.needs_input_grad[1]: dw = ...` and then `dw.to(w.dtype)` with no test of `dw`: it "
     "raises whenever that input needs no gradient (a frozen weight) and another one does; "
     "so does handing such a `dw` to a linted helper whose first lines read an attribute of "
-    "it (`n, k = dw.shape`) before any test of it.",
+    "it (`n, k = dw.shape`) before any test of it, and reading a tensor forward saved "
+    "only when an input needs a gradient (`save_for_backward(x if ctx.needs_input_grad[1] "
+    "else None)`, or a ctx flag set from `w.requires_grad`) outside a test of that need.",
     "compute the value on that branch before using it, or raise a clear error for the "
     "unsupported option.",
     bad=_H0 + "            q_m = q_m.mean(0)  # GS240\n            return g * 2 - q_m, None\n"
@@ -76,14 +79,17 @@ def check_none_dereferenced(facts: Facts, report) -> None:
                    f"`{node.value.id}.{node.attr}`: `{node.value.id}` is None here")
 
         _visit(method.node.body, frozenset(), found, set(), _is_none, frozenset())
-        _needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of))
+        _needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of),
+                     saved_if_needed(facts), facts.ctx_of(method))
 
 
-def _needed_only(method, report, find=None) -> None:
+def _needed_only(method, report, find=None, saved=({}, frozenset()), ctx=None) -> None:
     """``dw = None``, then ``if ctx.needs_input_grad[1]: dw = ...`` (no else), then
     ``dw.to(...)`` with no test of ``dw`` in between: at backward's top level, the read
     raises AttributeError whenever that input needs no gradient (a frozen weight) while
-    another one does."""
+    another one does. So does a saved tensor that forward saves only under such a test
+    (``saved``: slot -> test, and the ctx attributes holding one)."""
+    slots, flags = saved
     nulls: set[str] = set()
     maybe: dict[str, str] = {}
     for stmt in method.node.body:
@@ -97,14 +103,14 @@ def _needed_only(method, report, find=None) -> None:
             for name in names:
                 maybe.pop(name, None)
             continue
-        if isinstance(stmt, ast.If) and not stmt.orelse and _needs_test(stmt.test) \
+        if isinstance(stmt, ast.If) and not stmt.orelse and needs_test(stmt.test, flags) \
                 and not _leaves(stmt.body):
             test = ast.unparse(stmt.test)
             for name in stored & nulls:
                 maybe[name] = test
             nulls -= stored
             continue
-        if isinstance(stmt, (ast.If, ast.While)) and _needs_test(stmt.test) and _leaves(
+        if isinstance(stmt, (ast.If, ast.While)) and needs_test(stmt.test, flags) and _leaves(
                 stmt.body):
             maybe.clear()  # `if not ctx.needs_input_grad[1]: return ...`
         for name in list(maybe):
@@ -127,6 +133,9 @@ def _needed_only(method, report, find=None) -> None:
         nulls -= stored
         for name in stored:
             maybe.pop(name, None)
+        for slot, name in unpacked(stmt, ctx):
+            if slot in slots:
+                maybe[name] = slots[slot]
 
 
 def _helper_reads(call: ast.Call, maybe: dict, find) -> list[tuple[ast.Name, str]]:
@@ -166,13 +175,6 @@ def _first_read(body: list[ast.stmt], name: str) -> str | None:
         if name in _stored(stmt):
             return None
     return None
-
-
-def _needs_test(test: ast.expr) -> bool:
-    """A test of whether an input wants a gradient (``ctx.needs_input_grad[i]``,
-    ``w.requires_grad``)."""
-    return any(isinstance(n, ast.Attribute) and n.attr in ("needs_input_grad", "requires_grad")
-               for n in ast.walk(test))
 
 
 def _leaves(body: list[ast.stmt]) -> bool:
