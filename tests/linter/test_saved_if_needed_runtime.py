@@ -45,5 +45,21 @@ def test_gs240_names_the_saves_and_not_the_guarded_twin(mod):
                                                    (x, w)),
                                torch.autograd.grad((x @ w.t()).sum(), (x, w)))
     found = sorted((f.line, f.severity) for f in lint(FIXTURE, config=False)
-                   if f.code == "GS240")
-    assert found == [(24, "warning"), (25, "warning")]
+                   if f.code == "GS240" and f.line < 50)
+    assert found == [(25, "warning"), (26, "warning")]
+
+
+def test_forward_scaling_a_gradient_computed_only_when_wanted(mod):
+    """``dx = 2 * x if wanted else None`` then ``dx /= n``: right when x needs a gradient,
+    TypeError on an input that requires no grad (inference on frozen weights); GS240 names the line."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(mod.MeanSquareGradInForward.apply(x, "mean"), x)
+    (want,) = torch.autograd.grad((x * x).mean(), x)
+    torch.testing.assert_close(got, want)
+    with pytest.raises(TypeError, match="NoneType"):
+        mod.MeanSquareGradInForward.apply(x.detach(), "mean")
+    found = [(f.line, f.severity) for f in lint(FIXTURE, config=False)
+             if f.code == "GS240" and f.line > 50]
+    assert found == [(67, "warning")]
+    assert "`dx /=` on None (TypeError)" in next(f.message for f in lint(FIXTURE, config=False) if f.line == 67)

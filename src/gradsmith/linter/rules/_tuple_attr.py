@@ -7,8 +7,9 @@ import ast
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._common import own, short
-from gradsmith.linter.rules._saved_if_needed import needs_test, saved_if_needed, unpacked
+from gradsmith.linter.rules._common import own
+from gradsmith.linter.rules._maybe_none import is_none, needed_only, stored_names
+from gradsmith.linter.rules._saved_if_needed import saved_if_needed
 
 _H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n" \
      "    def forward(ctx, *xs):\n        return tuple(x * 2 for x in xs)\n\n" \
@@ -46,7 +47,9 @@ GS240 = Rule(
     "so does handing such a `dw` to a linted helper whose first lines read an attribute of "
     "it (`n, k = dw.shape`) before any test of it, and reading a tensor forward saved "
     "only when an input needs a gradient (`save_for_backward(x if ctx.needs_input_grad[1] "
-    "else None)`, or a ctx flag set from `w.requires_grad`) outside a test of that need.",
+    "else None)`, or a ctx flag set from `w.requires_grad`) outside a test of that need. "
+    "In forward, `dx = ... if needs_grad else None` then `dx /= n` (TypeError) fails "
+    "whenever no input requires grad (inference on frozen or detached tensors).",
     "compute the value on that branch before using it, or raise a clear error for the "
     "unsupported option.",
     bad=_H0 + "            q_m = q_m.mean(0)  # GS240\n            return g * 2 - q_m, None\n"
@@ -78,128 +81,12 @@ def check_none_dereferenced(facts: Facts, report) -> None:
             report("GS240", method.source, node,
                    f"`{node.value.id}.{node.attr}`: `{node.value.id}` is None here")
 
-        _visit(method.node.body, frozenset(), found, set(), _is_none, frozenset())
-        _needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of),
+        _visit(method.node.body, frozenset(), found, set(), is_none, frozenset())
+        needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of),
                      saved_if_needed(facts), facts.ctx_of(method))
-
-
-def _needed_only(method, report, find=None, saved=({}, frozenset()), ctx=None) -> None:
-    """``dw = None``, then ``if ctx.needs_input_grad[1]: dw = ...`` (no else), then
-    ``dw.to(...)`` with no test of ``dw`` in between: at backward's top level, the read
-    raises AttributeError whenever that input needs no gradient (a frozen weight) while
-    another one does. So does a saved tensor that forward saves only under such a test
-    (``saved``: slot -> test, and the ctx attributes holding one)."""
-    slots, flags = saved
-    nulls: set[str] = set()
-    maybe: dict[str, str] = {}
-    for stmt in method.node.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        stored = _stored(stmt)
-        if isinstance(stmt, ast.Assign) and _is_none(stmt.value) and all(
-                isinstance(t, ast.Name) for t in stmt.targets):
-            names = {t.id for t in stmt.targets}
-            nulls |= names
-            for name in names:
-                maybe.pop(name, None)
-            continue
-        if isinstance(stmt, ast.If) and not stmt.orelse and needs_test(stmt.test, flags) \
-                and not _leaves(stmt.body):
-            test = ast.unparse(stmt.test)
-            for name in stored & nulls:
-                maybe[name] = test
-            nulls -= stored
-            continue
-        if isinstance(stmt, (ast.If, ast.While)) and needs_test(stmt.test, flags) and _leaves(
-                stmt.body):
-            maybe.clear()  # `if not ctx.needs_input_grad[1]: return ...`
-        for name in list(maybe):
-            if name in _guarded(stmt):
-                del maybe[name]
-        for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
-                    and sub.value.id in maybe and not sub.attr.startswith("__"):
-                name = sub.value.id
-                report("GS240", method.source, sub,
-                       f"`{name}.{sub.attr}`: `{name}` is None unless `{short(maybe[name])}` "
-                       "(a frozen input)")
-                del maybe[name]
-            elif isinstance(sub, ast.Call) and find is not None and maybe:
-                for arg, read in _helper_reads(sub, maybe, find):
-                    report("GS240", method.source, arg,
-                           f"`{arg.id}` (None unless `{short(maybe[arg.id], 30)}`) reaches "
-                           f"`{short(read, 30)}`")
-                    del maybe[arg.id]
-        nulls -= stored
-        for name in stored:
-            maybe.pop(name, None)
-        for slot, name in unpacked(stmt, ctx):
-            if slot in slots:
-                maybe[name] = slots[slot]
-
-
-def _helper_reads(call: ast.Call, maybe: dict, find) -> list[tuple[ast.Name, str]]:
-    """(argument, the attribute read) for each name of ``maybe`` passed by position to a
-    linted helper whose body reads an attribute of that parameter before any statement
-    tests or rebinds it (``n, k = parallel_dw.shape`` as its first line)."""
-    args = [(i, a) for i, a in enumerate(call.args) if isinstance(a, ast.Name)
-            and a.id in maybe]
-    if not args or any(isinstance(a, ast.Starred) for a in call.args):
-        return []
-    helper = find(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
-    if not isinstance(helper, ast.FunctionDef) or helper.args.posonlyargs:
-        return []
-    params = [a.arg for a in helper.args.args]
-    found = []
-    for index, arg in args:
-        if index < len(params):
-            read = _first_read(helper.body, params[index])
-            if read is not None:
-                found.append((arg, f"{helper.name}(): {read}"))
-    return found
-
-
-def _first_read(body: list[ast.stmt], name: str) -> str | None:
-    """``name.attr`` read by a plain top-level statement of ``body`` before any statement
-    tests, rebinds or branches on anything."""
-    for stmt in body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue  # the docstring
-        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr,
-                                 ast.Return)) or name in _guarded(stmt):
-            return None
-        for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
-                    and sub.value.id == name and not sub.attr.startswith("__"):
-                return f"{name}.{sub.attr}"
-        if name in _stored(stmt):
-            return None
-    return None
-
-
-def _leaves(body: list[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue,
-                                                ast.Break))
-
-
-def _guarded(stmt: ast.stmt) -> set[str]:
-    """Names a statement tests (``x is None``, ``if x:``, ``a if x is not None else b``,
-    ``x and x.shape``): a read there may be guarded."""
-    tests: list[ast.AST] = []
-    for sub in ast.walk(stmt):
-        if isinstance(sub, (ast.If, ast.While, ast.IfExp, ast.Assert)):
-            tests.append(sub.test)
-        elif isinstance(sub, ast.BoolOp):
-            tests.extend(sub.values[:-1])
-        elif isinstance(sub, ast.Compare):
-            tests.append(sub)
-        elif isinstance(sub, ast.comprehension):
-            tests.extend(sub.ifs)
-    return {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
-
-
-def _is_none(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and value.value is None
+    for method in own(facts, "forward"):  # `dx = ... if needs_grad else None; dx /= n`
+        needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of),
+                     ({}, saved_if_needed(facts)[1]), facts.ctx_of(method))
 
 
 def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str], binds,
@@ -220,13 +107,13 @@ def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str], 
                 for sub in part if isinstance(part, list) else [part] if part else []:
                     _uses(sub, tuples, found, seen, allowed)
                     mentioned |= {n.id for n in ast.walk(sub) if isinstance(n, ast.Name)}
-            inner = tuples - _stored(stmt) if isinstance(stmt, (ast.For, ast.While)) else tuples
+            inner = tuples - stored_names(stmt) if isinstance(stmt, (ast.For, ast.While)) else tuples
             for block in blocks:
                 _visit(block, inner - mentioned, found, seen, binds, allowed)
-            tuples = tuples - _stored(stmt)
+            tuples = tuples - stored_names(stmt)
             continue
         _uses(stmt, tuples, found, seen, allowed)
-        tuples = tuples - _stored(stmt)
+        tuples = tuples - stored_names(stmt)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
                 stmt.targets[0], ast.Name) and binds(stmt.value):
             tuples = tuples | {stmt.targets[0].id}
@@ -252,10 +139,6 @@ def _is_tuple(value: ast.expr) -> bool:
     return isinstance(value, ast.Tuple) and len(value.elts) >= 2 and not any(
         isinstance(e, ast.Starred) for e in value.elts)
 
-
-def _stored(stmt: ast.stmt) -> frozenset[str]:
-    return frozenset(n.id for n in ast.walk(stmt)
-                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
 __all__ = ["GS239", "GS240"]
