@@ -266,6 +266,24 @@ def test_its_planted_wrong_twin_fails():
     assert "gradient-mismatch" in report.codes("error"), report
 
 
+class PatchesPerChannelOnly(Patches):
+    """Backward written for a contract the repair cannot know (raises on these inputs)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("shape '[4]' is invalid for input of size 12")
+
+
+def test_a_backward_error_on_repaired_inputs_is_not_shown_to_be_the_functions():
+    found = synthesize(PatchesPerChannelOnly)
+    assert isinstance(found, Synthesized), found
+    assert "forward ran only on inputs repaired from its own errors (w)" in found.doubt
+    assert "shape '[4]' is invalid" in found.doubt  # the row is a skip with this reason
+    # The check itself still reports what backward did: only the row's verdict follows doubt.
+    report = gradsmith.check(PatchesPerChannelOnly, *found.args)
+    assert report.codes("error") == {"backward-error"}, report
+
+
 def test_a_function_whose_first_layout_runs_never_reaches_the_repair(monkeypatch):
     def untouchable(*args, **kwargs):
         raise AssertionError("repair ran for a Function whose first layout runs")

@@ -27,7 +27,7 @@ from gradsmith.discovery.probe import probe_failure
 from gradsmith.discovery.repair_rules import Edit, edits_for, message
 from gradsmith.discovery.slots import Slot
 
-__all__ = ["BUDGET", "Repaired", "repair", "repair_plans"]
+__all__ = ["BUDGET", "Repaired", "repair", "repair_plans", "repaired_doubt"]
 
 #: Probes one Function may spend on repairs, the first (failing) probe of each start included.
 BUDGET = 12
@@ -64,6 +64,24 @@ def repair_plans(call: Callable[..., Any], plans: list[list[Slot]], seed: int
         if (found := repair(call, build, seed, budget)) is not None:
             return found, slots
     return None
+
+
+def repaired_doubt(fn: Any, raised: str, found: Repaired, slots: list[Slot], hints: dict) -> str:
+    """Why a backward-error on repaired inputs is not shown to be the Function's: the repair
+    made forward run, nothing showed the inputs are of the kinds and shapes backward is
+    written for (a per-channel ``clip_lo`` given the input's shape, a ``sigma`` that requires
+    grad). The row is a skip with this reason when backward's error is its only error."""
+    from gradsmith.discovery.suggestion import no_inputs_reason
+
+    what = ", ".join(dict.fromkeys(_name(found.parts[e.index]) for e in found.edits))
+    return no_inputs_reason(
+        fn, f"forward ran only on inputs repaired from its own errors ({what}) and backward "
+        f"raised on them ({raised}): a repair is a guess, so the error is not shown to be the "
+        "Function's", slots, hints, lead="the repaired inputs are not shown to fit")
+
+
+def _name(part: str) -> str:
+    return part.split(":", 1)[0].split("=", 1)[0]
 
 
 def repair(call: Callable[..., Any], build: Callable[[], tuple[list, list[str]]],
@@ -147,7 +165,7 @@ def _edited(build, edits: list[Edit], seed: int) -> tuple[list, list[str]]:
     parts = list(parts)
     for n, edit in enumerate(edits):
         old = args[edit.index]
-        name = parts[edit.index].split(":", 1)[0].split("=", 1)[0]
+        name = _name(parts[edit.index])
         generator = torch.Generator().manual_seed(seed + 7919 * (n + 1) + edit.index)
         if edit.kind == "shape":
             dtype = old.dtype if isinstance(old, torch.Tensor) and old.is_floating_point() \

@@ -58,7 +58,7 @@ from gradsmith.discovery.masks import read_shaped
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
-from gradsmith.discovery.repair import repair_plans
+from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.slots import (
     Slot,
@@ -203,7 +203,7 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         found, slots = fixed
         raised = backward_error(call, tuple(found.args))
         return Synthesized(tuple(found.args), ", ".join(found.parts), (), seed,
-                           doubt=doubt(fn, raised, slots, hints, given) if raised else "")
+                           doubt=repaired_doubt(fn, raised, found, slots, hints) if raised else "")
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
 
