@@ -9,6 +9,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _ctx_state,
     _dirty,
     _dtype,
+    _frozen_params,
     _hygiene,
     _ignored_grad,
     _inplace,
