@@ -3,6 +3,7 @@
 from gradsmith.linter.rules import (  # noqa: F401
     _api,
     _arity,
+    _assert_tensor,
     _call_keywords,
     _checkpoint,
     _contiguity,
