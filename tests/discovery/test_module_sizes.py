@@ -10,7 +10,8 @@ import pytest
 import gradsmith.discovery
 
 DISCOVERY = Path(gradsmith.discovery.__file__).parent
-SYNTHESIS = ("synthesize", "slots", "layouts", "build", "probe", "variants", "suggestion", "uses")
+SYNTHESIS = ("synthesize", "slots", "replans", "layouts", "build", "probe", "variants", "suggestion",
+             "uses")
 
 
 @pytest.mark.parametrize("name", SYNTHESIS)

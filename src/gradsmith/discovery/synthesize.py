@@ -59,17 +59,15 @@ from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
-from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
-from gradsmith.discovery.slots import (
-    Slot,
+from gradsmith.discovery.replans import (
     as_index,
     as_numbers,
     as_small_ints,
     as_tensors,
-    plan_slots,
-    signature,
     with_contract,
 )
+from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
+from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.uses import argument_uses
