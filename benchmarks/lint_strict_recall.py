@@ -39,7 +39,7 @@ ABOUT = {
     # Classes and rules added in round 6, mapped before the held-out half of lint corpus 6 ran.
     "backward-consumes-ctx-state": {"GS235", "GS234"},
     "backward-crashes-on-optional-input": {"GS236", "GS240"},
-    "backward-crash-in-branch": {"GS236", "GS239", "GS240"},
+    "backward-crash-in-branch": {"GS236", "GS239", "GS240", "GS243"},
     "inplace-write-to-saved-tensor": {"GS103", "GS220", "GS227", "GS217"},
     "missing-mark_dirty": {"GS101", "GS217", "GS230"},
     "wrong-gradient-shape": {"GS120"},
@@ -50,15 +50,16 @@ ABOUT = {
     "wrong-backward-arity": {"GS110"},
     "missing-backward": {"GS212"},
     # Mapped in round 7 before the held-out half of lint corpus 7 ran, from the class names
-    # alone (the rules whose message says that failure): the round's new rules (GS241, GS242)
+    # alone (the rules whose message says that failure): the round's new rules (GS241-GS245)
     # and the new class names of corpus 7.
     "checkpoint-recompute-without-rng-restore": {"GS241"},
     "wrong-forward-output": {"GS238", "GS242"},
     "backward-always-fails": {"GS108", "GS109", "GS110", "GS119", "GS125", "GS236", "GS239",
-                              "GS240"},
-    "forward-always-fails": {"GS107", "GS114", "GS117", "GS233", "GS236", "GS239", "GS240"},
+                              "GS240", "GS244"},
+    "forward-always-fails": {"GS107", "GS114", "GS117", "GS233", "GS236", "GS239", "GS240",
+                             "GS244"},
     "forward-crash-in-branch": {"GS236", "GS239", "GS240"},
-    "apply-call-always-fails": {"GS112", "GS121", "GS224"},
+    "apply-call-always-fails": {"GS112", "GS121", "GS224", "GS245"},
     "kernel-assumes-contiguous-input": {"GS221", "GS216"},
 }
 
