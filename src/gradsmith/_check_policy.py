@@ -27,7 +27,8 @@ CHECK_COLUMN = {"compile": "compile", "export": "export", "autocast": "autocast"
 COMMAND_CODES = ("deployment-timeout", "required-not-checked")
 #: Requirable names that are properties of the eager checks, not deployment columns: name ->
 #: (the warnings requiring it turns into errors, the check that establishes it).
-EAGER_REQUIRABLE = {"second-order": (("double-backward-unsupported",), "second_order")}
+EAGER_REQUIRABLE = {"second-order": (("double-backward-unsupported", "double-backward-error",
+                                      "nan-double-backward"), "second_order")}
 #: Words of every reason second_order gives for skipping a backward whose double backward
 #: raises (``@once_differentiable``, itself or inside): that contract holds, nothing is missing.
 _RAISES = "double backward raises"

@@ -165,3 +165,49 @@ def test_a_row_failed_by_require_gets_a_repro_script_that_reproduces(write, grad
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and "REPRODUCED" in done.stdout, done.stdout + done.stderr
+
+
+# First order right; double backward raises: exp saves its result, which backward scales in
+# place (only a graph built with create_graph=True notices).
+RAISES = """
+@gradsmith.example(lambda: (torch.randn(5, dtype=torch.float64, requires_grad=True),))
+class ExpScaledInPlace(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        y = x.exp()
+        y.mul_(g)
+        return y
+"""
+
+
+def test_a_double_backward_that_raises_passes_with_a_warning_unless_required(write,
+                                                                           gradsmith_cli):
+    import importlib.util
+
+    import pytest
+
+    path = write("ops.py", RAISES)
+    spec = importlib.util.spec_from_file_location("_ref_raises", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(module.ExpScaledInPlace.apply, (x,))  # first order right
+    with pytest.raises(RuntimeError, match="inplace"):  # torch's own double backward raises
+        torch.autograd.gradgradcheck(module.ExpScaledInPlace.apply, (x,))
+    got, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--format", "json")
+    row = _row(out, "ops.py::ExpScaledInPlace")
+    assert got == 0 and row["verdict"] == "pass", row["text"]
+    (f,) = [f for f in row["report"]["findings"] if f["code"] == "double-backward-error"]
+    assert f["severity"] == "warning" and "differentiates twice" in f["message"]
+    got, out, _ = gradsmith_cli("ops.py", "--no-isolate", "--no-compat", "--format", "json",
+                                "--require", "second-order")
+    row = _row(out, "ops.py::ExpScaledInPlace")
+    assert got == 1 and row["verdict"] == "fail", row["text"]
+    (f,) = [f for f in row["report"]["findings"] if f["code"] == "double-backward-error"]
+    assert f["severity"] == "error" and f["message"].startswith("second-order is required")

@@ -143,7 +143,9 @@ def run(tmp_path_factory):
     source.write_text(textwrap.dedent(BUGS))
     out = root / "scripts"
     report = root / "report.json"
-    argv = ["check", str(source), "--no-isolate", "--repro", str(out), "--format", "json"]
+    # second order required: a NaN second derivative is then an error with its script
+    argv = ["check", str(source), "--no-isolate", "--repro", str(out), "--format", "json",
+            "--require", "second-order"]
     old = sys.stdout
     with open(report, "w") as handle:
         sys.stdout = handle

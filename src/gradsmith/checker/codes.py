@@ -267,13 +267,17 @@ ROWS: dict[str, Code] = {
         "into `double-backward-unsupported` (kept for repro scripts and `--explain`)",
         "see `double-backward-unsupported`"),
     "nan-double-backward": Code(
-        "error", "second_order",
-        "second derivatives NaN/inf",
-        "guard the backward's own divisions"),
+        "warning", "second_order",
+        "second derivatives NaN/inf (first order verified: harms only code that "
+        "differentiates twice)",
+        "guard the backward's own divisions",
+        severity_note="error with `--require second-order` or `require = [\"second-order\"]`"),
     "double-backward-error": Code(
-        "error", "second_order",
-        "differentiating backward raised",
-        "differentiable backward or `@once_differentiable`"),
+        "warning", "second_order",
+        "differentiating backward raised (first order verified: harms only code that "
+        "differentiates twice)",
+        "differentiable backward or `@once_differentiable`",
+        severity_note="error with `--require second-order` or `require = [\"second-order\"]`"),
     "jvp-mismatch": Code(
         "error", "forward_ad",
         "`jvp` tangents differ from `J u`",

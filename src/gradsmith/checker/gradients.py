@@ -26,6 +26,11 @@ from gradsmith.checker.screen import screened
 from gradsmith.checker.session import Session, Skip, backward_error
 
 NAME = "gradients"
+#: Said of a second-order finding after verified first order (see docs/check.md, second order).
+SECOND_ORDER_ONLY = ("; first order is verified, so this harms only code that differentiates "
+                     "twice (gradient penalties, MAML, Hessian-vector products)")
+REQUIRE_HINT = ("; `--require second-order` (or require = [\"second-order\"] in "
+                "[tool.gradsmith.check]) makes this fail")
 MAX_BLOCK = 128
 # Second order stops re-judging an input's disagreeing elements (9 forward pairs each) once
 # this many were confirmed: the double-backward mismatch is demonstrated, and its findings
@@ -245,13 +250,16 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
     code = "gradient-mismatch" if kind == "gradient" else "double-backward-mismatch"
     if res.nan_analytic:
         where = ", ".join(problem.element(res.t, j) for j in res.nan_analytic[:5])
+        first = kind == "gradient"  # second order: harms only code that differentiates twice
         out.append(Finding(
-            "nan-gradient" if kind == "gradient" else "nan-double-backward", "error",
+            "nan-gradient" if kind == "gradient" else "nan-double-backward",
+            "error" if first else "warning",
             f"{kind} for {label} is NaN/inf at {where} ({len(res.nan_analytic)} elements) "
-            "while the function is finite there",
+            "while the function is finite there" + ("" if first else SECOND_ORDER_ONLY),
             "guard divisions and logs in backward (e.g. clamp the denominator, use "
-            "torch.where on a safe value) so the gradient is finite where forward is", check,
-            label, {"elements": res.nan_analytic[:20]}))
+            "torch.where on a safe value) so the gradient is finite where forward is"
+            + ("" if first else REQUIRE_HINT), check, label,
+            {"elements": res.nan_analytic[:20]}))
     if res.mismatches:
         worst = max(res.mismatches, key=lambda e: abs(e.analytic - e.numerical))
         where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])

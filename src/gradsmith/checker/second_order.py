@@ -245,7 +245,8 @@ def _crash(exc: BaseException, cls: type | None) -> Finding:
         message += f". Cause: {known.cause}"
         hint = f"{known.fix}; or decorate backward with @once_differentiable"
         details["cause"] = known.key
-    return Finding("double-backward-error", "error", message, hint, NAME, details=details)
+    return Finding("double-backward-error", "warning", message + gradients.SECOND_ORDER_ONLY,
+                   hint + gradients.REQUIRE_HINT, NAME, details=details)
 
 
 def _once_differentiable_in_graph(session: Session) -> str | None:
