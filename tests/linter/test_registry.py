@@ -10,7 +10,8 @@ from gradsmith.linter import RULES, lint
 from gradsmith.linter._registry import GROUPS, Rule, define
 
 DOCS = Path(__file__).parents[2] / "docs" / "lint.md"
-ENGINE_ONLY = {"GS002", "GS003"}  # need special files / a crashing rule: tested in test_engine
+ENGINE_ONLY = {"GS002", "GS003", "GS004"}  # special files, a crashing rule, the Python
+# running gradsmith: tested in test_engine and test_newer_syntax
 
 
 def test_codes_are_well_formed_grouped_and_registered_once():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
 import warnings
 from dataclasses import dataclass, field
@@ -156,10 +157,46 @@ def parse(text: str, path: str, module: str = "", is_package: bool = False) -> S
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = exc.offset or 1
+        if (newer := newer_syntax(text, exc)) is not None:
+            raise SourceError("GS004", line, col, newer) from None
         raise SourceError("GS001", line, col, f"{exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         raise SourceError("GS001", 1, 1, f"cannot parse the file: {exc}") from None
     return SourceFile(path, module, is_package, text, tree)
+
+
+#: Statements of a newer Python than this one parses: (version, pattern of the line, what).
+#: `[T]`, `[T: int]`, `[*Ts, ...]`, or `[` ending the line: a type parameter list
+_PARAMS = r"\[\s*(?:$|\*{0,2}\w+\s*[\],:=])"
+#: An f-string's opening quote (`f"`, `rf'`, `F"""`)
+_FSTRING = re.compile(r"(?<![\w])(?:[rR]?[fF]|[fF][rR])[\"']")
+_NEWER = (
+    ((3, 12), re.compile(r"\s*(?:async\s+)?def\s+\w+\s*" + _PARAMS), "type parameters"),
+    ((3, 12), re.compile(r"\s*class\s+\w+\s*" + _PARAMS), "type parameters"),
+    ((3, 12), re.compile(r"\s*type\s+\w+\s*(?:=|" + _PARAMS + ")"), "a type statement"),
+    ((3, 14), re.compile(r"\s*except\s+[\w.]+\s*,\s*[\w.]+\s*:"), "`except A, B:`"),
+)
+
+
+def newer_syntax(text: str, exc: SyntaxError) -> str | None:
+    """What a syntax error is when its line is valid in a newer Python (PEP 695 type
+    parameters and aliases, PEP 758 excepts, PEP 701 f-strings) than the one running
+    gradsmith, else None: such a file is valid for its project, just not parseable here.
+    """
+    lines = text.splitlines()
+    where = lines[exc.lineno - 1] if exc.lineno and exc.lineno <= len(lines) else ""
+    here = sys.version_info[:2]
+    for version, pattern, what in _NEWER:
+        if here < version and pattern.match(where):
+            return _newer(version, what)
+    if here < (3, 12) and ("f-string" in (exc.msg or "") or _FSTRING.search(where)):
+        return _newer((3, 12), "a PEP 701 f-string")
+    return None
+
+
+def _newer(version: tuple[int, int], what: str) -> str:
+    v, here = ".".join(map(str, version)), ".".join(map(str, sys.version_info[:2]))
+    return f"Python {v} syntax ({what}) under Python {here}: run gradsmith under {v}+"
 
 
 def module_name(path: Path) -> tuple[str, bool]:

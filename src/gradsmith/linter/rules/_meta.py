@@ -14,6 +14,19 @@ define(Rule(
     brief="syntax error",
 ))
 define(Rule(
+    "GS004", "newer-python-syntax", "warning",
+    "The file uses syntax of a newer Python than the one running gradsmith",
+    "Type parameters (`class C[T]`, `def f[T]()`), `type X = ...` (Python 3.12) or "
+    "`except A, B:` (3.14) are valid for a project that targets that Python, but this "
+    "interpreter's parser rejects them, so the file is not linted. Not a defect of the code.",
+    "run gradsmith under the Python the project targets (the message names it).",
+    bad="class Box[T]:  # GS004 under Python 3.11\n    pass\n",
+    good="from typing import Generic, TypeVar\n\nT = TypeVar('T')\n\n\n"
+    "class Box(Generic[T]):\n    pass\n",
+    scope="engine",
+    brief="syntax of a newer Python: not linted",
+))
+define(Rule(
     "GS002", "undecodable-file", "error", "The file cannot be read or decoded",
     "Python decodes source as UTF-8 unless a PEP 263 coding cookie says otherwise.",
     "save the file as UTF-8 or add a correct `# -*- coding: ... -*-` line.",
