@@ -6,7 +6,9 @@ and sums a gradient of the broadcast shape down to the input's shape (legal, as 
 a warning about the memory it wastes). To see what backward really returns, the check
 calls the Function's backward itself: the output's ``grad_fn`` *is* the ctx, and
 ``grad_fn.apply(*grads)`` runs the user's backward (or vjp) on it without autograd's
-validation.
+validation, with gradient recording off as the engine runs it (``create_graph=False``): a
+backward that calls ``.numpy()`` on a saved tensor or a torch function with ``out=`` runs in
+training and raises only when differentiated twice (the second-order check's concern).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
     gen = session.generator(7 + (seed or 0))
     grads = tuple(_grad_for(o, gen) for o in (out if isinstance(out, tuple) else (out,)))
     try:
-        raw = node.apply(*grads)
+        with torch.no_grad():  # as autograd's engine runs a backward without create_graph
+            raw = node.apply(*grads)
     except Exception as exc:  # noqa: BLE001
         raise backward_error(exc, NAME, session.function_cls) from None
     return args, (raw if isinstance(raw, tuple) else (raw,)), grads
