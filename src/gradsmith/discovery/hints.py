@@ -70,6 +70,7 @@ class Hint:
     split_by: str | None = None    # args[:n], args[n:]: *args split at the int parameter n
     row_size: bool = False         # t.view(-1, n): n is the size of a row of t
     above: float | None = None     # backward divides by (ctx.p - c): p lies above c
+    pair: int = 0                  # a, b = ensure_list(flag, 2): a tuple of that many flags
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -136,6 +137,8 @@ def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int,
             args.append(a)
     passed = {params[i]: _passed_param(a, hints)
               for i, a in enumerate(args[:len(params)])}
+    passed.update({kw.arg: _param_of(kw.value, hints) for kw in call.keywords
+                   if kw.arg in params and kw.arg not in passed})
     passed = {theirs: ours for theirs, ours in passed.items() if ours}
     if not passed:
         return
@@ -149,6 +152,7 @@ def _from_helper(call: ast.Call, fn: Any, hints: dict[str, Hint], depth: int,
             mine.kind, mine.count = "int", True  # range(dim) in the helper: how many dims
         elif got.kind == "bool" and mine.kind is None:
             mine.kind = "bool"  # heaviside(x, spike_out: bool = False): a flag, not 0.1
+        mine.pair = mine.pair or got.pair
 
 
 def _from_parent(call: ast.Call, owner: type, hints: dict[str, Hint], depth: int) -> None:
@@ -324,6 +328,7 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(value, ast.Tuple) and len(node.targets) == 1 and isinstance(
                 node.targets[0], ast.Name):
             self.tuples[node.targets[0].id] = list(value.elts)
+        self._pair(node)
         if isinstance(value, ast.Call) and not value.args:
             value = value.func  # x.size()
         if isinstance(value, ast.Attribute) and value.attr in ("shape", "size"):
@@ -333,6 +338,21 @@ class _Visitor(ast.NodeVisitor):
                     self._set(name, "tensor")
                     self._rank(name, sum(not isinstance(e, ast.Starred) for e in target.elts))
         self.generic_visit(node)
+
+    def _pair(self, node: ast.Assign) -> None:
+        """``a, b = ensure_list(flag, 2)`` or ``a, b = flag``: flag may be a tuple of that
+        many values (``implicit=(True, False)``), each tried as a variant."""
+        target, value = node.targets[0], node.value
+        if len(node.targets) != 1 or not isinstance(target, ast.Tuple) or any(
+                isinstance(e, ast.Starred) for e in target.elts):
+            return
+        n = len(target.elts)
+        if isinstance(value, ast.Call) and value.args and any(
+                _int(a) == n for a in [*value.args[1:], *(k.value for k in value.keywords)]):
+            value = value.args[0]
+        name = _param_of(value, self.hints)
+        if name is not None and n >= 2:
+            self.hints[name].pair = n
 
     def visit_Compare(self, node: ast.Compare) -> None:
         sides = [node.left, *node.comparators]

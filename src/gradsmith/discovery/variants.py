@@ -45,6 +45,12 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
                 if other != slot.value and type(other) is type(slot.value):
                     candidates.append((f"{slot.name}={other!r}", {slot.name: other}, layout))
     candidates += _modes_together(slots, layout)
+    for slot in slots:  # a flag the code reads as a pair (`a, b = ensure_list(flag, 2)`)
+        if slot.kind == "value" and type(slot.value) is bool and slot.hint is not None \
+                and slot.hint.pair == 2:
+            for pair in ((True, False), (False, True)):
+                candidates.append((f"{slot.name}={pair!r} (the code unpacks it into two "
+                                   "flags)", {slot.name: pair}, layout))
     for slot in slots:  # an FFT length below the signal's: the transform crops it
         axis = slot.hint.fft_axis if slot.hint is not None else None
         if axis is None or slot.kind != "value" or type(slot.value) is not int or not layout:
@@ -84,11 +90,13 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
     spread = [s.name for s in slots if s.kind == "tensor" and not (
         s.hint and (s.hint.probability or s.hint.domain is not None))]
     seen_optional: set[str] = set()
+    optional_names = {s.name for s in slots if s.optional_tensor}
     misfit: list[bool] = []  # whether the primary misfits, probed once when asked
     for change, overrides, lay, scale in [(*c, 1.0) for c in candidates] + (
             [(f"values 3 * randn: {', '.join(spread)}", {}, layout, 3.0)]
             if spread and not positive else []):
-        opt = next((k for k, v in overrides.items() if isinstance(v, tuple)), None)
+        opt = next((k for k, v in overrides.items() if isinstance(v, tuple)
+                    and k in optional_names), None)  # an optional tensor's shape
         if opt is not None and opt in seen_optional:
             continue
         args, _ = build_args(slots, lay, seed, positive, overrides, dtype, scale)
