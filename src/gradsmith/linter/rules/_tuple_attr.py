@@ -76,17 +76,17 @@ def check_tuple_as_tensor(facts: Facts, report) -> None:
 
 @checker(GS240)
 def check_none_dereferenced(facts: Facts, report) -> None:
+    find = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
+    slots, flags = saved_if_needed(facts)
     for method in own(facts, "backward"):
         def found(node: ast.Attribute, method=method) -> None:
             report("GS240", method.source, node,
                    f"`{node.value.id}.{node.attr}`: `{node.value.id}` is None here")
 
         _visit(method.node.body, frozenset(), found, set(), is_none, frozenset())
-        needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of),
-                     saved_if_needed(facts), facts.ctx_of(method))
+        needed_only(method, report, find, (slots, flags), facts.ctx_of(method))
     for method in own(facts, "forward"):  # `dx = ... if needs_grad else None; dx /= n`
-        needed_only(method, report, finder(facts.sym_of[id(facts.fc.source)], facts.sym_of),
-                     ({}, saved_if_needed(facts)[1]), facts.ctx_of(method))
+        needed_only(method, report, find, ({}, flags), facts.ctx_of(method))
 
 
 def _visit(body: list[ast.stmt], tuples: frozenset[str], found, seen: set[str], binds,
