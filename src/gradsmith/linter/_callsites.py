@@ -40,17 +40,23 @@ def apply_counts(name: str, sym_of: dict) -> set[int | None]:
     """Positional argument counts of the linted ``<name>.apply(...)`` calls (None: unknown,
     a ``*args`` or ``**kwargs`` hides the count)."""
     counts: set[int | None] = set()
-    needle = f"{name}.apply"
-    for sym in sym_of.values():
-        src = sym.source
-        if needle not in src.text:
-            continue
-        for node in _apply_calls(src):
-            if _last(node.func.value) == name:
-                hidden = any(isinstance(a, ast.Starred) for a in node.args) or any(
-                    k.arg is None for k in node.keywords)
-                counts.add(None if hidden else len(node.args))
+    for node, _ in linted_applies(name, sym_of.values()):
+        hidden = any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords)
+        counts.add(None if hidden else len(node.args))
     return counts
+
+
+def linted_applies(name: str, symbols):
+    """``(call, module symbols)`` for each ``<name>.apply(...)`` call in the modules of
+    ``symbols`` (files whose text never spells ``<name>.apply`` are not walked)."""
+    needle = f"{name}.apply"
+    for sym in symbols:
+        if needle not in sym.source.text:
+            continue
+        for node in _apply_calls(sym.source):
+            if _last(node.func.value) == name:
+                yield node, sym
 
 
 def _apply_calls(src) -> list[ast.Call]:
@@ -78,4 +84,4 @@ def _torch_made(expr: ast.expr, resolve) -> bool:
     return module == "torch" and fname not in T.TORCH_NON_TENSOR and not fname[:1].isupper()
 
 
-__all__ = ["apply_counts", "call_site_tensors"]
+__all__ = ["apply_counts", "call_site_tensors", "linted_applies"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from gradsmith.linter._callsites import _apply_calls, _last
+from gradsmith.linter._callsites import linted_applies
 from gradsmith.linter._symbols import dotted
 
 
@@ -22,17 +22,11 @@ def passed_callees(facts, method, call: ast.Call) -> list[tuple[ast.expr, object
     if index is None:
         return []
     found = []
-    needle = f"{facts.fc.name}.apply"
-    for sym in facts.sym_of.values():
-        src = sym.source
-        if needle not in src.text:
+    for node, sym in linted_applies(facts.fc.name, facts.sym_of.values()):
+        if any(isinstance(a, ast.Starred) for a in node.args[:index + 1]):
             continue
-        for node in _apply_calls(src):
-            if _last(node.func.value) != facts.fc.name or any(
-                    isinstance(a, ast.Starred) for a in node.args[:index + 1]):
-                continue
-            if index < len(node.args) and dotted(node.args[index]):
-                found.append((node.args[index], sym))
+        if index < len(node.args) and dotted(node.args[index]):
+            found.append((node.args[index], sym))
     return found
 
 
@@ -118,16 +112,11 @@ def handed_modules(fc, symbols, modules_of) -> set[str]:
     if not through:
         return set()
     found: set[str] = set()
-    needle = f"{fc.name}.apply"
-    for sym in symbols:
-        if needle not in sym.source.text:
-            continue
-        for node in _apply_calls(sym.source):
-            if _last(node.func.value) == fc.name:
-                for arg in node.args:
-                    parts = dotted(arg)
-                    if parts:
-                        found.update(modules_of(sym, parts))
+    for node, sym in linted_applies(fc.name, symbols):
+        for arg in node.args:
+            parts = dotted(arg)
+            if parts:
+                found.update(modules_of(sym, parts))
     return found
 
 
