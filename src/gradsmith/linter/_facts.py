@@ -229,6 +229,9 @@ class Facts:
         if ctx is None or not isinstance(node, ast.Call) or not isinstance(
                 node.func, (ast.Name, ast.Attribute)):
             return None
+        at = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id == ctx]
+        if not at:  # ctx not handed over: no lookup of the callee (forward's every call)
+            return None
         helper = self.fc.source.functions.get(node.func.id) if isinstance(
             node.func, ast.Name) else None
         if helper is None:
@@ -238,8 +241,7 @@ class Facts:
         if not isinstance(helper, ast.FunctionDef):
             return None
         params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
-        at = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id == ctx]
-        if not at or at[0] >= len(params):
+        if at[0] >= len(params):
             return None
         saves = [n for n in walk_shallow(helper) if is_ctx_call(n, params[at[0]],
                                                                  "save_for_backward")]
