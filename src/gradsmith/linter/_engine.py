@@ -246,9 +246,8 @@ def _helper_modules(later: list[RawFile], functions, index: Index) -> list[RawFi
             for stmt in method.node.body:
                 call = stmt.value if isinstance(stmt, ast.Expr) else None
                 parts = dotted(call.func) if isinstance(call, ast.Call) else None
-                target = sym.imports.get(parts[0]) if parts and len(parts) == 1 else None
-                if target:
-                    effects.add(target.rpartition(".")[0])
+                if parts and len(parts) == 1:  # a bare imported name: its module
+                    effects.update(_called_modules(sym, parts))
         # functions the calls of `Fn.apply` hand forward for backward's `ctx.fn(...)`
         wanted.update(handed_modules(fc, index.by_source.values(), _called_modules))
     return [by_module[m] for m in sorted(wanted | effects) if m in by_module and (
