@@ -19,6 +19,7 @@ from gradsmith.checker import (
     symmetric,
     systematic,
     tf32,
+    unsupported,
 )
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
@@ -29,8 +30,6 @@ NAME = "gradients"
 #: Said of a second-order finding after verified first order (see docs/check.md, second order).
 SECOND_ORDER_ONLY = ("; first order is verified, so this harms only code that differentiates "
                      "twice (gradient penalties, MAML, Hessian-vector products)")
-REQUIRE_HINT = ("; `--require second-order` (or require = [\"second-order\"] in "
-                "[tool.gradsmith.check]) makes this fail")
 MAX_BLOCK = 128
 # Second order stops re-judging an input's disagreeing elements (9 forward pairs each) once
 # this many were confirmed: the double-backward mismatch is demonstrated, and its findings
@@ -258,7 +257,7 @@ def findings_for(session: Session, problem: Problem, res: numerics.InputResult, 
             "while the function is finite there" + ("" if first else SECOND_ORDER_ONLY),
             "guard divisions and logs in backward (e.g. clamp the denominator, use "
             "torch.where on a safe value) so the gradient is finite where forward is"
-            + ("" if first else REQUIRE_HINT), check, label,
+            + ("" if first else unsupported.REQUIRE_HINT), check, label,
             {"elements": res.nan_analytic[:20]}))
     if res.mismatches:
         worst = max(res.mismatches, key=lambda e: abs(e.analytic - e.numerical))

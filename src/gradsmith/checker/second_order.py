@@ -246,7 +246,7 @@ def _crash(exc: BaseException, cls: type | None) -> Finding:
         hint = f"{known.fix}; or decorate backward with @once_differentiable"
         details["cause"] = known.key
     return Finding("double-backward-error", "warning", message + gradients.SECOND_ORDER_ONLY,
-                   hint + gradients.REQUIRE_HINT, NAME, details=details)
+                   hint + unsupported.REQUIRE_HINT, NAME, details=details)
 
 
 def _once_differentiable_in_graph(session: Session) -> str | None:

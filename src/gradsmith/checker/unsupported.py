@@ -32,6 +32,9 @@ CODE = "double-backward-unsupported"
 MISMATCH = "double-backward-mismatch"
 #: What makes a ``double-backward-unsupported`` warning fail: the requirable name.
 REQUIRED_AS = "second-order"
+#: Appended to the hint of a second-order warning: what makes it fail.
+REQUIRE_HINT = (f"; `--require {REQUIRED_AS}` (or require = [\"{REQUIRED_AS}\"] in "
+                "[tool.gradsmith.check]) makes this fail")
 _FIRST_ORDER = ("gradients", "surrogate", "reference", "approximate")
 
 
@@ -119,9 +122,8 @@ def finding(session: Session, inputs: list[str], evidence: str, cause: str,
         f"{first}; {'; '.join(said)}{because} ({evidence}); this harms only code that "
         "differentiates twice (gradient penalties, MAML, Hessian-vector products)",
         f"{cause}; mark backward @once_differentiable (double backward then raises), or make "
-        "backward differentiable (recompute from saved inputs with differentiable torch ops); "
-        f"`--require {REQUIRED_AS}` (or require = [\"{REQUIRED_AS}\"] in "
-        "[tool.gradsmith.check]) makes this fail",
+        "backward differentiable (recompute from saved inputs with differentiable torch ops)"
+        + REQUIRE_HINT,
         "second_order", None, {"inputs": list(inputs) + partial, "zero": list(inputs),
                                "partial": partial, **(details or {})})
 
