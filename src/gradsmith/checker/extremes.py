@@ -64,8 +64,6 @@ def _invented(value: object) -> bool:
     """A stand-in zero-configuration inputs invented (a config object, an operator, a
     function only backward calls): what it does at hundreds of times its inputs (a ``tanh``
     saturating, an event never crossed) is gradsmith's invention, not the Function's."""
-    from gradsmith.checker.invented import is_invented
+    from gradsmith.checker.invented import is_invented, synthetic_function
 
-    kind = type(value)
-    return is_invented(value) or (kind.__name__ == "SyntheticFn"
-                                  and kind.__module__.startswith("gradsmith."))
+    return is_invented(value) or synthetic_function(value)

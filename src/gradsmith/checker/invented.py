@@ -33,6 +33,13 @@ def is_invented(value: Any) -> bool:
     return bool(getattr(type(value), "_gradsmith_invented", False))
 
 
+def synthetic_function(value: Any) -> bool:
+    """Whether ``value`` is the function synthesis invented for a function argument (a
+    discovery ``SyntheticFn``, known by name: the checker does not import discovery)."""
+    kind = type(value)
+    return kind.__name__ == "SyntheticFn" and kind.__module__.startswith("gradsmith.")
+
+
 def invented_cause(exc: BaseException) -> str | None:
     """The stand-in the error arose on, as the name the raising line uses for it (``nufft``),
     or None when the error is not shown to come from one: an ``AttributeError`` raised on a

@@ -39,6 +39,7 @@ import torch
 
 from gradsmith.checker import clamped_forward, declared, gathered, spread, surrogate_fit
 from gradsmith.checker.inputs import _parameter_names, overrides
+from gradsmith.checker.invented import synthetic_function
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.session import Session
 
@@ -416,7 +417,7 @@ def _render(a: Any, mark_grad: bool) -> str:
         return "{" + ", ".join(f"{k!r}: {_render(v, mark_grad)}" for k, v in a.items()) + "}"
     if a is None or isinstance(a, (bool, int, float, str)):
         return repr(a)
-    if type(a).__name__ == "SyntheticFn" and type(a).__module__.startswith("gradsmith."):
+    if synthetic_function(a):
         return a.source  # the function synthesis invented for a function argument
     if isinstance(a, types.SimpleNamespace):  # a config object: the same attributes
         items = ", ".join(f"{k!r}: " + ("staticmethod(lambda t, *a, **k: t)" if getattr(
