@@ -69,10 +69,9 @@ def _has_float_tensor(out: Any, complex_ok: bool = False) -> bool:
     import torch
 
     items = out if isinstance(out, (tuple, list)) else (out,)
-    if complex_ok:
-        return any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-                   for t in items)
-    return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in items)
+    return any(isinstance(t, torch.Tensor) and (t.is_floating_point()
+                                                or (complex_ok and t.is_complex()))
+               for t in items)
 
 
 def kernel_backward_misfits(call, args: tuple) -> bool:
