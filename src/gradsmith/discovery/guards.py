@@ -70,6 +70,7 @@ def _called(func: ast.AST) -> str | None:
 _SIGNS = {ast.Lt: (-math.inf, 0.0), ast.LtE: (-math.inf, 0.0),
           ast.Gt: (0.0, math.inf), ast.GtE: (0.0, math.inf)}
 _FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+_NEGATED = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}
 
 
 def _sign(test: ast.AST, hints: dict, holds: bool) -> None:
@@ -87,7 +88,7 @@ def _sign(test: ast.AST, hints: dict, holds: bool) -> None:
             and right.value == 0 and op in _SIGNS):
         return
     if not holds:  # raising when x > 0: x <= 0 is what passes
-        op = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}[op]
+        op = _NEGATED[op]
     hint = hints[left.id]
     if hint.domain is None:
         hint.domain = _SIGNS[op]
