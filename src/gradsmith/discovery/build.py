@@ -113,7 +113,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             operator = LinearStandIn(slot.value, seed, first_shape)
             args.append(operator)
             parts.append(f"{slot.name}: {operator!r}")
-        elif slot.kind in ("config", "sections", "size"):
+        elif slot.kind in ("config", "sections", "size", "keyed"):
             value, text = from_use(slot, first_shape)
             args.append(value)
             parts.append(text)
@@ -203,6 +203,12 @@ def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
                           for k, v in slot.value.items())
         return value, (f"{slot.name}=namespace({shown}) (a config object: the code reads these "
                        "attributes)")
+    if slot.kind == "keyed":
+        from gradsmith.discovery.keyed import keyed_value
+
+        value = {key: keyed_value(key, how) for key, how in slot.value.items()}
+        shown = ", ".join(f"{k!r}: {v!r}" for k, v in value.items())
+        return value, (f"{slot.name}={{{shown}}} (a mapping: the code reads these keys)")
     if slot.kind == "sections":
         dim = slot.value if -len(first_shape) <= slot.value < len(first_shape) else 0
         size = first_shape[dim] if first_shape else 1

@@ -296,7 +296,8 @@ class _Visitor(ast.NodeVisitor):
             for bound in (node.slice.lower, node.slice.upper):  # args[:length], args[length:]
                 if isinstance(bound, ast.Name) and bound.id in self.hints and bound.id != name:
                     self.hints[name].split_by = bound.id
-        if name is not None:
+        if name is not None and not (isinstance(node.slice, ast.Constant) and
+                                     isinstance(node.slice.value, str)):  # cfg["tau"]: a dict
             self._set(name, "tensor")
             items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             if not any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in items):

@@ -56,6 +56,7 @@ class Slot:
     name: str
     kind: str                 # value | tensor | index | module | function | params | none
     #                           | config | sections | size | distance | split | row_size
+    #                           | keyed
     value: Any = None
     hint: Hint | None = None
     optional_tensor: bool = False   # None by default, a tensor in a variant
@@ -213,13 +214,16 @@ def _split_at(name: str, hint: Hint, slots: list[Slot]) -> Slot | None:
 
 def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
               hint: Hint) -> Slot | None:
-    """A config object, sections, a size or a plain function, when the code's use says so."""
+    """A config object, a mapping, sections, a size or a plain function, when the code's use
+    says so."""
     if use is None:
         return None
     if use.config and kind in (None, "module"):
         values = {attr: _attribute_value(attr, how) for attr, how in use.attrs.items()
                   if attr not in use.assigned}
         return Slot(name, "config", values, hint)
+    if use.keyed and kind in (None, "module", "seq"):  # cfg["tau"]: a tensor is never keyed
+        return Slot(name, "keyed", dict(use.keys), hint)
     if use.sections and kind in (None, "int", "seq"):
         return Slot(name, "sections", use.split_dim, hint)
     if use.size and kind in (None, "seq"):  # an int: torch.zeros(n) is a length

@@ -11,6 +11,8 @@ Synthesis made every argument it could not name a float tensor; these uses say o
   ``List[int]`` annotation): sizes that sum to the split dimension;
 - a **size**: ``torch.Size`` in the annotation, or the one argument of ``x.view(shape)``,
   ``reshape``, ``expand``, ``new_zeros``, ``torch.zeros(shape)``: the first tensor's shape;
+- a **mapping**: indexed by string constants (``param['neuron_Vth']``): a ``dict`` of those
+  keys (see :mod:`~gradsmith.discovery.keyed`);
 - a **flag**: an argument only ever tested for truth (``if flag:``, ``not flag``, ``and``/``or``
   in a test, ``bool(flag)``), directly or kept on ctx and tested in backward
   (``ctx.flag = flag`` ... ``if ctx.flag:``): a bool, tried both ways (see
@@ -30,6 +32,7 @@ from typing import Any
 
 from gradsmith.discovery.flags import truth_tested
 from gradsmith.discovery.hints import _TENSOR_ATTRS
+from gradsmith.discovery.keyed import read_keys
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
@@ -55,10 +58,15 @@ class Use:
     foreign: bool = False            # reads an attribute tensors do not have (cfg.num_bits)
     boolean: bool = False            # only ever tested for truth (if it:, not it, bool(it))
     assigned: set[str] = field(default_factory=set)  # cfg.r = ...: the code sets it itself
+    keys: dict[str, str] = field(default_factory=dict)  # cfg["tau"]: a dict (see .keyed)
 
     @property
     def config(self) -> bool:
         return self.foreign and not self.tensor_attrs and not self.module
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.keys) and not self.tensor_attrs and not self.module
 
     @property
     def sections(self) -> bool:
@@ -86,12 +94,14 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
     forward = getattr(owner, "forward", owner)
     _annotations(forward, uses)
     stored: dict[str, str] = {}
+    keys: dict[str, dict[str, str]] = {}
     for method in ("forward", "setup_context"):
         fn = forward if method == "forward" else vars(owner).get(method) \
             if isinstance(owner, type) else None
         tree = _parse(fn)
         if tree is not None:
             _Reader(uses, {n: n for n in names}).visit(tree)
+            read_keys(tree, keys, names)
             stored.update(_stored(tree, names))
             stored.update(stored_on_ctx(tree, names))  # ctx.cfg = inputs[1]
             if method == "forward":  # integrate(x, theta, params) reads params.nc
@@ -99,6 +109,9 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
     backward = _parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
     if backward is not None and stored:
         _Reader(uses, {}, stored).visit(backward)
+        read_keys(backward, keys, [], stored)
+    for name, read in keys.items():
+        uses[name].keys = read
     for name in truth_tested(owner, names):
         uses[name].boolean = True
     for name, use in uses.items():

@@ -1,0 +1,102 @@
+"""Arguments the code indexes by string keys: a mapping, not a tensor (private).
+
+MPD-AGL's learnable surrogates take ``param`` and read ``ctx.param['tdBN_gammaAve']`` and
+``torch.sqrt(1. + ctx.param['neuron_tau'] ** 2)`` in backward. A tensor is never indexed by a
+string, so such an argument is a ``dict``, with one entry per key the code reads: an int where
+only an int works (``range``, shifts, an index, an exponent), a 0-d float64 tensor where it is
+handed to a function of the torch namespace (``torch.sqrt`` rejects a Python float), else a
+float (each the key's usual value, see :func:`~gradsmith.discovery.slots._attribute_value`).
+Read from forward, setup_context and, through what forward keeps on ctx, backward; never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+_INT_CALLS = {"range", "int"}
+_NAMESPACES = {"torch", "F", "functional"}
+
+
+def read_keys(tree: ast.AST, found: dict[str, dict[str, str]], names: list[str],
+              ctx_attrs: dict[str, str] | None = None) -> None:
+    """Add to ``found`` each parameter's string keys read in ``tree``: key -> ``"int"``,
+    ``"float"`` or ``"tensor"`` (how the entry is used). ``names``: the parameters (forward,
+    setup_context); ``ctx_attrs``: ctx attribute -> parameter (backward).
+
+    Example:
+        >>> import ast
+        >>> found = {}
+        >>> read_keys(ast.parse("w = torch.sqrt(1. + ctx.p['tau'] ** 2) * ctx.p['gain']"),
+        ...           found, [], {"p": "param"})
+        >>> found
+        {'param': {'tau': 'tensor', 'gain': 'float'}}
+    """
+    _Keys(found, {n: n for n in names}, ctx_attrs).visit(tree)
+
+
+class _Keys(ast.NodeVisitor):
+    """Records ``p["key"]`` reads (``names``: local name -> parameter; ``ctx_attrs``: ctx
+    attribute -> parameter, in backward)."""
+
+    def __init__(self, found: dict[str, dict[str, str]], names: dict[str, str],
+                 ctx_attrs: dict[str, str] | None = None) -> None:
+        self.found, self.names, self.ctx_attrs = found, names, ctx_attrs or {}
+
+    def keyed(self, node: ast.AST) -> tuple[str, str] | None:
+        """(parameter, key) for ``p["key"]`` or ``ctx.p["key"]``, else None."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)):
+            return None
+        value = node.value
+        if isinstance(value, ast.Name):
+            name = self.names.get(value.id)
+        elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and \
+                value.value.id == "ctx":
+            name = self.ctx_attrs.get(value.attr)
+        else:
+            name = None
+        return (name, node.slice.value) if name is not None else None
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if (got := self.keyed(node)) is not None:
+            self.found.setdefault(got[0], {}).setdefault(got[1], "float")
+        else:
+            self._mark(node.slice, "int")  # x[p["i"]]: an index
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, (ast.LShift, ast.RShift, ast.FloorDiv, ast.Mod)):
+            self._mark(node.left, "int")
+            self._mark(node.right, "int")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _INT_CALLS:
+            for a in node.args:
+                self._mark(a, "int")
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id in _NAMESPACES:
+            for a in [*node.args, *(k.value for k in node.keywords)]:
+                self._mark(a, "tensor")
+        self.generic_visit(node)
+
+    def _mark(self, node: ast.AST, how: str) -> None:
+        for sub in ast.walk(node):
+            if (got := self.keyed(sub)) is not None:
+                keys = self.found.setdefault(got[0], {})
+                if keys.get(got[1]) != "int":  # an int use wins: a tensor cannot index
+                    keys[got[1]] = how
+
+
+def keyed_value(key: str, how: str) -> Any:
+    """The value of one entry: the key's usual value as an int, a float or a 0-d float64
+    tensor (see the module docstring)."""
+    import torch
+
+    from gradsmith.discovery.slots import _attribute_value
+
+    if how == "tensor":
+        return torch.tensor(_attribute_value(key, "float"), dtype=torch.float64)
+    return _attribute_value(key, how)
