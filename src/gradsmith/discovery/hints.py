@@ -21,6 +21,7 @@ from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.source import module_function
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.stated import documented_options
+from gradsmith.discovery.windows import read_windows
 
 # Methods and attributes that only tensors have (a parameter using one is a tensor).
 _TENSOR_ATTRS = {
@@ -71,6 +72,7 @@ class Hint:
     row_size: bool = False         # t.view(-1, n): n is the size of a row of t
     above: float | None = None     # backward divides by (ctx.p - c): p lies above c
     pair: int = 0                  # a, b = ensure_list(flag, 2): a tuple of that many flags
+    window: int = 0                # F.avg_pool2d(x, k): k is a pooling window of 2 dims
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -104,6 +106,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         visitor = _Visitor(hints)
         visitor.visit(tree)
         visitor.merge_items()
+        read_windows(tree, hints)  # F.avg_pool2d(x, kernel): kernel is a tuple of ints
         if owner is not None and depth < 3:
             for call in visitor.super_calls:
                 _from_parent(call, owner, hints, depth)

@@ -148,7 +148,9 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             else:
                 slots.append(Slot(p.name, "value", p.default, hint))
             continue
-        if none_first and hint.optional and kind in (None, "tensor"):
+        if hint.window and kind != "tensor":  # F.avg_pool2d(x, kernel): a pooling window
+            slots.append(Slot(p.name, "value", (2,) * hint.window, hint))
+        elif none_first and hint.optional and kind in (None, "tensor"):
             slots.append(Slot(p.name, "none", hint=hint, optional_tensor=True))
         elif kind == "module" or (kind is None and (p.name in _CALLABLE_NAMES or p.name.endswith(
                 ("_fn", "_func", "_function", "_module")))):
