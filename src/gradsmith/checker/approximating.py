@@ -25,6 +25,20 @@ forward's: on each line the fourth differences of backward's cell averages must 
 :data:`MAX_ROUGH` of those of the mismatch (forward's cell slopes minus backward's). An
 approximating forward wiggles around a smooth exact function; a backward that jumps, spikes or
 oscillates where forward is smooth is a bug, and stays an error.
+
+A forward computed by an iterative solver to a tolerance (a root by bisection, a fixed number
+of iterations) is a staircase whose steps are the tolerance: at gradsmith's step (1e-6) its
+finite differences are exactly 0 and it looks like a straight-through estimator, while backward
+(the implicit function theorem) is the derivative of the root it converges to. A quantizer's
+staircase is the same shape, only coarse: its steps are a visible fraction of the input's scale
+(1/256 for 8 bits), where a solver's are below 1e-4 of it. So :func:`solved` re-differentiates
+each flat input's mismatching elements at steps :data:`SOLVED_STEPS` (up to 1.6e-2 of
+``max(1, |x_j|)``, none commensurate with another, Richardson-extrapolated against curvature):
+when the three largest all agree with backward within :data:`MAX_POINT`, the stairs are below
+about 1e-4 of the scale and the mismatch is the tolerance's, a ``gradient-mismatch``
+**warning** naming the step. A wrong backward disagrees at every step and keeps its error; a
+quantizer's stairs (a lattice of spacing ``d``) put up to ``d / 2h`` into each difference,
+which no step of the ladder escapes unless ``d`` is below about 1e-4 of the scale.
 """
 
 from __future__ import annotations
@@ -37,6 +51,11 @@ from gradsmith.checker import numerics
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
+
+#: Steps of :func:`solved`'s ladder, times ``max(1, |x_j|)``: 1.6e-2 / 1.7^i, a ratio that keeps
+#: every step incommensurate with the others (a lattice's spacing divides at most one of them).
+SOLVED_STEPS = tuple(1.6e-2 / 1.7 ** i for i in range(4))
+MAX_SOLVED = 32  # mismatching elements re-differentiated per input, at most
 
 MAX_POINT = 1e-2        # pointwise relative mismatch an approximating forward may explain
 MAX_INTEGRATED = 1e-3   # integrated discrepancy, relative to forward's change, at most
@@ -168,3 +187,70 @@ def _warning(problem: Problem, res: numerics.InputResult, point: float,
         "approximation itself)", check, res.label,
         {"approximating_forward": True, "relative": point, "integrated": integrated,
          "eps": eps, "elements": [e.index for e in res.mismatches[:20]]})
+
+
+def solved(session: Session, problem: Problem, results: list[numerics.InputResult],
+           check: str) -> list[Finding]:
+    """Warnings for inputs whose forward is flat at the finite-difference step (some
+    difference exactly 0) only because it converges to a tolerance: every mismatching element
+    agrees with backward at each of the ladder's larger steps (see the module docstring).
+    Their mismatches are cleared; the others are left as they are."""
+    if problem.complex_inputs or problem.complex_outputs:
+        return []
+    vs, grads = session.cache.get(f"vjp:{check}", (None, None))
+    if not vs:
+        return []
+    V = torch.stack(vs).to(torch.float64)
+    findings = []
+    for res in results:
+        if res.mode != "exact" or not res.mismatches or res.nan_analytic or \
+                res.probe.get("failed") or len(res.mismatches) > MAX_SOLVED or \
+                not any(e.numerical == 0.0 for e in res.mismatches):
+            continue
+        A = torch.stack([g[res.t].reshape(-1).to(torch.float64) for g in grads])
+        if all(_settles(problem, res.t, e.index, V, A[:, e.index], session.settings.atol)
+               for e in res.mismatches):
+            findings.append(_solved_warning(problem, res, check))
+            res.mismatches = []
+    return findings
+
+
+def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
+             atol: float) -> bool:
+    """Whether ``(J^T v)_j`` agrees with ``a`` (every ``v``) within :data:`MAX_POINT` at each
+    Richardson-extrapolated step of the ladder below its largest."""
+    scale = max(1.0, abs(float(problem.xs[t].reshape(-1)[j])))
+    diffs = []
+    for h in (scale * s for s in SOLVED_STEPS):
+        try:
+            up, down = _shifted(problem, t, j, h), _shifted(problem, t, j, -h)
+        except Exception:  # noqa: BLE001 - user code off its domain: no explanation
+            return False
+        diffs.append(V @ (up - down).reshape(-1) / (2 * h))
+    ratio2 = (SOLVED_STEPS[0] / SOLVED_STEPS[1]) ** 2
+    for coarse, fine in zip(diffs, diffs[1:]):
+        extrapolated = (ratio2 * fine - coarse) / (ratio2 - 1)
+        if not bool(torch.isfinite(extrapolated).all()) or bool(
+                ((extrapolated - a).abs() > atol + MAX_POINT * a.abs()).any()):
+            return False
+    return True
+
+
+def _solved_warning(problem: Problem, res: numerics.InputResult, check: str) -> Finding:
+    flat = [e for e in res.mismatches if e.numerical == 0.0]
+    where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])
+    steps = ", ".join(f"{s:.2g}" for s in SOLVED_STEPS[1:])
+    return Finding(
+        "gradient-mismatch", "warning",
+        f"gradient of {res.label}: forward is flat at the finite-difference step at {where} "
+        f"({len(flat)} of {len(res.mismatches)} mismatching elements have differences exactly "
+        f"0), but at steps {steps} (times max(1, |x|), Richardson-extrapolated) its "
+        f"differences agree with backward within {MAX_POINT:.0%} at every one of them: "
+        "forward converges to a tolerance (an iterative solver, a bisection, a fixed number "
+        "of iterations) whose steps are below about 1e-4 of the input's scale, and backward "
+        "is the derivative of what it converges to; not an estimator",
+        "nothing to fix if forward is an iterative solver; tighten its tolerance (more "
+        "iterations) to make forward smooth at finite-difference scale, or declare "
+        "approximate=True to have the gradient's quality measured", check, res.label,
+        {"converged_forward": True, "steps": list(SOLVED_STEPS[1:]),
+         "elements": [e.index for e in res.mismatches[:20]]})

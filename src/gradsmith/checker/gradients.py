@@ -118,6 +118,7 @@ def run(session: Session) -> list[Finding]:
     at_returned_precision(session, results)
     symmetric_notes = session.cache[f"symmetric:{NAME}"]
     explained = approximating.explain(session, problem, results, NAME)
+    explained += approximating.solved(session, problem, results, NAME)  # a solver's stairs
     findings, replaced = estimators.detect(session, problem, results)
     findings += explained
     missing, covered = _params_without_gradient(session, results)
