@@ -38,6 +38,7 @@ _TAIL_WORD = re.compile(rb"(\w+)\s*$")
 #: extension build, ctypes, a `torch.library.custom_op`, a registrar handed the module at
 #: import time (see _registered).
 _KERNEL_SIGN = re.compile(rb"triton\.jit|[\[@]triton\.autotune|cpp_extension|^import ctypes"
+                          rb"|\bjiterator\b"
                           rb"|\bcustom_op\("
                           rb"|^\w[\w.]*\([^\n]*\b(?:__name__|globals\(\))\)\s*$", re.M)
 

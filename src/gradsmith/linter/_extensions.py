@@ -264,13 +264,14 @@ def _imported(target: str, sym: ModuleSymbols, sym_of: dict, depth: int) -> bool
 
 def loaded(sym: ModuleSymbols) -> frozenset[str]:
     """Names bound to ``cpp_extension.load(...)``/``load_inline(...)`` at import time or
-    under ``global``, or to a custom ``torch.ops.<namespace>``."""
+    under ``global``, to a custom ``torch.ops.<namespace>``, or to a jiterator kernel."""
     source = sym.source
     found = set()
     text = source.text
-    if "load" in text or "torch.ops" in text:
+    if "load" in text or "torch.ops" in text or "jiterator" in text:
         for stmt in import_time(source.tree.body, _IMPORT_BLOCKS):
-            if isinstance(stmt, ast.Assign) and (_is_load(stmt.value, sym) or _is_ops(stmt.value)):
+            if isinstance(stmt, ast.Assign) and (_is_load(stmt.value, sym) or _is_ops(stmt.value)
+                                                 or is_jiterator(stmt.value, sym)):
                 found |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
     if "global" in text and "cpp_extension" in text:  # `global _C` then `_C = load(...)`
         for stmt in statements(source.tree.body):
@@ -317,6 +318,16 @@ def _is_ops(value: ast.expr | None) -> bool:
         and parts[2] not in _OPS_BUILTIN
 
 
+def is_jiterator(value: ast.expr | None, sym: ModuleSymbols) -> bool:
+    """``torch.cuda.jiterator._create_jit_fn(code)`` (or the multi-output one): a kernel
+    compiled from a C++ string at run time, as opaque to autograd as an extension."""
+    if not isinstance(value, ast.Call):
+        return False
+    parts = dotted(value.func) or [""]
+    origin = ".".join([sym.imports.get(parts[0], parts[0]), *parts[1:]])
+    return "jiterator" in origin and parts[-1] in ("_create_jit_fn", "_create_multi_output_jit_fn")
+
+
 def _is_load(value: ast.expr | None, sym: ModuleSymbols) -> bool:
     """``load(name=..., sources=[...])``/``load_inline(...)`` of ``torch.utils.cpp_extension``
     (known by its import, also under another name, or by its ``sources`` keywords)."""
@@ -331,4 +342,4 @@ def _is_load(value: ast.expr | None, sym: ModuleSymbols) -> bool:
 
 
 
-__all__ = ["Scope", "free", "kernel_call", "loaded", "names", "star"]
+__all__ = ["Scope", "free", "is_jiterator", "kernel_call", "loaded", "names", "star"]

@@ -187,9 +187,8 @@ class Facts:
         layouts = {}
         for length in {len(c) for c in calls}:
             same = [c for c in calls if len(c) == length]
-            layouts[length] = tuple(Val(frozenset({
-                "saved:fresh" if all(c[i] == "saved:fresh" for c in same) else "saved"}),
-                True, single=True) for i in range(length))
+            layouts[length] = tuple(Val(_saved_origins([c[i] for c in same]), True, single=True)
+                                    for i in range(length))
         return layouts
 
     @cached_property
@@ -207,7 +206,8 @@ class Facts:
                 for node in statement_nodes(stmt):
                     args = self.saved_args(node, flow.ctx)
                     if args is not None:
-                        calls.append([_saved_kind(flow, a, returned) for a in args])
+                        calls.append([_saved_kind(flow, a, returned, self.none_gradients)
+                                      for a in args])
 
             self.walk(method, visit)
         return calls
@@ -279,7 +279,9 @@ class Facts:
         bwd = self.method("backward")
         if bwd is None:
             return set()
-        rets = [_elements(n.value) for n in walk_shallow(bwd.node) if isinstance(n, ast.Return)]
+        tuples = _tuple_names(bwd.node)
+        rets = [_elements(_expand_starred(n.value, tuples)) for n in walk_shallow(bwd.node)
+                if isinstance(n, ast.Return)]
         if not rets or any(r is None for r in rets):
             return set()
         return {i for i in range(min(map(len, rets)))
@@ -368,6 +370,34 @@ class Facts:
         return calls
 
 
+def _tuple_names(func: ast.AST) -> dict[str, ast.Tuple]:
+    """Locals of ``func`` bound once, to a tuple display (``empty = None, None``)."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in walk_shallow(func):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        bound.setdefault(name.id, []).append(node.value)
+    return {k: v[0] for k, v in bound.items() if len(v) == 1 and isinstance(v[0], ast.Tuple)
+            and not any(isinstance(e, ast.Starred) for e in v[0].elts)}
+
+
+def _expand_starred(expr: ast.expr | None, tuples: dict[str, ast.Tuple]) -> ast.expr | None:
+    """``(g, *empty)`` with ``empty`` bound to a tuple display, as the flat tuple it returns."""
+    if not isinstance(expr, ast.Tuple) or not any(
+            isinstance(e, ast.Starred) and isinstance(e.value, ast.Name) and e.value.id in tuples
+            for e in expr.elts):
+        return expr
+    elts: list[ast.expr] = []
+    for e in expr.elts:
+        if isinstance(e, ast.Starred) and isinstance(e.value, ast.Name) and e.value.id in tuples:
+            elts.extend(tuples[e.value.id].elts)
+        else:
+            elts.append(e)
+    return ast.Tuple(elts=elts, ctx=ast.Load())
+
+
 def _elements(expr: ast.expr | None) -> list[ast.expr] | None:
     """Items of a returned tuple display, also ``(None, None) + (g,)``; None if unknown."""
     if isinstance(expr, ast.Tuple):
@@ -381,10 +411,27 @@ def _elements(expr: ast.expr | None) -> list[ast.expr] | None:
     return None
 
 
-def _saved_kind(flow: Flow, arg: ast.expr, returned: set[str]) -> str | None:
+def _saved_origins(kinds: list[str | None]) -> frozenset[str]:
+    """Origins of one unpacked slot given the kind saved there by each save of its length:
+    a state buffer stays ``saved`` too, so every rule about saved tensors still sees it."""
+    if all(k == "saved:fresh" for k in kinds):
+        return frozenset({"saved:fresh"})
+    if all(k == "saved:state" for k in kinds):
+        return frozenset({"saved", "saved:state"})
+    return frozenset({"saved"})
+
+
+def _saved_kind(flow: Flow, arg: ast.expr, returned: set[str],
+                state: set[str] = frozenset()) -> str | None:
+    """``saved:state`` for an input whose gradient backward always returns as None (a
+    statistics buffer), ``saved`` for other inputs and outputs, ``saved:fresh`` for
+    intermediates, None when unknown."""
     if isinstance(arg, ast.Starred):
         return None
     val = flow.eval(arg)
+    if val.origins and all(o.startswith("input:") and o[6:] in state for o in val.origins) \
+            and not (isinstance(arg, ast.Name) and arg.id in returned):
+        return "saved:state"
     if any(o.startswith("input:") or o == "output" for o in val.origins):
         return "saved"
     if isinstance(arg, ast.Name) and arg.id in returned:

@@ -150,7 +150,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   `ctx.mark_dirty` called by a helper that receives ctx counts as forward's own, and a
   tensor passed at a linted `Fn.apply(...)` call beats a number as the parameter's default.
 - Opaque kernels (GS215): a Triton launch, a custom `torch.ops` namespace or
-  `@torch.library.custom_op`, and a compiled extension: a module that a `setup.py` of the
+  `@torch.library.custom_op`, a module-level name bound to a `torch.cuda.jiterator` kernel
+  (`_create_jit_fn`, `_create_multi_output_jit_fn`; it honours strides, so not GS221), and
+  a compiled extension: a module that a `setup.py` of the
   file's folder or a folder above builds (`Extension`, `CUDAExtension`, `CppExtension`, or a
   name bound to one or a function returning one, as k2's `cmake_extension("_k2")`, given a
   literal name; the file is read, never run) or that has a
@@ -226,7 +228,11 @@ What the analysis takes into account, so that an error is always worth stopping 
 Exemptions: in-place updates of forward inputs named `running_*`, `moving_*` or
 `num_batches_tracked`, or whose gradient backward always returns as `None` (state such as
 statistics buffers and codebooks, never differentiated; also an input `forward(ctx,
-*args)` unpacks from `args` at its top level), are not reported by GS101. `detach_()`
+*args)` unpacks from `args` at its top level), are not reported by GS101. Such a state
+input saved for backward and updated there (`amax.fill_(g.abs().max())`, delayed scaling)
+is GS227, a warning, not GS103: nothing differentiated changes and the first backward is
+right; only a second backward through the graph raises. `return g, *no_grads` with
+`no_grads = (None, None)` bound once in backward counts as literal Nones. `detach_()`
 changes no values, only the graph of the one tensor object it is called on: on an input
 parameter itself (or `args[i]`, `for t in args`) it is GS101, since the caller's tensor
 loses its history (a leaf stops requiring grad; the caller's gradient through a non-leaf

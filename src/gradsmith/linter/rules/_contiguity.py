@@ -107,6 +107,8 @@ class _Where:
         parts = dotted(call.func) or []
         if what is None or what.startswith("`torch.ops.") or parts and self._ops(parts[0]):
             return None  # a registered op may be Python (torch.library) and copy as needed
+        if parts and self._jitted(parts[0]):
+            return None  # a jiterator kernel runs on TensorIterator, which honours strides
         module = self.find.external(parts[0]) if parts else None
         if module and _KNOWN_WRAPPER.match(f"{module}.{parts[0]}"):
             return None  # a Python wrapper that makes its inputs contiguous itself
@@ -122,6 +124,13 @@ class _Where:
                                       _extensions.names(self.sym, self.sym_of)).with_locals(func)
             found = self._scopes[id(func)] = (scope, _Lazy(func, frozenset(scope.known)))
         return found
+
+    def _jitted(self, name: str) -> bool:
+        """``name`` is bound at module level to a ``torch.cuda.jiterator`` kernel."""
+        return any(
+            isinstance(stmt, ast.Assign) and _extensions.is_jiterator(stmt.value, self.sym)
+            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            for stmt in self.sym.source.tree.body)
 
     def _ops(self, name: str) -> bool:
         """``name`` is bound at module level to a ``torch.ops.<namespace>``."""

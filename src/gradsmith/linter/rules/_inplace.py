@@ -322,6 +322,12 @@ def check_inplace(facts: Facts, report) -> None:
                         proven or val.tensor) and not once:
                     once.append(node)
                     report("GS227", method.source, node, f"{what} on `{label}`")
+                elif "saved:state" in val.origins and not opt_in and not option(what):
+                    # a state buffer (gradient always None) updated on purpose, as forward's
+                    # statistics are (GS101): only a second backward through the graph raises
+                    if not once:
+                        once.append(node)
+                        report("GS227", method.source, node, f"{what} on state `{label}`")
                 elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
                     if option(what):
                         report("GS217", method.source, node, f"{what} on `{label}`")

@@ -1,0 +1,62 @@
+"""Classes found linting fresh repositories for issue 19 (fixtures/fresh_dev8.py, CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradsmith.linter import lint
+
+FIXTURE = Path(__file__).parent / "fixtures" / "fresh_dev8.py"
+
+
+@pytest.fixture(scope="module")
+def mod(load_fixture):
+    return load_fixture(FIXTURE, "fresh_dev8_fixture")
+
+
+@pytest.fixture(scope="module")
+def found():
+    return lint(FIXTURE, config=False)
+
+
+def test_fixture_expectations(found, expected):
+    got = {(f.line, f.code) for f in found}
+    want = {(line, code) for (_, line, code) in expected(FIXTURE)}
+    assert want <= got
+    assert not [f for f in found if f.severity == "error" and (f.line, f.code) not in want]
+
+
+def test_state_buffer_written_in_backward_is_a_warning_and_runs_right(mod, found):
+    """A saved input whose gradient is always None (a statistics buffer) filled in backward:
+    the gradient is right and the buffer holds what backward recorded; only a second backward
+    through the graph raises, so GS227 (warning), not GS103."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    amax = torch.zeros((), dtype=torch.float64)
+    weight = torch.randn(4, 3, dtype=torch.float64)
+    (got,) = torch.autograd.grad((mod.AmaxScaleBw.apply(x, amax) * weight).sum(), x)
+    torch.testing.assert_close(got, torch.autograd.grad((x * 2 * weight).sum(), x)[0])
+    torch.testing.assert_close(amax, weight.abs().max())
+    line = next(f for f in found if f.code in ("GS103", "GS227") and f.line < 24)
+    assert (line.code, line.severity) == ("GS227", "warning")
+
+
+def test_saved_differentiated_input_written_in_backward_stays_an_error(mod, found):
+    torch.manual_seed(0)
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    out = mod.ScaleSavedInput.apply(x, w)
+    out.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    assert [(f.code, f.severity) for f in found if f.line == 37] == [("GS103", "error")]
+
+
+def test_jiterator_kernel_in_backward_is_opaque(found):
+    """``torch.cuda.jiterator._create_jit_fn`` compiles C++ at run time (CUDA only): GS215
+    names its call in backward; TensorIterator honours strides, so no GS221."""
+    assert [(f.code, f.severity) for f in found if f.line == 59] == [("GS215", "warning")]
+    assert not [f for f in found if f.code == "GS221"]
