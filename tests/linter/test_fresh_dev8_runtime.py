@@ -60,3 +60,11 @@ def test_jiterator_kernel_in_backward_is_opaque(found):
     names its call in backward; TensorIterator honours strides, so no GS221."""
     assert [(f.code, f.severity) for f in found if f.line == 59] == [("GS215", "warning")]
     assert not [f for f in found if f.code == "GS221"]
+
+
+def test_package_folder_that_builds_its_extension_imports_the_extension():
+    """``ops/gridsum/setup.py`` builds ``gridsum``; ``import gridsum`` inside
+    ``ops/gridsum/__init__.py`` is that compiled module, so its call in backward is GS215."""
+    tree = FIXTURE.parent / "fresh_dev8_ext"
+    found = [(Path(f.path).name, f.line, f.code) for f in lint(tree, config=False)]
+    assert found == [("__init__.py", 19, "GS215")]

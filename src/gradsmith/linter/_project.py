@@ -41,7 +41,7 @@ def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
     declared, roots = _project(sym)
     if not qual or not roots or qual.partition(".")[0] == "torch":
         return False  # torch._C binds aten operators, which have autograd formulas
-    if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots)
+    if any((qual == name or qual.startswith(name + ".")) and not _has_source(name, roots, True)
            for name in declared):
         return True
     head = qual.partition(".")[0]
@@ -154,13 +154,22 @@ def _package_root(sym: ModuleSymbols) -> tuple[str, ...]:
     return (root,)
 
 
-def _has_source(module: str, roots: tuple[str, ...]) -> bool:
-    """A ``.py`` file or a package for ``module`` under one of ``roots`` (or ``roots/src``)."""
+def _has_source(module: str, roots: tuple[str, ...], built: bool = False) -> bool:
+    """A ``.py`` file or a package for ``module`` under one of ``roots`` (or ``roots/src``).
+
+    With ``built``, a package whose own folder holds the setup.py that compiles ``module``
+    (``gridding/setup.py`` building ``gridding`` beside ``gridding/__init__.py``, whose
+    ``import gridding`` loads the installed extension) is the extension's source folder, not
+    its Python code."""
     rel = module.replace(".", os.sep)
     for root in roots:
         for base in (root, os.path.join(root, "src")):
             stem = os.path.join(base, rel)
-            if os.path.isfile(stem + ".py") or os.path.isfile(os.path.join(stem, "__init__.py")):
+            if os.path.isfile(stem + ".py"):
+                return True
+            if os.path.isfile(os.path.join(stem, "__init__.py")) and not (
+                    built and os.path.isfile(os.path.join(stem, "setup.py"))
+                    and module in _declared(os.path.join(stem, "setup.py"))):
                 return True
     return False
 

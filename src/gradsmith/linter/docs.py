@@ -165,7 +165,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   load(...)`, then `Accelerated.conv.bwd(g)`) or imported by the name it was built under
   (`load(name='plugin', ...)` then `import plugin`); an attribute of one (`fn = module.fn`, `getattr(_C,
   name)`) and what a helper returns from one (`bw_fn = get_function(name)`). A Python
-  module or package of an extension's name in the tree is Python code, not an extension;
+  module or package of an extension's name in the tree is Python code, not an extension,
+  except a package whose own folder holds the setup.py that builds that name
+  (`gridding/setup.py` building `gridding`: its `import gridding` is the compiled module);
   a Function's `.apply` (it has its own backward) and a CapWords name with no underscore
   from an extension (a class: `CoordinateMapKey`; `Convolution_updateGradInput` is a
   function) are not kernels. A module imported by its bare name from inside a package
