@@ -68,3 +68,12 @@ def test_package_folder_that_builds_its_extension_imports_the_extension():
     tree = FIXTURE.parent / "fresh_dev8_ext"
     found = [(Path(f.path).name, f.line, f.code) for f in lint(tree, config=False)]
     assert found == [("__init__.py", 19, "GS215")]
+
+
+def test_extension_function_wrapped_by_a_helper_in_another_module():
+    """``combine_backward = _wrap(_sigcore.combine_backward)`` in ``core.py`` (a closure
+    that calls its argument), then ``core.combine_backward(grad, ...)`` in backward of
+    ``combine.py``: an extension call autograd cannot differentiate, GS215."""
+    tree = FIXTURE.parent / "fresh_dev8_wrap"
+    found = sorted((Path(f.path).name, f.line, f.code) for f in lint(tree, config=False))
+    assert found == [("combine.py", 16, "GS215"), ("combine.py", 16, "GS221")]

@@ -177,7 +177,8 @@ class Scope:
             return self.valued(expr.args[0])
         if _is_load(expr, self.sym):
             return True
-        return self.depth < _FOLLOW and (self.returns(expr.func) or self.proxy(expr.func))
+        return self.depth < _FOLLOW and (self.returns(expr.func) or self.proxy(expr.func) or any(
+            self.valued(arg) and self._wraps(expr.func, i) for i, arg in enumerate(expr.args)))
 
     def proxy(self, func: ast.expr) -> bool:
         """``func`` is a linted class whose instances stand for an extension it loads
@@ -192,6 +193,37 @@ class Scope:
                          depth).with_locals(method).valued
 
         return extension_proxy(klass, valued_in)
+
+    def _helper(self, func: ast.expr) -> ast.FunctionDef | None:
+        """The linted function ``func`` names (this module or another linted one)."""
+        parts = dotted(func)
+        if not parts:
+            return None
+        node = self.sym.source.functions.get(parts[0]) if len(parts) == 1 else None
+        if node is None:
+            node = finder(self.sym, self.sym_of)(func)
+        return node if isinstance(node, ast.FunctionDef) else None
+
+    def _wraps(self, func: ast.expr, index: int) -> bool:
+        """``func`` is a linted helper that hands back its argument ``index`` or a closure
+        calling it (``def _wrap(fn): def wrapped(*a): return fn(*a)  return wrapped``), as
+        ``signature_backward = _wrap(_impl.signature_backward)`` does."""
+        node = self._helper(func)
+        if node is None or index >= len(node.args.posonlyargs + node.args.args):
+            return False
+        param = (node.args.posonlyargs + node.args.args)[index].arg
+        inner = {sub.name: sub for sub in node.body if isinstance(sub, ast.FunctionDef)}
+        for sub in ast.walk(node):
+            if not isinstance(sub, ast.Return) or not isinstance(sub.value, ast.Name):
+                continue
+            if sub.value.id == param:
+                return True
+            closure = inner.get(sub.value.id)
+            if closure is not None and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == param
+                    for c in ast.walk(closure)):
+                return True
+        return False
 
     def returns(self, func: ast.expr) -> bool:
         """``func`` is a helper (this module or a linted one) returning an extension."""
@@ -236,6 +268,11 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
         ".".join([target, *parts[1:-1]]), scope.sym
     ):
         return ""  # `import sparseconvnet.SCN` then `sparseconvnet.SCN.fn(...)`
+    if len(parts) == 2 and target and scope.depth < _FOLLOW:
+        other = module_named(modules_of(scope.sym_of), target, scope.sym)
+        if other is not None and other is not scope.sym and last in names(
+                other, scope.sym_of, scope.depth + 1):
+            return ""  # `from . import impl` then `impl.fn(...)`, `fn = _wrap(_ext.fn)` there
     if len(parts) == 1 and star(scope.sym, head, scope.sym_of):
         return " (star import)"
     if len(parts) == 1 and not scope.sym.stars and free(scope.sym, head) \

@@ -164,7 +164,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   module level or under `global`, or kept on a class of the module (`Accelerated.module =
   load(...)`, then `Accelerated.conv.bwd(g)`) or imported by the name it was built under
   (`load(name='plugin', ...)` then `import plugin`); an attribute of one (`fn = module.fn`, `getattr(_C,
-  name)`) and what a helper returns from one (`bw_fn = get_function(name)`). A Python
+  name)`), what a helper returns from one (`bw_fn = get_function(name)`), what a linted
+  helper wrapping its argument returns (`fn = _wrap(_impl.fn)`, `_wrap` returning a closure
+  that calls it), also reached as an attribute of the linted module (`impl.fn(g)`). A Python
   module or package of an extension's name in the tree is Python code, not an extension,
   except a package whose own folder holds the setup.py that builds that name
   (`gridding/setup.py` building `gridding`: its `import gridding` is the compiled module);
