@@ -32,9 +32,10 @@ finite differences are exactly 0 and it looks like a straight-through estimator,
 (the implicit function theorem) is the derivative of the root it converges to. A quantizer's
 staircase is the same shape, only coarse: its steps are a visible fraction of the input's scale
 (1/256 for 8 bits), where a solver's are below 1e-4 of it. So :func:`solved` re-differentiates
-each flat input's mismatching elements at steps :data:`SOLVED_STEPS` (up to 1.6e-2 of
-``max(1, |x_j|)``, none commensurate with another, Richardson-extrapolated against curvature):
-when the three largest all agree with backward within :data:`MAX_POINT`, the stairs are below
+each mismatching element where forward is a staircase at the check's step (a difference
+exactly 0, or one that changes when the step is cut by 8) at steps :data:`SOLVED_STEPS` (up
+to 1.6e-2 of ``max(1, |x_j|)``, none commensurate with another, Richardson-extrapolated
+against curvature): when the three largest all agree with backward within :data:`MAX_POINT`, the stairs are below
 about 1e-4 of the scale and the mismatch is the tolerance's, a ``gradient-mismatch``
 **warning** naming the step. A wrong backward disagrees at every step and keeps its error; a
 quantizer's stairs (a lattice of spacing ``d``) put up to ``d / 2h`` into each difference,
@@ -191,9 +192,9 @@ def _warning(problem: Problem, res: numerics.InputResult, point: float,
 
 def solved(session: Session, problem: Problem, results: list[numerics.InputResult],
            check: str) -> list[Finding]:
-    """Warnings for inputs whose forward is flat at the finite-difference step (some
-    difference exactly 0) only because it converges to a tolerance: every mismatching element
-    agrees with backward at each of the ladder's larger steps (see the module docstring).
+    """Warnings for inputs whose forward is a staircase at the finite-difference step only
+    because it converges to a tolerance: every mismatching element agrees with backward at
+    each of the ladder's larger steps (see the module docstring).
     Their mismatches are cleared; the others are left as they are."""
     if problem.complex_inputs or problem.complex_outputs:
         return []
@@ -204,15 +205,36 @@ def solved(session: Session, problem: Problem, results: list[numerics.InputResul
     findings = []
     for res in results:
         if res.mode != "exact" or not res.mismatches or res.nan_analytic or \
-                res.probe.get("failed") or len(res.mismatches) > MAX_SOLVED or \
-                not any(e.numerical == 0.0 for e in res.mismatches):
+                res.probe.get("failed") or len(res.mismatches) > MAX_SOLVED:
             continue
         A = torch.stack([g[res.t].reshape(-1).to(torch.float64) for g in grads])
-        if all(_settles(problem, res.t, e.index, V, A[:, e.index], session.settings.atol)
+        s = session.settings
+        if all(_stairs(problem, res.t, e, V, s) and _settles(problem, res.t, e.index, V,
+                                                                A[:, e.index], s.atol)
                for e in res.mismatches):
             findings.append(_solved_warning(problem, res, check))
             res.mismatches = []
     return findings
+
+
+def _stairs(problem: Problem, t: int, e: numerics.Element, V: torch.Tensor,
+            s: numerics.Settings) -> bool:
+    """Whether forward is a staircase at element ``e`` at the check's step: its difference
+    there is exactly 0, or changes beyond the tolerance when the step is cut by 8 (a smooth
+    forward's does not, whatever backward returns)."""
+    if e.numerical == 0.0:
+        return True
+    scale = max(1.0, abs(float(problem.xs[t].reshape(-1)[e.index])))
+    diffs = []
+    for h in (s.h * scale, s.h * scale / 8):
+        try:
+            up, down = _shifted(problem, t, e.index, h), _shifted(problem, t, e.index, -h)
+        except Exception:  # noqa: BLE001 - user code off its domain: no explanation
+            return False
+        diffs.append(V @ (up - down).reshape(-1) / (2 * h))
+    big, small = diffs
+    return bool(((big - small).abs() > s.atol + s.rtol * torch.maximum(
+        big.abs(), small.abs())).any())
 
 
 def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
@@ -237,14 +259,13 @@ def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
 
 
 def _solved_warning(problem: Problem, res: numerics.InputResult, check: str) -> Finding:
-    flat = [e for e in res.mismatches if e.numerical == 0.0]
     where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])
     steps = ", ".join(f"{s:.2g}" for s in SOLVED_STEPS[1:])
     return Finding(
         "gradient-mismatch", "warning",
-        f"gradient of {res.label}: forward is flat at the finite-difference step at {where} "
-        f"({len(flat)} of {len(res.mismatches)} mismatching elements have differences exactly "
-        f"0), but at steps {steps} (times max(1, |x|), Richardson-extrapolated) its "
+        f"gradient of {res.label}: forward is a staircase at the finite-difference step at "
+        f"{where} ({len(res.mismatches)} of {problem.xs[res.t].numel()} elements: differences "
+        f"exactly 0, or changing with the step), but at steps {steps} (times max(1, |x|), Richardson-extrapolated) its "
         f"differences agree with backward within {MAX_POINT:.0%} at every one of them: "
         "forward converges to a tolerance (an iterative solver, a bisection, a fixed number "
         "of iterations) whose steps are below about 1e-4 of the input's scale, and backward "
