@@ -129,3 +129,49 @@ def test_the_printed_declaration_passes_as_printed(module):
         w = 2.0 * float(torch.sqrt(1.0 + torch.as_tensor(stats["tau"]) ** 2)) * stats["gain"]
         return x.clamp(-w / 2, w / 2) / w
     assert gradsmith.check(module.KeyedWindow, *args, surrogate=by_hand).passed
+
+
+GET_CASE = '''
+import torch
+
+
+class GetScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cfg):
+        ctx.scale = cfg.get("scale") * cfg.get("gain", 3.0)
+        if cfg.get("mode", "linear") == "linear":
+            return x * ctx.scale
+        raise ValueError("unknown mode")
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
+
+
+class GetScaleWrong(GetScale):
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.scale, None
+'''
+
+
+def test_a_mapping_read_with_get_keeps_the_defaults(tmp_path):
+    """``cfg.get("gain", 3.0)``: forward's own default is used (the entry is left out);
+    ``cfg.get("scale")`` has none, so the entry is given. Before, ``cfg`` was a namespace whose
+    ``get`` returned its argument (a string), and forward raised."""
+    path = tmp_path / "get_case.py"
+    path.write_text(textwrap.dedent(GET_CASE))
+    spec = importlib.util.spec_from_file_location("get_case", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = synthesize(module.GetScale)
+    assert isinstance(found, Synthesized), found
+    x, cfg = found.args
+    assert cfg == {"scale": 2.0}
+    # Independent reference: the gradient of x * scale * 3 by hand
+    leaf = x.detach().clone().requires_grad_(True)
+    (got,) = torch.autograd.grad(module.GetScale.apply(leaf, cfg).sum(), leaf)
+    torch.testing.assert_close(got, torch.full_like(leaf, 2.0 * 3.0))
+    assert gradsmith.check(module.GetScale, x.detach(), cfg).passed
+    wrong = gradsmith.check(module.GetScaleWrong, x.detach(), cfg)
+    assert "gradient-mismatch" in wrong.codes("error"), str(wrong)

@@ -65,13 +65,31 @@ class _Keys(ast.NodeVisitor):
             self._mark(node.slice, "int")  # x[p["i"]]: an index
         self.generic_visit(node)
 
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        """``p.get("key", 1.0)``: a mapping; an entry with a constant default is left out
+        (forward takes its default), one without is given like an indexed one."""
+        if node.attr == "get" and (got := self.keyed(ast.Subscript(
+                value=node.value, slice=ast.Constant("")))) is not None:
+            self.found.setdefault(got[0], {})
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "get" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str) and not node.keywords and \
+                (got := self.keyed(ast.Subscript(value=func.value, slice=node.args[0]))):
+            self.found.setdefault(got[0], {}).setdefault(got[1], "float")
+        self._used_as(node)
+        self.generic_visit(node)
+
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, (ast.LShift, ast.RShift, ast.FloorDiv, ast.Mod)):
             self._mark(node.left, "int")
             self._mark(node.right, "int")
         self.generic_visit(node)
 
-    def visit_Call(self, node: ast.Call) -> None:
+    def _used_as(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id in _INT_CALLS:
             for a in node.args:
@@ -80,7 +98,6 @@ class _Keys(ast.NodeVisitor):
                 func.value.id in _NAMESPACES:
             for a in [*node.args, *(k.value for k in node.keywords)]:
                 self._mark(a, "tensor")
-        self.generic_visit(node)
 
     def _mark(self, node: ast.AST, how: str) -> None:
         for sub in ast.walk(node):

@@ -220,12 +220,12 @@ def _from_use(name: str, kind: str | None, use: Use | None, varargs: bool,
     says so."""
     if use is None:
         return None
+    if use.keyed and kind in (None, "module", "seq"):  # cfg["tau"]: a tensor is never keyed
+        return Slot(name, "keyed", dict(use.keys), hint)
     if use.config and kind in (None, "module"):
         values = {attr: _attribute_value(attr, how) for attr, how in use.attrs.items()
                   if attr not in use.assigned}
         return Slot(name, "config", values, hint)
-    if use.keyed and kind in (None, "module", "seq"):  # cfg["tau"]: a tensor is never keyed
-        return Slot(name, "keyed", dict(use.keys), hint)
     if use.sections and kind in (None, "int", "seq"):
         return Slot(name, "sections", use.split_dim, hint)
     if use.size and kind in (None, "seq"):  # an int: torch.zeros(n) is a length

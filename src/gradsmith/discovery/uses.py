@@ -58,7 +58,7 @@ class Use:
     foreign: bool = False            # reads an attribute tensors do not have (cfg.num_bits)
     boolean: bool = False            # only ever tested for truth (if it:, not it, bool(it))
     assigned: set[str] = field(default_factory=set)  # cfg.r = ...: the code sets it itself
-    keys: dict[str, str] = field(default_factory=dict)  # cfg["tau"]: a dict (see .keyed)
+    keys: dict[str, str] | None = None  # cfg["tau"], cfg.get(...): a dict (see .keyed)
 
     @property
     def config(self) -> bool:
@@ -66,7 +66,8 @@ class Use:
 
     @property
     def keyed(self) -> bool:
-        return bool(self.keys) and not self.tensor_attrs and not self.module
+        return (self.keys is not None and not self.tensor_attrs and not self.module
+                and set(self.attrs) <= {"get", "keys", "items", "values"})
 
     @property
     def sections(self) -> bool:
