@@ -74,3 +74,30 @@ def test_correct_pooling_passes_and_the_planted_wrong_one_fails(module):
     assert gradsmith.check(module.WindowPool, x.detach(), kernel).passed
     wrong = gradsmith.check(module.WindowPoolWrong, x.detach(), kernel)
     assert "gradient-mismatch" in wrong.codes("error"), str(wrong)
+
+
+def test_a_window_the_code_uses_as_an_int_stays_an_int(tmp_path):
+    """``k * k`` after ``range(k)``: the code says int; a tuple would make forward raise."""
+    path = tmp_path / "int_window.py"
+    path.write_text(textwrap.dedent('''
+        import torch
+        import torch.nn.functional as F
+
+
+        class IntWindow(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                ctx.k = [1 for _ in range(k)]
+                return F.avg_pool2d(x, k) * (k * k)
+
+            @staticmethod
+            def backward(ctx, g):
+                k = len(ctx.k)
+                return g.repeat_interleave(k, -2).repeat_interleave(k, -1), None
+    '''))
+    spec = importlib.util.spec_from_file_location("int_window", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = synthesize(module.IntWindow)
+    assert isinstance(found, Synthesized), found
+    assert type(found.args[1]) is int

@@ -43,8 +43,9 @@ def read_windows(tree: ast.AST, hints: dict[str, Any]) -> None:
                    *(k.value for k in node.keywords
                      if k.arg in ("kernel_size", "stride", "output_size"))]
         for window in windows:
+            # an int the code says is an int stays one (pooling takes it, k * k needs it)
             if isinstance(window, ast.Name) and window.id in hints and \
-                    hints[window.id].kind in (None, "int", "float", "seq"):
+                    hints[window.id].kind in (None, "float", "seq"):
                 hints[window.id].window = dims
         pooled = node.args[0] if node.args else None
         if isinstance(pooled, ast.Name) and pooled.id in hints:
