@@ -98,6 +98,10 @@ def test_a_window_the_code_uses_as_an_int_stays_an_int(tmp_path):
     spec = importlib.util.spec_from_file_location("int_window", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    from gradsmith.discovery.hints import forward_hints
+
+    hints = forward_hints(module.IntWindow.forward, ["x", "k"], module.IntWindow)
+    assert hints["k"].kind == "int" and hints["k"].window == 0
     found = synthesize(module.IntWindow)
     assert isinstance(found, Synthesized), found
     assert type(found.args[1]) is int
