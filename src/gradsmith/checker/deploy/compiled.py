@@ -70,17 +70,27 @@ def _run(session: Session) -> list[Finding]:
 
 
 def _not_one_graph(session: Session, exc: BaseException, backend: str) -> list[Finding]:
-    """fullgraph failed: name the graph breaks (Dynamo's exception, plus ``explain`` for more
-    than one), then check without fullgraph."""
+    """fullgraph failed: name the graph breaks (Dynamo's exception, plus the further ones the
+    compile with graph breaks allowed records), then compare that compile's results with
+    eager."""
     classmethods = _classmethods(session.function_cls)
     if classmethods:
         # Dynamo's message ("failed to bind arguments") does not say why; and it runs such a
         # Function eagerly between graphs, so compiling again without fullgraph tells nothing.
         return [_classmethod_finding(classmethods, exc)]
     first = _graph_break(exc)
-    # explain re-traces the whole Function (seconds for unrolled loops): only to list the
-    # further graph breaks after a first one.
-    breaks = _breaks(session) if first is not None else []
+    # One trace with graph breaks allowed both lists the breaks (what torch._dynamo.explain
+    # records, from the same Dynamo state) and gives the results to compare: a separate
+    # explain would trace the whole Function once more (seconds for unrolled loops).
+    explainer = _explainer(backend)
+    got, failed = None, None
+    with quiet_dynamo(), _inductor_random(backend), importable(session.function_cls):
+        try:
+            got = evaluate(session, torch.compile(session.subject.target.call,
+                                                  backend=explainer or backend))
+        except Exception as exc2:  # noqa: BLE001
+            failed = exc2
+    breaks = _breaks(explainer) if first is not None else []
     if first is not None and all(first[1] != where for _, where in breaks):
         breaks.insert(0, first)
     findings = [_break_finding(reason, where) for reason, where in breaks[:MAX_BREAKS]]
@@ -94,21 +104,18 @@ def _not_one_graph(session: Session, exc: BaseException, backend: str) -> list[F
             "message; keep forward and backward to torch operations on tensors (no .item(), "
             ".tolist(), numpy or data-dependent Python branches)", NAME,
             details={"exception": type(exc).__name__, "where": _where(where)}))
-    with quiet_dynamo(), _inductor_random(backend), importable(session.function_cls):
-        try:
-            got = evaluate(session, torch.compile(session.subject.target.call, backend=backend))
-        except Exception as exc2:  # noqa: BLE001
-            internal = "Internal" in type(exc2).__name__
-            findings.append(Finding(
-                "compile-error", "warning",
-                f"torch.compile (with graph breaks allowed) raised "
-                f"{first_line(root_cause(exc2))}{_at(user_frame_of(exc2))}"
-                + (" (Dynamo failed internally: a torch bug, but the Function cannot be "
-                   "compiled until it is fixed)" if internal else ""),
-                "the Function cannot be used inside a compiled model; see Dynamo's message, "
-                "or keep it out of the compiled region with torch.compiler.disable",
-                NAME, details={"exception": type(exc2).__name__}))
-            return findings
+    if failed is not None:
+        internal = "Internal" in type(failed).__name__
+        findings.append(Finding(
+            "compile-error", "warning",
+            f"torch.compile (with graph breaks allowed) raised "
+            f"{first_line(root_cause(failed))}{_at(user_frame_of(failed))}"
+            + (" (Dynamo failed internally: a torch bug, but the Function cannot be "
+               "compiled until it is fixed)" if internal else ""),
+            "the Function cannot be used inside a compiled model; see Dynamo's message, "
+            "or keep it out of the compiled region with torch.compiler.disable",
+            NAME, details={"exception": type(failed).__name__}))
+        return findings
     return findings + _compare(session, got, reference(session), backend, fullgraph=False)
 
 
@@ -146,20 +153,23 @@ def _marks_dirty(session: Session) -> bool:
         return False
 
 
-def _breaks(session: Session) -> list[tuple[str, tuple[str, int, str] | None]]:
-    """Dynamo's graph-break reasons with the user line of each (via ``torch._dynamo.explain``)."""
-    import torch._dynamo
+def _explainer(backend: str) -> Any:
+    """``backend`` wrapped to record each graph Dynamo compiles and why the one before it
+    ended (``torch._dynamo.backends.debugging.ExplainWithBackend``, what ``explain`` records);
+    None where this torch has no such wrapper (the compile then lists the first break only)."""
+    try:
+        from torch._dynamo.backends.debugging import ExplainWithBackend
 
-    subject = session.subject
-    args = subject.args.build([x.clone().requires_grad_(True) for x in subject.base()],
-                              subject.dtype)
-    with quiet_dynamo(), importable(session.function_cls):
-        try:
-            explained = torch._dynamo.explain(subject.target.call)(*args)
-        except Exception:  # noqa: BLE001 - explain itself failed: report the fullgraph error
-            return []
+        return ExplainWithBackend(backend)
+    except Exception:  # noqa: BLE001 - a torch without it: the first break is still named
+        return None
+
+
+def _breaks(explainer: Any) -> list[tuple[str, tuple[str, int, str] | None]]:
+    """Dynamo's graph-break reasons with the user line of each, as ``explainer`` recorded
+    them while the Function compiled with graph breaks allowed."""
     seen, found = set(), []
-    for b in explained.break_reasons:
+    for b in getattr(explainer, "break_reasons", None) or []:
         reason = _short_reason(str(getattr(b, "reason", "")))
         if not reason:
             continue
