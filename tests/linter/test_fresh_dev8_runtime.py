@@ -77,3 +77,18 @@ def test_extension_function_wrapped_by_a_helper_in_another_module():
     tree = FIXTURE.parent / "fresh_dev8_wrap"
     found = sorted((Path(f.path).name, f.line, f.code) for f in lint(tree, config=False))
     assert found == [("combine.py", 16, "GS215"), ("combine.py", 16, "GS221")]
+
+
+def test_backward_arity_that_fits_only_the_default_branch(mod, found):
+    """Without the option the gradient is right; with ``return_map=True`` the second output
+    makes autograd pass two gradients to a backward that takes one: TypeError (GS246)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(mod.ScatterMaybeMap.apply(x).sum(), x)
+    torch.testing.assert_close(got, torch.autograd.grad((x * 3).sum(), x)[0])
+    out, _ = mod.ScatterMaybeMap.apply(x, True)
+    with pytest.raises(TypeError, match="positional argument"):
+        out.sum().backward()
+    (hit,) = [f for f in found if f.code == "GS246"]
+    assert (hit.line, hit.severity) == (74, "warning")
+    assert hit.message.endswith("takes 1 gradient(s), line 70 returns 2")

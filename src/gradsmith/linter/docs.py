@@ -115,7 +115,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   `x.new_zeros(...)` of an input every linted call passes an integer tensor for, such as
   `labels.int()`) or marked non-differentiable,
   no output can carry a gradient and backward never runs: a wrong gradient count there
-  is GS229 (a warning), not GS108 or GS110.
+  is GS229 (a warning), not GS108 or GS110. When forward returns different numbers of
+  outputs on different branches (`return out, map` only under `return_map=True`) and
+  backward's parameters fit some of them, the others are GS246 (a warning: which branch
+  runs depends on the callers); no branch fitting is not reported.
 - In-place edits are followed into helper functions of the same module, methods of the
   class (`_reduce(grad_output)`) and functions imported from other linted modules; an
   argument passed by keyword fills the parameter it names (`group(g, idx, out=buf)`

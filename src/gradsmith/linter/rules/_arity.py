@@ -9,7 +9,7 @@ from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
 from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond, raising_calls
-from gradsmith.linter.rules._latent import GS229, int_inputs, no_gradient_outputs
+from gradsmith.linter.rules._latent import GS229, GS246, int_inputs, no_gradient_outputs
 from gradsmith.linter.rules._listish import is_list
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
@@ -120,7 +120,7 @@ def _returns(facts: Facts, method) -> list[tuple[ast.Return, int | None, ast.exp
     return out
 
 
-@checker(GS108, GS209, GS109, GS110, GS229)
+@checker(GS108, GS209, GS109, GS110, GS229, GS246)
 def check_returns(facts: Facts, report) -> None:
     backward, forward = facts.method("backward"), facts.method("forward")
     if backward is None or forward is None or facts.inputs is None:
@@ -197,11 +197,20 @@ class _LatentCode:
 def _check_arity(facts: Facts, report, forward, backward, count_code) -> None:
     if backward.vararg or backward.name != "backward":
         return
-    counts = {c for _, c, _ in _returns(facts, forward)}
+    returns = _returns(facts, forward)
+    counts = {c for _, c, _ in returns}
+    grads = len(backward.params) - 1 - backward.ndefaults
+    if len(counts) > 1 and None not in counts:
+        misfit = [(r, c) for r, c, _ in returns if not grads <= c <= grads + backward.ndefaults]
+        if misfit and len(misfit) < len(returns) and count_code() == "GS108":
+            ret, outputs = misfit[0]
+            took = f"{grads} to {grads + backward.ndefaults}" if backward.ndefaults else grads
+            report("GS246", backward.source, backward.node,
+                   f"takes {took} gradient(s), line {ret.lineno} returns {outputs}")
+        return
     if len(counts) != 1 or None in counts:
         return
     (outputs,) = counts
-    grads = len(backward.params) - 1 - backward.ndefaults
     if outputs != grads and not (backward.ndefaults and grads <= outputs <= grads + backward.ndefaults):
         report("GS110" if count_code() == "GS108" else count_code(), backward.source, backward.node,
                f"backward takes {grads} gradient(s), forward returns {outputs} output(s)")

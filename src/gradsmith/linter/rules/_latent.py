@@ -45,6 +45,25 @@ GS229 = Rule(
     "    def backward(ctx, g):\n        return None, None\n",
     brief="wrong gradient count, latent: no output can carry a gradient",
 )
+GS246 = Rule(
+    "GS246", "backward-arity-by-branch", "warning",
+    "forward returns different numbers of outputs on different branches (an option such as "
+    "`return_map=True` adds one) and backward's gradient parameters fit only some of them",
+    "Autograd calls backward with one gradient per output of the call that ran; on the "
+    "branch whose count backward cannot take it raises TypeError. Which branch runs depends "
+    "on the callers' option, so this is a warning (GS110 when no branch fits).",
+    "take the gradients as `backward(ctx, g, *rest)`, or one parameter per output with a "
+    "default for the optional ones (`g_map=None`).",
+    bad=_H + "    def forward(ctx, x, return_half=False):\n        out = torch.mul(x, 2)\n"
+    "        if return_half:\n            return out, x / 2\n        return out\n\n"
+    "    @staticmethod\n    def backward(ctx, g):  # GS246\n        return g * 2, None\n",
+    good=_H + "    def forward(ctx, x, return_half=False):\n        out = torch.mul(x, 2)\n"
+    "        if return_half:\n            return out, x / 2\n        return out\n\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, g, g_half=None):\n"
+    "        return g * 2 + (0 if g_half is None else g_half / 2), None\n",
+    brief="backward fits only some of forward's output counts",
+)
 
 
 def maybe_number(forward: ast.AST, name: str) -> str | None:
