@@ -92,3 +92,27 @@ def test_backward_arity_that_fits_only_the_default_branch(mod, found):
     (hit,) = [f for f in found if f.code == "GS246"]
     assert (hit.line, hit.severity) == (74, "warning")
     assert hit.message.endswith("takes 1 gradient(s), line 70 returns 2")
+
+
+OPS = FIXTURE.parent / "fresh_dev8_ops.py"
+
+
+@pytest.mark.parametrize("name", ["SquareOp", "SquareTemplate"])
+def test_custom_op_in_backward_loses_the_second_derivative(load_fixture, name):
+    """The first derivative through the custom op is right; the op has no autograd formula,
+    so a second derivative through backward cannot be taken (autograd of ``x * x`` gives 2)."""
+    mod = load_fixture(OPS, "fresh_dev8_ops_fixture")
+    fn = getattr(mod, name)
+    torch.manual_seed(0)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(fn.apply(x).sum(), x, create_graph=True)
+    (want,) = torch.autograd.grad((x * x).sum(), x, create_graph=True)
+    torch.testing.assert_close(g, want)
+    (want2,) = torch.autograd.grad(want.sum(), x)
+    torch.testing.assert_close(want2, torch.full_like(x, 2.0))
+    assert not g.requires_grad  # the custom op's output has no graph: d2 is lost
+
+
+def test_ops_fixture_findings():
+    found = [(f.line, f.code) for f in lint(OPS, config=False) if f.code == "GS215"]
+    assert found == [(39, "GS215"), (52, "GS215")]

@@ -32,7 +32,8 @@ def is_custom_op(node: ast.AST) -> bool:
     formula is registered for it), or with a project's wrapper of it that names the operator
     the same way (``@cute_op("quack::_softmax_backward", ...)``: a decorator ending in ``op``
     given a ``"namespace::name"``, or a name and custom_op's ``mutates_args=``, as
-    ``@register_kernel_op("swiglu_bwd", mutates_args=("g",))``)."""
+    ``@register_kernel_op("swiglu_bwd", mutates_args=("g",))``, or only custom_op's
+    ``mutates_args=``, the name taken from the def: ``@xma_op(mutates_args={"dg"})``)."""
     return isinstance(node, ast.FunctionDef) and any(
         _registers_op(d) for d in node.decorator_list)
 
@@ -42,6 +43,9 @@ def _registers_op(decorator: ast.expr) -> bool:
     if last == "custom_op":
         return True
     last = last.lower()
+    if isinstance(decorator, ast.Call) and last.endswith("op") and not decorator.args and any(
+            k.arg == "mutates_args" for k in decorator.keywords):
+        return True  # `@xma_op(mutates_args={"dg"})`: the wrapper names the op after the def
     if not isinstance(decorator, ast.Call) or not (
             last.endswith("op") or "custom_op" in last) or not (
             decorator.args and isinstance(decorator.args[0], ast.Constant)):

@@ -210,8 +210,11 @@ What the analysis takes into account, so that an error is always worth stopping 
   then `k(x, out)`), and a custom op registered by a project's wrapper of
   `torch.library.custom_op` (a decorator whose name ends in `op` given a `"ns::name"`, or
   a name and custom_op's `mutates_args=`, as `@register_kernel_op("swiglu_bwd",
-  mutates_args=("g",))`:
-  `@cute_op("quack::_softmax_backward", ...)`). A module-level name bound to a helper,
+  mutates_args=("g",))`, or only `mutates_args=`, the op named after the def, as
+  `@xma_op(mutates_args={"dg"})`:
+  `@cute_op("quack::_softmax_backward", ...)`). A kernel, or a helper running one, handed
+  to a linted helper that calls that parameter (`_backward_function(...,
+  backward_op=_rmsnorm_backward_triton)`) runs in backward too. A module-level name bound to a helper,
   also on one branch of an `if`/`try` at import time (`bwd = _bwd_ext` under `if`,
   `bwd = _bwd_torch` under `else`), is followed into every helper it may hold.
   A call in backward itself handed two or more tensors' addresses (`ctx.moe.backward(n,

@@ -69,7 +69,8 @@ def check_opaque_backward(facts: Facts, report) -> None:
                 what = _opaque(node, find, local, scope, pointers=True) or _via_local(
                     node, method.node, find, local, scope) or _via_helper(
                     node, functions, find, facts.sym_of, enclosing=method.node)
-                what = what or _via_passed(facts, method, node)
+                what = what or _via_passed(facts, method, node) or _via_argument(
+                    node, functions, find, facts.sym_of)
                 if what:
                     report("GS215", method.source, node, what)
                     break
@@ -86,6 +87,29 @@ def _via_passed(facts: Facts, method, call: ast.Call) -> str | None:
                 probe, caller.source.functions, find, facts.sym_of):
             return (f"`{short(ast.unparse(call.func), 20)}` = `{short(ast.unparse(arg), 20)}` "
                     "(apply arg)")
+    return None
+
+
+def _via_argument(call: ast.Call, functions: dict, find, sym_of: dict) -> str | None:
+    """A linted helper handed a kernel (or a helper running one) that it calls: a template
+    ``_backward_function(..., backward_op=_rmsnorm_backward_triton)`` whose body runs
+    ``backward_op(...)``."""
+    helper = _called_helper(call, functions, find)
+    if helper is None:
+        return None
+    params = [a.arg for a in helper.args.posonlyargs + helper.args.args + helper.args.kwonlyargs]
+    handed = [(params[i], arg) for i, arg in enumerate(call.args[:len(params)])
+              if not isinstance(arg, ast.Starred)]
+    handed += [(k.arg, k.value) for k in call.keywords if k.arg in params]
+    called = {n.func.id for n in ast.walk(helper)
+              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    for param, arg in handed:
+        if param not in called or not isinstance(arg, (ast.Name, ast.Attribute)):
+            continue
+        probe = ast.copy_location(ast.Call(func=arg, args=[], keywords=[]), call)
+        if _opaque(probe, find) or _via_one_helper(probe, functions, find, sym_of):
+            return (f"`{short(ast.unparse(call.func), 20)}()` calls `{param}` = "
+                    f"`{short(ast.unparse(arg), 24)}`, a custom kernel")
     return None
 
 
