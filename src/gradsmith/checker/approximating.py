@@ -33,10 +33,10 @@ finite differences are exactly 0 and it looks like a straight-through estimator,
 staircase is the same shape, only coarse: its steps are a visible fraction of the input's scale
 (1/256 for 8 bits), where a solver's are below 1e-4 of it. So :func:`solved` re-differentiates
 each mismatching element where forward is a staircase at the check's step (a difference
-exactly 0, or one that changes when the step is cut by 8) at steps :data:`SOLVED_STEPS` (up
-to 1.6e-2 of ``max(1, |x_j|)``, none commensurate with another, Richardson-extrapolated
-against curvature): when the three largest all agree with backward within :data:`MAX_POINT`, the stairs are below
-about 1e-4 of the scale and the mismatch is the tolerance's, a ``gradient-mismatch``
+exactly 0, or one that changes when the step is cut by 8) at the three steps
+:data:`SOLVED_STEPS` (3.2e-2, 1.9e-2 and 1.1e-2 of ``max(1, |x_j|)``, none commensurate with
+another), Richardson-extrapolated pairwise against curvature: when both extrapolations agree
+with backward within :data:`MAX_POINT`, the stairs are below about 1e-4 of the scale and the mismatch is the tolerance's, a ``gradient-mismatch``
 **warning** naming the step. A wrong backward disagrees at every step and keeps its error; a
 quantizer's stairs (a lattice of spacing ``d``) put up to ``d / 2h`` into each difference,
 which no step of the ladder escapes unless ``d`` is below about 1e-4 of the scale.
@@ -53,9 +53,9 @@ from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 
-#: Steps of :func:`solved`'s ladder, times ``max(1, |x_j|)``: 1.6e-2 / 1.7^i, a ratio that keeps
+#: Steps of :func:`solved`'s ladder, times ``max(1, |x_j|)``: 3.2e-2 / 1.7^i, a ratio that keeps
 #: every step incommensurate with the others (a lattice's spacing divides at most one of them).
-SOLVED_STEPS = tuple(1.6e-2 / 1.7 ** i for i in range(4))
+SOLVED_STEPS = tuple(3.2e-2 / 1.7 ** i for i in range(3))
 MAX_SOLVED = 32  # mismatching elements re-differentiated per input, at most
 
 MAX_POINT = 1e-2        # pointwise relative mismatch an approximating forward may explain
@@ -240,7 +240,7 @@ def _stairs(problem: Problem, t: int, e: numerics.Element, V: torch.Tensor,
 def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
              atol: float) -> bool:
     """Whether ``(J^T v)_j`` agrees with ``a`` (every ``v``) within :data:`MAX_POINT` at each
-    Richardson-extrapolated step of the ladder below its largest."""
+    Richardson extrapolation of two neighbouring steps of the ladder."""
     scale = max(1.0, abs(float(problem.xs[t].reshape(-1)[j])))
     diffs = []
     for h in (scale * s for s in SOLVED_STEPS):
@@ -260,18 +260,19 @@ def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
 
 def _solved_warning(problem: Problem, res: numerics.InputResult, check: str) -> Finding:
     where = ", ".join(problem.element(res.t, e.index) for e in res.mismatches[:5])
-    steps = ", ".join(f"{s:.2g}" for s in SOLVED_STEPS[1:])
+    steps = ", ".join(f"{s:.2g}" for s in SOLVED_STEPS)
     return Finding(
         "gradient-mismatch", "warning",
         f"gradient of {res.label}: forward is a staircase at the finite-difference step at "
         f"{where} ({len(res.mismatches)} of {problem.xs[res.t].numel()} elements: differences "
-        f"exactly 0, or changing with the step), but at steps {steps} (times max(1, |x|), Richardson-extrapolated) its "
-        f"differences agree with backward within {MAX_POINT:.0%} at every one of them: "
+        f"exactly 0, or changing with the step), but with steps {steps} times max(1, |x|) "
+        f"(Richardson-extrapolated) its differences agree with backward within "
+        f"{MAX_POINT:.0%}: "
         "forward converges to a tolerance (an iterative solver, a bisection, a fixed number "
         "of iterations) whose steps are below about 1e-4 of the input's scale, and backward "
         "is the derivative of what it converges to; not an estimator",
         "nothing to fix if forward is an iterative solver; tighten its tolerance (more "
         "iterations) to make forward smooth at finite-difference scale, or declare "
         "approximate=True to have the gradient's quality measured", check, res.label,
-        {"converged_forward": True, "steps": list(SOLVED_STEPS[1:]),
+        {"converged_forward": True, "steps": list(SOLVED_STEPS),
          "elements": [e.index for e in res.mismatches[:20]]})

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
+from gradsmith.discovery.brackets import bracketed
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import flavours
@@ -213,6 +214,7 @@ def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> S
     found = found if better is None else Synthesized(*better, seed=seed)
     call, _, target = signature(fn)
     found = read_shaped(found, call, target, [p.name for p in params])  # masks 0/1, z[..., 0]
+    found = bracketed(found, call, target, [p.name for p in params])  # a bisection's root inside
     return same_last_sizes(found, getattr(fn, "apply", fn)) if slices_last_dim(fn) else found
 
 
