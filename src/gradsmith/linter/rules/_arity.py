@@ -133,6 +133,8 @@ def check_returns(facts: Facts, report) -> None:
     if trivial(backward.node.body) and any(isinstance(s, ast.Raise) for s in backward.node.body):
         return  # backward only raises (not differentiable on purpose): counts cannot matter
     returns = _returns(facts, backward)
+    dead = _dead_returns(facts, backward)
+    returns = [r for r in returns if id(r[0]) not in dead]
     raising = raising_calls(facts, backward) if not returns else None
     if raising is not None and terminates(backward.node.body, raising):
         return  # backward always raises through a helper (on purpose): counts cannot matter
@@ -176,6 +178,33 @@ def check_returns(facts: Facts, report) -> None:
             if not all(isinstance(e, ast.Constant) and e.value is None for e in extra):
                 report(count_code(), src, ret, f"returns {count}, forward takes {total}")
     _check_arity(facts, report, forward, backward, count_code)
+
+
+def _dead_returns(facts: Facts, backward) -> set[int]:
+    """Returns under ``if grad is None:`` for one of backward's gradient parameters: autograd
+    hands backward zeros, never None, unless the Function calls
+    ``ctx.set_materialize_grads(False)``, so such a branch never runs and its count cannot fail."""
+    methods = [m for m in (facts.method(n) for n in ("forward", "setup_context", "backward"))
+               if m is not None]
+    if any("set_materialize_grads" in ast.unparse(m.node) for m in methods):
+        return set()
+    grads = {a.arg for a in backward.node.args.args[1:]}
+    dead: set[int] = set()
+    for node in ast.walk(backward.node):
+        if isinstance(node, ast.If) and _is_none_test(node.test, grads):
+            dead.update(id(n) for stmt in node.body for n in ast.walk(stmt)
+                        if isinstance(n, ast.Return))
+    return dead
+
+
+def _is_none_test(test: ast.expr, names: set[str]) -> bool:
+    """``g is None`` (or several joined by ``or``) for gradient parameters ``g``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return all(_is_none_test(v, names) for v in test.values)
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Is) and isinstance(test.left, ast.Name)
+            and test.left.id in names and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None)
 
 
 class _LatentCode:
