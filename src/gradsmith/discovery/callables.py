@@ -120,3 +120,33 @@ def probe_backward(call: Callable[..., Any], args: list) -> bool | str:
         return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
     return all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()) and all(
         g is None or bool(torch.isfinite(g).all()) for g in grads)
+
+
+def called_in_helpers(target: Any, owner: Any, names: list[str]) -> set[str]:
+    """The arguments forward hands to a helper of its own module or class that calls them
+    (``Owner.quadrature(f, a, b, n)`` ... ``f(nodes)``), a few calls deep: callables, whatever
+    their annotation's first word (``Callable[[Tensor], Tensor]`` names a tensor too).
+
+    Example:
+        >>> def integrate(g, lo, hi):
+        ...     return (hi - lo) * g((lo + hi) / 2)
+        >>> def forward(ctx, g, lo, hi):
+        ...     return integrate(g, lo, hi)
+        >>> sorted(called_in_helpers(forward, None, ["g", "lo", "hi"]))
+        ['g']
+    """
+    import ast
+
+    from gradsmith.discovery.callees import followed
+    from gradsmith.discovery.source import parse
+
+    tree = parse(target)
+    if tree is None:
+        return set()
+    called = set()
+    klass = owner if isinstance(owner, type) else None
+    for helper, passed in followed(target, tree, {n: n for n in names}, klass, package=True):
+        called |= {passed[node.func.id] for node in ast.walk(helper)
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id in passed}
+    return called

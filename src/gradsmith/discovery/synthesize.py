@@ -37,7 +37,7 @@ from gradsmith.discovery.backward_reads import backward_functions, no_gradient_p
 from gradsmith.discovery.brackets import bracketed
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
-from gradsmith.discovery.callables import flavours
+from gradsmith.discovery.callables import called_in_helpers, flavours
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import (
     passable,
@@ -127,6 +127,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         params = params[:passed]  # defaulted ones backward has no gradient slot for: not passed
     names = [p.name for p in params]
     hints = forward_hints(target, names, owner=owner)
+    for name in called_in_helpers(target, owner, names):  # Owner.quadrature(f, ...): f(nodes)
+        hints[name].kind = "module"
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
