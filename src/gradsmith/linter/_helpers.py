@@ -170,7 +170,8 @@ class Helpers:
                 out.append((arg, f"kernel `{kernel.name}`", True))
             elif None in verdicts:  # written only when a launch option is on
                 flag = sorted(next(f for f, v in zip(guards, verdicts) if v is None))[0]
-                out.append((arg, f"`{flag}=` of kernel `{kernel.name}`", True))
+                option = f"{flag[1:]}=False" if flag.startswith("!") else f"{flag}="
+                out.append((arg, f"`{option}` of kernel `{kernel.name}`", True))
         return out
 
     def summary(self, node: ast.FunctionDef, depth: int = 0) -> dict[int, bool]:
@@ -290,12 +291,14 @@ def _option_value(helper: ast.FunctionDef, call: ast.Call, bound: int) -> bool |
 
 def _flags_verdict(flags, params: list[str], arg_of) -> bool | None:
     """Whether a store guarded by ``flags`` happens: True (no flag, or every flag passed as a
-    true constant), False (some flag passed as a false constant), None (cannot tell)."""
+    constant that selects it: true for ``FLAG``, false for ``!FLAG``), False (some flag passed
+    as a constant that rules it out), None (cannot tell)."""
     verdict: bool | None = True
     for flag in flags:
-        value = arg_of(params.index(flag)) if flag in params else None
+        name, wanted = (flag[1:], False) if flag.startswith("!") else (flag, True)
+        value = arg_of(params.index(name)) if name in params else None
         if isinstance(value, ast.Constant):
-            if not value.value:
+            if bool(value.value) is not wanted:
                 return False
         else:
             verdict = None

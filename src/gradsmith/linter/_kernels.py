@@ -122,7 +122,9 @@ def stored_params(kernel: ast.FunctionDef) -> dict[int, list[frozenset[str]]]:
     """Parameter index -> the compile-time flags guarding each store through it.
 
     An empty flag set is an unconditional store; ``{"IN_PLACE"}`` a store under
-    ``if IN_PLACE:`` (a ``tl.constexpr`` or ALL-CAPS parameter: a launch option).
+    ``if IN_PLACE:`` (a ``tl.constexpr`` or ALL-CAPS parameter: a launch option) and
+    ``{"!IN_PLACE"}`` one under its ``else:``. A pointer chosen by an option
+    (``out = b if A_TO_B else a``) carries the option the same way.
     """
     cache = kernel.__dict__.get("_gs_stored")
     if cache is not None:
@@ -135,14 +137,14 @@ def stored_params(kernel: ast.FunctionDef) -> dict[int, list[frozenset[str]]]:
     scalars = {a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)
                if a.annotation is not None and _SCALAR.search(ast.unparse(a.annotation))
                and not _POINTER_TYPE.search(ast.unparse(a.annotation))}
-    deps: dict[str, set[str]] = {}
-    roots: list[tuple[set[str], frozenset[str]]] = []
+    deps: dict[str, set[tuple[str, frozenset[str]]]] = {}
+    roots: list[tuple[str, frozenset[str]]] = []
 
     def visit(body: list[ast.stmt], flags: frozenset[str]) -> None:
         for stmt in body:
             if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                names = _names(stmt.value)
+                names = _guarded_names(stmt.value, options)
                 for target in targets:
                     for node in ast.walk(target):
                         if isinstance(node, ast.Name):
@@ -152,37 +154,82 @@ def stored_params(kernel: ast.FunctionDef) -> dict[int, list[frozenset[str]]]:
                 if isinstance(node, ast.Call):
                     ptr = _store_pointer(node)
                     if ptr is not None:
-                        roots.append((_names(ptr), flags))
-            inner = flags
+                        roots.extend((n, flags | g) for n, g in _guarded_names(ptr, options))
             if isinstance(stmt, ast.If):
-                inner = flags | {n.id for n in ast.walk(stmt.test)
-                                 if isinstance(n, ast.Name) and n.id in options}
+                taken, other = _branch_flags(stmt.test, options)
+                visit(stmt.body, flags | taken)
+                visit(stmt.orelse, flags | other)
+                continue
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(stmt, field, None)
                 if isinstance(block, list) and not isinstance(
                     stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
                 ):
-                    visit(block, inner if isinstance(stmt, ast.If) else flags)
+                    visit(block, flags)
             for handler in getattr(stmt, "handlers", ()):
                 visit(handler.body, flags)
 
     visit(kernel.body, frozenset())
+    reached: set[tuple[str, frozenset[str]]] = set()
+    frontier = {root for root in roots if not _contradicts(root[1])}
+    for _ in range(_MAX_ROUNDS + 1):
+        reached |= frontier
+        nxt = set()
+        for name, flags in frontier:
+            for src, guard in deps.get(name, ()):
+                state = (src, flags | guard)
+                if state not in reached and not _contradicts(state[1]):
+                    nxt.add(state)
+        if not nxt:
+            break
+        frontier = nxt
     result: dict[int, list[frozenset[str]]] = {}
-    for names, flags in roots:
-        seen, frontier = set(names), set(names)
-        for _ in range(_MAX_ROUNDS):
-            nxt = set()
-            for name in frontier:
-                nxt |= deps.get(name, set()) - seen
-            if not nxt:
-                break
-            seen |= nxt
-            frontier = nxt
-        for i, p in enumerate(params):
-            if p in seen and p not in scalars:
-                result.setdefault(i, []).append(flags)
+    for i, p in enumerate(params):
+        if p not in scalars:
+            guards = sorted({flags for name, flags in reached if name == p}, key=sorted)
+            if guards:
+                result[i] = guards
     kernel.__dict__["_gs_stored"] = result
     return result
+
+
+def _option_test(test: ast.expr, options: set[str]) -> tuple[str, bool] | None:
+    """``FLAG`` -> (FLAG, True), ``not FLAG`` -> (FLAG, False) for a launch option."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if negated else test
+    if isinstance(inner, ast.Name) and inner.id in options:
+        return inner.id, not negated
+    return None
+
+
+def _branch_flags(test: ast.expr, options: set[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """Flags for an ``if``'s body and its ``else``: one option (possibly negated) gives both
+    branches a known flag; a conjunction of options guards the body only (its ``else`` runs
+    when any of them is off, which no single flag says: the ``else`` is taken as unguarded)."""
+    simple = _option_test(test, options)
+    if simple is not None:
+        name, positive = simple
+        return frozenset({name if positive else "!" + name}), frozenset(
+            {"!" + name if positive else name})
+    body = frozenset(n.id for n in ast.walk(test) if isinstance(n, ast.Name) and n.id in options)
+    return body, frozenset()
+
+
+def _guarded_names(expr: ast.AST, options: set[str]) -> set[tuple[str, frozenset[str]]]:
+    """Names an expression can point into, each with the option flags that select it."""
+    if isinstance(expr, ast.IfExp):
+        simple = _option_test(expr.test, options)
+        if simple is not None:
+            name, positive = simple
+            on, off = frozenset({name}), frozenset({"!" + name})
+            body, other = (on, off) if positive else (off, on)
+            return ({(n, g | body) for n, g in _guarded_names(expr.body, options)}
+                    | {(n, g | other) for n, g in _guarded_names(expr.orelse, options)})
+    return {(n, frozenset()) for n in _names(expr)}
+
+
+def _contradicts(flags: frozenset[str]) -> bool:
+    return any("!" + f in flags for f in flags if not f.startswith("!"))
 
 
 def _store_pointer(node: ast.Call) -> ast.expr | None:
