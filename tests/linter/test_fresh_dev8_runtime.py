@@ -116,3 +116,20 @@ def test_custom_op_in_backward_loses_the_second_derivative(load_fixture, name):
 def test_ops_fixture_findings():
     found = [(f.line, f.code) for f in lint(OPS, config=False) if f.code == "GS215"]
     assert found == [(39, "GS215"), (52, "GS215")]
+
+
+def test_inplace_option_writes_the_gradient_into_the_callers_logits(mod, found):
+    """Both modes give torch's cross-entropy gradient; ``inplace=True`` also overwrites the
+    caller's logits with it (GS217 names the option: a warning, the caller asked for it)."""
+    torch.manual_seed(0)
+    logits = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    labels = torch.tensor([0, 3, 1, 4])
+    want = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(logits, labels, reduction="sum"), logits)[0]
+    for inplace in (False, True):
+        held = logits.detach().clone().requires_grad_()
+        before = held.detach().clone()
+        (got,) = torch.autograd.grad(mod.SoftmaxXent.apply(held, labels, inplace).sum(), held)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(held.detach(), want if inplace else before)
+    assert [(f.code, f.severity) for f in found if f.line == 101] == [("GS217", "warning")]

@@ -224,7 +224,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds
   changes); the first such edit of an intermediate is GS227, a warning, as only a second
-  backward through the graph fails. What a helper receiving ctx saves (`save(ctx, dx)`
+  backward through the graph fails. A saved input that backward's explicit `inplace` mode
+  picks as the gradient's buffer (`grad = logits if ctx.inplace else None`, then
+  `kernel(..., out=grad)`) is GS217, a warning naming the option: the caller asked for
+  it, and its tensor is overwritten. What a helper receiving ctx saves (`save(ctx, dx)`
   whose body calls `ctx.save_for_backward(*tensors)`, in this module or another linted
   one) is known as surely as a direct save; when forward saves different numbers of
   tensors on different branches, each unpack in backward is matched to the save of its

@@ -328,8 +328,12 @@ def check_inplace(facts: Facts, report) -> None:
                     if not once:
                         once.append(node)
                         report("GS227", method.source, node, f"{what} on state `{label}`")
-                elif "saved" in val.origins and not opt_in:  # not an explicit in-place mode
-                    if option(what):
+                elif "saved" in val.origins and (not opt_in or option(what)):
+                    # an explicit in-place mode is silent unless this write is the one it picks
+                    # (its first write: `softmax(x, out=grad)` then `grad.mul_(g)` is one)
+                    if option(what) and not (opt_in and once_103):
+                        if opt_in:
+                            once_103.append(node)
                         report("GS217", method.source, node, f"{what} on `{label}`")
                     elif not once_103:  # one root cause (a view of it, `grad_2d`), one finding
                         once_103.append(node)
