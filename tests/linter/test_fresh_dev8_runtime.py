@@ -133,3 +133,13 @@ def test_inplace_option_writes_the_gradient_into_the_callers_logits(mod, found):
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(held.detach(), want if inplace else before)
     assert [(f.code, f.severity) for f in found if f.line == 101] == [("GS217", "warning")]
+
+
+def test_kernel_store_selected_by_an_option_value():
+    """``if operation == 0: store y`` / ``elif operation == 1: store x``, nested under
+    ``if onebyone == 0: ... else: ...``: a launch passing ``operation=0`` writes only y, so
+    forward's input x is not written; ``operation=1`` writes x (GS101 on MergeInto only)."""
+    tree = FIXTURE.parent / "fresh_dev8_select"
+    found = [(f.line, f.code, f.message.rsplit("`", 2)[-2])
+             for f in lint(tree, config=False) if f.severity == "error"]
+    assert found == [(51, "GS101", "x")]

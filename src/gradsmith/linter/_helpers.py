@@ -170,7 +170,10 @@ class Helpers:
                 out.append((arg, f"kernel `{kernel.name}`", True))
             elif None in verdicts:  # written only when a launch option is on
                 flag = sorted(next(f for f, v in zip(guards, verdicts) if v is None))[0]
-                option = f"{flag[1:]}=False" if flag.startswith("!") else f"{flag}="
+                if "==" in flag:  # `operation==1`, or `operation!=1` for its else
+                    option = flag[1:].replace("==", "!=") if flag.startswith("!") else flag
+                else:
+                    option = f"{flag[1:]}=False" if flag.startswith("!") else f"{flag}="
                 out.append((arg, f"`{option}` of kernel `{kernel.name}`", True))
         return out
 
@@ -296,9 +299,11 @@ def _flags_verdict(flags, params: list[str], arg_of) -> bool | None:
     verdict: bool | None = True
     for flag in flags:
         name, wanted = (flag[1:], False) if flag.startswith("!") else (flag, True)
+        name, _, literal = name.partition("==")  # `operation==0`: selected by value
         value = arg_of(params.index(name)) if name in params else None
         if isinstance(value, ast.Constant):
-            if bool(value.value) is not wanted:
+            on = value.value == ast.literal_eval(literal) if literal else bool(value.value)
+            if on is not wanted:
                 return False
         else:
             verdict = None

@@ -202,11 +202,26 @@ def _option_test(test: ast.expr, options: set[str]) -> tuple[str, bool] | None:
     return None
 
 
+def _option_compare(test: ast.expr, options: set[str]) -> tuple[str, bool] | None:
+    """``OP == 1`` -> ("OP==1", True), ``OP != 1`` -> ("OP==1", False): an option compared
+    with a literal selects by value, not by truth (``operation == 0`` is on for 0)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(right, ast.Name) and isinstance(left, ast.Constant):
+        left, right = right, left
+    if isinstance(left, ast.Name) and left.id in options and isinstance(right, ast.Constant) \
+            and isinstance(right.value, (int, str)):
+        return f"{left.id}=={right.value!r}", isinstance(test.ops[0], ast.Eq)
+    return None
+
+
 def _branch_flags(test: ast.expr, options: set[str]) -> tuple[frozenset[str], frozenset[str]]:
     """Flags for an ``if``'s body and its ``else``: one option (possibly negated) gives both
     branches a known flag; a conjunction of options guards the body only (its ``else`` runs
     when any of them is off, which no single flag says: the ``else`` is taken as unguarded)."""
-    simple = _option_test(test, options)
+    simple = _option_test(test, options) or _option_compare(test, options)
     if simple is not None:
         name, positive = simple
         return frozenset({name if positive else "!" + name}), frozenset(

@@ -141,7 +141,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   argument whose pointer the kernel stores through (`tl.store`, atomics, block pointers; a
   value read with `tl.load` is data, not a pointer; scalars annotated `tl.int32`/`tl.float32`
   in the offsets and a block pointer's shape, strides and offsets are not written), so it
-  counts as an in-place edit (GS101-GS103). So does a call of a custom op (also a
+  counts as an in-place edit (GS101-GS103). A store under a launch option's test is
+  written only when the launch's constant selects it: `if IN_PLACE:` and its `else`, and
+  `if operation == 0:` / `elif operation == 1:` by value (`operation=0` writes only what
+  the first branch stores through). So does a call of a custom op (also a
   project's wrapper of `torch.library.custom_op`) at the arguments its literal
   `mutates_args` names, passed by position or keyword (`zero_out(y, out=x)`); a helper's
   name bound to `x if inplace else ...`, also inside another conditional
