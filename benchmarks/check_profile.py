@@ -21,6 +21,12 @@ Usage (corpus 7's development runs; the projects stay outside the repository)::
         --corpus /tmp/checkcorpus7 --deps /tmp/cc7deps_b:/tmp/cc7deps --out /tmp/t3/prof.json
 
 or on files of one's own: ``python benchmarks/check_profile.py tests/fixtures/x.py::Fn``.
+
+``--cases`` instead times ``gradsmith.check(fn, compat=True)`` on the deployment test cases
+(``tests/checker/deploy_cases.py``: graph breaks, compile-only bugs, export, autocast, ...) in
+this process after the same warm-up, three times each, with wall and process CPU seconds per
+Function (CPU time moves less with the machine's load than wall time); run it once per
+gradsmith tree (``PYTHONPATH=TREE/src``), alternating, to compare two versions.
 """
 
 from __future__ import annotations
@@ -88,6 +94,33 @@ def profile_targets(targets: list[str]) -> dict:
                           r.get("elapsed")) for r in rows]}
 
 
+def time_cases(repeat: int) -> dict:
+    """Wall and CPU seconds of ``check(fn, compat=True)`` per deployment test case."""
+    import torch
+
+    sys.path.insert(0, str(HERE.parent / "tests" / "checker"))
+    import deploy_cases
+
+    from gradsmith._example import examples_of
+    from gradsmith.checker import check
+
+    names = [n for n, v in vars(deploy_cases).items()
+             if isinstance(v, type) and issubclass(v, torch.autograd.Function)
+             and v.__module__ == deploy_cases.__name__ and not n.startswith("_")
+             and examples_of(v)]
+    out: dict = {}
+    for _ in range(repeat):
+        for name in names:
+            wall, cpu = time.perf_counter(), time.process_time()
+            report = check(getattr(deploy_cases, name), compat=True)
+            row = out.setdefault(name, {"wall": [], "cpu": [], "compile": [], "codes": None})
+            row["wall"].append(round(time.perf_counter() - wall, 4))
+            row["cpu"].append(round(time.process_time() - cpu, 4))
+            row["compile"].append(round(report.timings.get("compile", 0.0), 4))
+            row["codes"] = sorted(report.codes("error") | report.codes("warning"))
+    return out
+
+
 def _corpus_targets(args: argparse.Namespace) -> list[list[str]]:
     sys.path.insert(0, str(HERE))
     from check_corpus3 import judged_split
@@ -114,6 +147,8 @@ def main() -> None:
     parser.add_argument("--deps", default="", help="what the projects import (sys.path)")
     parser.add_argument("--project", action="append")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cases", type=int, default=0,
+                        help="time the deployment test cases this many times instead")
     args = parser.parse_args()
     started = time.perf_counter()
     import torch  # noqa: F401  (process start-up: what a worker server pays once)
@@ -122,6 +157,11 @@ def main() -> None:
 
     _check_a_tiny_function(deploy=True)
     process = time.perf_counter() - started
+    if args.cases:
+        cases = time_cases(args.cases)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"process_startup": process, "cases": cases}, indent=1))
+        return
     files = _corpus_targets(args) if args.name else [args.targets]
     results = []
     for targets in files:
