@@ -38,3 +38,18 @@ def test_an_input_annotated_as_a_tensor_only_is_not_reported():
     lines = FIXTURE.read_text().splitlines()
     start = lines.index("class AnnotatedTensor(torch.autograd.Function):")
     assert not [f for f in lint(FIXTURE, config=False) if f.line > start]
+
+
+def test_an_input_documented_as_a_float_fails_as_one_and_it_is_a_warning(mod):
+    x = torch.linspace(-2.0, 2.0, 9, requires_grad=True)
+    with pytest.raises(TypeError, match="save_for_backward can only save variables"):
+        mod.DocumentedFloat.apply(x, -1.0, 1.0)  # what the docstring tells callers to pass
+    low, high = torch.tensor(-1.0), torch.tensor(1.0)
+    got = torch.autograd.grad(mod.DocumentedFloat.apply(x, low, high).sum(), x)[0]
+    want = torch.autograd.grad(torch.clamp(x, low, high).sum(), x)[0]
+    torch.testing.assert_close(got, want)
+    lines = FIXTURE.read_text().splitlines()
+    start = lines.index("class DocumentedFloat(torch.autograd.Function):")
+    found = [(f.code, f.severity, f.line - start) for f in lint(FIXTURE, config=False)
+             if start < f.line < start + 14 and f.code in ("GS105", "GS228")]
+    assert found == [("GS228", "warning", 11)] * 2

@@ -16,7 +16,8 @@ GS228 = Rule(
     "GS228", "save-maybe-non-tensor", "warning",
     "A forward input that may be a number is passed to ctx.save_for_backward(): its name "
     "reads as a number or flag (`dim`, `stride`, `groups`), its annotation allows both "
-    "(`max_seqlen: torch.Tensor | int`), or forward tests `isinstance(x, torch.Tensor)`",
+    "(`max_seqlen: torch.Tensor | int`), forward tests `isinstance(x, torch.Tensor)`, or "
+    "forward's docstring documents it as a number (`min_range: A float.`)",
     "save_for_backward raises TypeError for a non-tensor. Nothing shows this one is a number "
     "on every call (no number as default, no use only numbers allow), so callers passing a "
     "tensor are fine and callers passing a number (which the annotation or the isinstance "
@@ -68,8 +69,9 @@ GS246 = Rule(
 
 def maybe_number(forward: ast.AST, name: str) -> str | None:
     """Why input ``name`` may be a number although it may be a tensor too: an annotation
-    that allows both (``torch.Tensor | int``), or an ``isinstance(name, torch.Tensor)``
-    test in forward (which handles the other case)."""
+    that allows both (``torch.Tensor | int``), an ``isinstance(name, torch.Tensor)``
+    test in forward (which handles the other case), or forward's docstring saying it is a
+    number (callers read the docstring; the code may still work only with a tensor)."""
     for a in (*forward.args.posonlyargs, *forward.args.args, *forward.args.kwonlyargs):
         if a.arg == name and a.annotation is not None:
             text = ast.unparse(a.annotation)
@@ -80,6 +82,28 @@ def maybe_number(forward: ast.AST, name: str) -> str | None:
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) \
                 and node.args[0].id == name and "Tensor" in ast.unparse(node.args[1]):
             return "forward checks isinstance(..., Tensor)"
+    documented = _documented_number(forward, name)
+    return f"documented as `{short(documented, 28)}`" if documented else None
+
+
+#: A docstring's entry for a parameter: ``name: A float.``, ``name (int): ...``,
+#: ``name : float`` (numpy style); group 1 is the type in parentheses, 2 the text after ':'.
+_DOC_ENTRY = r"^\s*{}\s*(?:\(([^)]*)\))?\s*:\s*(.*)$"
+_DOC_NUMBER = re.compile(r"^(?:an?\s+)?(?:python\s+)?(float|int|integer|bool|boolean|number|"
+                         r"scalar)\b", re.I)
+
+
+def _documented_number(forward: ast.AST, name: str) -> str | None:
+    """The line of forward's docstring that documents ``name`` as a number (``min_range: A
+    float.``, ``step (int): ...``), when it does and does not mention a tensor."""
+    doc = ast.get_docstring(forward) or ""
+    entry = re.compile(_DOC_ENTRY.format(re.escape(name)), re.M)
+    for match in entry.finditer(doc):
+        kind, text = (match.group(1) or "").strip(), match.group(2).strip()
+        if "tensor" in match.group(0).lower():
+            continue
+        if _DOC_NUMBER.match(kind) or not kind and _DOC_NUMBER.match(text):
+            return match.group(0).strip()
     return None
 
 
