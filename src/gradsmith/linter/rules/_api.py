@@ -18,6 +18,7 @@ from gradsmith.linter.rules._common import short
 from gradsmith.linter.rules._direct import (
     GS224,
     apply_keyword_problem,
+    backward_given_ctx,
     check_apply_count,
     given_ctx,
     gradless,
@@ -39,7 +40,9 @@ GS111 = Rule(
     "that tolerates a None ctx, or `Fn.forward(ctx, ...)` given a ctx of its own (a stand-in "
     "object in a unit test of forward alone, the class on a debug path: one argument more "
     "than forward's inputs), is a deliberate graph-less call that runs as written: not "
-    "reported under `torch.no_grad()` or on detached inputs, elsewhere GS214.)",
+    "reported under `torch.no_grad()` or on detached inputs, elsewhere GS214. "
+    "`Fn.backward(None, g)` or `Fn.backward(ctx, g)`, a test of the gradient formula alone, "
+    "computes what backward returns: reported only when backward uses a None ctx.)",
     "call `Fn.apply(x)`. The automatic fix rewrites only `Fn()(x)` and `Fn.forward(x)`; "
     "`Fn()` alone (a class used as a namespace) is not reported.",
     bad=_FN + "y = Fn()(torch.ones(2))  # GS111\n",
@@ -317,6 +320,12 @@ def _check_call(target, report, src, node: ast.Call, in_method: bool) -> None:
         elif not gradless(src, node):
             first = "None" if is_none(node.args[0]) else short(src.segment(node.args[0]), 16)
             report("GS214", src, node, f"`{short(src.segment(func))}({first}, ...)`")
+        return
+    if func.attr == "backward" and backward_given_ctx(node, fc):
+        # The gradient formula called on its own (a unit test): it runs as written.
+        used = unguarded_ctx_use(fc, "backward") if is_none(node.args[0]) else None
+        if used:
+            report("GS111", src, node, f"ctx is None but backward uses `{used}` (AttributeError)")
         return
     fix = ()
     inputs = fc.inputs()

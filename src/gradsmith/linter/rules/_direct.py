@@ -33,10 +33,11 @@ GS224 = Rule(
 )
 
 
-def unguarded_ctx_use(fc) -> str | None:
-    """``ctx.<attr>`` that forward reaches without testing ``ctx`` first, else None."""
-    fwd = fc.methods.get("forward")
-    if fwd is None or fc.setup_style or not fwd.params:
+def unguarded_ctx_use(fc, name: str = "forward") -> str | None:
+    """``ctx.<attr>`` that forward (or the method ``name``) reaches without testing ``ctx``
+    first, else None."""
+    fwd = fc.methods.get(name)
+    if fwd is None or name == "forward" and fc.setup_style or not fwd.params:
         return None
     ctx = fwd.params[0]
     for stmt in fwd.node.body:
@@ -70,6 +71,20 @@ def given_ctx(node: ast.Call, fc) -> bool:
     params = inputs[0]
     named = sum(1 for k in node.keywords if k.arg in params)
     return len(node.args) + named == len(params) + 1
+
+
+def backward_given_ctx(node: ast.Call, fc) -> bool:
+    """Whether ``Fn.backward(...)`` passes a ctx: None, or one argument per parameter of
+    backward, ctx included (a unit test of the gradient formula, ``Fn.backward(None, g)``).
+    Such a call computes what backward returns, no graph is involved; only one that leaves
+    ctx out shifts every argument."""
+    method = fc.methods.get("backward")
+    if method is None or not node.args or any(isinstance(a, ast.Starred) for a in node.args):
+        return False
+    if is_none(node.args[0]):
+        return True
+    return method.node.args.vararg is None and not node.keywords and \
+        len(node.args) == len(method.params)
 
 
 _NO_GRAD = ("no_grad", "inference_mode")
@@ -193,4 +208,5 @@ def _sequence_param(fc, name: str) -> bool:
 
 
 _SEQUENCES = frozenset({"tuple", "list", "Sequence", "Iterable"})
-__all__ = ["GS224", "check_apply_count", "given_ctx", "gradless", "is_none", "unguarded_ctx_use"]
+__all__ = ["GS224", "backward_given_ctx", "check_apply_count", "given_ctx", "gradless", "is_none",
+           "unguarded_ctx_use"]
