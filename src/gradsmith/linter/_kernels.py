@@ -14,6 +14,8 @@ import ast
 import re
 
 from gradsmith.linter._symbols import dotted, module_aliases
+from gradsmith.linter._syspath import forget as forget_paths
+from gradsmith.linter._syspath import module_on_path
 
 #: Decorators that make a function a Triton kernel (``@triton.jit``, ``@triton.autotune``...).
 KERNEL_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
@@ -363,19 +365,23 @@ def _method(klass: ast.ClassDef, name: str) -> ast.FunctionDef | None:
 def module_named(modules: dict, name: str, importer):
     """The linted module ``name`` as ``importer`` imports it: by its full name, or a sibling
     imported by its bare name (``from MinkowskiCommon import f`` inside the package
-    ``MinkowskiEngine``, whose folder the project puts on ``sys.path``)."""
+    ``MinkowskiEngine``, whose folder the project puts on ``sys.path``), or one under a
+    folder the importer adds to ``sys.path`` itself (``sys.path.append("../pkg")``)."""
     found = modules.get(name)
     if found is None and importer is not None and name:
         package = importer.module if importer.source.is_package else \
             importer.module.rpartition(".")[0]
         if package:
             found = modules.get(f"{package}.{name}")
+        if found is None:  # `sys.path.append("../pkg")` then `from mod import f`
+            found = module_on_path(modules, name, importer)
     return found
 
 
 def forget() -> None:
     """Drop the module table of the last run (called when an analysis ends)."""
     _MODULES.clear()
+    forget_paths()
 
 
 _MODULES: dict[int, tuple[int, dict]] = {}

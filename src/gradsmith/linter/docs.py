@@ -180,7 +180,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   from an extension (a class: `CoordinateMapKey`; `Convolution_updateGradInput` is a
   function) are not kernels. A module imported by its bare name from inside a package
   (`from MinkowskiCommon import f`, the package folder on `sys.path`) is the package's
-  module. flash-attn's kernel wrappers (`from flash_attn.flash_attn_interface import
+  module, and so is one under a folder the importing module adds to `sys.path` itself
+  (`sys.path.append("../pkg")` or `os.path.join(os.path.dirname(__file__), "..", "pkg")`,
+  taken from that module's folder). flash-attn's kernel wrappers (`from flash_attn.flash_attn_interface import
   _flash_attn_backward`) are kernels too (its `flash_attn_func` is a Function, not one).
   So is an object a linted helper returns whose class's `__getattr__` forwards to an
   attribute holding an extension (a lazy loader: `ext = utils.load_extension(...)` whose
