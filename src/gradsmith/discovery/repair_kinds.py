@@ -131,8 +131,10 @@ def _saved(text, args, tensors, numbers, first, said, line, local) -> list[Edit]
 
 
 def _as_complex(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
-    """A real tensor where forward wants a complex one (a non-uniform FFT's values)."""
-    if not re.search(r"dtype of torch\.complex|[Ee]xpected (?:a )?complex|must be complex", text):
+    """A real tensor where forward wants a complex one (a non-uniform FFT's values; ``x.imag``
+    or ``torch.view_as_real(x)`` of a spectrum)."""
+    if not re.search(r"dtype of torch\.complex|[Ee]xpected (?:a )?complex|must be complex"
+                     r"|with non-complex dtypes|only supported for complex tensors", text):
         return []
     return [Edit(i, "complex", tuple(args[i].shape), f"{said}: complex")
             for i in tensors][:3]

@@ -141,6 +141,8 @@ def tensors_of(args: tuple) -> list:
 def _number(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
+    if isinstance(v, complex):  # JSON and the result pipe carry plain data: "(1+2j)"
+        return str(v)
     return v
 
 
