@@ -7,7 +7,8 @@ families of surrogate gradients, each the derivative of a surrogate ``S = A * F(
 
 - smooth: ``sigmoid``, ``atan``, fast sigmoid ``u / (1 + |u|)`` (SuperSpike), ``tanh``,
   Gaussian ``erf``, exponential ``sign(u) (1 - exp(-|u|))``, log-abs ``sign(u) log(1 + |u|)``,
-  a square wave's first Fourier term ``sin(u)``: slope ``p`` and amplitude ``A``
+  a square wave's first Fourier term ``sin(u)``, an unbounded ``exp(u)`` (an exponential
+  firing rate): slope ``p`` and amplitude ``A``
   fitted by least squares over a log-spaced search;
 - piecewise: a constant (straight-through with a scale, ``c * x``), a rectangular window or a
   clipped quantizer (``c * x.clamp(lo, hi)``), a triangle (``c (1 - |x - s| / w)`` inside
@@ -119,8 +120,33 @@ def _fit_periodic(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float
     return fit if float(err) <= FIT else None
 
 
+def _fit_exp(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float] | None:
+    """``d = A p exp(p u)``: a gradient that grows without bound, the expected spike of an
+    exponential firing rate (``phi * exp(beta * (x - theta))`` drawn as a Bernoulli, backward
+    its derivative). A line through ``log d`` (the relative residual of :func:`fit_smooth` is
+    the largest value's alone here, which cannot tell the slope), confirmed on every value."""
+    keep = d != 0
+    if int(keep.sum()) < 3 or not (bool((d[keep] > 0).all()) or bool((d[keep] < 0).all())):
+        return None
+    uu, logs = u[keep], d[keep].abs().log()
+    design = torch.stack([torch.ones_like(uu), uu], dim=1)
+    a, p = (float(v) for v in torch.linalg.lstsq(design, logs.unsqueeze(1)).solution[:, 0])
+    if not p > 0 or not math.isfinite(a):
+        return None
+    amplitude = math.copysign(math.exp(a), float(d[keep][0])) / p
+    model = amplitude * p * torch.exp(p * u)
+    if not bool(((model - d).abs() <= FIT * d.abs()).all()):
+        return None
+    return amplitude, p
+
+
+# A gradient that grows without bound, fitted by _fit_exp.
+GROWING: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
+    "exp": ("torch.exp({u})", torch.exp),
+}
 _FITS = ([(source, deriv, fit_smooth) for source, deriv in SMOOTH.values()]
-         + [(source, deriv, _fit_periodic) for source, deriv in PERIODIC.values()])
+         + [(source, deriv, _fit_periodic) for source, deriv in PERIODIC.values()]
+         + [(source, deriv, _fit_exp) for source, deriv in GROWING.values()])
 _STEPS = (1, 0.5)  # where floor's and round's first steps are, written as literals in backward
 
 
