@@ -27,6 +27,7 @@ from gradsmith.checker.deploy import DEPLOY_MODULES, OPT_IN
 from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
 from gradsmith.checker.inputs import resolve_target
+from gradsmith.checker.ranks import single_group_findings
 from gradsmith.checker.report import Finding, Report
 from gradsmith.checker.rng import host_restored_once, probe_device
 from gradsmith.checker.session import (
@@ -159,6 +160,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
         compat_matrix.apply_gaps(report, opts.extra.get("gaps", {}))
         report.compat = compat_matrix.build(report)
     report.findings += _warning_findings(caught) + _constant_findings(subject)
+    report.findings += single_group_findings(subject.target.function_cls or subject.target.call)
     report.findings += kernels.interpreted(launched)
     report.sort()
     report.elapsed = time.perf_counter() - start
@@ -383,13 +385,19 @@ def _prepare(session: Session) -> bool:
     return True
 
 
+_HALF_ATOL, _HALF_RTOL = 0.05, 0.1
+
+
 def _low_precision(session: Session, dtype: torch.dtype, announce: bool) -> None:
     eps = torch.finfo(dtype).eps
     s = session.settings
     s.eps = eps
     s.h = eps ** (1 / 3) * 2
     if not session.options.user_tolerance:
-        s.atol, s.rtol = max(s.atol, 1e3 * eps * 10), max(s.rtol, 1e5 * eps)
+        # float32's calibration (atol 1.2e-3, rtol 1.2e-2); half precision's would be atol 10,
+        # rtol 100, under which no gradient can fail: capped where a wrong factor still shows
+        s.atol = max(s.atol, min(1e3 * eps * 10, _HALF_ATOL))
+        s.rtol = max(s.rtol, min(1e5 * eps, _HALF_RTOL))
     if announce:
         session.report.findings.append(Finding(
             "low-precision-numerics", "info",

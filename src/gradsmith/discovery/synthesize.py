@@ -59,6 +59,7 @@ from gradsmith.discovery.masks import read_shaped
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe
+from gradsmith.discovery.process_group import ASSUMED, needs_group, start_single_group
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.replans import (
     as_index,
@@ -119,7 +120,16 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         >>> [v.change for v in found.variants]
         ['other shapes: x (2, 5)', 'size-1 dimension: x (1, 4)', 'values 3 * randn: x']
     """
+    found = _synthesize(fn, seed)
+    # forward calls torch.distributed and no group exists: a group of one, said in the row
+    if isinstance(found, NoInputs) and needs_group(found.reason) and start_single_group():
+        found = _synthesize(fn, seed)
+        if isinstance(found, Synthesized):
+            found = with_note(found, ASSUMED)
+    return found
 
+
+def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     call, params, target = signature(fn)
     if params is None:
         return NoInputs(no_inputs_reason(fn, "its forward signature cannot be inspected", [], {}))
