@@ -7,10 +7,17 @@ constant" forward): every verdict would be gradsmith's own artifact. The signatu
 cheap: every output value of such a Function is representable in float32 although its inputs
 are not, while a float64 computation on random float64 inputs lands on a float32 value with
 probability ~2^-29 per element. Outputs that are integers (rounding, counting) or short dyadic values say
-nothing about precision and are left out.
+nothing about precision and are left out, and so are outputs on one fixed dyadic grid
+(a 1,024-level quantizer, a 16-step bisection of [-2, 2]) when the grid explains them in fewer
+bits than the dtype: a dtype rounds relative to each value, so its small values carry finer bits
+than its large ones, while a grid gives every value the same last bit. Taking such a forward for
+a float16 kernel calibrated the check to float16 and let a wrong backward pass. The test is made
+for the half-precision candidates only (see ``computed_dtype``).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -53,7 +60,10 @@ def computed_dtype(session: Session, outs: list[torch.Tensor]) -> torch.dtype | 
         return None
     for dtype in _CANDIDATES:
         if bool(_exact_in(values, dtype).all()):
-            return dtype
+            # float32 is left as it was: a float32 kernel's cancellation ((x*x + 1e3) - 1e3)
+            # gives grid-like outputs too, and its calibration is fine enough to judge a grid
+            half = dtype != torch.float32
+            return None if half and _fixed_grid(values, dtype) else dtype
     return None
 
 
@@ -78,6 +88,24 @@ def _exact_in(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     safe = torch.where(finite, x, torch.zeros_like(x))
     with torch.no_grad():
         return (safe.to(dtype).to(x.dtype) == safe) | ~finite
+
+
+def _fixed_grid(values: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether one fixed dyadic grid explains ``values`` (float64, all exact in ``dtype``) in
+    fewer bits than ``dtype``'s rounding does: multiples of 2^-n cost n + exponent bits a value,
+    the dtype its mantissa's bits whatever the value's size. A quantizer's or a bisection's
+    outputs spread over several binary orders of magnitude are cheaper as a grid; a kernel's
+    rounded outputs are cheaper as the dtype, since its small values carry finer last bits."""
+    values = values[values != 0]
+    if values.numel() < 4:
+        return False
+    mantissa, exponent = torch.frexp(values.abs())
+    digits = (mantissa * 2.0**53).to(torch.int64)  # exact: 53-bit integers
+    lowest = torch.bitwise_and(digits, -digits).double().log2().round().to(torch.int64)
+    last = 53 - lowest - exponent  # value = odd * 2**-last
+    grid = int((int(last.max()) + exponent).sum())
+    bits = round(-math.log2(torch.finfo(dtype).eps)) + 1
+    return grid < bits * values.numel()
 
 
 def _informative(outs: list[torch.Tensor]) -> torch.Tensor | None:
