@@ -157,11 +157,21 @@ def _jumps(problem, t, j, V, C, s) -> bool:
     return bool(grows.any() and (C.abs() > 1e3 * (s.atol + s.rtol)).any())
 
 
+#: Steps of :func:`_agrees_at_larger_steps`, in pairs: 1.37e-4 and 1.37e-3, each with its
+#: 1/1.7 partner. None is a whole multiple of a decimal or binary grid's half-spacing (1/100,
+#: 1/1000, 1/2000, 1/1024 ...): at steps of 1e-3 and 5e-4 a ``round(x * 1000) / 1000`` crossed
+#: exactly 2 and 1 grid points, its quotient was exactly 1, and a straight-through backward
+#: PASSed as if the quantizer were noise (the same idea as :mod:`.approximating`'s ladder).
+RETRY_STEPS = (1.37e-4, 1.37e-4 / 1.7, 1.37e-3, 1.37e-3 / 1.7)
+
+
 def _agrees_at_larger_steps(problem, t, j, V, a, s) -> bool:
     """Guard against noisy forwards (e.g. float32 inside): a consistent estimate at a larger
-    step that matches the analytic value means the first difference was noise, not a bug."""
+    step that matches the analytic value means the first difference was noise, not a bug.
+    The steps (:data:`RETRY_STEPS`) are incommensurate with common quantization grids, so a
+    quantizer's quotient never lands on its straight-through gradient."""
     prev = None
-    for h in (1e-4, 5e-5, 1e-3, 5e-4):
+    for h in RETRY_STEPS:
         fp, fm = pair(problem, t, j, h)
         hj = step(problem, t, j, h)
         C = V @ (fp - fm) / (2 * hj)
