@@ -124,3 +124,47 @@ def test_the_command_line_row_is_incomplete(tmp_path, monkeypatch, capsys, warm_
     assert row["verdict"] == "fail" and row["error"] == "incomplete", row
     assert "world size 1" in row["inputs"]
     assert not dist.is_initialized()  # started in the task's process, not in this one
+
+
+def _gathered_sizes(x, dim, sizes=None):
+    if sizes is None:
+        size = torch.tensor(x.shape[dim])
+        sizes = [torch.empty_like(size) for _ in range(dist.get_world_size())]
+        dist.all_gather(sizes, size)
+        sizes = torch.stack(sizes)
+    return sizes
+
+
+class GatherSized(Function):
+    """A gather with optional per-rank sizes (gathered by a helper when None), returned as a
+    second output; backward splits by them and gives sizes no gradient."""
+
+    @staticmethod
+    def forward(ctx, x, dim, sizes):
+        counts = _gathered_sizes(x, dim, sizes)
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.contiguous())
+        ctx.sizes, ctx.dim = counts.tolist(), dim
+        return torch.cat(parts, dim=dim), counts
+
+    @staticmethod
+    def backward(ctx, g, _):
+        return g.split(ctx.sizes, dim=ctx.dim)[dist.get_rank()], None, None
+
+
+class Gather(torch.nn.Module):
+    def __init__(self, *, dim=0):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x, sizes=None):
+        return GatherSized.apply(x, self.dim, sizes)
+
+
+def test_an_optional_tensor_without_gradient_is_tried_as_its_callers_none(no_group):
+    # before: sizes a random float tensor of x's shape, forward ran, backward raised on it
+    # (a backward-error that was the inputs', not the Function's)
+    found = synthesize(GatherSized)
+    assert found.args[2] is None and "sizes=None" in found.description, found.description
+    report = gradsmith.check(GatherSized, *found.args, compat=False)
+    assert report.verdict == "INCOMPLETE", report

@@ -229,18 +229,26 @@ def with_defaults(slots: list, stated: dict[str, tuple[Any, str]], required: set
     return out
 
 
-def with_none_defaults(plans: list, stated: dict[str, tuple[Any, str]]) -> list:
+def with_none_defaults(plans: list, stated: dict[str, tuple[Any, str]],
+                       frozen: frozenset[str] = frozenset()) -> list:
     """``plans`` after copies in which hyperparameters whose stated default is ``None``
     (``def modspec(y, n=2048, norm=None)``) are ``None``: tried first, not instead, since a
-    ``None`` may also mean "off" where forward needs a value (``clamp(min=None, max=None)``)."""
+    ``None`` may also mean "off" where forward needs a value (``clamp(min=None, max=None)``).
+    A tensor too where backward returns no gradient for it (``frozen``: ``def forward(self, x,
+    sizes=None): return Gather.apply(x, self.dim, sizes)``); an optional tensor with a
+    gradient (a bias) keeps its value, so its gradient is checked."""
     from gradsmith.discovery.slots import Slot
 
     nones = {k for k, (v, _) in stated.items() if v is None}
+
+    def absent(s) -> bool:
+        return s.name in nones and (s.kind == "value" or (s.kind == "tensor" and s.name in frozen))
+
     extra = []
     for plan in plans:
-        if any(s.name in nones and s.kind == "value" for s in plan):
+        if any(absent(s) for s in plan):
             extra.append([Slot(s.name, "value", None, s.hint, frozen=s.frozen)
-                          if s.name in nones and s.kind == "value" else s for s in plan])
+                          if absent(s) else s for s in plan])
     return [*extra, *plans]
 
 

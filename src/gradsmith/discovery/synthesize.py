@@ -160,7 +160,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     stated = stated_defaults(owner, names)
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
         plans = with_none_defaults([with_defaults(plan, stated, required) for plan in plans],
-                                   stated)
+                                   stated, frozenset(frozen))
     if operators := linear_operators(owner, names):  # A(x) in forward, A.adjoint(g) in backward
         plans = [with_operators(plan, operators) for plan in plans]
     if kinds := dtype_arguments(target, names):  # torch.zeros(n, dtype=dtype, device=device)
