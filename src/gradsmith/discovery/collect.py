@@ -21,6 +21,7 @@ from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
 from gradsmith._example import examples_of
+from gradsmith.discovery.import_errors import stdlib_note
 from gradsmith.discovery.static import class_lines
 from gradsmith.discovery.targets import Source, identity_key
 
@@ -268,4 +269,4 @@ def _describe_exception(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     user = [f for f in frames if "importlib" not in f.filename and "/gradsmith/" not in f.filename]
     where = f" at {user[-1].filename}:{user[-1].lineno}" if user else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    return f"{type(exc).__name__}: {exc}{where}{stdlib_note(frames)}"
