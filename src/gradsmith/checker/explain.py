@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 import gradsmith
+from gradsmith.discovery.input_free import explanation, input_free
 
 
 @dataclass(frozen=True)
@@ -300,6 +301,8 @@ def explain(exc: BaseException, where: str) -> Explanation | None:
         >>> explain(e, "backward").code
         'wrong-grad-count'
     """
+    if where == "forward" and (found := input_free(exc)) is not None:
+        return Explanation("input-free", *explanation(found))  # no input reaches the raising call
     text = str(exc)
     for pattern, rule in _RULES:
         m = pattern.search(text)

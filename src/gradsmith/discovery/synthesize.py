@@ -52,6 +52,7 @@ from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
 from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
+from gradsmith.discovery.input_free import raising_inputs
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.lengths import read_fft_lengths
@@ -217,6 +218,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         raised = backward_error(call, tuple(found.args))
         return Synthesized(tuple(found.args), ", ".join(found.parts), (), seed,
                            doubt=repaired_doubt(fn, raised, found, slots, hints) if raised else "")
+    if (raising := raising_inputs(call, plans, seed)) is not None:  # torch.sqrt(2 * torch.pi)
+        return Synthesized(*raising, seed=seed)  # the check reports forward's error: no input avoids it
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
                          plans[-1], hints))
 

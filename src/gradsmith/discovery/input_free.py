@@ -1,0 +1,189 @@
+"""A forward error no input can change: the raising call reads none of forward's values (private).
+
+``torch.sqrt(2 * torch.pi)`` raises ``TypeError`` (``sqrt`` of a Python float) on every call,
+whatever gradsmith passes: its arguments are a literal and a module constant. Such an error is
+the Function's, and a row that skips it hides a defect. Every other forward error may be the
+invented inputs' fault and stays what it was (a skip, an INCOMPLETE).
+
+An error counts as input-free only when all of these hold, read from the traceback and from the
+AST of forward's own source:
+
+- it was raised in forward's own frame (directly, or inside torch or a builtin that forward's
+  line called), not in a helper, whose arguments would need a call graph;
+- its type is ``TypeError`` or ``ZeroDivisionError``: mistakes in the code, never the machine
+  (no CUDA, no process group, a missing package) and never a deliberate ``raise``;
+- the raising expression (the exact span Python records for the instruction) reads no
+  parameter of forward, no ``ctx``, no local of forward (anything derived from them) and no
+  closure variable; every name it reads is a module, a builtin or a number/string constant;
+- its statement is reached on every call: a direct statement of forward's body (or of a
+  ``with`` block there), after no statement that can ``return``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import linecache
+import os
+import textwrap
+import types
+from typing import Any
+
+import torch
+
+import gradsmith
+
+#: Errors that say the code is wrong whatever the machine: a lost CUDA device, a missing
+#: package or process group raise other types, and so do deliberate ``raise`` statements.
+_TYPES = (TypeError, ZeroDivisionError)
+_SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, gradsmith))
+_CONSTANTS = (int, float, complex, bool, str, type(None))
+
+
+def input_free(exc: BaseException) -> dict | None:
+    """Where forward raised for a reason no input reaches, or None (see the module's rules).
+
+    Returns:
+        ``{"file", "line", "function", "code", "call", "type"}``: ``call`` is the raising
+        expression's source (``torch.sqrt(2 * torch.pi)``), ``code`` the whole line, ``type``
+        the exception's class name.
+    """
+    if not isinstance(exc, _TYPES):
+        return None
+    frames = _user_frames(exc.__traceback__)
+    if not frames or frames[-1][0].f_code.co_name != "forward":
+        return None  # raised in a helper (or nowhere in user code)
+    frame, lasti = frames[-1]
+    code = frame.f_code
+    span = _span(code, lasti)
+    if span is None:
+        return None
+    call = _source(code.co_filename, *span)
+    if call is None or not _reads_nothing_of_forward(call, frame):
+        return None
+    if not _reached_on_every_call(code, span[0]):
+        return None
+    line = linecache.getline(code.co_filename, span[0]).strip()
+    return {"file": code.co_filename, "line": span[0], "function": "forward", "code": line,
+            "call": call, "type": type(exc).__name__}
+
+
+def explanation(found: dict) -> tuple[str, str]:
+    """``(cause, fix)`` of an input-free forward error, for the finding."""
+    cause = (f"`{found['call']}` reads no argument of forward, no ctx value and nothing "
+             "derived from them, and forward reaches it on every call: it raises whatever the "
+             "inputs, so no input can make this Function run")
+    fix = f"fix `{found['call']}` in forward"
+    if found["type"] == "TypeError":
+        fix += (" (a torch function given a Python number needs a tensor, `torch.tensor(...)`, "
+                "or the `math` module's function instead)")
+    return cause, fix
+
+
+def _user_frames(tb) -> list[tuple[types.FrameType, int]]:
+    out = []
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith(_SKIP_DIRS) and not name.startswith("<"):
+            out.append((tb.tb_frame, tb.tb_lasti))
+        tb = tb.tb_next
+    return out
+
+
+def _span(code: types.CodeType, lasti: int) -> tuple[int, int, int, int] | None:
+    """``(line, end_line, col, end_col)`` of the instruction at ``lasti``."""
+    try:
+        positions = list(code.co_positions())[lasti // 2]
+    except (AttributeError, IndexError):
+        return None
+    return None if any(p is None for p in positions) else positions
+
+
+def _source(filename: str, line: int, end_line: int, col: int, end_col: int) -> str | None:
+    lines = [linecache.getline(filename, n) for n in range(line, end_line + 1)]
+    if not all(lines):
+        return None
+    encoded = [text.encode() for text in lines]
+    encoded[-1] = encoded[-1][:end_col]
+    encoded[0] = encoded[0][col:]
+    text = b"".join(encoded).decode(errors="replace").strip()
+    return text or None
+
+
+def _reads_nothing_of_forward(call: str, frame: types.FrameType) -> bool:
+    try:
+        tree = ast.parse(call, mode="eval")
+    except SyntaxError:
+        return False
+    code = frame.f_code
+    own = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Lambda, ast.comprehension, ast.NamedExpr, ast.Starred)):
+            return False
+        if not isinstance(node, ast.Name):
+            continue
+        if node.id in own:
+            return False
+        if not _constant_name(node.id, frame):
+            return False
+    return True
+
+
+def _constant_name(name: str, frame: types.FrameType) -> bool:
+    """A module, a builtin or a constant: nothing a user or gradsmith passes in."""
+    if name in frame.f_globals:
+        value: Any = frame.f_globals[name]
+        return isinstance(value, (types.ModuleType, *_CONSTANTS))
+    return hasattr(builtins, name)
+
+
+def _reached_on_every_call(code: types.CodeType, line: int) -> bool:
+    try:
+        lines, start = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    fn = next((n for n in ast.walk(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return False
+    return _in_straight_line(fn.body, line - start + 1)
+
+
+def _in_straight_line(body: list[ast.stmt], line: int) -> bool:
+    for stmt in body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            if isinstance(stmt, ast.Raise):
+                return False  # a deliberate raise (abstract base, deprecation): not a mistake
+            if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                return _in_straight_line(stmt.body, line)
+            return isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign,
+                                     ast.Return))
+        if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+            return False  # an earlier return: some input may never reach the line
+    return False
+
+
+def raising_inputs(call, plans: list, seed: int, tries: int = 4):
+    """The first synthesised inputs on which forward raises an input-free error (see
+    :func:`input_free`), as ``(args, description)``, or None. Tried when no layout let forward
+    run: those inputs make the check report forward's error, which no other input avoids."""
+    from gradsmith.discovery.build import build_args
+    from gradsmith.discovery.layouts import layouts_for
+    from gradsmith.discovery.probe import probe_failure
+
+    tried = 0
+    for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
+        for layout in layouts_for(slots):
+            if tried == tries:
+                return None
+            tried += 1
+            args, parts = build_args(slots, layout, seed, False)
+            _, exc = probe_failure(call, args)
+            found = input_free(exc) if exc is not None else None
+            if found is not None:
+                fresh, parts = build_args(slots, layout, seed, False)
+                return tuple(fresh), (f"{', '.join(parts)}; forward raises on every call at "
+                                      f"`{found['call']}`, which reads none of its inputs")
+    return None
