@@ -150,3 +150,39 @@ def called_in_helpers(target: Any, owner: Any, names: list[str]) -> set[str]:
                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                    and node.func.id in passed}
     return called
+
+
+def none_tested_in_helpers(target: Any, owner: Any, names: list[str]) -> set[str]:
+    """The arguments forward hands to a helper of its own module or class that compares them
+    with None (``if eval_func is not None: saved.append(eval_func(r))``), a few calls deep:
+    optional there, so tried as None first (see :func:`~gradsmith.discovery.slots.plan_slots`).
+    An invented callable for an optional hook changes what forward returns (``x`` becomes
+    ``(x, saved)``), and backward then fails on inputs no caller passes by default.
+
+    Example:
+        >>> def solve(b, hook):
+        ...     return b if hook is None else (b, hook(b))
+        >>> def forward(ctx, b, hook):
+        ...     return solve(b, hook)
+        >>> sorted(none_tested_in_helpers(forward, None, ["b", "hook"]))
+        ['hook']
+    """
+    import ast
+
+    from gradsmith.discovery.callees import followed
+    from gradsmith.discovery.source import parse
+
+    tree = parse(target)
+    if tree is None:
+        return set()
+    klass = owner if isinstance(owner, type) else None
+    tested = set()
+    for helper, passed in followed(target, tree, {n: n for n in names}, klass, package=True):
+        for node in ast.walk(helper):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if any(isinstance(s, ast.Constant) and s.value is None for s in sides):
+                tested |= {passed[s.id] for s in sides
+                           if isinstance(s, ast.Name) and s.id in passed}
+    return tested

@@ -134,6 +134,12 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             # only tested for truth: a bool, the other value tried as a variant
             hint.kind, hint.literals = "bool", [False, True]
         kind = hint.kind
+        if none_first and hint.optional and p.default is p.empty and (
+                kind == "module" or (kind is None and p.name in functions)):
+            # a hook the code tests for None (`if eval_func is not None`): None first, as
+            # callers pass it; an invented one may change what forward returns
+            slots.append(Slot(p.name, "none", hint=hint))
+            continue
         if p.name in functions and p.default is p.empty and kind in (None, "module"):
             slots.append(Slot(p.name, "function", False, hint))
             continue

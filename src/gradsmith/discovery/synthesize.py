@@ -37,7 +37,7 @@ from gradsmith.discovery.backward_reads import backward_functions, no_gradient_p
 from gradsmith.discovery.brackets import bracketed
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
-from gradsmith.discovery.callables import called_in_helpers, flavours
+from gradsmith.discovery.callables import called_in_helpers, flavours, none_tested_in_helpers
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import (
     passable,
@@ -142,6 +142,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     hints = forward_hints(target, names, owner=owner)
     for name in called_in_helpers(target, owner, names):  # Owner.quadrature(f, ...): f(nodes)
         hints[name].kind = "module"
+    for name in none_tested_in_helpers(target, owner, names):  # solve(b, hook): hook is None
+        hints[name].optional = True
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
