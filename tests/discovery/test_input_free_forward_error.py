@@ -84,6 +84,18 @@ class Abstract(Function):
         return g
 
 
+class CudaOnly(Function):
+    """Raises TypeError on a CPU-only machine (no CUDA tensor types), runs on a GPU."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * torch.cuda.FloatTensor(1).fill_(2.0).to(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
 class MathGauss(Function):
     @staticmethod
     def forward(ctx, x):
@@ -121,6 +133,13 @@ def test_calls_that_read_an_argument_ctx_or_local_are_not_input_free():
     x = torch.randn(2, 3, dtype=torch.float64)
     for fn in (ReadsItsInput, ReadsCtxAndLocal, EarlyReturn, Abstract):
         assert input_free(_raised(fn, x)) is None, fn.__name__
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="runs where CUDA exists")
+def test_an_error_of_the_machine_is_not_the_codes():
+    exc = _raised(CudaOnly, torch.randn(3, dtype=torch.float64))
+    assert isinstance(exc, TypeError)  # the very type input-free errors have
+    assert input_free(exc) is None
 
 
 def test_synthesis_gives_inputs_and_the_check_fails_with_the_cause():

@@ -11,7 +11,9 @@ AST of forward's own source:
 - it was raised in forward's own frame (directly, or inside torch or a builtin that forward's
   line called), not in a helper, whose arguments would need a call graph;
 - its type is ``TypeError`` or ``ZeroDivisionError``: mistakes in the code, never the machine
-  (no CUDA, no process group, a missing package) and never a deliberate ``raise``;
+  (no CUDA, no process group, a missing package) and never a deliberate ``raise``; neither its
+  message nor the call names a device or a backend (``torch.cuda.FloatTensor(3)`` raises
+  ``TypeError`` on a CPU-only machine);
 - the raising expression (the exact span Python records for the instruction) reads no
   parameter of forward, no ``ctx``, no local of forward (anything derived from them) and no
   closure variable; every name it reads is a module, a builtin or a number/string constant;
@@ -26,6 +28,7 @@ import builtins
 import inspect
 import linecache
 import os
+import re
 import textwrap
 import types
 from typing import Any
@@ -37,6 +40,10 @@ import gradsmith
 #: Errors that say the code is wrong whatever the machine: a lost CUDA device, a missing
 #: package or process group raise other types, and so do deliberate ``raise`` statements.
 _TYPES = (TypeError, ZeroDivisionError)
+#: The machine, not the code: ``torch.cuda.FloatTensor(3)`` raises ``TypeError`` ("type
+#: torch.cuda.FloatTensor not available") on a CPU-only machine and runs on a GPU.
+_MACHINE = re.compile(r"cuda|device|mps|xpu|hip|not available|not compiled|distributed",
+                      re.IGNORECASE)
 _SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, gradsmith))
 _CONSTANTS = (int, float, complex, bool, str, type(None))
 
@@ -49,7 +56,7 @@ def input_free(exc: BaseException) -> dict | None:
         expression's source (``torch.sqrt(2 * torch.pi)``), ``code`` the whole line, ``type``
         the exception's class name.
     """
-    if not isinstance(exc, _TYPES):
+    if not isinstance(exc, _TYPES) or _MACHINE.search(str(exc)):
         return None
     frames = _user_frames(exc.__traceback__)
     if not frames or frames[-1][0].f_code.co_name != "forward":
@@ -60,7 +67,7 @@ def input_free(exc: BaseException) -> dict | None:
     if span is None:
         return None
     call = _source(code.co_filename, *span)
-    if call is None or not _reads_nothing_of_forward(call, frame):
+    if call is None or _MACHINE.search(call) or not _reads_nothing_of_forward(call, frame):
         return None
     if not _reached_on_every_call(code, span[0]):
         return None
