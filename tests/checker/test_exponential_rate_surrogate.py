@@ -104,3 +104,18 @@ def test_the_fit_recovers_amplitude_and_slope_and_rejects_other_shapes():
     assert surrogate_fit._fit_exp(U, 2 * s * (1 - s), torch.exp) is None  # a bump
     capped = torch.exp(U).clamp(max=5.0)  # an exponential clipped above: not one
     assert surrogate_fit._fit_exp(U, capped, torch.exp) is None
+
+
+def test_an_infinite_declared_gradient_at_scale_is_not_an_overflow(tmp_path):
+    # At 300 x inputs above 2.4, exp overflows: the exponential rate's true derivative is
+    # infinite there, and backward returns exactly that. Declared, it is what was declared
+    # (before: nan-gradient-at-scale whenever the example drew such a value).
+    line = ("@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64) + 3.0, 0.5, "
+            "1.0, 0.0), surrogate=lambda x, f_thres, beta, theta: f_thres * torch.exp(beta * "
+            "(x - theta)))")
+    x = torch.randn(3, 4, dtype=torch.float64) + 3.0
+    assert not bool(torch.isfinite(torch.exp(300 * x)).all())  # the reference: it overflows
+    torch.manual_seed(0)
+    report = gradsmith.check(_load(tmp_path, "big", _pasted(line, "ctx.beta")), compat=False)
+    assert report.passed, report
+    assert "nan-gradient-at-scale" not in report.codes()

@@ -42,11 +42,19 @@ def findings(session: Session, base: list[torch.Tensor], grads: list[torch.Tenso
         _, got = forward_backward(session, [x.clone() for x in leaves], leaves, grads)
     except Exception:  # noqa: BLE001 - raising at that scale is forward's domain, not a finding
         return []
+    declared = _declared_at(session, big, grads)
     found = []
-    for label, x, g in zip(subject.labels, big, got):
+    for i, (label, x, g) in enumerate(zip(subject.labels, big, got)):
         if g is None or not g.is_floating_point() or bool(torch.isfinite(g).all()):
             continue
-        bad = (~torch.isfinite(g)).nonzero()
+        nonfinite = ~torch.isfinite(g)
+        if declared is not None and declared[i].shape == g.shape:
+            # the declared gradient is itself infinite there (an unbounded exp surrogate):
+            # backward computes what was declared, no intermediate overflows
+            nonfinite &= torch.isfinite(declared[i])
+            if not bool(nonfinite.any()):
+                continue
+        bad = nonfinite.nonzero()
         at = float(x[tuple(bad[0])]) if x.dim() else float(x)
         found.append(Finding(
             "nan-gradient-at-scale", "error",
@@ -58,6 +66,20 @@ def findings(session: Session, base: list[torch.Tensor], grads: list[torch.Tenso
             "instead of exp(-z) / (1 + exp(-z))**2; torch.where on a safe value; rescale "
             "before squaring)", check, label, {"scale": SCALE, "count": len(bad)}))
     return found
+
+
+def _declared_at(session: Session, big: list[torch.Tensor],
+                 grads: list[torch.Tensor]) -> list[torch.Tensor] | None:
+    """The declared surrogate's or intended gradients at the scaled inputs, or None (nothing
+    declared, or the declaration raises there)."""
+    from gradsmith.checker.declared import declared_kind, reference
+
+    if declared_kind(session) is None:
+        return None
+    try:
+        return reference(session)([x.clone() for x in big], grads)
+    except Exception:  # noqa: BLE001 - user code: then backward alone is judged
+        return None
 
 
 def _invented(value: object) -> bool:
