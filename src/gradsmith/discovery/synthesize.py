@@ -140,10 +140,11 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         params = params[:passed]  # defaulted ones backward has no gradient slot for: not passed
     names = [p.name for p in params]
     hints = forward_hints(target, names, owner=owner)
-    for name in called_in_helpers(target, owner, names):  # Owner.quadrature(f, ...): f(nodes)
+    called = called_in_helpers(target, owner, names)
+    for name in called:  # Owner.quadrature(f, ...): f(nodes)
         hints[name].kind = "module"
-    for name in none_tested_in_helpers(target, owner, names):  # solve(b, hook): hook is None
-        hints[name].optional = True
+    for name in none_tested_in_helpers(target, owner, names) & called:  # solve(b, hook)
+        hints[name].optional = True  # a hook tested for None there: None first (slots)
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
