@@ -208,7 +208,9 @@ def from_use(slot: Slot, first_shape: tuple[int, ...]) -> tuple[Any, str]:
 
         value = {key: keyed_value(key, how) for key, how in slot.value.items()}
         shown = ", ".join(f"{k!r}: {v!r}" for k, v in value.items())
-        return value, (f"{slot.name}={{{shown}}} (a mapping: the code reads these keys)")
+        only = any(how.startswith("neutral") for how in slot.value.values())
+        return value, (f"{slot.name}={{{shown}}} (a mapping: the code reads these keys"
+                       + ("; only backward reads them, so each is 1" if only else "") + ")")
     if slot.kind == "sections":
         dim = slot.value if -len(first_shape) <= slot.value < len(first_shape) else 0
         size = first_shape[dim] if first_shape else 1

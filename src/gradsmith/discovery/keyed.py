@@ -7,6 +7,10 @@ only an int works (``range``, shifts, an index, an exponent), a 0-d float64 tens
 handed to a function of the torch namespace (``torch.sqrt`` rejects a Python float), else a
 float (each the key's usual value, see :func:`~gradsmith.discovery.slots._attribute_value`).
 Read from forward, setup_context and, through what forward keeps on ctx, backward; never run.
+
+Entries of a mapping only backward reads (forward keeps it on ctx and never looks inside) are 1:
+backward scales its gradient by them (a surrogate's width, a gradient multiplier), and any
+other value would make a gradient-mismatch of a value gradsmith chose, not one the code shows.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import ast
 from typing import Any
 
 _INT_CALLS = {"range", "int"}
+# an entry only backward reads is 1 (a float, or a 0-d tensor where torch takes it)
+NEUTRAL = {"float": "neutral", "tensor": "neutral-tensor"}
 _NAMESPACES = {"torch", "F", "functional"}
 
 
@@ -114,6 +120,10 @@ def keyed_value(key: str, how: str) -> Any:
 
     from gradsmith.discovery.slots import _attribute_value
 
+    if how == "neutral":
+        return 1.0
+    if how == "neutral-tensor":
+        return torch.tensor(1.0, dtype=torch.float64)
     if how == "tensor":
         return torch.tensor(_attribute_value(key, "float"), dtype=torch.float64)
     return _attribute_value(key, how)

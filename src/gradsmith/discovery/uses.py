@@ -32,7 +32,7 @@ from typing import Any
 
 from gradsmith.discovery.flags import truth_tested
 from gradsmith.discovery.hints import _TENSOR_ATTRS
-from gradsmith.discovery.keyed import read_keys
+from gradsmith.discovery.keyed import NEUTRAL, read_keys
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
@@ -110,7 +110,10 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
     backward = _parse(getattr(owner, "backward", None)) if isinstance(owner, type) else None
     if backward is not None and stored:
         _Reader(uses, {}, stored).visit(backward)
+        forward_keyed = set(keys)
         read_keys(backward, keys, [], stored)
+        for name in set(keys) - forward_keyed:  # keys only backward reads: see keyed.NEUTRAL
+            keys[name] = {k: NEUTRAL.get(how, how) for k, how in keys[name].items()}
     for name, read in keys.items():
         uses[name].keys = read
     for name in truth_tested(owner, names):
