@@ -494,8 +494,8 @@ COMMAND_ROWS: dict[str, Code] = {
     "deployment-timeout": Code(
         "warning", "any",
         "`gradsmith check` only: time ran out in a deployment check (compile, export, ...) after "
-        "every eager check had finished; the row keeps the eager verdict, and that check and the "
-        "deployment checks after it did not run",
+        "every eager check had finished; that check and the deployment checks after it did not "
+        "run, so a row the eager checks pass is INCOMPLETE (an eager error still FAILs it)",
         "raise `--timeout` if it is just slow, or skip the deployment checks with `--no-compat`; "
         "a Function that hangs under torch.compile or torch.export hangs where it is deployed "
         "that way"),

@@ -231,31 +231,32 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
 
 def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
                             snap: dict) -> dict:
-    """Time ran out in a deployment check, after every eager check had finished: the verdict is
-    the eager checks' (the core verdict is not held hostage by compile or export), and a
-    warning says which deployment check did not finish, like any mode that refuses to run."""
+    """Time ran out in a deployment check, after every eager check had finished. The eager
+    checks' findings are kept, but a check that did not finish cannot have held (a compile or
+    export mismatch is an error), so a row the eager checks would pass is INCOMPLETE, naming
+    the check that ran out of time; an eager error still FAILs it."""
     running = snap["running"]
     finding = {
         "code": "deployment-timeout", "severity": "warning",
         "message": f"the {running} check ran out of time ({outcome.value.split(' (')[0]}) "
                    "after every eager check had finished; it and the deployment checks after "
-                   "it did not run",
+                   "it did not run, so the row is INCOMPLETE (a compile or export mismatch "
+                   "would be an error)",
         "hint": "raise --timeout if it is just slow (compiling takes seconds), or skip the "
                 "deployment checks with --no-compat; a Function that hangs under torch.compile "
                 "or torch.export hangs where it is deployed that way",
-        "check": running, "input": None, "details": {}}
+        "check": running, "input": None, "details": {"incomplete": True}}
     findings = snap["findings"] + [finding]
-    passed = not any(f["severity"] == "error" or f["details"].get("incomplete")
-                     for f in findings)
+    failed = any(f["severity"] == "error" for f in snap["findings"])
+    passed = False
     line = f"  WARNING deployment-timeout: {finding['message']}\n    fix: {finding['hint']}"
-    out = row(candidate, label, "pass" if passed else "fail", elapsed=outcome.elapsed,
+    out = row(candidate, label, "fail", error=None if failed else "incomplete",
+              elapsed=outcome.elapsed,
               inputs=_inputs_text(snap.get("repro")), reason=f"the deployment checks ran out of time in {running}; the eager checks "
                      f"all finished ({', '.join(snap['checks'])})")
     report = partial_report(label, snap, running)
     report.update(findings=findings, passed=passed)
-    out["repro"] = None if passed else snap.get("repro")
-    if passed:  # a --require'd deployment-timeout fails it later (gradsmith._check_policy)
-        out["_repro_if_failed"] = snap.get("repro")
+    out["repro"] = snap.get("repro")
     out.update(checks=list(snap["checks"]), report=report,
                text="\n".join(filter(None, [snap["text"], line])),
                _text_brief="\n".join(filter(None, [snap["text_brief"], line])))
