@@ -167,13 +167,13 @@ def test_a_float32_only_forward_whose_backward_raises_on_a_guess_says_why_in_wor
             return x * 2
 
         @staticmethod
-        def backward(ctx, g):
-            return g * 2 * ctx.table["unit"], None
+        def backward(ctx, g):  # a list of mappings? nothing the code says (a plain
+            return g * 2 * ctx.table[0]["unit"], None  # mapping is read, see keyed.py)
 
     found = _found(Float32Lookup)
     assert found.args[0].dtype == torch.float32
     # the reason a row is skipped for, with the decorator to register: not backward's raw error
     assert found.doubt.startswith("no registered example and the synthesised inputs are not")
     assert "what table is" in found.doubt and "@gradsmith.example" in found.doubt
-    with pytest.raises(TypeError, match="not subscriptable"):  # by hand, the same inputs
+    with pytest.raises((TypeError, IndexError)):  # by hand, the same inputs
         Float32Lookup.apply(*found.args).sum().backward()
