@@ -96,6 +96,19 @@ class CudaOnly(Function):
         return 2 * g
 
 
+SETTINGS = None  # filled in by a training script at run time
+
+
+class ReadsASetting(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * torch.sqrt(SETTINGS)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
 class MathGauss(Function):
     @staticmethod
     def forward(ctx, x):
@@ -131,7 +144,7 @@ def test_the_raising_call_alone_raises_whatever_the_inputs():
 
 def test_calls_that_read_an_argument_ctx_or_local_are_not_input_free():
     x = torch.randn(2, 3, dtype=torch.float64)
-    for fn in (ReadsItsInput, ReadsCtxAndLocal, EarlyReturn, Abstract):
+    for fn in (ReadsItsInput, ReadsCtxAndLocal, EarlyReturn, Abstract, ReadsASetting):
         assert input_free(_raised(fn, x)) is None, fn.__name__
 
 

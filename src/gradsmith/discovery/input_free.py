@@ -16,7 +16,8 @@ AST of forward's own source:
   ``TypeError`` on a CPU-only machine);
 - the raising expression (the exact span Python records for the instruction) reads no
   parameter of forward, no ``ctx``, no local of forward (anything derived from them) and no
-  closure variable; every name it reads is a module, a builtin or a number/string constant;
+  closure variable; every name it reads is a builtin or a library module (torch, numpy, scipy,
+  the standard library), never a global of the user's, which may be set at run time;
 - its statement is reached on every call: a direct statement of forward's body (or of a
   ``with`` block there), after no statement that can ``return``.
 """
@@ -29,6 +30,7 @@ import inspect
 import linecache
 import os
 import re
+import sys
 import textwrap
 import types
 from typing import Any
@@ -45,7 +47,7 @@ _TYPES = (TypeError, ZeroDivisionError)
 _MACHINE = re.compile(r"cuda|device|mps|xpu|hip|not available|not compiled|distributed",
                       re.IGNORECASE)
 _SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, gradsmith))
-_CONSTANTS = (int, float, complex, bool, str, type(None))
+_LIBRARIES = frozenset({"torch", "numpy", "scipy"})
 
 
 def input_free(exc: BaseException) -> dict | None:
@@ -138,10 +140,13 @@ def _reads_nothing_of_forward(call: str, frame: types.FrameType) -> bool:
 
 
 def _constant_name(name: str, frame: types.FrameType) -> bool:
-    """A module, a builtin or a constant: nothing a user or gradsmith passes in."""
+    """A library module (torch, numpy, scipy, the standard library) or a builtin: nothing a
+    user or gradsmith passes in. Never a global of the user's: a project's settings module or
+    ``SCALE = None`` is filled in at run time (``glv.network_config[...]``)."""
     if name in frame.f_globals:
         value: Any = frame.f_globals[name]
-        return isinstance(value, (types.ModuleType, *_CONSTANTS))
+        return isinstance(value, types.ModuleType) and \
+            value.__name__.split(".")[0] in _LIBRARIES | sys.stdlib_module_names
     return hasattr(builtins, name)
 
 
@@ -186,7 +191,10 @@ def raising_inputs(call, plans: list, seed: int, tries: int = 4):
             if tried == tries:
                 return None
             tried += 1
-            args, parts = build_args(slots, layout, seed, False)
+            try:
+                args, parts = build_args(slots, layout, seed, False)
+            except Exception:  # noqa: BLE001 - a layout these slots cannot take: the next
+                continue
             _, exc = probe_failure(call, args)
             found = input_free(exc) if exc is not None else None
             if found is not None:
