@@ -35,8 +35,6 @@ import textwrap
 import types
 from typing import Any
 
-import torch
-
 import gradsmith
 
 #: Errors that say the code is wrong whatever the machine: a lost CUDA device, a missing
@@ -46,7 +44,14 @@ _TYPES = (TypeError, ZeroDivisionError)
 #: torch.cuda.FloatTensor not available") on a CPU-only machine and runs on a GPU.
 _MACHINE = re.compile(r"cuda|device|mps|xpu|hip|not available|not compiled|distributed",
                       re.IGNORECASE)
-_SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, gradsmith))
+
+
+def _skip_dirs() -> tuple[str, ...]:
+    """torch's and gradsmith's folders (torch imported only here: `gradsmith lint` imports
+    discovery on machines without torch)."""
+    import torch
+
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, gradsmith))
 _LIBRARIES = frozenset({"torch", "numpy", "scipy"})
 
 
@@ -94,7 +99,7 @@ def _user_frames(tb) -> list[tuple[types.FrameType, int]]:
     out = []
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(_SKIP_DIRS) and not name.startswith("<"):
+        if not name.startswith(_skip_dirs()) and not name.startswith("<"):
             out.append((tb.tb_frame, tb.tb_lasti))
         tb = tb.tb_next
     return out
