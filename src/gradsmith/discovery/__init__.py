@@ -18,13 +18,8 @@ from gradsmith.discovery.collect import (
     list_candidates,
     resolve_ref,
 )
-from gradsmith.discovery.synthesize import (
-    NoInputs,
-    Synthesized,
-    Variant,
-    parameter_names,
-    synthesize,
-)
+from gradsmith.discovery.slots import parameter_names
+from gradsmith.discovery.synthesize import NoInputs, Synthesized, Variant, synthesize
 from gradsmith.discovery.targets import Source, default_sources, resolve_targets
 
 __all__ = [

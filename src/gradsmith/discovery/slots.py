@@ -257,3 +257,14 @@ def _attribute_value(attr: str, how: str) -> Any:
 def identity(t: Any, *args: Any, **kwargs: Any) -> Any:
     """The plain function a config object's called attribute gets (``qparams.quantize``)."""
     return t
+
+
+def parameter_names(fn: Any) -> list[str]:
+    """Names of the positional parameters of ``fn``'s forward (``ctx`` excluded).
+
+    Example:
+        >>> parameter_names(lambda x, dim=-1: x)
+        ['x', 'dim']
+    """
+    _, params, _ = signature(fn)
+    return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -77,7 +77,7 @@ from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.varargs import named_positions
 from gradsmith.discovery.variants import Variant, variants_of
 
-__all__ = ["NoInputs", "Synthesized", "Variant", "parameter_names", "synthesize"]
+__all__ = ["NoInputs", "Synthesized", "Variant", "synthesize"]
 
 
 @dataclass(frozen=True)
@@ -297,13 +297,3 @@ def _on_layout(call, slots: list[Slot], layout, seed: int, dtype: str,
     variants = tuple(variants_of(call, slots, layout, seed, positive, args, dtype))
     return Synthesized(tuple(args), ", ".join(parts), variants, seed)
 
-
-def parameter_names(fn: Any) -> list[str]:
-    """Names of the positional parameters of ``fn``'s forward (``ctx`` excluded).
-
-    Example:
-        >>> parameter_names(lambda x, dim=-1: x)
-        ['x', 'dim']
-    """
-    _, params, _ = signature(fn)
-    return [p.name for p in params or [] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
