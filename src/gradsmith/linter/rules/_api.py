@@ -221,7 +221,26 @@ def check_calls(target, report) -> None:
         if key in names or (isinstance(node.func, ast.Name) and node.func.id in names):
             at = bisect_right(starts, node.lineno) - 1
             inside = at >= 0 and spans[at][0] <= node.lineno <= spans[at][1]
-            _check_call(target, report, src, node, inside)
+            _check_call(target, report, src, node, inside or _hands_own_ctx(src.tree, node))
+
+
+def _hands_own_ctx(tree: ast.Module, node: ast.Call) -> bool:
+    """``Fn.forward(ctx, ...)`` inside a ``forward``/``backward``/``setup_context`` of any class
+    (a plain class standing in for a Function) whose own first parameter is that ``ctx``: it
+    hands its caller's ctx on, a delegation like one from a Function's own method."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr in ("forward", "backward")
+            and node.args and isinstance(node.args[0], ast.Name)):
+        return False
+    methods = tree.__dict__.get("_gs_ctx_methods")
+    if methods is None:  # once per module
+        methods = tree.__dict__["_gs_ctx_methods"] = [
+            (n.lineno, n.end_lineno, (n.args.posonlyargs + n.args.args)[0].arg)
+            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name in ("forward", "backward", "setup_context")
+            and n.args.posonlyargs + n.args.args]
+    return any(start <= node.lineno <= end and node.args[0].id == ctx
+               for start, end, ctx in methods)
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
