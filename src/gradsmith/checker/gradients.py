@@ -113,7 +113,7 @@ def run(session: Session) -> list[Finding]:
                    "at the Function's own precision instead", relies_on="reference")
     if session.options.unbiased:
         return stochastic.on_average(session, session.problem, None, NAME)
-    problem = session.problem
+    problem = symmetric.contracted(session, session.problem)  # stated symmetric inputs
     results = compare(session, problem, NAME)
     at_returned_precision(session, results)
     symmetric_notes = session.cache[f"symmetric:{NAME}"]

@@ -153,3 +153,31 @@ def finding(problem: Problem, sides: dict[int, str], check: str) -> list[Finding
         "nothing to fix; a backward that returns the symmetric gradient (eigh's convention) "
         "or one on the read triangle both pass, one wrong along a symmetric direction fails",
         check, problem.labels[t], {"triangle": side}) for t, side in sorted(sides.items())]
+
+
+def contracted(session, problem: Problem) -> Problem:
+    """``problem`` with each input the code calls a symmetric matrix, whose value is one and of
+    which forward reads both triangles, handed to forward as ``tril(X) + tril(X, -1)^T``: forward
+    then reads one triangle, and the gradients are compared along symmetric directions like an
+    ``eigh`` input's (:func:`read_triangles`). A Newton-Schulz square root written for symmetric
+    matrices may return the transpose of the unrestricted gradient; along every symmetric
+    direction it is exact, and a perturbation off the symmetric matrices is outside its
+    contract. The base point is unchanged (the input is symmetric); ``problem`` itself when no
+    input qualifies."""
+    square = [t for t, x in enumerate(problem.xs) if _symmetric(problem, t, x)]
+    if not square:
+        return problem
+    meant = meant_symmetric(session.function_cls, problem.labels)
+    chosen = [t for t in square if t in meant and t not in read_triangles(problem)]
+    if not chosen:
+        return problem
+
+    def f(xs, fresh):
+        xs = list(xs)
+        for t in chosen:
+            xs[t] = torch.tril(xs[t]) + torch.tril(xs[t], -1).mT
+        return problem.f(xs, set(fresh) | set(chosen))
+
+    return Problem(f, problem.xs, problem.labels, problem._out_labels,
+                   accumulate=problem.accumulate, complex_inputs=problem.complex_inputs,
+                   complex_outputs=problem.complex_outputs, backward_seed=problem.backward_seed)
