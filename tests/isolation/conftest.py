@@ -137,9 +137,13 @@ class Runner:
         self.env = dict(os.environ, GRADSMITH_TEST_PIDS=str(self.pid_file))
 
     def popen(self, *args: str) -> subprocess.Popen:
+        # Ctrl-C as a terminal delivers it: a test run started in the background of a
+        # non-interactive shell (a CI script's `cmd &`) ignores SIGINT, every child inherits
+        # that, and Python then never installs its KeyboardInterrupt handler, so the SIGINT
+        # case of test_orphans waited out the task's 300 s timeout instead of testing Ctrl-C.
         proc = subprocess.Popen([sys.executable, "-m", "gradsmith", *map(str, args)],
                                 cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
         self.started.append(proc.pid)
         return proc
 
@@ -220,3 +224,7 @@ def _servers(request, monkeypatch):
     previous = install(None)
     yield
     install(previous)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
