@@ -11,6 +11,7 @@ A planted conjugated backward FAILs.
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -118,31 +119,9 @@ def test_complex_values_are_recorded_as_plain_data_and_rebuilt():
     torch.testing.assert_close(rebuilt, z, equal_nan=True)
 
 
-SOURCE = '''
-import torch
-from torch.autograd import Function
-
-
-class Phase(Function):
-    @staticmethod
-    def forward(ctx, z):
-        ctx.save_for_backward(z)
-        return torch.atan2(z.imag, z.real)
-
-    @staticmethod
-    def backward(ctx, g):
-        (z,) = ctx.saved_tensors
-        r2 = (z.real.square() + z.imag.square()).clamp_min(1e-12)
-        return torch.view_as_complex(torch.stack((-z.imag * g / r2, z.real * g / r2), dim=-1))
-
-
-class PhaseConjugated(Phase):
-    @staticmethod
-    def backward(ctx, g):
-        (z,) = ctx.saved_tensors
-        r2 = (z.real.square() + z.imag.square()).clamp_min(1e-12)
-        return torch.view_as_complex(torch.stack((-z.imag * g / r2, -z.real * g / r2), dim=-1))
-'''
+# The same two classes as a user's file, for the command line.
+SOURCE = ("import torch\nfrom torch.autograd import Function\n\n\n"
+          + inspect.getsource(Phase) + "\n\n" + inspect.getsource(PhaseConjugated))
 
 
 def test_the_command_line_gives_each_a_row(tmp_path, monkeypatch, capsys, warm_worker_template):
