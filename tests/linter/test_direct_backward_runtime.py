@@ -5,26 +5,18 @@ AttributeError and leaving ctx out raises TypeError, both errors. Checked by run
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 
 from gradsmith.linter import lint
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location("gs_direct_backward_ctx", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _line(path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
-def test_backward_called_alone_runs_unless_ctx_is_read_as_none_or_left_out(fixtures_dir):
+def test_backward_called_alone_runs_unless_ctx_is_read_as_none_or_left_out(fixtures_dir,
+                                                                            load_fixture):
     path = fixtures_dir / "direct_backward_ctx.py"
     found = sorted((f.line, f.code, f.severity) for f in lint(path, config=False)
                    if f.code in ("GS111", "GS214"))
@@ -32,7 +24,7 @@ def test_backward_called_alone_runs_unless_ctx_is_read_as_none_or_left_out(fixtu
         (_line(path, "return Scaled.backward(None, g)"), "GS111", "error"),
         (_line(path, "return Reduce.backward(g)"), "GS111", "error"),
     ]
-    mod = _load(path)
+    mod = load_fixture(path, "gs_direct_backward_ctx")
     torch.manual_seed(0)
     x = torch.randn(3, 4, requires_grad=True)
     g = torch.randn(4)
