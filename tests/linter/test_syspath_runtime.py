@@ -7,7 +7,6 @@ missing, while the torch helper of the same package keeps it."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -24,17 +23,14 @@ MODEL = ROOT / "scripts" / "model.py"
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(load_fixture):
     from gradsmith._triton import interpreting, prepare
 
     if not prepare() and not interpreting() and not torch.cuda.is_available():
         pytest.skip("Triton kernels cannot run here (no interpreter, no GPU)")
     before = list(sys.path)
-    spec = importlib.util.spec_from_file_location("gs_syspath_model", MODEL)
-    mod = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(mod)
-        yield mod
+        yield load_fixture(MODEL, "gs_syspath_model")
     finally:
         sys.path[:] = before
         for name in [n for n in sys.modules if n == "quant" or n.startswith("quant.")]:
