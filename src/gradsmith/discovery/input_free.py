@@ -44,6 +44,7 @@ _TYPES = (TypeError, ZeroDivisionError)
 #: torch.cuda.FloatTensor not available") on a CPU-only machine and runs on a GPU.
 _MACHINE = re.compile(r"cuda|device|mps|xpu|hip|not available|not compiled|distributed",
                       re.IGNORECASE)
+_LIBRARIES = frozenset({"torch", "numpy", "scipy"})
 
 
 def _skip_dirs() -> tuple[str, ...]:
@@ -52,7 +53,6 @@ def _skip_dirs() -> tuple[str, ...]:
     import torch
 
     return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, gradsmith))
-_LIBRARIES = frozenset({"torch", "numpy", "scipy"})
 
 
 def input_free(exc: BaseException) -> dict | None:
@@ -97,9 +97,10 @@ def explanation(found: dict) -> tuple[str, str]:
 
 def _user_frames(tb) -> list[tuple[types.FrameType, int]]:
     out = []
+    skip = _skip_dirs()
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(_skip_dirs()) and not name.startswith("<"):
+        if not name.startswith(skip) and not name.startswith("<"):
             out.append((tb.tb_frame, tb.tb_lasti))
         tb = tb.tb_next
     return out
