@@ -206,8 +206,7 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
             return (f"(_ for _ in ()).throw(SystemExit('the values of this {spec['shape']} "
                     "tensor were not recorded (too large); pass it yourself'))", False)
         if side is not None and len(spec["values"]) > INLINE_IN_SCRIPT:
-            side.append(([(complex(v) if v.rstrip(")").endswith("j") else float(v)) if isinstance(v, str)
-                          else v for v in spec["values"]],
+            side.append(([_parser(v)(v) if isinstance(v, str) else v for v in spec["values"]],
                          spec["dtype"], tuple(spec["shape"])))
             grad = ".requires_grad_(True)" if spec.get("requires_grad") else ""
             return f"side[{len(side) - 1}].clone(){grad}", False
@@ -272,8 +271,14 @@ def _is_literal(text: str) -> bool:
 
 def _number(v) -> str:
     if isinstance(v, str):
-        return f"{'complex' if v.rstrip(')').endswith('j') else 'float'}({v!r})"
+        return f"{_parser(v).__name__}({v!r})"
     return repr(v)
+
+
+def _parser(text: str) -> type:
+    """``complex`` or ``float``: what reads back a number capture recorded as text
+    (``"(1+2j)"``, ``"nan"``, ``"inf"``)."""
+    return complex if text.rstrip(")").endswith("j") else float
 
 
 def _safe(text: str) -> str:
