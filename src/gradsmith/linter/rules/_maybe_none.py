@@ -8,6 +8,7 @@ import ast
 
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter.rules._common import short
+from gradsmith.linter.rules._direct import is_none
 from gradsmith.linter.rules._saved_if_needed import needs_test, unpacked
 
 
@@ -161,13 +162,9 @@ def _guarded(stmt: ast.stmt) -> set[str]:
     return {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def is_none(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and value.value is None
-
-
 def stored_names(stmt: ast.stmt) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(stmt)
                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
-__all__ = ["is_none", "needed_only", "stored_names"]
+__all__ = ["needed_only", "stored_names"]

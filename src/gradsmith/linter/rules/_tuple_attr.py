@@ -8,7 +8,8 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import own
-from gradsmith.linter.rules._maybe_none import is_none, needed_only, stored_names
+from gradsmith.linter.rules._direct import is_none
+from gradsmith.linter.rules._maybe_none import needed_only, stored_names
 from gradsmith.linter.rules._saved_if_needed import saved_if_needed
 
 _H = "import torch\n\n\nclass Scale(torch.autograd.Function):\n    @staticmethod\n" \
