@@ -12,7 +12,7 @@ event function, ``c(t, y)``); synthesis tries both, and keeps the first whose ba
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -137,15 +137,8 @@ def called_in_helpers(target: Any, owner: Any, names: list[str]) -> set[str]:
     """
     import ast
 
-    from gradsmith.discovery.callees import followed
-    from gradsmith.discovery.source import parse
-
-    tree = parse(target)
-    if tree is None:
-        return set()
     called = set()
-    klass = owner if isinstance(owner, type) else None
-    for helper, passed in followed(target, tree, {n: n for n in names}, klass, package=True):
+    for helper, passed in _helpers(target, owner, names):
         called |= {passed[node.func.id] for node in ast.walk(helper)
                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                    and node.func.id in passed}
@@ -169,15 +162,8 @@ def none_tested_in_helpers(target: Any, owner: Any, names: list[str]) -> set[str
     """
     import ast
 
-    from gradsmith.discovery.callees import followed
-    from gradsmith.discovery.source import parse
-
-    tree = parse(target)
-    if tree is None:
-        return set()
-    klass = owner if isinstance(owner, type) else None
     tested = set()
-    for helper, passed in followed(target, tree, {n: n for n in names}, klass, package=True):
+    for helper, passed in _helpers(target, owner, names):
         for node in ast.walk(helper):
             if not isinstance(node, ast.Compare):
                 continue
@@ -186,3 +172,17 @@ def none_tested_in_helpers(target: Any, owner: Any, names: list[str]) -> set[str
                 tested |= {passed[s.id] for s in sides
                            if isinstance(s, ast.Name) and s.id in passed}
     return tested
+
+
+def _helpers(target: Any, owner: Any, names: list[str]) -> Iterator[tuple[Any, dict[str, str]]]:
+    """The helpers of ``target``'s module, class or package it hands ``names`` to, a few calls
+    deep, each with its parameter -> our parameter (see
+    :func:`~gradsmith.discovery.callees.followed`); none when its source cannot be read."""
+    from gradsmith.discovery.callees import followed
+    from gradsmith.discovery.source import parse
+
+    tree = parse(target)
+    if tree is None:
+        return iter(())
+    klass = owner if isinstance(owner, type) else None
+    return followed(target, tree, {n: n for n in names}, klass, package=True)
