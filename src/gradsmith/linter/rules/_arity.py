@@ -184,16 +184,18 @@ def _dead_returns(facts: Facts, backward) -> set[int]:
     """Returns under ``if grad is None:`` for one of backward's gradient parameters: autograd
     hands backward zeros, never None, unless the Function calls
     ``ctx.set_materialize_grads(False)``, so such a branch never runs and its count cannot fail."""
-    methods = [m for m in (facts.method(n) for n in ("forward", "setup_context", "backward"))
-               if m is not None]
-    if any("set_materialize_grads" in ast.unparse(m.node) for m in methods):
-        return set()
     grads = {a.arg for a in backward.node.args.args[1:]}
     dead: set[int] = set()
     for node in ast.walk(backward.node):
         if isinstance(node, ast.If) and _is_none_test(node.test, grads):
             dead.update(id(n) for stmt in node.body for n in ast.walk(stmt)
                         if isinstance(n, ast.Return))
+    if not dead:  # the common case: no method needs unparsing
+        return dead
+    methods = [m for m in (facts.method(n) for n in ("forward", "setup_context", "backward"))
+               if m is not None]
+    if any("set_materialize_grads" in ast.unparse(m.node) for m in methods):
+        return set()
     return dead
 
 
