@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from gradsmith.linter._facts import Facts
+from gradsmith.linter._facts import Facts, torchish
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import own, short
@@ -36,11 +36,11 @@ GS243 = Rule(
 
 @checker(GS243)
 def check_grad_of_frozen_parameters(facts: Facts, report) -> None:
-    imports = facts.sym_of[id(facts.fc.source)].imports
+    resolve = torchish(facts.sym_of[id(facts.fc.source)])
     for method in own(facts, "backward"):
         for call in (n for n in ast.walk(method.node) if isinstance(n, ast.Call)):
             parts = dotted(call.func)
-            if not parts or ".".join([imports.get(parts[0], parts[0]), *parts[1:]]) not in (
+            if not parts or resolve(parts) not in (
                     "torch.autograd.grad", "torch.autograd.functional.vjp"):
                 continue
             inputs = call.args[1] if len(call.args) > 1 else next(
