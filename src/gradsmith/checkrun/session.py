@@ -248,14 +248,13 @@ def _deployment_timeout_row(candidate: Candidate, label: str, outcome: Outcome,
         "check": running, "input": None, "details": {"incomplete": True}}
     findings = snap["findings"] + [finding]
     failed = any(f["severity"] == "error" for f in snap["findings"])
-    passed = False
     line = f"  WARNING deployment-timeout: {finding['message']}\n    fix: {finding['hint']}"
     out = row(candidate, label, "fail", error=None if failed else "incomplete",
-              elapsed=outcome.elapsed,
-              inputs=_inputs_text(snap.get("repro")), reason=f"the deployment checks ran out of time in {running}; the eager checks "
+              elapsed=outcome.elapsed, inputs=_inputs_text(snap.get("repro")),
+              reason=f"the deployment checks ran out of time in {running}; the eager checks "
                      f"all finished ({', '.join(snap['checks'])})")
     report = partial_report(label, snap, running)
-    report.update(findings=findings, passed=passed)
+    report.update(findings=findings, passed=False)
     out["repro"] = snap.get("repro")
     out.update(checks=list(snap["checks"]), report=report,
                text="\n".join(filter(None, [snap["text"], line])),
