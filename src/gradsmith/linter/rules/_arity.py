@@ -8,6 +8,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import Flow
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import attr_of, nodes, own, terminates, trivial
+from gradsmith.linter.rules._direct import is_none
 from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond, raising_calls
 from gradsmith.linter.rules._latent import GS229, GS246, int_inputs, no_gradient_outputs
 from gradsmith.linter.rules._listish import is_list
@@ -205,8 +206,7 @@ def _is_none_test(test: ast.expr, names: set[str]) -> bool:
         return all(_is_none_test(v, names) for v in test.values)
     return (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], ast.Is) and isinstance(test.left, ast.Name)
-            and test.left.id in names and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value is None)
+            and test.left.id in names and is_none(test.comparators[0]))
 
 
 class _LatentCode:

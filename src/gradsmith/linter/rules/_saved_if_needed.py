@@ -9,6 +9,7 @@ import ast
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._flow import walk_shallow
 from gradsmith.linter.rules._common import own
+from gradsmith.linter.rules._direct import is_none
 
 
 def needs_test(test: ast.expr, flags: frozenset[str] = frozenset()) -> bool:
@@ -52,9 +53,8 @@ def saved_if_needed(facts: Facts) -> tuple[dict[int, str], frozenset[str]]:
             for i, arg in enumerate(args):
                 if isinstance(arg, ast.Starred):
                     break
-                if isinstance(arg, ast.IfExp) and needs_test(arg.test, flags) and any(
-                        isinstance(b, ast.Constant) and b.value is None
-                        for b in (arg.body, arg.orelse)):
+                if isinstance(arg, ast.IfExp) and needs_test(arg.test, flags) and (
+                        is_none(arg.body) or is_none(arg.orelse)):
                     out[i] = ast.unparse(arg.test)
     return out if calls == 1 else {}, every
 
