@@ -224,14 +224,9 @@ def _stairs(problem: Problem, t: int, e: numerics.Element, V: torch.Tensor,
     forward's does not, whatever backward returns)."""
     if e.numerical == 0.0:
         return True
-    scale = max(1.0, abs(float(problem.xs[t].reshape(-1)[e.index])))
-    diffs = []
-    for h in (s.h * scale, s.h * scale / 8):
-        try:
-            up, down = _shifted(problem, t, e.index, h), _shifted(problem, t, e.index, -h)
-        except Exception:  # noqa: BLE001 - user code off its domain: no explanation
-            return False
-        diffs.append(V @ (up - down).reshape(-1) / (2 * h))
+    diffs = _central(problem, t, e.index, V, (s.h, s.h / 8))
+    if diffs is None:
+        return False
     big, small = diffs
     return bool(((big - small).abs() > s.atol + s.rtol * torch.maximum(
         big.abs(), small.abs())).any())
@@ -241,14 +236,9 @@ def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
              atol: float) -> bool:
     """Whether ``(J^T v)_j`` agrees with ``a`` (every ``v``) within :data:`MAX_POINT` at each
     Richardson extrapolation of two neighbouring steps of the ladder."""
-    scale = max(1.0, abs(float(problem.xs[t].reshape(-1)[j])))
-    diffs = []
-    for h in (scale * s for s in SOLVED_STEPS):
-        try:
-            up, down = _shifted(problem, t, j, h), _shifted(problem, t, j, -h)
-        except Exception:  # noqa: BLE001 - user code off its domain: no explanation
-            return False
-        diffs.append(V @ (up - down).reshape(-1) / (2 * h))
+    diffs = _central(problem, t, j, V, SOLVED_STEPS)
+    if diffs is None:
+        return False
     ratio2 = (SOLVED_STEPS[0] / SOLVED_STEPS[1]) ** 2
     for coarse, fine in zip(diffs, diffs[1:]):
         extrapolated = (ratio2 * fine - coarse) / (ratio2 - 1)
@@ -256,6 +246,21 @@ def _settles(problem: Problem, t: int, j: int, V: torch.Tensor, a: torch.Tensor,
                 ((extrapolated - a).abs() > atol + MAX_POINT * a.abs()).any()):
             return False
     return True
+
+
+def _central(problem: Problem, t: int, j: int, V: torch.Tensor,
+             steps: tuple[float, ...]) -> list[torch.Tensor] | None:
+    """``V @`` the central difference of forward along element ``j`` of input ``t``, one per
+    step (times ``max(1, |x_j|)``); None when forward raises at a shifted point."""
+    scale = max(1.0, abs(float(problem.xs[t].reshape(-1)[j])))
+    diffs = []
+    for h in (scale * step for step in steps):
+        try:
+            up, down = _shifted(problem, t, j, h), _shifted(problem, t, j, -h)
+        except Exception:  # noqa: BLE001 - user code off its domain: no explanation
+            return None
+        diffs.append(V @ (up - down).reshape(-1) / (2 * h))
+    return diffs
 
 
 def _solved_warning(problem: Problem, res: numerics.InputResult, check: str) -> Finding:
