@@ -127,15 +127,16 @@ class _Where:
 
     def _jitted(self, name: str) -> bool:
         """``name`` is bound at module level to a ``torch.cuda.jiterator`` kernel."""
-        return any(
-            isinstance(stmt, ast.Assign) and _extensions.is_jiterator(stmt.value, self.sym)
-            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
-            for stmt in self.sym.source.tree.body)
+        return self._bound(name, lambda value: _extensions.is_jiterator(value, self.sym))
 
     def _ops(self, name: str) -> bool:
         """``name`` is bound at module level to a ``torch.ops.<namespace>``."""
+        return self._bound(name, lambda value: (dotted(value) or [])[:2] == ["torch", "ops"])
+
+    def _bound(self, name: str, test) -> bool:
+        """``name`` is a target of a module-level assignment whose value passes ``test``."""
         return any(
-            isinstance(stmt, ast.Assign) and (dotted(stmt.value) or [])[:2] == ["torch", "ops"]
+            isinstance(stmt, ast.Assign) and test(stmt.value)
             and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
             for stmt in self.sym.source.tree.body)
 
