@@ -20,6 +20,7 @@ import ast
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradsmith.discovery.formula_domains import _number
 from gradsmith.discovery.source import parse as _parse
 
 
@@ -99,13 +100,6 @@ def _midpoint(node: ast.AST, params: set[str]) -> tuple[str, str] | None:
         return None
     pair = (half.left.id, half.right.id)
     return pair if set(pair) <= params and pair[0] != pair[1] else None
-
-
-def _number(node: ast.AST) -> float | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and \
-            not isinstance(node.value, bool):
-        return float(node.value)
-    return None
 
 
 def _where_update(node: ast.AST) -> tuple[str, Any, str, str] | None:
