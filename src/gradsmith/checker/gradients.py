@@ -56,7 +56,7 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     # eigh-style inputs: compared along symmetric directions (see symmetric)
     sides = symmetric.conventional(
         grads, symmetric.read_triangles(problem, session.options.seed),
-        lambda: symmetric.meant_symmetric(session.function_cls, problem.labels))
+        lambda: symmetric.meant_of(session, problem.labels))
     grads = symmetric.fold(grads, sides)
     session.cache[f"symmetric:{check}"] = symmetric.finding(problem, sides, check)
     session.cache[f"vjp:{check}"] = (vs, grads)

@@ -114,6 +114,15 @@ def meant_symmetric(cls: type | None, labels: list[str]) -> set[int]:
             if hints.get(label) is not None and hints[label].matrix in _SYMMETRIC}
 
 
+def meant_of(session, labels: list[str]) -> set[int]:
+    """:func:`meant_symmetric` for the session's Function, read from its source once a check
+    (the contract step and the gradient comparison both ask)."""
+    key = "meant_symmetric:" + ",".join(labels)
+    if key not in session.cache:
+        session.cache[key] = meant_symmetric(session.function_cls, labels)
+    return session.cache[key]
+
+
 #: The structures :mod:`gradsmith.discovery` reads off the code that mean "symmetric matrix".
 _SYMMETRIC = ("symmetric", "spd", "negdef")
 
@@ -167,7 +176,7 @@ def contracted(session, problem: Problem) -> Problem:
     square = [t for t, x in enumerate(problem.xs) if _symmetric(problem, t, x)]
     if not square:
         return problem
-    meant = meant_symmetric(session.function_cls, problem.labels)
+    meant = meant_of(session, problem.labels)
     chosen = [t for t in square if t in meant and t not in read_triangles(problem)]
     if not chosen:
         return problem
