@@ -143,8 +143,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     called = called_in_helpers(target, owner, names)
     for name in called:  # Owner.quadrature(f, ...): f(nodes)
         hints[name].kind = "module"
-    # only a called argument can be a hook: walk the package again only when one is
-    tested = none_tested_in_helpers(target, owner, names) if called else set()
+    tested = none_tested_in_helpers(target, owner, names) if called else set()  # hooks are called
     for name in tested & called:  # solve(b, hook)
         hints[name].optional = True  # a hook tested for None there: None first (slots)
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
