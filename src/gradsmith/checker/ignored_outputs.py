@@ -21,7 +21,7 @@ import itertools
 
 import torch
 
-from gradsmith.checker import rng, spread, suggest
+from gradsmith.checker import argument_scaled, rng, spread, suggest
 from gradsmith.checker.estimator_signature import Signature
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
@@ -102,6 +102,7 @@ def _fitted(session, names, ignored, v, grads) -> str | None:
             top = subject.args.position(t)
             if top is not None and x.shape == shape:
                 terms += suggest.simple_terms(names[top], numbers)
+                terms += argument_scaled.terms(session, names, top)
         if not terms:
             return None
         per_output.append(terms)

@@ -37,7 +37,15 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker import binarised, clamped_forward, declared, gathered, spread, surrogate_fit
+from gradsmith.checker import (
+    argument_scaled,
+    binarised,
+    clamped_forward,
+    declared,
+    gathered,
+    spread,
+    surrogate_fit,
+)
 from gradsmith.checker.inputs import _parameter_names, overrides
 from gradsmith.checker.invented import synthetic_function
 from gradsmith.checker.problem import Problem
@@ -225,7 +233,8 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
                   if sig is not None and sig.kind == "straight-through" else [])
         lookup += binarised.terms(session, names, top)  # x @ sign(W).T, W straight through
         simple: Iterable[str] = (lookup + _terms(names[top], numbers)
-                                 + _masked_by_output(session, names, top))
+                                 + _masked_by_output(session, names, top)
+                                 + argument_scaled.terms(session, names, top))
         # every examined element in a clamped tail reads as plain straight-through
         if sig is not None and sig.kind in ("straight-through", "straight-through-saturating"):
             simple = itertools.chain(simple, _clamped(session, names, top, t, numbers))
