@@ -303,7 +303,9 @@ ROWS: dict[str, Code] = {
     "noncontiguous-mismatch": Code(
         "error", "robustness",
         "results change (or it raises) with non-contiguous inputs or `grad_output`",
-        "`.reshape`/`.contiguous()`, no stride assumptions"),
+        "`.reshape`/`.contiguous()`, no stride assumptions",
+        severity_note="warning when forward itself raises on a non-contiguous input: loud, "
+        "at the caller's own call"),
     "nondeterministic-backward": Code(
         "error", "robustness",
         "two identical runs give different gradients",

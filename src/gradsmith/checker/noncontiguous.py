@@ -4,6 +4,12 @@ All inputs are first made non-contiguous at once (one run). When results change,
 made non-contiguous alone, the others contiguous, so a finding names the input whose layout
 the code mishandles (a weight read with unit stride changes the *input's* gradient: the cause
 is the weight, not the input) and says which outputs and gradients changed.
+
+A *forward* that raises on a non-contiguous input (``features.view(n, -1)``) fails loudly at the
+caller's own call, with a tensor the caller controls: that is a warning naming the input and
+saying to call ``.contiguous()``, not an error. A backward that raises, or any result that
+changes (outputs, gradients; with a non-contiguous input or ``grad_output``), stays an error:
+those reach the user silently or from inside ``loss.backward()``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class Changed:
 
     raised: str = ""
     results: list[tuple[str, float]] = field(default_factory=list)  # (what, max difference)
+    in_forward: bool = False  # ``raised`` came from forward itself (the caller's own call)
 
     def __bool__(self) -> bool:
         return bool(self.raised or self.results)
@@ -109,7 +116,22 @@ def _variant(subject, base, grads, ref_out, ref_grads, rtol, atol, run, others, 
         out, gs = run(views, leaves, grads, moved)
         return out, [None if g is None else u(g) for g, u in zip(gs, unmaps)]
 
-    return compare(subject, ref_out, ref_grads, thunk, rtol, atol)
+    changed = compare(subject, ref_out, ref_grads, thunk, rtol, atol)
+    if changed.raised:
+        changed.in_forward = _forward_raises(subject, base, others, keys)
+    return changed
+
+
+def _forward_raises(subject, base, others, keys) -> bool:
+    """Whether forward alone raises on the same layouts (fresh views: the failed run may have
+    changed its own), as opposed to backward."""
+    views = [(_layout(x) if t in keys else _contiguous(x))[1] for t, x in enumerate(base)]
+    moved = {i: noncontiguous(v) for i, v in others if ("other", i) in keys}
+    try:
+        subject.call(views, others=moved)
+    except Exception:  # noqa: BLE001 - user code: any error is forward's own
+        return True
+    return False
 
 
 def _layout(x):
@@ -128,6 +150,8 @@ def _contiguous(x):
 
 
 def _finding(label, changed: Changed, alone: bool, only: bool = False) -> Finding:
+    if changed.in_forward:
+        return _forward_finding(label, changed, alone)
     if label is None:
         what = "with all inputs non-contiguous at once (no single one alone changes results)"
     elif only:  # the one input a layout applies to
@@ -138,6 +162,25 @@ def _finding(label, changed: Changed, alone: bool, only: bool = False) -> Findin
         "noncontiguous-mismatch", "error", f"{what}, {changed.describe()}", HINT, NAME, label,
         {"made_noncontiguous": label if alone else "all inputs",
          "changed": changed_names(changed)})
+
+
+def _forward_finding(label, changed: Changed, alone: bool) -> Finding:
+    """Forward itself raises on a non-contiguous input: loud, at the caller's own call."""
+    if label is None:
+        what, fix = ("all inputs non-contiguous at once (no single one alone)",
+                     "call `.contiguous()` on the inputs forward views (or use `.reshape`)")
+    else:
+        what = label + " non-contiguous"
+        fix = (f"call `{label}.contiguous()` in forward (or `.reshape` instead of `.view`) to "
+               f"accept a transposed, expanded or sliced {label}; else document that {label} "
+               "must be contiguous")
+    return Finding(
+        "noncontiguous-mismatch", "warning",
+        f"forward raises with {what} ({changed.raised}): a caller passing such a tensor gets "
+        "this error at their own call, not a wrong result; backward and the results on "
+        "contiguous inputs were checked as usual", fix, NAME, label,
+        {"made_noncontiguous": label if alone else "all inputs", "raised_in": "forward",
+         "changed": []})
 
 
 def _label(subject, key) -> str:

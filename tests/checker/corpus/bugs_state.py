@@ -227,7 +227,8 @@ CASES = [
          ("noncontiguous-mismatch",)),
     Case("as-strided-assumes-contiguous", StridesAssumed, lambda: (_r(3, 4),), False,
          ("noncontiguous-mismatch",)),
-    Case("view-on-input", FlattenWithView, lambda: (_r(3, 4),), False,
+    # forward raising on a transposed input fails at the caller's own call: a warning (issue 18)
+    Case("view-on-input", FlattenWithView, lambda: (_r(3, 4),), True,
          ("noncontiguous-mismatch",)),
     Case("counting-backward", CountingBackward, lambda: (_r(4),), False,
          ("nondeterministic-backward",)),
