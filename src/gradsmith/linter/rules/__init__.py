@@ -29,6 +29,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _rng,
     _shape,
     _slots,
+    _stub,
     _tuple_attr,
     _unread,
     _wrappers,

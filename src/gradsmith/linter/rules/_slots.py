@@ -21,8 +21,8 @@ GS218 = Rule(
     "save on every path (or save `None` placeholders), or test the same condition in "
     "backward before unpacking.",
     bad=_H + "    def forward(ctx, x, w):\n        if ctx.needs_input_grad[1]:\n"
-    "            ctx.save_for_backward(x)  # GS218\n        return x * w\n\n    @staticmethod\n"
-    "    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n        return g, g * x\n",
+    "            ctx.save_for_backward(x)\n        return x * w\n\n    @staticmethod\n"
+    "    def backward(ctx, g):\n        (x,) = ctx.saved_tensors  # GS218\n        return g, g * x\n",
     good=_H + "    def forward(ctx, x, w):\n        ctx.save_for_backward(x)\n        return x * w\n\n"
     "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
     "        return g, g * x\n",
@@ -59,6 +59,7 @@ def check_conditional_save(facts: Facts, report) -> None:
         ):
             return  # an early return: the unpacking may be reached only when saved
         if isinstance(stmt, ast.Assign) and attr_of(stmt.value, bctx, "saved_tensors"):
+            unpack = stmt
             break
     else:
         return  # unpacked under a test of its own (or not at all)
@@ -73,7 +74,9 @@ def check_conditional_save(facts: Facts, report) -> None:
             return  # some save on the main path
         for call, test in guarded:
             if not _true_when_backward_runs(test, ctx, total):
-                report("GS218", method.source, call, f"under `{ast.unparse(test)[:40]}`")
+                # reported where it raises: the unpacking in backward
+                report("GS218", backward.source, unpack, f"saved on line {call.lineno} only "
+                       f"under `{ast.unparse(test)[:40]}`")
                 return
 
 
@@ -102,7 +105,10 @@ _GRAD_ON = re.compile(r"requires_grad|is_grad_enabled|needs_input_grad|training|
 
 def _true_when_backward_runs(test: ast.expr, ctx: str, total: int) -> bool:
     """Conditions that hold whenever autograd can call backward: some input needs a
-    gradient, grad mode is on, or a single input requires grad."""
+    gradient, grad mode is on, or a single input requires grad; ``a and b`` only when both
+    do (``torch.is_grad_enabled() and self.training`` is false in eval mode with grad on)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(_true_when_backward_runs(v, ctx, total) for v in test.values)
     if isinstance(test, ast.Call) and getattr(test.func, "id", None) == "any":
         return True  # any(ctx.needs_input_grad), any(t.requires_grad for t in ...)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
