@@ -129,9 +129,15 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
                       for i in range(count)]
             n_tensors += count
             args.extend(tensor(shape, slot) for shape in shapes)
+            # args[n:] after a module's inputs: its parameters, as a checkpoint's caller
+            # passes them (`apply(func, len(xs), *xs, *func.parameters())`)
+            params = [p for m in modules for p in m.parameters()] if slot.hint.split_rest else []
+            args.extend(params)
             parts.append(f"*{slot.name}: {count} {dtype} tensors "
                          f"{', '.join(str(tuple(s)) for s in shapes)} (forward splits it at "
-                         f"{slot.hint.split_by}: {count} differentiable inputs before it)")
+                         f"{slot.hint.split_by}: {count} differentiable inputs before it"
+                         + (f", then the {len(params)} parameters of the modules" if params
+                            else "") + ")")
         elif slot.kind == "params":
             params = [p for m in modules for p in m.parameters()]
             args.extend(params)

@@ -69,6 +69,7 @@ class Hint:
     fft_axis: int | None = None    # an FFT's length n along this axis of the signal (.lengths)
     count: bool = False            # range(n): a number of things, so at least 1
     split_by: str | None = None    # args[:n], args[n:]: *args split at the int parameter n
+    split_rest: bool = False       # args[n:] is read: what follows the first n (parameters)
     row_size: bool = False         # t.view(-1, n): n is the size of a row of t
     above: float | None = None     # backward divides by (ctx.p - c): p lies above c
     pair: int = 0                  # a, b = ensure_list(flag, 2): a tuple of that many flags
@@ -299,6 +300,7 @@ class _Visitor(ast.NodeVisitor):
             for bound in (node.slice.lower, node.slice.upper):  # args[:length], args[length:]
                 if isinstance(bound, ast.Name) and bound.id in self.hints and bound.id != name:
                     self.hints[name].split_by = bound.id
+                    self.hints[name].split_rest |= bound is node.slice.lower
         if name is not None and not (isinstance(node.slice, ast.Constant) and
                                      isinstance(node.slice.value, str)):  # cfg["tau"]: a dict
             self._set(name, "tensor")

@@ -210,8 +210,10 @@ def _split_at(name: str, hint: Hint, slots: list[Slot]) -> Slot | None:
     """``*args`` that forward splits at an int parameter (``args[:length]`` the inputs,
     ``args[length:]`` the rest, a checkpoint's parameters): as many tensors as that int, which
     becomes at least 2, so the first part holds two differentiable inputs and each can be
-    switched off in turn (a backward that crashes on a frozen input is caught). The rest stays
-    empty: what it holds by contract (parameters that require grad) has nothing to freeze."""
+    switched off in turn (a backward that crashes on a frozen input is caught). When forward
+    reads the rest (``args[length:]``), it gets the parameters of the module arguments, as a
+    checkpoint's caller passes them (``apply(func, len(xs), *xs, *func.parameters())``);
+    without a module it stays empty."""
     at = next((s for s in slots if s.name == hint.split_by and s.kind == "value"
                and type(s.value) is int), None)
     if at is None:

@@ -74,7 +74,7 @@ from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.uses import argument_uses
-from gradsmith.discovery.varargs import named_positions
+from gradsmith.discovery.varargs import counted_by_backward, named_positions
 from gradsmith.discovery.variants import Variant, variants_of
 
 __all__ = ["NoInputs", "Synthesized", "Variant", "synthesize"]
@@ -134,8 +134,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     call, params, target = signature(fn)
     if params is None:
         return NoInputs(no_inputs_reason(fn, "its forward signature cannot be inspected", [], {}))
-    params = named_positions(target, params) or params  # d = args[0]: one parameter each
     owner = fn if isinstance(fn, type) else None
+    params = named_positions(target, params) or counted_by_backward(owner, params) or params
     if (passed := passable(owner, params)) is not None:
         params = params[:passed]  # defaulted ones backward has no gradient slot for: not passed
     names = [p.name for p in params]

@@ -72,6 +72,64 @@ def named_positions(target: Any, params: list[inspect.Parameter]
     return params[:-1] + positional + ([params[-1]] if rest else [])
 
 
+def counted_by_backward(owner: type | None, params: list[inspect.Parameter]
+                        ) -> list[inspect.Parameter] | None:
+    """``params`` with a trailing ``*args`` sized by what backward returns: when every
+    ``return`` of backward is a tuple literal of the same length ``n`` with nothing unpacked
+    into it, forward takes exactly ``n`` inputs, so ``*args`` holds ``n`` minus the named ones
+    (none when backward returns one per named parameter: ``return dy * diff, None, None,
+    None, None`` for ``forward(ctx, x, y, f, batched, maximize, *args)``, which its callers use
+    with ``*args`` empty). None when backward returns a variable number (``(None, None,
+    *grads)``, ``(None,) + grads``: then ``*args`` holds more, see the split and the module's
+    parameters in :mod:`~gradsmith.discovery.slots`) or fewer than the named ones.
+
+    Example:
+        >>> import inspect, torch
+        >>> class F(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, f, *args):
+        ...         return f(x, *args)
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g, None
+        >>> params = list(inspect.signature(F.forward).parameters.values())[1:]
+        >>> counted_by_backward(F, params)
+        [<Parameter "x">, <Parameter "f">]
+    """
+    if owner is None or not params or params[-1].kind is not inspect.Parameter.VAR_POSITIONAL:
+        return None
+    tree = _parse(getattr(owner, "backward", None))
+    body = tree.body[0] if tree is not None and tree.body else None
+    if not isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    lengths = set()
+    for node in _own_returns(body):
+        if not isinstance(node.value, ast.Tuple) or any(
+                isinstance(e, ast.Starred) for e in node.value.elts):
+            return None  # `return grads`, `(None, *grads)`: a number the code decides
+        lengths.add(len(node.value.elts))
+    named = len(params) - 1
+    if len(lengths) != 1 or (count := lengths.pop()) < named:
+        return None
+    name = params[-1].name
+    return params[:-1] + [inspect.Parameter(f"{name}_{i}", inspect.Parameter.POSITIONAL_ONLY)
+                          for i in range(count - named)]
+
+
+def _own_returns(function: ast.AST) -> list[ast.Return]:
+    """The ``return`` statements of ``function`` itself, not of functions defined inside it."""
+    found: list[ast.Return] = []
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                   ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _unpacked(target: ast.AST, value: ast.AST, name: str) -> tuple[dict[int, str], bool] | None:
     """Names by position of ``x = args[k]`` and ``(a, b, c) = args[:3]`` (or ``args[1:4]``,
     ``= args``), and whether the body may read past them (never, here)."""
