@@ -7,9 +7,7 @@ processes as :class:`Ref` records (where to import from, which attribute), never
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import inspect
 import pkgutil
 import sys
@@ -21,7 +19,8 @@ from typing import Any
 
 from gradsmith._errors import GradsmithUsageError
 from gradsmith._example import examples_of
-from gradsmith.discovery.import_errors import stdlib_note
+from gradsmith.discovery.file_import import import_file
+from gradsmith.discovery.import_errors import import_note
 from gradsmith.discovery.static import class_lines
 from gradsmith.discovery.targets import Source, identity_key
 
@@ -108,54 +107,26 @@ def resolve_ref(ref: Ref) -> Any:
 
 
 def load_module(kind: str, location: str) -> ModuleType:
-    """Import a module by dotted name or file path; user errors become TargetImportError."""
+    """Import a module by dotted name or file path; user errors become TargetImportError.
+
+    The module sees ``sys.argv`` as ``python FILE`` with no arguments gives it (restored after):
+    research code often parses its command line at import (``args = parser.parse_args()``),
+    which gradsmith's own arguments would make fail.
+    """
+    saved = sys.argv
+    sys.argv = [location]
     try:
         if kind == "module":
             return importlib.import_module(location)
-        return _import_file(Path(location))
+        return import_file(Path(location))
     except GradsmithUsageError:
         raise
     except BaseException as exc:  # user code: SystemExit and KeyboardInterrupt-like included
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise TargetImportError(_describe_exception(exc)) from None
-
-
-def _import_file(path: Path) -> ModuleType:
-    package_parts, root = _package_of(path)
-    if package_parts:
-        name = ".".join(package_parts + ([] if path.stem == "__init__" else [path.stem]))
-        if str(root) not in sys.path:
-            sys.path.insert(0, str(root))
-        module = importlib.import_module(name)
-        if Path(getattr(module, "__file__", "") or "").resolve() == path.resolve():
-            return module
-    # A standalone file (or a package name shadowed by another one): import it under a name
-    # that cannot clash with an installed module, with its directory importable for siblings.
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
-    name = f"gradsmith_target_{path.stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
-def _package_of(path: Path) -> tuple[list[str], Path]:
-    parts: list[str] = []
-    directory = path.resolve().parent
-    while (directory / "__init__.py").exists() and directory.name.isidentifier():
-        parts.insert(0, directory.name)
-        directory = directory.parent
-    return parts, directory
+    finally:
+        sys.argv = saved
 
 
 def _submodules(module: ModuleType) -> list[str]:
@@ -269,4 +240,4 @@ def _describe_exception(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     user = [f for f in frames if "importlib" not in f.filename and "/gradsmith/" not in f.filename]
     where = f" at {user[-1].filename}:{user[-1].lineno}" if user else ""
-    return f"{type(exc).__name__}: {exc}{where}{stdlib_note(frames)}"
+    return f"{type(exc).__name__}: {exc}{where}{import_note(exc, frames)}"
