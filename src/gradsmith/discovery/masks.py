@@ -73,7 +73,14 @@ def _named_mask(name: str) -> bool:
 
 def read_shaped(found: Any, call: Any, target: Any, names: list[str]) -> Any:
     """``found`` with mask arguments made 0/1 and constant-index columns cut to their count,
-    when forward and backward run on the result (variants changed alike); else ``found``."""
+    when forward and backward run on the result (variants changed alike); else ``found``.
+    Integer-valued orders then (:func:`~gradsmith.discovery.orders.with_integer_orders`)."""
+    from gradsmith.discovery.orders import with_integer_orders
+
+    return with_integer_orders(_read_shaped(found, call, target, names), call, names)
+
+
+def _read_shaped(found: Any, call: Any, target: Any, names: list[str]) -> Any:
     from gradsmith.discovery.placement import with_note
     from gradsmith.discovery.probe import backward_error
 
