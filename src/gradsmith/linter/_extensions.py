@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from gradsmith.linter._builders import built_extension
 from gradsmith.linter._kernels import finder, module_named, modules_of
 from gradsmith.linter._project import is_extension_module, is_python_module
 from gradsmith.linter._proxies import extension_proxy, resolve_class
@@ -70,7 +71,26 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
                     known.update((f"{stmt.name}.{attr}", f"*.{attr}"))
         if len(known) == before:
             break
+    if "global" in source.text:
+        known |= _global_builds(source.tree, scope)
     found = source.__dict__["_gs_ext_names"] = frozenset(known)
+    return found
+
+
+def _global_builds(tree: ast.Module, scope: Scope) -> set[str]:
+    """Module names a function (or method) binds under ``global`` to an extension it builds
+    (``global _kernels`` then ``_kernels = KernelBuilder().load()``)."""
+    found: set[str] = set()
+    for stmt in statements(tree.body):
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        shared = {n for s in ast.walk(stmt) if isinstance(s, ast.Global) for n in s.names}
+        if not shared:
+            continue
+        inner = scope.with_locals(stmt)
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Assign) and inner.valued(sub.value):
+                found |= {t.id for t in sub.targets if isinstance(t, ast.Name) and t.id in shared}
     return found
 
 
@@ -177,8 +197,20 @@ class Scope:
             return self.valued(expr.args[0])
         if _is_load(expr, self.sym):
             return True
-        return self.depth < _FOLLOW and (self.returns(expr.func) or self.proxy(expr.func) or any(
-            self.valued(arg) and self._wraps(expr.func, i) for i, arg in enumerate(expr.args)))
+        return self.depth < _FOLLOW and (
+            self.returns(expr.func) or self.proxy(expr.func) or self.built(expr.func) or any(
+                self.valued(arg) and self._wraps(expr.func, i) for i, arg in enumerate(expr.args)))
+
+    def built(self, func: ast.expr) -> bool:
+        """``func`` is ``Builder().load``: a linted class's method returning an extension
+        (see _builders.py)."""
+        depth = self.depth + 1
+
+        def valued_in(owner: ModuleSymbols, method: ast.FunctionDef):
+            return Scope(owner, self.sym_of, names(owner, self.sym_of, depth),
+                         depth).with_locals(method).valued
+
+        return built_extension(func, self.sym, self.sym_of, valued_in)
 
     def proxy(self, func: ast.expr) -> bool:
         """``func`` is a linted class whose instances stand for an extension it loads

@@ -215,9 +215,12 @@ def module_name(path: Path) -> tuple[str, bool]:
 
 @lru_cache(maxsize=4096)
 def _package_of(folder: str) -> str:
-    """Dotted package name of ``folder`` ("" when it is not a package)."""
+    """Dotted package name of ``folder`` ("" when it is not a package). A folder without
+    ``__init__.py`` inside a package is a namespace package of it (``coat/activation/
+    deepseek/`` under ``coat/activation/__init__.py`` is ``coat.activation.deepseek``, and
+    its ``from ..real_quantization import f`` reaches the sibling package)."""
     here = Path(folder)
-    if not (here / "__init__.py").is_file():
-        return ""
     parent = _package_of(str(here.parent)) if here.parent != here else ""
+    if not (here / "__init__.py").is_file():
+        return f"{parent}.{here.name}" if parent else ""
     return f"{parent}.{here.name}" if parent else here.name

@@ -225,6 +225,12 @@ What the analysis takes into account, so that an error is always worth stopping 
   A call in backward itself handed two or more tensors' addresses (`ctx.moe.backward(n,
   x.data_ptr(), g.data_ptr(), ...)`) runs native code too (one address alone may be a log
   line; a helper doing so is often a fast path taken only when no graph is built).
+  So is what a linted builder class hands back (`ScaleBuilder().load()`, whose `load`,
+  also inherited from a base class in another module, returns `self.jit_load()`, which
+  returns what `cpp_extension.load(...)` built), bound at import time, under `global`
+  (in a function or a layer's `__init__`) or returned by a getter. A folder without
+  `__init__.py` inside a package is a namespace package of it: its relative imports
+  (`from ..quant import f`) reach the package's modules.
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds
