@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.discovery.backward_shapes import read_backward_ranks
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.source import module_function
@@ -118,6 +119,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         from gradsmith.discovery.passed_types import read_passed_types  # it reads Hint
 
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
+        read_backward_ranks(owner, hints)  # bsz, d, n = grad.size(): an output of rank 3
         read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`
     return hints
 
