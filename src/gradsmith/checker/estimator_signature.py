@@ -28,6 +28,7 @@ class Signature:
     levels: int = 0
     # substituted: (A's label, B's parameter name): the gradient with argument B in place of A
     swap: tuple[str, str] | None = None
+    count: int = 0  # truncated: the iteration count forward was given (named by factor)
 
 
 def describe(sig: Signature) -> str:
@@ -79,6 +80,12 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: backward ignores the incoming gradient of {sig.through} (which "
                 "forward computes from it) and passes the other outputs' gradient straight "
                 "through: a straight-through estimator of those outputs")
+    if sig.kind == "truncated":
+        return (f"{sig.label}: backward is {sig.scale:.2g} (relative) off forward's gradient at "
+                f"{sig.factor}={sig.count} and converges to it as {sig.factor} grows (the "
+                "mismatch shrinks at every doubling of the count): the gradient of an "
+                f"iteration cut short after {sig.factor} steps (a Newton-Schulz or fixed-point "
+                "backward, a truncated series), an approximation by design")
     if sig.kind == "guided":
         return (f"{sig.label}: backward is forward's gradient with every negative incoming "
                 "gradient zeroed (guided backpropagation: a saliency rule, the gradient of no "

@@ -40,6 +40,7 @@ from gradsmith.checker import (
     stochastic,
     substituted,
     suggest,
+    truncated,
 )
 from gradsmith.checker.deploy._common import forward_is_random
 from gradsmith.checker.estimator_signature import Signature, describe
@@ -53,7 +54,7 @@ SAMPLE = 64  # elements examined per input in probe mode (plus the located culpr
 KINDS = ("straight-through", "straight-through-saturating", "straight-through-rescaled",
          "scaled", "modified", "no-gradient",
          "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer",
-         "ignored-output")
+         "ignored-output", "truncated")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -100,7 +101,12 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
                     sig.through = session.subject.out_labels[out]
             sigs[res.t] = sig
     if not any(sig.kind != "no-gradient" for sig in sigs.values()):
-        return [], set()
+        # a backward cut short after a count of iterations: right in the limit
+        cut = truncated.fit(session, problem, results) if not sigs else None
+        if cut is None:
+            return [], set()
+        sigs, declaration = cut
+        return [_with_elements(_finding(sigs, declaration, []), results)], set(sigs)
     declaration = _pasteable(session, _declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
@@ -314,6 +320,9 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         otherwise = "return the derivative at full precision (save what computes it exactly)"
     elif main.kind == "substituted":
         otherwise = "compute the gradient with the argument forward uses"
+    elif main.kind == "truncated":
+        otherwise = (f"backward must be the gradient of what forward returns at any "
+                     f"{main.factor}: differentiate the returned value, not the iteration")
     elif main.kind == "guided":
         otherwise = "pass negative incoming gradients through as well (drop the grad > 0 mask)"
     else:

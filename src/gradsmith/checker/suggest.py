@@ -363,15 +363,15 @@ def _modifications(session, names, x, grad) -> list[str]:
     return out
 
 
-def render_args(args: tuple) -> str:
+def render_args(args: tuple, by_value: int = 0) -> str:
     """Python source for an argument tuple: tensors as ``torch.randn(shape)`` with their dtype
-    (0-dim floating tensors by value), ``torch.device``/``torch.dtype``/``torch.Size`` as
-    their constructors, other values by ``repr``; ``...`` where no literal exists (modules,
-    objects)."""
+    (0-dim floating tensors by value; every tensor of at most ``by_value`` elements too),
+    ``torch.device``/``torch.dtype``/``torch.Size`` as their constructors, other values by
+    ``repr``; ``...`` where no literal exists (modules, objects)."""
     any_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in _flat(args))
     mixed = any_grad and any(isinstance(a, torch.Tensor) and a.is_floating_point()
                              and not a.requires_grad for a in _flat(args))
-    items = [_render(a, mixed) for a in args]
+    items = [_render(a, mixed, by_value) for a in args]
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
@@ -404,12 +404,12 @@ def _flat(args) -> list:
 BY_VALUE = 16
 
 
-def _render(a: Any, mark_grad: bool) -> str:
+def _render(a: Any, mark_grad: bool, by_value: int = 0) -> str:
     if isinstance(a, torch.Tensor):
         dtype = "" if a.dtype == torch.float32 else f", dtype={a.dtype}"
         setting = mark_grad and a.is_floating_point() and not a.requires_grad
         if (a.dim() == 0 or (not a.is_floating_point() and a.numel() <= 8)
-                or (setting and a.numel() <= BY_VALUE)):
+                or (setting and a.numel() <= BY_VALUE) or a.numel() <= by_value):
             text = f"torch.tensor({a.detach().tolist()!r}{dtype})"
         elif a.is_floating_point():
             text = f"torch.randn({', '.join(map(str, a.shape))}{dtype})"
@@ -421,10 +421,11 @@ def _render(a: Any, mark_grad: bool) -> str:
     if isinstance(a, (torch.dtype, torch.Size)):  # "torch.float64", "torch.Size([3, 4])"
         return repr(a)
     if isinstance(a, (list, tuple)):
-        inner = ", ".join(_render(x, mark_grad) for x in a)
+        inner = ", ".join(_render(x, mark_grad, by_value) for x in a)
         return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
     if isinstance(a, dict):
-        return "{" + ", ".join(f"{k!r}: {_render(v, mark_grad)}" for k, v in a.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: {_render(v, mark_grad, by_value)}"
+                               for k, v in a.items()) + "}"
     if a is None or isinstance(a, (bool, int, float, str)):
         return repr(a)
     if synthetic_function(a):
