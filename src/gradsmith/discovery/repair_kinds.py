@@ -64,7 +64,9 @@ def _as_integer(text, args, tensors, numbers, first, said, line, local) -> list[
     """A tensor or float where forward wants an integer (a slice bound, ``range(n)``, a size)
     or an index tensor."""
     out = []
-    if re.search(r"tensors used as indices must be long|expected scalar type Long", text):
+    if re.search(r"tensors used as indices must be long|expected scalar type Long"
+                 r"|LongTensor but got|(?:expected|must be) an? (?:long|int64|integer) tensor",
+                 text, re.IGNORECASE):  # a guard's own message: `raise TypeError("Expected ...`
         high = max(1, min(first)) if first else 2
         out += [Edit(i, "index", tuple(args[i].shape), f"{said}: an index tensor", high)
                 for i in tensors[:2]]
