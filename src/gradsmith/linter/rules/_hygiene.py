@@ -82,8 +82,11 @@ GS206 = Rule(
     "GS206", "returns-input-view", "info",
     "forward returns an input (or a view of it) that is not marked dirty",
     "The output aliases the input: modifying either in place later raises 'a view created "
-    "inside a custom Function ... is being modified in-place'.",
-    "return a new tensor (`x.clone()`), or mark_dirty if you modified the input in place.",
+    "inside a custom Function ... is being modified in-place'. Returning `*inputs` as they "
+    "came (a DDP-style sink's `return inputs`) does so for every one, also for inputs that "
+    "need no gradient (`x /= 255` in the wrapped model raises).",
+    "return a new tensor (`x.clone()`, `tuple(t.clone() for t in inputs)` as torch's own "
+    "DDP sink does), or mark_dirty if you modified the input in place.",
     bad=_H + "    def forward(ctx, x):\n        return x.view(-1)  # GS206\n" + _B
     + "        return g\n",
     good=_H + "    def forward(ctx, x):\n        return x.reshape(-1).clone()\n" + _B
@@ -347,8 +350,14 @@ def check_returned_alias(facts: Facts, report) -> None:
     if unknown:
         return
     for method in own(facts, "forward"):
-        def visit(stmt, flow: Flow, method=method):
+        star = _unbound_vararg(method.node)
+
+        def visit(stmt, flow: Flow, method=method, star=star):
             if not isinstance(stmt, ast.Return) or stmt.value is None:
+                return
+            if isinstance(stmt.value, ast.Name) and stmt.value.id == star and not dirty:
+                report("GS206", method.source, stmt.value,  # each output is its input
+                       f"`{star}` returns the inputs `*{star}` themselves")
                 return
             values = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
             for value in values:
@@ -361,3 +370,12 @@ def check_returned_alias(facts: Facts, report) -> None:
                            f"`{short(method.source.segment(value))}` aliases input `{sorted(names)[0]}`")
 
         facts.walk(method, visit)
+
+
+def _unbound_vararg(node: ast.FunctionDef) -> str | None:
+    """The name of forward's ``*args`` when no statement rebinds it."""
+    star = node.args.vararg.arg if node.args.vararg is not None else None
+    if star is not None and any(isinstance(n, ast.Name) and n.id == star and isinstance(
+            n.ctx, ast.Store) for n in ast.walk(node)):
+        return None
+    return star
