@@ -117,3 +117,16 @@ def test_a_wrong_backward_stays_a_gradient_mismatch_with_no_line(tmp_path, line,
     report = gradsmith.check(fn, *_inputs(), compat=False)
     assert "gradient-mismatch" in report.codes("error")
     assert "undeclared-estimator" not in report.codes("error")
+
+
+def test_a_line_drawing_its_tensor_afresh_is_not_called_checked(tmp_path, line):
+    # 81 elements: written as torch.randn, the pasted line would check other values than
+    # those measured (an SPD matrix would not stay one)
+    fn = _load(tmp_path, "large", RIGHT)
+    gen = torch.Generator().manual_seed(1)
+    x = (4 + 5 * torch.rand(9, 9, generator=gen, dtype=torch.float64)).requires_grad_()
+    report = gradsmith.check(fn, x, 2, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    assert not finding.details["verified"]
+    assert "torch.randn(9, 9" in finding.details["declaration"]
+    assert "drawn afresh" in finding.hint

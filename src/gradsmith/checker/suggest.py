@@ -440,8 +440,8 @@ def _render(a: Any, mark_grad: bool, by_value: int = 0) -> str:
 
 # Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through) and
 # :mod:`gradsmith.checker.intended_fit` (one output).
-matches, numbers, factor, modifications, compile_source, grad_name, simple_terms = (
-    _matches, _numbers, _factor, _modifications, _compile, _grad_name, _terms)
+matches, numbers, factor, modifications, compile_source, grad_name, simple_terms, flat = (
+    _matches, _numbers, _factor, _modifications, _compile, _grad_name, _terms, _flat)
 
 
 def try_declaration(session: Session, kind: str, fn: Any, split: list[torch.Tensor]

@@ -127,4 +127,9 @@ def _declaration(session: Session, leaf: int, name: str, errors: list[tuple[int,
             f"checks it at {name}={count}, where it agrees. The truncation at {name}="
             f"{errors[0][0]} itself is not verified: no reference for it exists here (a "
             f"surrogate= writing forward as those {errors[0][0]} steps would state it)")
+    drawn = [a for a in suggest.flat(values) if isinstance(a, torch.Tensor) and a.numel() > BY_VALUE]
+    if drawn:  # torch.randn in the line: other values than those measured (not an SPD one)
+        return suggest.Declaration(line, False, note + "; write in its example the tensors "
+                                   "your code passes: those over 64 elements are drawn afresh")
     return suggest.Declaration(line, True, note)
+
