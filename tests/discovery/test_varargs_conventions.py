@@ -198,3 +198,39 @@ def test_a_wrong_backward_with_a_fixed_count_still_fails(rows):
     assert wrong["verdict"] == "fail", wrong["text"]
     assert "wrong-grad-count" not in _errors(wrong), wrong["text"]
     assert _errors(wrong) & {"gradient-mismatch", "undeclared-estimator"}, wrong["text"]
+
+
+CALLED_WITH_MORE = '''
+import torch
+
+
+class DropsExtra(torch.autograd.Function):
+    """Its caller passes a scale through *args, but backward returns two values."""
+
+    @staticmethod
+    def forward(ctx, x, f, *args):
+        ctx.save_for_backward(x)
+        return f(x, *args)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g, None
+
+
+def scaled(x, w):
+    return DropsExtra.apply(x, torch.mul, w)
+'''
+
+
+def test_a_call_site_passing_more_keeps_the_wrong_count_caught(tmp_path):
+    path = tmp_path / "called.py"
+    path.write_text(textwrap.dedent(CALLED_WITH_MORE))
+    row, = run_check([Source("file", str(path), "called.py")], isolate=False).rows
+    assert row["verdict"] == "fail", row["text"]
+    assert "wrong-grad-count" in _errors(row), row["text"]
+    # what the finding says, shown with torch alone: the caller's call raises in backward
+    module = _module(path, "called_case")
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        module.scaled(x, torch.ones(3, requires_grad=True)).sum().backward()

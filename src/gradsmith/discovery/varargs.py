@@ -109,11 +109,26 @@ def counted_by_backward(owner: type | None, params: list[inspect.Parameter]
             return None  # `return grads`, `(None, *grads)`: a number the code decides
         lengths.add(len(node.value.elts))
     named = len(params) - 1
-    if len(lengths) != 1 or (count := lengths.pop()) < named:
+    if len(lengths) != 1 or (count := lengths.pop()) < named or _passed_more(owner, count):
         return None
     name = params[-1].name
     return params[:-1] + [inspect.Parameter(f"{name}_{i}", inspect.Parameter.POSITIONAL_ONLY)
                           for i in range(count - named)]
+
+
+def _passed_more(owner: type, count: int) -> bool:
+    """A call in the Function's own module passes more than ``count`` arguments
+    (``F.apply(x, y, f, True, True, extra)``): backward's fixed count is then the bug."""
+    import sys
+
+    tree = _parse(sys.modules.get(getattr(owner, "__module__", ""), None))
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "apply" and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id == owner.__name__ and len(node.args) > count and \
+                not any(isinstance(a, ast.Starred) for a in node.args):
+            return True
+    return False
 
 
 def _own_returns(function: ast.AST) -> list[ast.Return]:
