@@ -15,7 +15,8 @@ forward saves), never by running the code:
 - ``torch.eye(d)`` with ``d = x.shape[1]`` (an identity of ``x``'s size: Newton-Schulz
   iterations, Pade approximants) or a matrix function (``logm``, ``sqrtm``, ``eigh``...) of
   ``x``: ``x`` is a (batch of) symmetric positive definite matrices, where those converge and
-  are real; ``x.reshape(b, d * d)``: ``x`` is a (batch of) square matrices.
+  are real; ``x.reshape(b, d * d)``: ``x`` is a (batch of) square matrices (more signs of
+  square matrices: :mod:`~gradsmith.discovery.squares`).
 
 Calls forward makes with a parameter (its own static helpers, another class's static methods,
 functions of its module: :mod:`~gradsmith.discovery.callees`) are read as forward's own.
@@ -32,6 +33,7 @@ from gradsmith.discovery.callees import followed
 from gradsmith.discovery.hints import _TENSOR_ATTRS, Hint
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import parse, stored_on_ctx
+from gradsmith.discovery.squares import read_squares, square_grams
 
 _ACOSH = {"acosh", "arccosh"}
 _ATANH = {"atanh", "arctanh"}
@@ -66,14 +68,19 @@ def read_formula_domains(forward: Any, owner: type | None, hints: dict[str, Hint
         for helper in ("setup_context", "backward"):
             tree = parse(vars(owner).get(helper) or None)
             if tree is not None and helper == "backward":
-                trees.append((tree, {**stored, **_saved_aliases(trees[0][0], tree, hints)}))
+                aliases = _aliases(trees[0][0], trees[0][1]) if trees[0][0] else None
+                trees.append((tree, {**stored, **_saved_aliases(trees[0][0], tree, hints,
+                                                                aliases)}))
+    grams: dict[str, int] = {}
     for tree, names in trees:
         if tree is None:
             continue
         names = _aliases(tree, names)
-        _Reader(hints, names).visit(tree)
+        (reader := _Reader(hints, names)).visit(tree)
+        grams.update(read_squares(tree, reader))  # t.reshape(b, n, n), matrix_exp(x) ...
         for helper, passed in followed(forward, tree, names, owner, _param, _aliases):
             _Reader(hints, passed).visit(helper)  # Owner._logm(x), Shared.forward(ctx, x)
+    square_grams(grams, hints)  # x @ m @ x.mT beside another square matrix
 
 
 def in_ball(shape: tuple[int, ...], generator: Any) -> Any:
@@ -91,10 +98,10 @@ def _aliases(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
     """``names`` plus locals assigned a parameter as it is (``x = input``, ``x = M.detach()``)."""
     names = dict(names)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and (param := _param(node.value, names)) is not None):
-            names.setdefault(node.targets[0].id, param)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            for target, value in _pairs(node.targets[0], node.value):  # a, b = x, y too
+                if (param := _param(value, names)) is not None:
+                    names.setdefault(target.id, param)
     return names
 
 

@@ -74,14 +74,16 @@ def read_matrices(owner: Any, hints: dict) -> None:
         hints[name].matrix = hints[name].matrix or kind
 
 
-def _saved_aliases(forward: ast.AST | None, backward: ast.AST, hints: dict) -> dict[str, str]:
-    """Backward's local name -> parameter, for tensors forward saves as they are."""
+def _saved_aliases(forward: ast.AST | None, backward: ast.AST, hints: dict,
+                   aliases: dict[str, str] | None = None) -> dict[str, str]:
+    """Backward's local name -> parameter, for tensors forward saves as they are (or as
+    forward's ``aliases`` of them: ``vecs, vals = input1, input2``)."""
+    names = aliases or {n: n for n in hints}
     saved: list[str | None] = []
     for node in ast.walk(forward) if forward is not None else ():
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "save_for_backward"):
-            saved = [a.id if isinstance(a, ast.Name) and a.id in hints else None
-                     for a in node.args]
+            saved = [names.get(a.id) if isinstance(a, ast.Name) else None for a in node.args]
     aliases: dict[str, str] = {}
     for node in ast.walk(backward):
         if (isinstance(node, ast.Assign) and len(node.targets) == 1

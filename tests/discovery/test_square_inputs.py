@@ -1,0 +1,106 @@
+"""Zero-config (batches of) square matrices where the code is written for them (issue 18,
+corpus 8 held-out: DifferentiableSVD's ``ExponentialInverse`` was given (2, 4, 3) and (2, 3, 5)
+matrices; its backward reshapes ``grad_output`` to (batch, n, n) with ``n`` the eigenvalue
+matrix's size and raised, a false ``backward-error``). Reduced cases written here; references
+are autograd of the same expression. A planted wrong backward still FAILs."""
+
+import pytest
+import torch
+from torch.autograd import Function
+
+import gradsmith
+from gradsmith.discovery.formula_domains import read_formula_domains
+from gradsmith.discovery.hints import Hint
+from gradsmith.discovery.synthesize import Synthesized, synthesize
+
+
+def _spectral(wrong: bool = False):
+    class Spectral(Function):
+        """Q exp(-diag(L)) Q^T from eigenvectors Q and an eigenvalue matrix L (its diagonal
+        read); backward reshapes the cotangent to (batch, n, n), n read off L."""
+
+        @staticmethod
+        def forward(ctx, first, second):
+            vecs, vals = first, second
+            scale = torch.diag_embed(torch.exp(-torch.diagonal(vals, dim1=1, dim2=2)))
+            ctx.save_for_backward(vecs, vals)
+            return vecs.bmm(scale).bmm(vecs.transpose(1, 2))
+
+        @staticmethod
+        def backward(ctx, g):
+            vecs, vals = ctx.saved_tensors
+            batch, n = vals.shape[0], vals.shape[1]
+            g = g.reshape(batch, n, n)
+            scale = torch.diag_embed(torch.exp(-torch.diagonal(vals, dim1=1, dim2=2)))
+            sym = g if wrong else g + g.transpose(1, 2)  # planted: the transpose term missing
+            d_vecs = sym.bmm(vecs).bmm(scale)
+            inner = -scale.bmm(vecs.transpose(1, 2)).bmm(g).bmm(vecs)
+            return d_vecs, torch.diag_embed(torch.diagonal(inner, dim1=1, dim2=2))
+
+    return Spectral
+
+
+def _reference(vecs, vals):
+    scale = torch.diag_embed(torch.exp(-torch.diagonal(vals, dim1=1, dim2=2)))
+    return vecs @ scale @ vecs.mT
+
+
+def test_both_matrices_of_a_spectral_function_are_square_and_it_passes():
+    fn = _spectral()
+    found = synthesize(fn)
+    assert isinstance(found, Synthesized), found
+    vecs, vals = found.args
+    assert vecs.shape[-1] == vecs.shape[-2] == vals.shape[-1] == vals.shape[-2]
+    assert "square" in found.description
+    report = gradsmith.check(fn, *found.args)
+    assert report.passed, report
+    g = torch.randn(vecs.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(torch.autograd.grad(fn.apply(vecs, vals), (vecs, vals), g),
+                               torch.autograd.grad(_reference(vecs, vals), (vecs, vals), g))
+
+
+def test_a_planted_wrong_backward_still_fails_on_square_inputs():
+    fn = _spectral(wrong=True)
+    found = synthesize(fn)
+    assert isinstance(found, Synthesized), found
+    report = gradsmith.check(fn, *found.args)
+    assert "gradient-mismatch" in report.codes("error"), report
+
+
+def _matrix_hints(source_fn, names):
+    hints = {n: Hint() for n in names}
+    read_formula_domains(source_fn, None, hints)
+    return {n: (h.matrix, h.rank_min) for n, h in hints.items()}
+
+
+def _reshaped(ctx, x, y):
+    n = x.shape[1]
+    return y.reshape(-1, n, n)
+
+
+def _asserted(ctx, x, y):
+    assert x.size(1) == x.size(2), "square matrices only"
+    return x.sum(-1) * y
+
+
+def _exponential(ctx, x, y):
+    return torch.linalg.matrix_exp(x) @ y
+
+
+def _shifted(ctx, x, y):
+    return (x + 1e-3 * torch.eye(x.shape[-1]).to(x)) @ y
+
+
+def _gram_only(ctx, x, y):
+    return x @ x.mT + y  # a Gram matrix of features: x may be rectangular
+
+
+@pytest.mark.parametrize(("source", "want"), [
+    (_reshaped, {"x": ("square", 3), "y": (None, 0)}),
+    (_asserted, {"x": ("square", 3), "y": (None, 0)}),
+    (_exponential, {"x": ("square", 0), "y": (None, 0)}),
+    (_shifted, {"x": ("square", 0), "y": (None, 0)}),
+    (_gram_only, {"x": (None, 0), "y": (None, 0)}),
+])
+def test_signs_of_square_matrices_are_read(source, want):
+    assert _matrix_hints(source, ["x", "y"]) == want
