@@ -104,3 +104,13 @@ def _gram_only(ctx, x, y):
 ])
 def test_signs_of_square_matrices_are_read(source, want):
     assert _matrix_hints(source, ["x", "y"]) == want
+
+
+def _asserted_negative(ctx, x, y):
+    if x.shape[-1] != x.shape[-2]:
+        raise ValueError("square matrices only")
+    return x.sum(-1) * y
+
+
+def test_negative_axes_compared_are_read():
+    assert _matrix_hints(_asserted_negative, ["x", "y"]) == {"x": ("square", 0), "y": (None, 0)}

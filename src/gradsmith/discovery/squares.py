@@ -47,7 +47,7 @@ def read_squares(tree: ast.AST, reader: Any) -> dict[str, int]:
         if isinstance(node, ast.Call) and _callee(node) in _RESHAPES:
             args = node.args[0].elts if len(node.args) == 1 and isinstance(
                 node.args[0], (ast.Tuple, ast.List)) else node.args
-            sizes = [s for s in map(reader._size, args) if s is not None and s[0] is not None]
+            sizes = [s for a in args if (s := _size(reader, a)) is not None and s[0] is not None]
             for size in {s for s in sizes if sizes.count(s) > 1}:
                 reader._square(size[0], size[1], "square")  # t.reshape(b, n, n), n = x.shape[1]
         elif isinstance(node, ast.Call) and _callee(node) in _SQUARE_CALLS:
@@ -55,7 +55,7 @@ def read_squares(tree: ast.AST, reader: Any) -> dict[str, int]:
             reader._square(_param(operand, reader.names), -1, "square")
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
                 node.ops[0], (ast.Eq, ast.NotEq)):
-            left, right = reader._size(node.left), reader._size(node.comparators[0])
+            left, right = _size(reader, node.left), _size(reader, node.comparators[0])
             if left and right and left[0] is not None and left[0] == right[0] \
                     and left[1] != right[1]:
                 axis = min(left[1], right[1]) if min(left[1], right[1]) >= 0 else -1
@@ -67,6 +67,24 @@ def read_squares(tree: ast.AST, reader: Any) -> dict[str, int]:
         if (found := _gram(node, reader.names)) is not None:
             grams[found[0]] = max(grams.get(found[0], 2), found[1])
     return grams
+
+
+def _size(reader: Any, node: ast.AST) -> tuple[str, int] | None:
+    """``reader``'s reading of a size, negative axes too (``x.shape[-1]``, ``x.size(-2)``)."""
+    from gradsmith.discovery.formula_domains import _param
+
+    index = None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+            node.value.attr == "shape":
+        owner, index = node.value.value, node.slice
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "size" and len(node.args) == 1:
+        owner, index = node.func.value, node.args[0]
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and isinstance(
+            index.operand, ast.Constant) and type(index.operand.value) is int:
+        param = _param(owner, reader.names)
+        return (param, -index.operand.value) if param else None
+    return reader._size(node)
 
 
 def square_grams(grams: dict[str, int], hints: dict) -> None:
