@@ -114,3 +114,11 @@ def _asserted_negative(ctx, x, y):
 
 def test_negative_axes_compared_are_read():
     assert _matrix_hints(_asserted_negative, ["x", "y"]) == {"x": ("square", 0), "y": (None, 0)}
+
+
+def _ridge(ctx, x, lam):
+    return x @ x.mT + lam * torch.eye(x.shape[0])  # lam scales the identity: not a matrix
+
+
+def test_a_scale_of_the_identity_is_not_a_matrix():
+    assert _matrix_hints(_ridge, ["x", "lam"])["lam"] == (None, 0)

@@ -12,7 +12,7 @@ solve, wins):
   x.shape[1]``): ``x`` is square in it;
 - ``x.size(1) == x.size(2)`` (an assert, or ``!=`` before a raise): ``x`` is square there;
 - ``matrix_exp(x)``, ``matrix_power(x, k)``, ``det(x)``, ``eig(x)``, ``eigvals(x)``;
-- ``x + eye(n)``, ``x - torch.eye(n).to(x)``, ``x * eye(n)``;
+- ``x + eye(n)``, ``x - eps * torch.eye(n).to(x)`` (not ``lam * eye(n)``: a scale);
 - ``x @ m @ x.mT`` (``x.bmm(m).bmm(x.transpose(1, 2))``, ``x.T @ x``): a product of ``x``
   with its own transpose, when another parameter of the same Function is read as a square or
   structured matrix (an eigenvector matrix beside its eigenvalues); alone, a Gram matrix of
@@ -60,7 +60,7 @@ def read_squares(tree: ast.AST, reader: Any) -> dict[str, int]:
                     and left[1] != right[1]:
                 axis = min(left[1], right[1]) if min(left[1], right[1]) >= 0 else -1
                 reader._square(left[0], axis, "square")  # x.size(1) == x.size(2)
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             for side, other in ((node.left, node.right), (node.right, node.left)):
                 if _is_eye(other):
                     reader._square(_param(side, reader.names), -1, "square")  # x + eye(n)
