@@ -10,7 +10,9 @@ such classes (read from the package's source, prefiltered by text), builds each 
 values its constructor states (its defaults; a required ``int``/``float``/``bool``/``str``
 by its annotation; each option its docstring lists for a string parameter, one at a time:
 ``backend: Choose between "numpy", or "pytorch"``) and returns the attributes of what it
-built. Synthesis tries those first; a build that raises is passed over.
+built. Synthesis tries those first; a build that raises is passed over. An object of which
+forward only calls methods (``static_kernel.Gram_matrix(X, Y)``) is, likewise, each class of
+the package that defines every method called, built with its defaults.
 
 An invented namespace (no class of the project builds one) is an :class:`Invented`: it also
 gets the attributes backward reads, directly or in the functions of the package it hands the
@@ -96,10 +98,10 @@ def built_settings(owner: Any, attrs: list[str], called: list[str] = ()) -> list
         []
     """
     root, package = _package(owner)
-    if root is None or not attrs:
+    if root is None or not (attrs or called):
         return []
     found: list[Built] = []
-    for module_name, klass, holder in _classes(root, package, set(attrs)):
+    for module_name, klass, holder in _classes(root, package, set(attrs), set(called)):
         try:
             cls = getattr(importlib.import_module(module_name), klass)
         except Exception:  # noqa: BLE001 - the project's module does not import here
@@ -131,16 +133,19 @@ def _package(owner: Any) -> tuple[Path | None, str]:
     return (folder, top) if (folder / "__init__.py").is_file() else (None, "")
 
 
-def _classes(root: Path, package: str, attrs: set[str]):
+def _classes(root: Path, package: str, attrs: set[str], called: set[str] = frozenset()):
     """(module, class, holder) for each class whose methods assign every attribute in
-    ``attrs``: on ``self.<holder>`` or (holder ``""``) on ``self``."""
+    ``attrs``: on ``self.<holder>`` or (holder ``""``) on ``self``; with no ``attrs``, each
+    class that defines every method in ``called`` (``static_kernel.Gram_matrix(X, Y)``: the
+    project's kernel classes), holder ``""``."""
     files = sorted(root.rglob("*.py"))[:_MAX_FILES]
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        if not all(f".{a}" in text for a in attrs):
+        if not all(f".{a}" in text for a in attrs) or (
+                not attrs and not all(f"def {c}(" in text for c in called)):
             continue
         try:
             tree = ast.parse(text)
@@ -150,7 +155,11 @@ def _classes(root: Path, package: str, attrs: set[str]):
         module = ".".join((package, *parts[:-1], *([] if parts[-1] == "__init__" else
                                                    parts[-1:])))
         for klass in tree.body:
-            if isinstance(klass, ast.ClassDef):
+            if isinstance(klass, ast.ClassDef) and not attrs:
+                defined = {n.name for n in klass.body if isinstance(n, ast.FunctionDef)}
+                if called <= defined:
+                    yield module, klass.name, ""
+            elif isinstance(klass, ast.ClassDef):
                 for holder in _holders(klass, attrs):
                     yield module, klass.name, holder
 
