@@ -10,7 +10,10 @@ The families real code uses (issue 18's third corpus), beside those of
   ``y``'s sum is added to the objective);
 - **an injected gradient** (``grad * g``, ``g`` a same-shaped argument): a dummy loss whose
   backward hands the input a gradient computed elsewhere (score distillation's
-  ``SpecifyGradient``);
+  ``SpecifyGradient``); or ``g`` itself (``-g``) whatever the incoming gradient: a constant
+  0 loss whose backward returns the observed data as the adjoint source, so that
+  backpropagating through a wave simulation migrates it (seistorch's
+  ``ReverseTimeMigration``);
 - **balancing** (``grad - grad.abs() * (a + b * ((x > 0).to(grad.dtype) - 0.5))``, ``a``
   and ``b`` same-shaped tensor arguments): a term proportional to the gradient's size that
   pushes the sign statistics of each element (icefall's activation balancers);
@@ -116,8 +119,11 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
     if kind in ("straight-through", "straight-through-saturating", "straight-through-rescaled"):
         if _ignored(session, top):  # an added loss; a flat forward's (round) is a slip
             out += _constant(name, g, numbers)
-            # an injected gradient, likewise only into an input forward never reads
-            out += [f"{grad} * {b}" for b in _same_shaped(session, names, top, x)]
+            # an injected gradient, likewise only into an input forward never reads; or the
+            # argument itself whatever the incoming gradient (an adjoint source)
+            same_shaped = _same_shaped(session, names, top, x)
+            out += [f"{grad} * {b}" for b in same_shaped]
+            out += [term for b in same_shaped for term in (b, f"-{b}")]
         out += _blackbox(session, names, top, grad, numbers)
         out += _bound_passes(session, names, top, grad, numbers)
         out += _periodic_exponential(name, grad, numbers)
