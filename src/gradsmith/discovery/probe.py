@@ -149,3 +149,20 @@ def _backward(out: Any, args: list) -> None:
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     if outs and leaves:
         torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True)
+
+
+def tried(errors: list[str]) -> str:
+    """Forward's errors on the plans tried, for a skip's reason: the first plan's (the kinds the
+    code states) and, when a fallback plan's differs, the last one's. A fallback's error alone
+    misleads (``'float' object has no attribute 'data'`` where a matrix's shape was wrong).
+
+    Example:
+        >>> tried(["RuntimeError: bmm sizes", "AttributeError: 'float' object"])
+        "first: RuntimeError: bmm sizes; last: AttributeError: 'float' object"
+        >>> tried(["ValueError: mode", "ValueError: mode"]), tried([])
+        ('first: ValueError: mode', 'no layout tried')
+    """
+    if not errors:
+        return "no layout tried"
+    last = f"; last: {errors[-1]}" if errors[-1] != errors[0] else ""
+    return f"first: {errors[0]}{last}"

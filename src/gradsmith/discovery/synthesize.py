@@ -59,7 +59,7 @@ from gradsmith.discovery.lengths import read_fft_lengths
 from gradsmith.discovery.masks import read_shaped
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
-from gradsmith.discovery.probe import backward_error, probe
+from gradsmith.discovery.probe import backward_error, probe, tried
 from gradsmith.discovery.process_group import ASSUMED, needs_group, start_single_group
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.replans import (
@@ -151,7 +151,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
     read_fft_lengths(target, owner, hints)  # rfft(y, n=n, axis=0): n also below y's length
     read_kernel_args(target, owner, hints)  # tl.load(t_ptr) == cols: a class index; ACT == 0
-    last_error = "no layout tried"
+    errors: list[str] = []  # forward's error on each float64 plan, as tried (see probe.tried)
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     frozen = {positional[i] for i in no_gradient_positions(owner) if i < len(positional)}
@@ -206,7 +206,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
             if isinstance(found, Synthesized):
                 return _stated_or(fn, params, hints, seed,
                                   with_note(found, note if dtype == "float32" else ""))
-            last_error = found if dtype == "float64" else last_error
+            errors += [found] if dtype == "float64" else []
             note = note or (uncompiled_note(found) if dtype == "float64" else "")
         if dtype == "float64" and slices_last_dim(owner) and (sized := sized_inputs(
                 lambda s, lay: _on_layout(call, s, lay, seed, "float64", backward=True), plans)):
@@ -224,8 +224,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                            doubt=repaired_doubt(fn, raised, found, slots, hints) if raised else "")
     if (raising := raising_inputs(call, plans, seed)) is not None:  # torch.sqrt(2 * torch.pi)
         return Synthesized(*raising, seed=seed)  # the check reports forward's error: no input avoids it
-    return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed (last: {last_error})",
-                         plans[-1], hints))
+    return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed ({tried(errors)})",
+                         plans[0], hints))
 
 
 def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> Synthesized:
