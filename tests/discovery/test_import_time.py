@@ -155,3 +155,16 @@ def test_a_configuration_read_from_the_command_line_at_import_is_named(tmp_path)
     assert message.startswith("AssertionError: File  not exist.")
     assert "config_xyz.py:6 `for arg in sys.argv:` reads the command line" in message
     assert "no arguments and an empty standard input" in message
+
+
+def test_a_required_command_line_option_is_named_not_blamed_on_python(tmp_path):
+    message = _message(tmp_path, "train.py", """
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--config", required=True)
+        args = parser.parse_args()
+    """)
+    assert message.startswith("SystemExit: 2")
+    assert "train.py:6 `args = parser.parse_args()` reads the command line" in message
+    assert "cannot be imported on this Python" not in message

@@ -23,18 +23,18 @@ import traceback
 from pathlib import Path
 
 
+def _in_stdlib(f: traceback.FrameSummary) -> bool:
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    path = os.path.realpath(f.filename)
+    return path.startswith(stdlib + os.sep) and "site-packages" not in path
+
+
 def stdlib_note(frames: list[traceback.FrameSummary]) -> str:
     """`` (...)`` naming Python's version, the standard-library file and the project's line,
     when the innermost frame is the standard library's; ``""`` otherwise."""
-    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
-
-    def in_stdlib(f: traceback.FrameSummary) -> bool:
-        path = os.path.realpath(f.filename)
-        return path.startswith(stdlib + os.sep) and "site-packages" not in path
-
-    if not frames or not in_stdlib(frames[-1]):
+    if not frames or not _in_stdlib(frames[-1]):
         return ""
-    project = [f for f in frames if not in_stdlib(f) and not f.filename.startswith("<")
+    project = [f for f in frames if not _in_stdlib(f) and not f.filename.startswith("<")
                and "/gradsmith/" not in f.filename]
     if not project:
         return ""
@@ -71,7 +71,7 @@ def import_note(exc: BaseException, frames: list[traceback.FrameSummary]) -> str
          (rev.py:1 uses `Function` but the module never imports or defines it: its
     """
     project = [f for f in frames if not f.filename.startswith("<") and "/gradsmith/"
-               not in f.filename and "importlib" not in f.filename]
+               not in f.filename and "importlib" not in f.filename and not _in_stdlib(f)]
     if isinstance(exc, NameError) and exc.name and (where := project or frames[-1:]):
         line = where[-1]
         fix = _KNOWN_IMPORTS.get(exc.name, f"import or define {exc.name}")
