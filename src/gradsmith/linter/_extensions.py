@@ -84,13 +84,18 @@ def _global_builds(tree: ast.Module, scope: Scope) -> set[str]:
     for stmt in statements(tree.body):
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        shared = {n for s in ast.walk(stmt) if isinstance(s, ast.Global) for n in s.names}
+        body = list(statements(stmt.body))  # statements only: far cheaper than ast.walk
+        shared = {n for s in body if isinstance(s, ast.Global) for n in s.names}
         if not shared:
             continue
-        inner = scope.with_locals(stmt)
-        for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Assign) and inner.valued(sub.value):
-                found |= {t.id for t in sub.targets if isinstance(t, ast.Name) and t.id in shared}
+        inner = None
+        for sub in body:
+            if isinstance(sub, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id in shared for t in sub.targets):
+                inner = inner or scope.with_locals(stmt)
+                if inner.valued(sub.value):
+                    found |= {t.id for t in sub.targets if isinstance(t, ast.Name)
+                              and t.id in shared}
     return found
 
 
