@@ -19,6 +19,7 @@ from gradsmith.linter.rules._common import (
     own,
     short,
 )
+from gradsmith.linter.rules._raw_grad import raw_gradient
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -95,15 +96,18 @@ GS206 = Rule(
 )
 GS207 = Rule(
     "GS207", "numpy-in-backward", "warning",
-    "`.numpy()` in a backward that is not @once_differentiable",
+    "`.numpy()` (or a gradient built from a non-torch function's values) in a backward that "
+    "is not @once_differentiable",
     "NumPy leaves autograd: the gradient cannot be differentiated again, so second "
-    "derivatives are silently wrong.",
+    "derivatives are silently wrong. So does returning `torch.tensor(f(...))` (or "
+    "`as_tensor`, `from_numpy`) of what a function outside torch computed "
+    "(`torch.tensor(lib.backprop(grad.cpu(), ...))`): the values arrive without a graph.",
     "compute with torch ops, or decorate backward with @once_differentiable.",
     bad=_H + "    def forward(ctx, x):\n        return x * 2\n" + _B
     + "        return torch.from_numpy(g.numpy() * 2)  # GS207\n",
     good=_OD + "    def forward(ctx, x):\n        return x * 2\n\n    @staticmethod\n"
     "    @once_differentiable\n    def backward(ctx, g):\n        return torch.from_numpy(g.numpy() * 2)\n",
-    brief="`.numpy()` in a differentiable backward",
+    brief="NumPy/outside values in a differentiable backward",
 )
 GS210 = Rule(
     "GS210", "legacy-constructor", "warning",
@@ -306,6 +310,9 @@ def check_hygiene(facts: Facts, report) -> None:
                     report("GS203", src, node, f"`{short(src.segment(node))}`")
                 elif name == "numpy" and isinstance(node.func, ast.Attribute) and not qual:
                     report("GS207", src, node, f"`{short(src.segment(node))}`")
+                elif raw_gradient(node, qual, parents, resolve):
+                    report("GS207", src, node, f"`{short(src.segment(node))}` (values from "
+                           "outside autograd)")
             elif isinstance(node, (ast.With, ast.AsyncWith)) and in_backward and not lax:
                 for item in node.items:
                     if _no_grad(item.context_expr, resolve):
