@@ -19,6 +19,8 @@ count where it agrees. The truncation at the user's count has no reference here 
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from gradsmith.checker import reported, rng, suggest, symmetric
@@ -33,6 +35,12 @@ MAX_COUNT = 64
 #: (float64 central differences are good to about 1e-9 here).
 AGREE = 1e-6
 DIRECTIONS = 3
+#: Each doubling of the count must cut the mismatch to below this fraction of the last one (a
+#: Newton or fixed-point iteration's does, by far; a first-order discretisation's halves it,
+#: and never reaches :data:`AGREE` in four doublings).
+SHRINK = 0.25
+#: Seconds the doublings may take per check, all counts together (failing Functions only).
+BUDGET = 10.0
 #: Tensors up to this many elements are written by value in the printed line: the check's own
 #: inputs (an SPD matrix stays one), so the line checks what was measured.
 BY_VALUE = 64
@@ -44,9 +52,15 @@ def fit(session: Session, problem: Problem, results: list[InputResult]
     failed = [r for r in results if r.failed and not r.nan_analytic]
     if not failed or any(x.dtype != torch.float64 for x in problem.xs):
         return None
+    started = time.perf_counter()
     for leaf, name, n in _counts(session):
-        errors = []
+        errors: list[tuple[int, float]] = []
         for m in [n * k for k in (1, 2, 4, 8) if n * k <= MAX_COUNT]:
+            # a larger count costs more (a finer grid, more steps): stop where the mismatch
+            # does not shrink enough to reach agreement, or the budget is spent
+            if time.perf_counter() - started > BUDGET or (
+                    len(errors) >= 2 and not errors[-1][1] < SHRINK * errors[-2][1]):
+                break
             error = _error(session, leaf, m)
             if error is None:
                 break
@@ -111,7 +125,7 @@ def _error(session: Session, leaf: int, count: int) -> float | None:
 def _converges(errors: list[tuple[int, float]]) -> bool:
     """Off at the user's count, shrinking at every doubling, agreeing at the last one."""
     return (len(errors) >= 3 and errors[0][1] > 100 * AGREE and errors[-1][1] <= AGREE
-            and all(b[1] < 0.5 * a[1] for a, b in zip(errors, errors[1:])))
+            and all(b[1] < SHRINK * a[1] for a, b in zip(errors, errors[1:])))
 
 
 def _declaration(session: Session, leaf: int, name: str, errors: list[tuple[int, float]]
