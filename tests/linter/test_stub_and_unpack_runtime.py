@@ -52,6 +52,10 @@ def test_stub_backward_is_gs247_and_fails_with_a_count_error(mod, found):
     assert x.grad is None  # one input: no gradient, no error
     (g,) = torch.autograd.grad(mod.Scaled.apply(x, w).sum(), x)
     torch.testing.assert_close(g, torch.ones_like(x))  # the subclass's own formula
+    edges = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64)
+    out = mod.Bucketize.apply(x, edges)
+    torch.testing.assert_close(out, torch.bucketize(x.detach(), edges))
+    assert not out.requires_grad  # integer output: backward can never run
 
 
 def test_training_only_save_is_gs218_at_the_unpacking_and_fails_in_eval_mode(mod, found):

@@ -8,6 +8,7 @@ import ast
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import trivial
+from gradsmith.linter.rules._latent import int_inputs, no_gradient_outputs
 
 _H = ("import torch\n\n\nclass Attention(torch.autograd.Function):\n    @staticmethod\n"
       "    def forward(ctx, q, k, v):\n        return torch.softmax(q @ k.T, -1) @ v\n\n"
@@ -44,6 +45,9 @@ def check_stub_backward(facts: Facts, report) -> None:
     required = len(params) - ndefault
     if required < 2:
         return  # one input: None is a valid (if empty) gradient
+    ctx = facts.ctx_of(forward)
+    if no_gradient_outputs(forward, ctx) or no_gradient_outputs(forward, ctx, int_inputs(facts)):
+        return  # integer or bool outputs only: no gradient reaches backward
     report("GS247", backward.source, backward.node,
            f"returns None for {required}{' or more' if ndefault or vararg else ''} inputs")
 
