@@ -19,7 +19,10 @@ GS247 = Rule(
     "backward returns None, which autograd reads as one gradient: any backward through the "
     "Function raises 'returned an incorrect number of gradients (expected N, got 1)', a "
     "message that does not say backward was never written. A warning: the Function may be "
-    "used only where no gradient is needed.",
+    "used only where no gradient is needed. Not reported for a stub that raises, a "
+    "one-input Function (None is a valid gradient there), a base class another class of "
+    "the module derives from, or a forward whose outputs are all integer, bool or marked "
+    "non-differentiable.",
     "implement backward, or `raise NotImplementedError(\"<Fn> has no backward yet\")` so "
     "that a user sees why it fails.",
     bad=_H + "    def backward(ctx, grad_output):  # GS247\n        pass\n",
