@@ -1,5 +1,5 @@
-"""GS247 (a stub backward) and GS218 (a save under `grad enabled and training`, unpacked
-always, reported where it raises), on fixtures/stub_and_unpack.py, shown at run time on
+"""GS247 (a stub backward) and GS218 (a save under `grad enabled and training`, or under
+`torch.is_grad_enabled()` asked inside forward, unpacked always, reported where it raises), on fixtures/stub_and_unpack.py, shown at run time on
 CPU: each reported Function fails when differentiated, each near miss stays silent and runs
 (matching autograd of the same expression)."""
 
@@ -59,8 +59,11 @@ def test_stub_backward_is_gs247_and_fails_with_a_count_error(mod, found):
 
 
 def test_training_only_save_is_gs218_at_the_unpacking_and_fails_in_eval_mode(mod, found):
-    unpack = _line("# GS218")
-    assert _classes(found, "GS218") == [(unpack, "warning")]  # not GradModeSave
+    lines = FIXTURE.read_text().splitlines()
+    marked = [i for i, line in enumerate(lines, 1) if line.rstrip().endswith("# GS218")]
+    unpack = marked[0]
+    # TrainingSave and GradModeInForward, not GradModeSave
+    assert _classes(found, "GS218") == [(line, "warning") for line in marked]
     message = next(f.message for f in found if f.code == "GS218")
     assert f"saved on line {_line('ctx.save_for_backward(x, w)')} only under" in message
     torch.manual_seed(1)
@@ -74,3 +77,6 @@ def test_training_only_save_is_gs218_at_the_unpacking_and_fails_in_eval_mode(mod
     torch.testing.assert_close(got, want)
     (got,) = torch.autograd.grad(mod.GradModeSave.apply(True, False, x, w).sum(), x)
     torch.testing.assert_close(got, want)
+    assert torch.is_grad_enabled()  # and yet, asked inside forward, torch says no:
+    with pytest.raises(ValueError, match="not enough values to unpack"):
+        mod.GradModeInForward.apply(x, w).sum().backward()

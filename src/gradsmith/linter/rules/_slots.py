@@ -17,7 +17,9 @@ GS218 = Rule(
     "unconditionally",
     "When the condition was false in forward, ctx.saved_tensors is empty and the unpacking "
     "raises 'not enough values to unpack' in backward (harmless only if backward can never "
-    "run then).",
+    "run then). `torch.is_grad_enabled()` asked inside forward is always False (autograd "
+    "runs forward in no-grad mode), so a save under it never happens; a flag the caller "
+    "computed before `apply` (`config.is_grad_enabled`) is what was meant.",
     "save on every path (or save `None` placeholders), or test the same condition in "
     "backward before unpacking.",
     bad=_H + "    def forward(ctx, x, w):\n        if ctx.needs_input_grad[1]:\n"
@@ -109,6 +111,9 @@ def _true_when_backward_runs(test: ast.expr, ctx: str, total: int) -> bool:
     do (``torch.is_grad_enabled() and self.training`` is false in eval mode with grad on)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return all(_true_when_backward_runs(v, ctx, total) for v in test.values)
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
+            test.func.attr == "is_grad_enabled":
+        return False  # autograd runs forward in no-grad mode: `torch.is_grad_enabled()` is False
     if isinstance(test, ast.Call) and getattr(test.func, "id", None) == "any":
         return True  # any(ctx.needs_input_grad), any(t.requires_grad for t in ...)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
