@@ -89,7 +89,19 @@ def _size(reader: Any, node: ast.AST) -> tuple[str, int] | None:
 
 def square_grams(grams: dict[str, int], hints: dict) -> None:
     """Parameters multiplied by their own transpose made square, when another parameter is
-    read as a square (or structured) matrix: the Function is written for square matrices."""
+    read as a square (or structured) matrix: the Function is written for square matrices.
+
+    Example:
+        >>> from gradsmith.discovery.hints import Hint
+        >>> hints = {"vecs": Hint(), "vals": Hint(matrix="square")}
+        >>> square_grams({"vecs": 3}, hints)  # vecs.bmm(m).bmm(vecs.transpose(1, 2))
+        >>> hints["vecs"].matrix, hints["vecs"].rank_min
+        ('square', 3)
+        >>> alone = {"x": Hint()}
+        >>> square_grams({"x": 2}, alone)  # x @ x.mT alone: a Gram matrix of features
+        >>> alone["x"].matrix is None
+        True
+    """
     if not any(h.matrix is not None for n, h in hints.items() if n not in grams):
         return
     for name, rank in grams.items():
