@@ -110,10 +110,14 @@ What the analysis takes into account, so that an error is always worth stopping 
   an input to `save_for_backward` is GS228 (a warning) unless an annotation, a number as
   default or a use only numbers allow shows it is not a tensor (GS105). An output passed
   to `ctx.mark_non_differentiable` has no grad_fn, so keeping it on ctx makes no cycle
-  (not GS104). When every output is an integer or bool tensor (`.int()`, `.long()`,
+  (not GS104), and neither does `self.out = out` in a legacy Function with `__init__`
+  and a plain `def forward(self, ...)`: since torch 1.5 calling an instance raises and
+  `Fn.apply` hands ctx to `self`, so it never runs (GS113 names it).
+  When every output is an integer or bool tensor (`.int()`, `.long()`,
   `torch.IntTensor(...)`, `dtype=torch.int32`, comparisons, a slice of one, `x.new()` or
   `x.new_zeros(...)` of an input every linted call passes an integer tensor for, such as
-  `labels.int()`) or marked non-differentiable,
+  `labels.int()`, an input annotated `torch.IntTensor`, `torch.cat`/`torch.stack` of
+  such parts) or marked non-differentiable,
   no output can carry a gradient and backward never runs: a wrong gradient count there
   is GS229 (a warning), not GS108 or GS110. When forward returns different numbers of
   outputs on different branches (`return out, map` only under `return_map=True`) and

@@ -186,6 +186,8 @@ def _paths(body: list[ast.stmt], is_call):
 @checker(GS104, GS234, GS213, GS205, GS105, GS228, GS106, GS107)
 def check_ctx_storage(facts: Facts, report) -> None:
     freed = released_attrs(facts)
+    if _legacy_instance(facts.fc):
+        report = _without_cycles(report)
     for method in own(facts, *CTX_METHODS):
         outputs = _Outputs(method, facts) if method.name == "forward" else None
         src = method.source
@@ -218,6 +220,26 @@ def check_ctx_storage(facts: Facts, report) -> None:
         )
         if count >= 2 and calls:
             report("GS106", src, calls[-1], f"{count} calls on one path")
+
+
+def _legacy_instance(fc) -> bool:
+    """A legacy Function with instance state: forward is a plain method and the class
+    defines ``__init__``. Since torch 1.5 calling an instance raises RuntimeError (legacy
+    autograd function with non-static forward) and ``Fn.apply`` hands ctx to ``self``
+    without that state, so its ``self.out = out`` is never a ctx reference cycle."""
+    fwd = fc.methods.get("forward")
+    return fwd is not None and "forward" in fc.own and not fwd.static \
+        and not fwd.classmethod and any(
+            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__init__"
+            for s in fc.node.body)
+
+
+def _without_cycles(report):
+    """``report`` less the reference-cycle findings (GS104, GS234)."""
+    def filtered(code, *args, **kwargs):
+        if code not in ("GS104", "GS234"):
+            report(code, *args, **kwargs)
+    return filtered
 
 
 class _Outputs:

@@ -114,6 +114,8 @@ def non_differentiable(method, ctx: str | None) -> set[str]:
             for arg in node.args if isinstance(arg, ast.Name)}
 
 
+#: ``torch.cat([a, b])``: integer when every part is (type promotion keeps it integer).
+_JOINS = frozenset("cat concat concatenate stack hstack vstack".split())
 _INT_CASTS = frozenset("int long short bool byte char".split())
 #: ``x.new()``, ``x.new_zeros(n)``: a tensor of ``x``'s dtype (unless a dtype is given).
 _NEW = frozenset("new new_empty new_zeros new_ones new_full".split())
@@ -155,9 +157,20 @@ def no_gradient_outputs(method, ctx: str | None, int_inputs: frozenset = frozens
         elif isinstance(node, ast.Return) and node.value is not None:
             value = node.value
             outputs.extend(value.elts if isinstance(value, ast.Tuple) else [value])
-    known = marked | {n for n in int_inputs if n not in bound and n not in unknown}
+    annotated = {a.arg for a in (*method.node.args.posonlyargs, *method.node.args.args,
+                                 *method.node.args.kwonlyargs) if _int_annotation(a.annotation)}
+    known = marked | {n for n in int_inputs | annotated if n not in bound and n not in unknown}
     return bool(outputs) and all(
         _integer(e, bound, unknown, known, 0) for e in outputs)
+
+
+def _int_annotation(annotation: ast.expr | None) -> bool:
+    """``idx: torch.IntTensor``: the author declares an integer tensor type."""
+    if annotation is None:
+        return False
+    name = annotation.attr if isinstance(annotation, ast.Attribute) else getattr(
+        annotation, "id", "")
+    return bool(_INT_CTOR.match(name))
 
 
 def _rebinds(value: ast.expr, name: str) -> bool:
@@ -191,6 +204,9 @@ def _integer(expr: ast.expr, bound, unknown, marked, depth: int) -> bool:
         return True
     if not isinstance(func, ast.Attribute):
         return False
+    if name in _JOINS and expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple)) \
+            and expr.args[0].elts:  # the joined dtype is the promoted dtype of the parts
+        return all(_integer(e, bound, unknown, marked, depth + 1) for e in expr.args[0].elts)
     if name in _INT_CASTS and not expr.args:
         return True
     if name in ("to", "type") and expr.args and _INT_DTYPE.search(ast.unparse(expr.args[0])):
