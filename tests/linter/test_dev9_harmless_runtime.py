@@ -28,8 +28,9 @@ def _line(text: str) -> int:
 
 
 def test_legacy_function_with_state_cannot_run_so_no_cycle_is_reported(mod, found):
-    """Neither way of calling the legacy Function runs on the pinned torch, so its
-    `self.out = out` keeps nothing alive: no GS104 (GS113 still names the legacy style)."""
+    """Neither way of calling the legacy Function runs on the pinned torch: GS126 (an
+    error) at the class, no GS113 beside it, and its `self.out = out` keeps nothing alive:
+    no GS104."""
     x = torch.ones(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="[Ll]egacy autograd function"):
         mod.LegacyState(2.0)(x)
@@ -37,7 +38,20 @@ def test_legacy_function_with_state_cannot_run_so_no_cycle_is_reported(mod, foun
         mod.LegacyState.apply(x)
     stored = _line("        self.out = out")
     assert (stored, "GS104") not in found and (stored, "GS234") not in found
-    assert (_line("    def forward(self, x):  # GS113"), "GS113") in found
+    assert (_line("class LegacyState(torch.autograd.Function):  # GS126"), "GS126") in found
+    assert not {code for line, code in found if code == "GS113"
+                and _line("class LegacyState(torch.autograd.Function):  # GS126") < line
+                < _line("class StaticWithInit(torch.autograd.Function):")}
+
+
+def test_init_beside_static_methods_runs_and_is_not_legacy(mod, found):
+    """Near miss: `__init__` next to static methods taking ctx; apply runs and the gradient
+    is k times the incoming one."""
+    x = torch.linspace(-1, 1, 5, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(mod.StaticWithInit.apply(x, 3.0).sum(), x)
+    torch.testing.assert_close(got, torch.full_like(x, 3.0))
+    assert [line for line, code in found if code == "GS126"] == [
+        _line("class LegacyState(torch.autograd.Function):  # GS126")]
 
 
 def test_plain_non_static_forward_keeps_its_output_on_ctx(mod, found):

@@ -112,7 +112,8 @@ What the analysis takes into account, so that an error is always worth stopping 
   to `ctx.mark_non_differentiable` has no grad_fn, so keeping it on ctx makes no cycle
   (not GS104), and neither does `self.out = out` in a legacy Function with `__init__`
   and a plain `def forward(self, ...)`: since torch 1.5 calling an instance raises and
-  `Fn.apply` hands ctx to `self`, so it never runs (GS113 names it).
+  `Fn.apply` hands ctx to `self`, so it never runs (GS126 when forward reads that state
+  from `self`, which then stands for GS113; GS113 otherwise).
   When every output is an integer or bool tensor (`.int()`, `.long()`,
   `torch.IntTensor(...)`, `dtype=torch.int32`, comparisons, a slice of one, `x.new()` or
   `x.new_zeros(...)` of an input every linted call passes an integer tensor for, such as

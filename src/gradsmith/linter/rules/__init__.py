@@ -16,6 +16,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _ignored_grad,
     _inplace,
     _kernels,
+    _legacy,
     _loop_result,
     _meta,
     _needs_grad,

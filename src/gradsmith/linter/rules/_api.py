@@ -25,6 +25,7 @@ from gradsmith.linter.rules._direct import (
     is_none,
     unguarded_ctx_use,
 )
+from gradsmith.linter.rules._legacy import legacy_state
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n"
 _FN = (_H + "    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n\n"
@@ -150,7 +151,8 @@ _CTX_USES = ("save_for_backward", "mark_dirty", "mark_non_differentiable", "set_
 @checker(GS113, GS117, GS114)
 def check_declaration(facts: Facts, report) -> None:
     fc = facts.fc
-    for stmt in fc.node.body:
+    # a legacy Function with state (GS126) cannot run at all: @staticmethod alone is no fix
+    for stmt in [] if legacy_state(fc) else fc.node.body:
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name not in METHODS:
             continue
         method = fc.methods.get(stmt.name)
