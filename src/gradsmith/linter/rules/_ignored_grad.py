@@ -21,8 +21,8 @@ _H = "import torch\n\n\nclass TV(torch.autograd.Function):\n    @staticmethod\n"
      "        return (x[1:] - x[:-1]).pow(2).sum()\n\n    @staticmethod\n"
 GS237 = Rule(
     "GS237", "grad-output-ignored", "warning",
-    "backward of a one-output Function never reads the output's gradient, or gives an "
-    "input a constant gradient",
+    "backward of a one-output Function never reads the output's gradient (or reads it "
+    "only in a comparison, a mask such as `g.eq(0)`), or gives an input a constant gradient",
     "The gradient backward returns is then the same whatever the caller does with the "
     "output: `loss = weight * f(x)`, a mean over a batch, or a GradScaler's scaled loss "
     "(AMP) all get the gradient of `f(x)` alone, silently off by that factor (right only "
@@ -54,9 +54,10 @@ def check_ignored_grad_output(facts: Facts, report) -> None:
             continue
         name = grads[0]
         read = _names_read(bwd.node)
-        if read is not None and name in read and not name.startswith("_"):
+        masked = read is not None and name in read and _mask_only(bwd.node, name)
+        if read is not None and name in read and not name.startswith("_") and not masked:
             _constant_slots(facts, bwd, report)
-        if read is None or name in read or name.startswith("_"):
+        if read is None or name in read and not masked or name.startswith("_"):
             continue
         returned = [n.value for n in walk_shallow(forward.node) if isinstance(n, ast.Return)]
         if not returned or any(v is None or isinstance(v, (ast.Tuple, ast.List))
@@ -71,8 +72,33 @@ def check_ignored_grad_output(facts: Facts, report) -> None:
             continue
         arg = next(a for a in (*bwd.node.args.posonlyargs, *bwd.node.args.args)
                    if a.arg == name)
+        how = "only compared (a mask), its values never scale" if masked else "never read"
         report("GS237", bwd.source, arg,
-               f"`{name}` (of `{short(ast.unparse(returned[0]), 16)}`) is never read")
+               f"`{name}` (of `{short(ast.unparse(returned[0]), 16)}`) is {how}")
+
+
+#: Methods that turn a tensor into a mask: its values no longer scale anything.
+_MASKS = frozenset("eq ne gt ge lt le isnan isinf isfinite bool".split())
+
+
+def _mask_only(node: ast.AST, name: str) -> bool:
+    """Every read of ``name`` in ``node`` is a comparison (``g == 0``, ``g.eq(0)``,
+    ``torch.isnan(g)``): the gradient then depends on where it is zero, not on its values."""
+    parents = {id(c): p for p in ast.walk(node) for c in ast.iter_child_nodes(p)}
+    loads = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, ast.Load)]
+    for load in loads:
+        up = parents.get(id(load))
+        if isinstance(up, ast.Compare):
+            continue
+        if isinstance(up, ast.Attribute) and up.attr in _MASKS and isinstance(
+                parents.get(id(up)), ast.Call) and parents[id(up)].func is up:
+            continue
+        if isinstance(up, ast.Call) and load in up.args and isinstance(up.func, ast.Attribute) \
+                and up.func.attr in _MASKS - {"bool"}:
+            continue
+        return False
+    return bool(loads)
 
 
 #: Constructors of a tensor whose values are fixed numbers (not zero: a zero gradient is
