@@ -35,7 +35,7 @@ ABOUT = {
     "wrong-gradient-dtype": {"GS232"},
     "forward-reseeds-global-rng": {"GS231"},
     "mark_dirty-tensor-not-returned": {"GS115", "GS233"},
-    "legacy-non-static-Function": {"GS113", "GS111"},
+    "legacy-non-static-Function": {"GS113", "GS111", "GS126"},
     # Classes and rules added in round 6, mapped before the held-out half of lint corpus 6 ran.
     "backward-consumes-ctx-state": {"GS235", "GS234"},
     "backward-crashes-on-optional-input": {"GS236", "GS240"},
