@@ -11,7 +11,7 @@ import gradsmith.discovery
 
 DISCOVERY = Path(gradsmith.discovery.__file__).parent
 SYNTHESIS = ("synthesize", "slots", "replans", "layouts", "build", "probe", "variants", "suggestion",
-             "uses")
+             "uses", "stated_or", "none_required")
 
 
 @pytest.mark.parametrize("name", SYNTHESIS)

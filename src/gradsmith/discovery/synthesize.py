@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
-from gradsmith.discovery.brackets import bracketed
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import called_in_helpers, flavours, none_tested_in_helpers
@@ -49,14 +48,14 @@ from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.formula_domains import read_formula_domains
-from gradsmith.discovery.from_code import inputs_from_code, stated_if_misfit
-from gradsmith.discovery.group_sizes import same_last_sizes, sized_inputs, slices_last_dim
+from gradsmith.discovery.from_code import inputs_from_code
+from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.lengths import read_fft_lengths
-from gradsmith.discovery.masks import read_shaped
+from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, probe, tried
@@ -72,6 +71,7 @@ from gradsmith.discovery.replans import (
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
+from gradsmith.discovery.stated_or import stated_or
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.varargs import counted_by_backward, named_positions
@@ -192,6 +192,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     plans += [p for p in map(as_index, list(plans)) if p is not None]
     plans += [p for p in map(as_small_ints, list(plans)) if p is not None]
     plans += [p for p in map(as_numbers, list(plans)) if p is not None]
+    plans = numbered_plans(plans, owner, target, names)  # assert bits is not None: a number
     raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
     given = {p.name for p in params if p.default is not p.empty}
     note = ""  # float32 because the kernels do not compile for float64: the Inputs column says
@@ -204,8 +205,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                     continue
                 found = replace(found, doubt=doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):
-                return _stated_or(fn, params, hints, seed,
-                                  with_note(found, note if dtype == "float32" else ""))
+                return stated_or(fn, params, hints, seed,
+                                 with_note(found, note if dtype == "float32" else ""))
             errors += [found] if dtype == "float64" else []
             note = note or (uncompiled_note(found) if dtype == "float64" else "")
         if dtype == "float64" and slices_last_dim(owner) and (sized := sized_inputs(
@@ -213,8 +214,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
             return sized  # before a layout backward rejects
         if raising is not None:
             found, slots = raising
-            return _stated_or(fn, params, hints, seed,
-                              replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
+            return stated_or(fn, params, hints, seed,
+                             replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
@@ -226,17 +227,6 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         return Synthesized(*raising, seed=seed)  # the check reports forward's error: no input avoids it
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed ({tried(errors)})",
                          plans[0], hints))
-
-
-def _stated_or(fn: Any, params, hints: dict, seed: int, found: Synthesized) -> Synthesized:
-    """Inputs shaped as the code states when ``found``'s layout is one its kernels' backward
-    rejects (:func:`~gradsmith.discovery.from_code.stated_if_misfit`), else ``found``."""
-    better = stated_if_misfit(fn, params, hints, seed, found.args)
-    found = found if better is None else Synthesized(*better, seed=seed)
-    call, _, target = signature(fn)
-    found = read_shaped(found, call, target, [p.name for p in params])  # masks 0/1, z[..., 0]
-    found = bracketed(found, call, target, [p.name for p in params])  # a bisection's root inside
-    return same_last_sizes(found, getattr(fn, "apply", fn)) if slices_last_dim(fn) else found
 
 
 def _first_working(call, slots: list[Slot], seed: int,
