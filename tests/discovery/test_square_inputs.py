@@ -122,3 +122,20 @@ def _ridge(ctx, x, lam):
 
 def test_a_scale_of_the_identity_is_not_a_matrix():
     assert _matrix_hints(_ridge, ["x", "lam"])["lam"] == (None, 0)
+
+
+@pytest.mark.parametrize("kind", ["square", "spd", "tril", "symmetric"])
+def test_a_positive_retry_reports_the_range_its_matrices_have(kind):
+    # corpus 8a: DifferentiableSVD's Power takes eig_diag.sqrt() of a square matrix; the
+    # Inputs column said "in [0.5, 1.5)" of a randn matrix (positive was never passed on)
+    from gradsmith.discovery.build import build_args
+    from gradsmith.discovery.slots import Slot
+
+    slot = Slot("vals", "tensor", hint=Hint(matrix=kind))
+    (value,), (part,) = build_args([slot], [(2, 3, 3)], seed=0, positive=True)
+    in_range = bool(((value >= 0.5) & (value < 1.5)).all())
+    assert ("in [0.5, 1.5)" in part) == in_range, (part, value)
+    if kind == "square":  # nothing but the shape asked: the retry's positive values
+        assert in_range and torch.isfinite(value.sqrt()).all()
+    else:  # the structure wins, and the column does not claim the range
+        assert "in [0.5, 1.5)" not in part

@@ -7,7 +7,7 @@ from typing import Any
 from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
 from gradsmith.discovery.domains import in_domain
 from gradsmith.discovery.formula_domains import in_ball
-from gradsmith.discovery.matrices import structured
+from gradsmith.discovery.matrices import positive_entries, structured
 from gradsmith.discovery.operators import LinearStandIn
 from gradsmith.discovery.placement import place
 from gradsmith.discovery.slots import Slot
@@ -37,7 +37,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
 
     def tensor(shape, slot: Slot) -> Any:
         if (matrix := _matrix(slot, shape)) is not None:
-            value = structured(matrix, tuple(shape), generator, torch.float64)
+            value = structured(matrix, tuple(shape), generator, torch.float64, positive)
         elif slot.hint is not None and slot.hint.domain is not None:
             value = in_domain(tuple(shape), slot.hint.domain, generator)
         elif slot.hint is not None and slot.hint.ball:
@@ -240,7 +240,7 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
                 "them)")
     elif slot.hint is not None and slot.hint.probability:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
-    elif positive:
+    elif positive and positive_entries(_matrix(slot, shape)):
         text = " in [0.5, 1.5)"
     if (matrix := _matrix(slot, shape)) is not None:
         text += f" ({_MATRICES[matrix]}: the code's linear algebra or docstring)"

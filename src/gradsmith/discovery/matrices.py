@@ -194,9 +194,13 @@ def _documented(forward: Any, hints: dict) -> dict[str, str]:
     return found
 
 
-def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any) -> Any:
+def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any,
+               positive: bool = False) -> Any:
     """A matrix of ``kind`` (batched over the leading dimensions of ``shape``, square in the
-    last two): well conditioned, so a solve or a Cholesky factor stays accurate."""
+    last two): well conditioned, so a solve or a Cholesky factor stays accurate. ``positive``
+    (the plan's retry on positive values) makes a ``square`` matrix's entries uniform in
+    [0.5, 1.5); the other kinds keep the values their structure needs (see
+    :func:`positive_entries`)."""
     import torch
 
     n = shape[-1]
@@ -208,6 +212,8 @@ def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any) ->
         value = -value if kind == "negdef" else value
     elif kind == "symmetric":
         value = (b + b.mT) / 2
+    elif kind == "square" and positive:  # x.sqrt() of a square matrix, retried positive
+        value = torch.rand((*lead, n, n), dtype=torch.float64, generator=generator) + 0.5
     elif kind == "square":  # only the shape is asked for (x.reshape(b, d * d))
         value = b
     else:
@@ -215,6 +221,12 @@ def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any) ->
         value = torch.tril(b, -1) * 0.5 + torch.diag_embed(diagonal)
         value = value.mT if kind == "triu" else value
     return value.to(dtype).contiguous()
+
+
+def positive_entries(kind: str | None) -> bool:
+    """Whether :func:`structured` honours ``positive`` for ``kind`` (no kind: a plain tensor,
+    which the builder draws positive itself)."""
+    return kind in (None, "square")
 
 
 def square(shape: list[int]) -> list[int]:
