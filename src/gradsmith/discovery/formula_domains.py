@@ -105,8 +105,10 @@ def _aliases(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
     return names
 
 
-def _param(node: ast.AST, names: dict[str, str]) -> str | None:
-    """The parameter ``node`` stands for, through ``.data``, ``.detach()``, ``.numpy()``..."""
+def _param(node: ast.AST, names: dict[str, str],
+           through: set[str] = _PASS_THROUGH) -> str | None:
+    """The parameter ``node`` stands for, through ``.data`` and the methods ``through``
+    (``.detach()``, ``.numpy()``...)."""
     while True:
         if isinstance(node, ast.Name):
             return names.get(node.id)
@@ -116,7 +118,7 @@ def _param(node: ast.AST, names: dict[str, str]) -> str | None:
         if isinstance(node, ast.Attribute) and node.attr == "data":
             node = node.value
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in _PASS_THROUGH):
+              and node.func.attr in through):
             node = node.func.value
         else:
             return None

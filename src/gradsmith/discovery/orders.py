@@ -25,6 +25,7 @@ from typing import Any
 
 from gradsmith.discovery.contract import _backward_returns, _forward_params
 from gradsmith.discovery.formula_domains import _aliases, _callee
+from gradsmith.discovery.formula_domains import _param as _through
 from gradsmith.discovery.source import parse
 
 _ANGLES = {"atan2", "arctan2", "angle"}
@@ -116,16 +117,8 @@ def _is_angle(node: ast.AST) -> bool:
 
 
 def _param(node: ast.AST, names: dict[str, str]) -> str | None:
-    while True:
-        if isinstance(node, ast.Name):
-            return names.get(node.id)
-        if isinstance(node, ast.Attribute) and node.attr == "data":
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in _SHAPING:
-            node = node.func.value
-        else:
-            return None
+    """The parameter ``node`` stands for, through ``.data`` and shape-changing calls too."""
+    return _through(node, names, _SHAPING)
 
 
 def with_integer_orders(found: Any, call: Any, names: list[str]) -> Any:
