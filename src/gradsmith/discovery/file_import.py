@@ -5,6 +5,11 @@ that fails in the package's ``__init__`` or a sibling, not in the file, and the 
 nothing relative to its package, it is imported alone, as ``python FILE`` runs it (issue 18,
 corpus 8b: a two-class quantizer file in a package whose ``__init__`` needs a detection library
 that is not installed). A standalone file gets a name that cannot clash with an installed module.
+
+A file in a folder without ``__init__.py`` (a namespace package) that imports relative to its
+package is imported as that package's member, rooted at the nearest folder that gives its
+relative imports (and those of the siblings it imports) enough parents (corpus 9b dev:
+PSA-Compress's ``models/psa_modules/lerp_psa.py`` does ``from .psa import psa_func``).
 """
 
 from __future__ import annotations
@@ -21,15 +26,13 @@ from types import ModuleType
 
 def import_file(path: Path) -> ModuleType:
     """The module at ``path``; what it raises on import propagates."""
-    package_parts, root = _package_of(path)
+    level = _relative_level(path)
+    package_parts, root = _package_of(path, level)
     if package_parts:
-        name = ".".join(package_parts + ([] if path.stem == "__init__" else [path.stem]))
-        if str(root) not in sys.path:
-            sys.path.insert(0, str(root))
         try:
-            module = importlib.import_module(name)
+            module = _import_member(path, package_parts, root)
         except Exception as exc:
-            if _reached(exc, path) or _relative_imports(path):
+            if _reached(exc, path) or level != 0:
                 raise
             # The package's __init__ (or a sibling it imports) failed, not the file: a file
             # that imports nothing relative is importable alone, as `python FILE` runs it.
@@ -49,12 +52,30 @@ def _reached(exc: BaseException, path: Path) -> bool:
                for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<"))
 
 
-def _relative_imports(path: Path) -> bool:
+def _import_member(path: Path, package_parts: list[str], root: Path) -> ModuleType:
+    """``path`` imported as its package's member; a root too shallow for the relative imports
+    of a sibling it imports (``from ..utils import``) moves up a namespace folder and retries."""
+    while True:
+        name = ".".join(package_parts + ([] if path.stem == "__init__" else [path.stem]))
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        importlib.invalidate_caches()  # folders made after start-up (namespace packages)
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            deeper = _package_of(path, len(package_parts) + 1)
+            if "beyond top-level package" not in str(exc) or deeper[1] == root:
+                raise
+            package_parts, root = deeper
+
+
+def _relative_level(path: Path) -> int | None:
+    """The most parents a relative import of ``path`` climbs (0: none; None: unreadable)."""
     try:
-        return any(isinstance(n, ast.ImportFrom) and n.level
-                   for n in ast.walk(ast.parse(path.read_text(errors="replace"))))
+        tree = ast.parse(path.read_text(errors="replace"))
     except (OSError, SyntaxError, ValueError):
-        return True
+        return None
+    return max((n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)), default=0)
 
 
 def _standalone(path: Path) -> ModuleType:
@@ -77,10 +98,13 @@ def _standalone(path: Path) -> ModuleType:
     return module
 
 
-def _package_of(path: Path) -> tuple[list[str], Path]:
+def _package_of(path: Path, level: int | None = 0) -> tuple[list[str], Path]:
+    """``path``'s package names and the folder above them: the folders with ``__init__.py``,
+    then, while fewer than ``level`` (relative imports need that many), namespace folders."""
     parts: list[str] = []
     directory = path.resolve().parent
-    while (directory / "__init__.py").exists() and directory.name.isidentifier():
+    while directory.name.isidentifier() and (
+            (directory / "__init__.py").exists() or len(parts) < (level or 0)):
         parts.insert(0, directory.name)
         directory = directory.parent
     return parts, directory
