@@ -91,6 +91,15 @@ def test_a_file_in_a_namespace_folder_imports_its_siblings(
     above = _write(tmp_path / "proj-x" / "above.py", "from ..limits import LIMIT\n")
     with pytest.raises(TargetImportError, match="relative import"):
         load_module("file", above)
+    # a sibling failing as a package member leaves the file's own fallback, imported alone
+    _write(ops / "broken.py", "raise RuntimeError('needs a GPU')\n")
+    guarded = _write(ops / "guarded.py", """
+        try:
+            from .broken import LIMIT
+        except ImportError:
+            LIMIT = 1.0
+    """)
+    assert load_module("file", guarded).LIMIT == 1.0
 
 
 @pytest.mark.parametrize("factor", ["1", "2"])

@@ -32,10 +32,12 @@ def import_file(path: Path) -> ModuleType:
         try:
             module = _import_member(path, package_parts, root)
         except Exception as exc:
-            if _reached(exc, path) or level != 0:
+            namespace = len(package_parts) > len(_package_of(path)[0])
+            if (_reached(exc, path) or level != 0) and not namespace:
                 raise
             # The package's __init__ (or a sibling it imports) failed, not the file: a file
-            # that imports nothing relative is importable alone, as `python FILE` runs it.
+            # that imports nothing relative is importable alone, as `python FILE` runs it. A
+            # namespace member was always tried alone before: it still is (`try: from .x`).
             try:
                 return _standalone(path)
             except Exception:
