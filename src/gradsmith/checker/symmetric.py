@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import torch
 
+from gradsmith.checker import diagonal
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 
@@ -172,7 +173,9 @@ def contracted(session, problem: Problem) -> Problem:
     matrices may return the transpose of the unrestricted gradient; along every symmetric
     direction it is exact, and a perturbation off the symmetric matrices is outside its
     contract. The base point is unchanged (the input is symmetric); ``problem`` itself when no
-    input qualifies."""
+    input qualifies. Diagonal-matrix inputs are first restricted likewise (see
+    :mod:`~gradsmith.checker.diagonal`)."""
+    problem = diagonal.contracted(session, problem)
     square = [t for t, x in enumerate(problem.xs) if _symmetric(problem, t, x)]
     if not square:
         return problem

@@ -242,7 +242,12 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
     elif positive and positive_entries(_matrix(slot, shape)):
         text = " in [0.5, 1.5)"
-    if (matrix := _matrix(slot, shape)) is not None:
+    elif positive and _matrix(slot, shape) == "diagonal":
+        text = " with its diagonal in [0.5, 1.5)"
+    if (matrix := _matrix(slot, shape)) == "diagonal":
+        text += (" (diagonal: backward returns its gradient as a diagonal matrix; compared "
+                 "along diagonal directions)")
+    elif matrix is not None:
         text += f" ({_MATRICES[matrix]}: the code's linear algebra or docstring)"
     if slot.frozen:
         text += " (no grad: backward returns None for it)"

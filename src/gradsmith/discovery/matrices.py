@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from gradsmith.discovery.callees import followed
+from gradsmith.discovery.diagonals import read_diagonals
 from gradsmith.discovery.source import parse
 
 _TRANSPOSES = {"t", "mT", "T", "transpose"}
@@ -40,7 +41,8 @@ _DOC_WORDS = (("positive definite", "spd"), ("positive-definite", "spd"), ("spd"
 
 
 def read_matrices(owner: Any, hints: dict) -> None:
-    """Set ``hints[name].matrix`` (``tril``, ``triu``, ``spd``, ``negdef``, ``symmetric``) for
+    """Set ``hints[name].matrix`` (``tril``, ``triu``, ``spd``, ``negdef``, ``symmetric``,
+    ``diagonal``: see :mod:`~gradsmith.discovery.diagonals`) for
     the parameters of ``owner`` (a Function class) the code uses as structured matrices.
 
     Example:
@@ -72,6 +74,7 @@ def read_matrices(owner: Any, hints: dict) -> None:
         _read(backward, _saved_aliases(parse(forward), backward, hints), hints)
     for name, kind in _documented(forward, hints).items():
         hints[name].matrix = hints[name].matrix or kind
+    read_diagonals(owner, hints)  # backward returns diag_embed(...) for it: diagonal
 
 
 def _saved_aliases(forward: ast.AST | None, backward: ast.AST, hints: dict,
@@ -199,7 +202,8 @@ def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any,
     """A matrix of ``kind`` (batched over the leading dimensions of ``shape``, square in the
     last two): well conditioned, so a solve or a Cholesky factor stays accurate. ``positive``
     (the plan's retry on positive values) makes a ``square`` matrix's entries uniform in
-    [0.5, 1.5); the other kinds keep the values their structure needs (see
+    [0.5, 1.5) (a ``diagonal`` one's diagonal); the other kinds keep the values their
+    structure needs (see
     :func:`positive_entries`)."""
     import torch
 
@@ -212,6 +216,11 @@ def structured(kind: str, shape: tuple[int, ...], generator: Any, dtype: Any,
         value = -value if kind == "negdef" else value
     elif kind == "symmetric":
         value = (b + b.mT) / 2
+    elif kind == "diagonal":  # an eigenvalue matrix: see diagonals
+        values = torch.randn((*lead, n), dtype=torch.float64, generator=generator)
+        if positive:
+            values = torch.rand((*lead, n), dtype=torch.float64, generator=generator) + 0.5
+        value = torch.diag_embed(values)
     elif kind == "square" and positive:  # x.sqrt() of a square matrix, retried positive
         value = torch.rand((*lead, n, n), dtype=torch.float64, generator=generator) + 0.5
     elif kind == "square":  # only the shape is asked for (x.reshape(b, d * d))
