@@ -105,7 +105,10 @@ def test_a_file_in_a_namespace_folder_imports_its_siblings(
 @pytest.mark.parametrize("factor", ["1", "2"])
 def test_a_sibling_reaching_two_parents_up_moves_the_root_up(
         tmp_path, capsys, monkeypatch, factor):
-    # clip.py climbs one parent, the sibling it imports climbs two (`from ..limits import`)
+    # clip.py climbs one parent, the sibling it imports climbs two (`from ..limits import`);
+    # a module named like the folder elsewhere on sys.path would win over a namespace folder
+    _write(tmp_path / "installed" / "models.py", "raise RuntimeError('the wrong models')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "installed"))
     models = tmp_path / "proj-x" / "models"
     _write(models / "limits.py", "LIMIT = 1.0\n")
     _write(models / "ops" / "masks.py", INSIDE.replace("IMPORT", "..limits import LIMIT"))

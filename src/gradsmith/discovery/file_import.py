@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import traceback
@@ -62,6 +63,7 @@ def _import_member(path: Path, package_parts: list[str], root: Path) -> ModuleTy
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
         importlib.invalidate_caches()  # folders made after start-up (namespace packages)
+        _claim_namespaces(package_parts, root)
         try:
             return importlib.import_module(name)
         except ImportError as exc:
@@ -69,6 +71,35 @@ def _import_member(path: Path, package_parts: list[str], root: Path) -> ModuleTy
             if "beyond top-level package" not in str(exc) or deeper[1] == root:
                 raise
             package_parts, root = deeper
+
+
+def _claim_namespaces(package_parts: list[str], root: Path) -> None:
+    """Register the leading folders without ``__init__.py`` as namespace packages rooted at
+    ``root``: Python's finder prefers a module of the same name anywhere later on ``sys.path``
+    (an installed ``models`` or ``ops``) to a namespace folder. A name already imported stays."""
+    folder = root
+    for i, part in enumerate(package_parts):
+        folder = folder / part
+        if (folder / "__init__.py").exists():
+            return
+        name = ".".join(package_parts[:i + 1])
+        if name in sys.modules:
+            if str(folder) not in _locations(sys.modules[name]):
+                return  # another module owns the name: the caller's file check decides
+            continue
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(folder)]
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        if i:
+            setattr(sys.modules[".".join(package_parts[:i])], part, module)
+
+
+def _locations(module: ModuleType) -> list[str]:
+    try:
+        return [str(p) for p in getattr(module, "__path__", None) or []]
+    except Exception:  # a namespace path whose parent is gone cannot be recomputed
+        return []
 
 
 def _relative_level(path: Path) -> int | None:
