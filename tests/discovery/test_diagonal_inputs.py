@@ -78,3 +78,28 @@ def test_a_full_gradient_is_not_read_as_diagonal():
     hints = {"a": Hint(), "b": Hint()}
     read_diagonals(Full, hints)
     assert hints["a"].matrix is None and hints["b"].matrix is None
+
+
+def test_a_diagonal_gradient_of_a_full_matrix_still_fails():
+    # the off-diagonal gradient of x @ a forgotten: backward builds it with diag_embed, but
+    # the code never reads a's diagonal, so a stays a full matrix and the bug is found
+    class Forgot(Function):
+        @staticmethod
+        def forward(ctx, x, a):
+            ctx.save_for_backward(x, a)
+            return x.bmm(a)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, a = ctx.saved_tensors
+            d_a = torch.diagonal(x.transpose(1, 2).bmm(g), dim1=1, dim2=2)
+            return g.bmm(a.transpose(1, 2)), torch.diag_embed(d_a)
+
+    hints = {"x": Hint(), "a": Hint()}
+    read_diagonals(Forgot, hints)
+    assert hints["a"].matrix is None
+    found = synthesize(Forgot)
+    assert isinstance(found, Synthesized), found
+    assert "diagonal" not in found.description
+    report = gradsmith.check(Forgot, *found.args)
+    assert not report.passed and report.errors, report  # a diagonal a would hide it: a PASS
