@@ -84,12 +84,13 @@ QUANT = """
 """
 
 
+# The package's name is its own: a `pkg` another test left in sys.modules would shadow it.
 @pytest.mark.parametrize("factor, passes", [("1", True), ("2", False)])
 def test_a_file_whose_package_init_fails_is_imported_alone(
         tmp_path, capsys, monkeypatch, factor, passes):
-    _write(tmp_path / "pkg" / "__init__.py", INIT)
-    path = _write(tmp_path / "pkg" / "ops" / "clip.py", QUANT.replace("FACTOR", factor))
-    _write(tmp_path / "pkg" / "ops" / "__init__.py", "")
+    _write(tmp_path / "initfails_pkg" / "__init__.py", INIT)
+    path = _write(tmp_path / "initfails_pkg" / "ops" / "clip.py", QUANT.replace("FACTOR", factor))
+    _write(tmp_path / "initfails_pkg" / "ops" / "__init__.py", "")
     monkeypatch.syspath_prepend(str(tmp_path / "elsewhere"))
     code, out = _check(tmp_path, capsys, monkeypatch, f"{path}::Clip")
     assert "import failed" not in out
@@ -104,7 +105,7 @@ def test_a_file_whose_package_init_fails_is_imported_alone(
     (want,) = torch.autograd.grad(y.clamp(-1, 1).sum(), y)
     torch.testing.assert_close(got, want * float(factor))
     # a file importing relative to its package needs the package: its error stays
-    relative = _write(tmp_path / "pkg" / "ops" / "rel.py", "from . import clip\n")
+    relative = _write(tmp_path / "initfails_pkg" / "ops" / "rel.py", "from . import clip\n")
     with pytest.raises(TargetImportError, match="not_installed_anywhere_xyz"):
         load_module("file", relative)
 
