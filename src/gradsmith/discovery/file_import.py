@@ -10,6 +10,9 @@ A file in a folder without ``__init__.py`` (a namespace package) that imports re
 package is imported as that package's member, rooted at the nearest folder that gives its
 relative imports (and those of the siblings it imports) enough parents (corpus 9b dev:
 PSA-Compress's ``models/psa_modules/lerp_psa.py`` does ``from .psa import psa_func``).
+
+The package is imported from the file's own root, ahead of another copy of it earlier on
+``sys.path`` (an installed release of a src-layout project whose ``src/`` is on the path too).
 """
 
 from __future__ import annotations
@@ -60,8 +63,7 @@ def _import_member(path: Path, package_parts: list[str], root: Path) -> ModuleTy
     of a sibling it imports (``from ..utils import``) moves up a namespace folder and retries."""
     while True:
         name = ".".join(package_parts + ([] if path.stem == "__init__" else [path.stem]))
-        if str(root) not in sys.path:
-            sys.path.insert(0, str(root))
+        _root_first(root, package_parts[0])
         importlib.invalidate_caches()  # folders made after start-up (namespace packages)
         _claim_namespaces(package_parts, root)
         try:
@@ -71,6 +73,28 @@ def _import_member(path: Path, package_parts: list[str], root: Path) -> ModuleTy
             if "beyond top-level package" not in str(exc) or deeper[1] == root:
                 raise
             package_parts, root = deeper
+
+
+def _root_first(root: Path, top: str) -> None:
+    """Make ``root`` the place ``top`` is imported from: put it on ``sys.path``, and ahead of an
+    entry that holds another copy of ``top`` (an installed release of a src-layout project whose
+    ``src/`` is on the path too: corpus 9a, tad-mctc's ``storch/linalg.py`` resolved to the
+    installed ``tad_mctc`` and was then imported alone, failing on its relative imports)."""
+    entry = str(root)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+        return
+    if top in sys.modules:
+        return  # already imported: the caller's file check decides
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    places = [spec.origin] if spec and spec.origin else []
+    places += list(spec.submodule_search_locations or []) if spec else []
+    if not any(Path(p).resolve().is_relative_to(root.resolve()) for p in places if p):
+        sys.path.remove(entry)
+        sys.path.insert(0, entry)
 
 
 def _claim_namespaces(package_parts: list[str], root: Path) -> None:
