@@ -139,3 +139,95 @@ def test_a_positive_retry_reports_the_range_its_matrices_have(kind):
         assert in_range and torch.isfinite(value.sqrt()).all()
     else:  # the structure wins, and the column does not claim the range
         assert "in [0.5, 1.5)" not in part
+
+
+def _eigenvalues(wrong: bool = False):
+    class Eigenvalues(Function):
+        """The (complex) eigenvalues of a real square matrix; backward V^-H diag(g) V^H."""
+
+        @staticmethod
+        def forward(ctx, a):
+            vals, vecs = torch.linalg.eig(a)
+            ctx.save_for_backward(vecs)
+            return vals
+
+        @staticmethod
+        def backward(ctx, g):
+            vecs, = ctx.saved_tensors
+            # planted: V for V^-H, the shortcut of a normal matrix, wrong for a random one
+            left = vecs if wrong else torch.linalg.inv(vecs).mH
+            return (left @ torch.diag_embed(g) @ vecs.mH).real
+
+    return Eigenvalues
+
+
+def test_a_complex_output_of_a_real_square_matrix_is_checked_and_passes():
+    # round 9 (corpus 9a, torch_linalg_ext's NormalMatrixEig): eig read the input as square,
+    # but the probe refused the complex eigenvalues on every layout, a skip
+    fn = _eigenvalues()
+    found = synthesize(fn)
+    assert isinstance(found, Synthesized), found
+    (a,) = found.args
+    assert a.shape[-1] == a.shape[-2] and not a.is_complex()
+    assert gradsmith.check(fn, *found.args).passed
+    g = torch.randn(a.shape[:-1], dtype=torch.complex128,
+                    generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(torch.autograd.grad(fn.apply(a), a, g),
+                               torch.autograd.grad(torch.linalg.eigvals(a), a, g))
+
+
+def test_a_planted_wrong_eig_backward_fails():
+    fn = _eigenvalues(wrong=True)
+    found = synthesize(fn)
+    assert isinstance(found, Synthesized), found
+    report = gradsmith.check(fn, *found.args)
+    assert "gradient-mismatch" in report.codes("error"), report
+
+
+class _ComplexWritten(Function):
+    """Eigenpairs of a complex normal matrix: backward V (diag(gL)) V^H returns a complex
+    gradient, which autograd refuses for a real input."""
+
+    @staticmethod
+    def forward(ctx, a):
+        vals, vecs = torch.linalg.eig(a)
+        ctx.save_for_backward(vecs)
+        return vals, vecs
+
+    @staticmethod
+    def backward(ctx, g_vals, g_vecs):
+        vecs, = ctx.saved_tensors
+        return vecs @ torch.diag_embed(g_vals) @ vecs.mH
+
+
+class _ForgotReal(Function):
+    """Re(fft(x)) of a real x; the planted defect: backward returns n * ifft(g) without .real."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.fft.fft(x).real
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.fft.ifft(g) * g.shape[-1]
+
+
+def test_a_function_written_for_complex_inputs_is_a_skip_that_says_so():
+    # torch_linalg_ext's NormalMatrixEig and Eigu (complex normal, unitary matrices): on the
+    # real matrices synthesised, backward's complex gradient raised: a false backward-error
+    from gradsmith.checkrun.task import _explained
+
+    found = synthesize(_ComplexWritten)
+    assert isinstance(found, Synthesized), found
+    assert "written for complex inputs" in found.doubt, found.doubt
+    errors = gradsmith.check(_ComplexWritten, *found.args).codes("error")
+    assert errors and errors <= _explained(found.doubt), errors  # the row: a skip, with why
+    # only behind complex outputs: a real output's backward that forgets .real still FAILs
+    found = synthesize(_ForgotReal)
+    assert isinstance(found, Synthesized), found
+    assert "complex" not in found.doubt, found.doubt
+    assert "backward-error" in gradsmith.check(_ForgotReal, *found.args).codes("error")
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)  # the reference: autograd
+    g = torch.randn(5, dtype=torch.float64)
+    want = torch.autograd.grad(torch.fft.fft(x).real, x, g)[0]
+    torch.testing.assert_close((torch.fft.ifft(g) * 5).real, want)  # only .real was missing

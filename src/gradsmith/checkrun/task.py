@@ -201,7 +201,7 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             who = f"gradsmith.check raised {_describe(exc)}"
         return row(candidate, label, "fail", error="exception", reason=who,
                    elapsed=time.perf_counter() - started)
-    if doubt and report.codes("error") and report.codes("error") <= _RAISED:
+    if doubt and report.codes("error") and report.codes("error") <= _explained(doubt):
         # backward raised on every synthesised layout with an argument of a guessed kind:
         # the inputs', not shown to be the Function's (an error here is demonstrated harm)
         return row(candidate, label, "skip", reason=doubt, inputs=inputs,
@@ -225,6 +225,14 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
 
 # Findings that only say forward or backward raised (see _inputs' doubt).
 _RAISED = frozenset({"backward-error", "forward-error"})
+
+
+def _explained(doubt: str) -> frozenset[str]:
+    """The findings a doubt explains: a complex gradient for a real input (discovery.doubt's
+    complex-output case) is also what the grad-dtype-mismatch beside its backward-error says."""
+    from gradsmith.discovery.probe import COMPLEX_OF_REAL
+
+    return _RAISED | {"grad-dtype-mismatch"} if COMPLEX_OF_REAL in doubt else _RAISED
 
 
 class _Skip(Exception):

@@ -9,7 +9,11 @@ with the reason and a decorator to fill in:
   argument's kind was a guess;
 - an index out of range where forward turns an argument's values into integers
   (``(knots.view(-1, 1) + floored).long()``): the synthesised values were never shown to be
-  valid indices for the other arguments.
+  valid indices for the other arguments;
+- a complex gradient for a real input where forward's outputs are complex on the real inputs
+  (``linalg.eig`` of a real matrix): backward is written for complex inputs, whose structure
+  (normal, unitary) the code does not state; a real-input Function's backward that forgets
+  ``.real`` behind real outputs stays a ``backward-error``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import ast
 import re
 from typing import Any
 
+from gradsmith.discovery.probe import COMPLEX_OF_REAL
 from gradsmith.discovery.slots import _TENSOR_NAMES, Slot, _table_value
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.suggestion import no_inputs_reason
@@ -46,6 +51,12 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
             f"turns the values of {what} into integers used as indices: the synthesised values "
             "are not shown to be valid indices, so the error may be the inputs', not the "
             "Function's", slots, hints, lead="the synthesised inputs are not shown to fit")
+    if raised.endswith(COMPLEX_OF_REAL):
+        return no_inputs_reason(
+            fn, f"backward raised on every synthesised layout (first: {raised}): it returns "
+            "complex gradients for the real inputs synthesised, so it is written for complex "
+            "inputs, of a structure the code does not state", slots, hints,
+            lead="the synthesised inputs are not shown to fit")
     if not _KIND_ERROR.search(raised):
         return ""  # shapes, values, a ctx typo: what backward does with inputs of these kinds
     tensors = [s for s in slots if s.kind == "tensor"]
