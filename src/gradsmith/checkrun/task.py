@@ -29,6 +29,7 @@ from gradsmith.discovery import (
     resolve_ref,
     synthesize,
 )
+from gradsmith.discovery.doubt import phase_doubt
 from gradsmith.isolation.task import exception_text
 from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
@@ -206,6 +207,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
         # the inputs', not shown to be the Function's (an error here is demonstrated harm)
         return row(candidate, label, "skip", reason=doubt, inputs=inputs,
                    elapsed=time.perf_counter() - started)
+    if example_index is None and (phase := phase_doubt(obj, [(f.code, f.message)
+                                                             for f in report.errors])):
+        return row(candidate, label, "skip", reason=phase, inputs=inputs,
+                   elapsed=time.perf_counter() - started)  # eig's vectors, a random cotangent
     if reshaped:  # the exact inputs the findings came from
         record = _repro_record(candidate, obj, seed, sets, inline_limit)
     repro = None if report.passed else record

@@ -75,6 +75,25 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
         lead="the synthesised inputs are not shown to fit")
 
 
+# torch's refusal of a cotangent that depends on the eigenvectors' arbitrary phase (linalg.eig's
+# own backward, called by a Function's): a property of the check's random cotangent, not a defect.
+_PHASE_ERROR = "specified up to multiplication by e^{i phi}"
+
+
+def phase_doubt(fn: Any, errors: list[tuple[str, str]]) -> str:
+    """Why a check's error findings (``(code, message)`` pairs) on synthesised inputs are not
+    the Function's: every one is a backward-error raised by torch's eigenvector phase check,
+    which refuses the random cotangent the check gives complex eigenvectors. Empty otherwise."""
+    if not errors or any(code != "backward-error" or _PHASE_ERROR not in message
+                         for code, message in errors):
+        return ""
+    return no_inputs_reason(
+        fn, "backward raised torch's eigenvector phase error on the synthesised inputs: the "
+        "random cotangent the check gives complex eigenvectors depends on their arbitrary "
+        "phase, so the error is the check's, not the Function's", [], {},
+        lead="the synthesised inputs are not shown to fit")
+
+
 # An index outside its tensor: raised by the values of an index, not by backward's formula.
 _INDEX_ERROR = re.compile(r"index -?\d+ is out of bounds|out of range for|index out of range")
 _INTEGER_CASTS = {"long", "int", "short"}
