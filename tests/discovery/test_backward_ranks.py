@@ -9,14 +9,11 @@ gradient-injection ``Backward`` unpacks three sizes of its gradient the same way
 
 from __future__ import annotations
 
-import importlib.util
-import textwrap
-
 import pytest
 import torch
+from source_cases import check_rows, error_codes, load_source
 
-from gradsmith.checkrun.session import run_check
-from gradsmith.discovery import Source, Synthesized, synthesize
+from gradsmith.discovery import Synthesized, synthesize
 from gradsmith.discovery.hints import forward_hints
 
 CASES = '''
@@ -80,16 +77,8 @@ class SavedSizes(torch.autograd.Function):
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
     path = tmp_path_factory.mktemp("backward_ranks") / "ranks.py"
-    path.write_text(textwrap.dedent(CASES))
-    spec = importlib.util.spec_from_file_location("ranks_case", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # source must be readable: the hints parse it
-    result = run_check([Source("file", str(path), "ranks.py")], isolate=False)
-    return module, {row["name"].rsplit("::", 1)[-1]: row for row in result.rows}
-
-
-def _errors(row):
-    return {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"}
+    rows = check_rows(path, CASES)
+    return load_source(path, "ranks_case"), rows
 
 
 def test_a_rank_unpacked_from_the_gradient_reaches_the_input(cases):
@@ -112,7 +101,7 @@ def test_a_wrong_backward_of_the_same_shape_still_fails(cases):
     _, rows = cases
     wrong = rows["TokenLinearFirstItem"]
     assert wrong["verdict"] == "fail", wrong["text"]
-    assert _errors(wrong) == {"gradient-mismatch"}, wrong["text"]
+    assert error_codes(wrong) == {"gradient-mismatch"}, wrong["text"]
 
 
 def test_ranks_unpacked_from_saved_and_kept_tensors(cases):

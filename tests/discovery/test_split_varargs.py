@@ -6,14 +6,11 @@ slice took everything and a backward that crashes on a frozen input PASSed."""
 
 from __future__ import annotations
 
-import importlib.util
-import textwrap
-
 import pytest
 import torch
+from source_cases import check_rows, error_codes, load_source
 
-from gradsmith.checkrun.session import run_check
-from gradsmith.discovery import Source, Synthesized, synthesize
+from gradsmith.discovery import Synthesized, synthesize
 from gradsmith.discovery.callables import SyntheticFn
 
 CASES = '''
@@ -88,24 +85,11 @@ class Doubled(torch.autograd.Function):
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     path = tmp_path_factory.mktemp("split_varargs") / "checkpoints.py"
-    path.write_text(textwrap.dedent(CASES))
-    result = run_check([Source("file", str(path), "checkpoints.py")], isolate=False)
-    return {row["name"].rsplit("::", 1)[-1]: row for row in result.rows}, path
-
-
-def _module(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # source must be readable: the hints parse it
-    return module
-
-
-def _errors(row):
-    return {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"}
+    return check_rows(path, CASES), path
 
 
 def test_split_varargs_get_as_many_tensors_as_the_int_they_are_split_at(rows):
-    module = _module(rows[1], "checkpoints_case")
+    module = load_source(rows[1], "checkpoints_case")
     found = synthesize(module.ForceGrad)
     assert isinstance(found, Synthesized), found
     run_function, length, *tensors = found.args
@@ -125,9 +109,9 @@ def test_a_backward_that_crashes_on_a_frozen_input_fails(rows):
     by_name, _ = rows
     row = by_name["KeepFlag"]
     assert row["verdict"] == "fail", row["text"]
-    assert _errors(row) == {"needs-input-grad-mismatch"}, row["text"]
+    assert error_codes(row) == {"needs-input-grad-mismatch"}, row["text"]
     # what the finding says happens, shown with torch alone: one input frozen, backward raises
-    module = _module(rows[1], "checkpoints_case2")
+    module = load_source(rows[1], "checkpoints_case2")
     x, mask = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)
     out = module.KeepFlag.apply(SyntheticFn(0.75, False), 2, x, mask)
     with pytest.raises(RuntimeError, match="does not require grad"):
@@ -138,4 +122,4 @@ def test_the_correct_twin_passes_and_a_wrong_backward_still_fails(rows):
     by_name, _ = rows
     assert by_name["ForceGrad"]["verdict"] == "pass", by_name["ForceGrad"]["text"]
     wrong = by_name["Doubled"]
-    assert wrong["verdict"] == "fail" and "gradient-mismatch" in _errors(wrong), wrong["text"]
+    assert wrong["verdict"] == "fail" and "gradient-mismatch" in error_codes(wrong), wrong["text"]

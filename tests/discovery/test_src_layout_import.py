@@ -8,13 +8,11 @@ Reduced cases written here; a wrong backward in the imported file still fails.
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-import torch
+from source_cases import assert_clip_checked, write
 
-from gradsmith.cli import main
 from gradsmith.discovery.collect import load_module
 
 PACKAGE = "gs_srclayout_pkg"  # unique: a package another test left in sys.modules cannot shadow it
@@ -45,18 +43,12 @@ def _forget(monkeypatch):
         del sys.modules[name]
 
 
-def _write(path: Path, source: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(source))
-    return str(path)
-
-
 def _package(root: Path, limit: str, factor: str) -> str:
     """``root/PACKAGE/ops/clip.py``, importing ``LIMIT`` two levels up; returns its path."""
-    _write(root / PACKAGE / "__init__.py", "")
-    _write(root / PACKAGE / "limits.py", f"LIMIT = {limit}\n")
-    _write(root / PACKAGE / "ops" / "__init__.py", "")
-    return _write(root / PACKAGE / "ops" / "clip.py", CLIP.replace("FACTOR", factor))
+    write(root / PACKAGE / "__init__.py", "")
+    write(root / PACKAGE / "limits.py", f"LIMIT = {limit}\n")
+    write(root / PACKAGE / "ops" / "__init__.py", "")
+    return write(root / PACKAGE / "ops" / "clip.py", CLIP.replace("FACTOR", factor))
 
 
 @pytest.mark.parametrize("factor", ["1", "2"])
@@ -71,17 +63,4 @@ def test_a_src_layout_file_is_imported_from_its_own_src_not_an_installed_copy(
     assert Path(module.__file__).resolve() == Path(path).resolve()
     assert module.__name__ == f"{PACKAGE}.ops.clip"
     assert module.LIMIT == 1.0  # its own package's limits.py, not the installed one's
-    # the reference: autograd of clamp agrees with the right backward
-    x = torch.tensor([-2.0, -0.5, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
-    (got,) = torch.autograd.grad(module.Clip.apply(x).sum(), x)
-    y = x.detach().clone().requires_grad_()
-    (want,) = torch.autograd.grad(y.clamp(-1, 1).sum(), y)
-    torch.testing.assert_close(got, want * float(factor))
-    monkeypatch.chdir(tmp_path)
-    code = main(["check", f"{path}::Clip", "--no-isolate", "--no-compat"])
-    out = capsys.readouterr().out
-    assert "import failed" not in out
-    assert (code == 0) is (factor == "1")
-    assert ("1 passed" in out) is (factor == "1")
-    if factor != "1":
-        assert "gradient-mismatch" in out
+    assert_clip_checked(tmp_path, capsys, monkeypatch, path, factor)

@@ -17,14 +17,11 @@ one that unpacks a variable number (``*grads``) leaves it to the split and the m
 
 from __future__ import annotations
 
-import importlib.util
-import textwrap
-
 import pytest
 import torch
+from source_cases import check_rows, error_codes, load_source
 
-from gradsmith.checkrun.session import run_check
-from gradsmith.discovery import Source, Synthesized, synthesize
+from gradsmith.discovery import Synthesized, synthesize
 
 CASES = '''
 import torch
@@ -128,25 +125,12 @@ class FixedFiveHalved(torch.autograd.Function):
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     path = tmp_path_factory.mktemp("varargs_conventions") / "conventions.py"
-    path.write_text(textwrap.dedent(CASES))
-    result = run_check([Source("file", str(path), "conventions.py")], isolate=False)
-    return {row["name"].rsplit("::", 1)[-1]: row for row in result.rows}, path
-
-
-def _module(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # source must be readable: the hints parse it
-    return module
-
-
-def _errors(row):
-    return {f["code"] for f in row["report"]["findings"] if f["severity"] == "error"}
+    return check_rows(path, CASES), path
 
 
 def test_a_split_tail_after_a_module_holds_its_parameters(rows):
     by_name, path = rows
-    module = _module(path, "conventions_ckpt")
+    module = load_source(path, "conventions_ckpt")
     found = synthesize(module.ParamCkpt)
     assert isinstance(found, Synthesized), found
     func, n, *rest = found.args
@@ -170,12 +154,12 @@ def test_a_wrong_parameter_gradient_through_the_tail_still_fails(rows):
     by_name, _ = rows
     wrong = by_name["ParamCkptDoubled"]
     assert wrong["verdict"] == "fail", wrong["text"]
-    assert _errors(wrong) == {"gradient-mismatch"}, wrong["text"]
+    assert error_codes(wrong) == {"gradient-mismatch"}, wrong["text"]
 
 
 def test_a_fixed_count_of_returned_gradients_sizes_varargs(rows):
     by_name, path = rows
-    module = _module(path, "conventions_fixed")
+    module = load_source(path, "conventions_fixed")
     found = synthesize(module.FixedFive)
     assert isinstance(found, Synthesized), found
     assert len(found.args) == 5, found.description  # *args empty, as backward's five say
@@ -196,8 +180,8 @@ def test_a_wrong_backward_with_a_fixed_count_still_fails(rows):
     by_name, _ = rows
     wrong = by_name["FixedFiveHalved"]
     assert wrong["verdict"] == "fail", wrong["text"]
-    assert "wrong-grad-count" not in _errors(wrong), wrong["text"]
-    assert _errors(wrong) & {"gradient-mismatch", "undeclared-estimator"}, wrong["text"]
+    assert "wrong-grad-count" not in error_codes(wrong), wrong["text"]
+    assert error_codes(wrong) & {"gradient-mismatch", "undeclared-estimator"}, wrong["text"]
 
 
 CALLED_WITH_MORE = '''
@@ -225,12 +209,11 @@ def scaled(x, w):
 
 def test_a_call_site_passing_more_keeps_the_wrong_count_caught(tmp_path):
     path = tmp_path / "called.py"
-    path.write_text(textwrap.dedent(CALLED_WITH_MORE))
-    row, = run_check([Source("file", str(path), "called.py")], isolate=False).rows
+    row, = check_rows(path, CALLED_WITH_MORE).values()
     assert row["verdict"] == "fail", row["text"]
-    assert "wrong-grad-count" in _errors(row), row["text"]
+    assert "wrong-grad-count" in error_codes(row), row["text"]
     # what the finding says, shown with torch alone: the caller's call raises in backward
-    module = _module(path, "called_case")
+    module = load_source(path, "called_case")
     x = torch.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="incorrect number of gradients"):
         module.scaled(x, torch.ones(3, requires_grad=True)).sum().backward()
