@@ -30,6 +30,7 @@ from gradsmith.discovery import (
     synthesize,
 )
 from gradsmith.discovery.doubt import phase_doubt
+from gradsmith.discovery.probe import COMPLEX_OF_REAL
 from gradsmith.isolation.task import exception_text
 from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
@@ -235,8 +236,6 @@ _RAISED = frozenset({"backward-error", "forward-error"})
 def _explained(doubt: str) -> frozenset[str]:
     """The findings a doubt explains: a complex gradient for a real input (discovery.doubt's
     complex-output case) is also what the grad-dtype-mismatch beside its backward-error says."""
-    from gradsmith.discovery.probe import COMPLEX_OF_REAL
-
     return _RAISED | {"grad-dtype-mismatch"} if COMPLEX_OF_REAL in doubt else _RAISED
 
 

@@ -16,7 +16,7 @@ import ast
 from typing import Any
 
 from gradsmith.discovery.slots import Slot, _table_value
-from gradsmith.discovery.source import parse, stored_on_ctx
+from gradsmith.discovery.source import parse, read_parameter, stored_on_ctx
 
 __all__ = ["numbered_plans", "required_numbers"]
 
@@ -50,7 +50,7 @@ def required_numbers(owner: Any, target: Any, names: list[str]) -> set[str]:
     stored: dict[str, str] = {}
     for tree in methods:
         stored.update(stored_on_ctx(tree, names))
-    known = set(names)
+    known = {n: n for n in names}
     guarded: set[str] = set()
     numeric: set[str] = set()
     for tree in filter(None, methods):
@@ -63,29 +63,19 @@ def required_numbers(owner: Any, target: Any, names: list[str]) -> set[str]:
     return {n for n in guarded if n in numeric or _number(_table_value(n))}
 
 
-def _param(node: ast.AST, known: set[str], stored: dict[str, str]) -> str | None:
-    """The parameter ``node`` names: ``P`` or ``ctx.P`` (what forward stored there)."""
-    if isinstance(node, ast.Name) and node.id in known:
-        return node.id
-    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id == "ctx"):
-        return stored.get(node.attr)
-    return None
-
-
-def _tested(test: ast.AST, op: type, known: set[str], stored: dict[str, str]) -> set[str]:
+def _tested(test: ast.AST, op: type, known: dict[str, str], stored: dict[str, str]) -> set[str]:
     """Parameters compared with None by ``op`` (``is not``/``is``) anywhere in ``test``."""
     found = set()
     for node in ast.walk(test):
         if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], op)
                 and isinstance(node.comparators[0], ast.Constant)
                 and node.comparators[0].value is None
-                and (name := _param(node.left, known, stored)) is not None):
+                and (name := read_parameter(node.left, known, stored)) is not None):
             found.add(name)
     return found
 
 
-def _numeric_uses(node: ast.AST, known: set[str], stored: dict[str, str]) -> set[str]:
+def _numeric_uses(node: ast.AST, known: dict[str, str], stored: dict[str, str]) -> set[str]:
     """Parameters ``node`` uses as a number: an operand of arithmetic, or ``range(P)``."""
     if isinstance(node, ast.BinOp):
         operands = [node.left, node.right]
@@ -96,7 +86,7 @@ def _numeric_uses(node: ast.AST, known: set[str], stored: dict[str, str]) -> set
         operands = list(node.args)
     else:
         return set()
-    return {n for o in operands if (n := _param(o, known, stored)) is not None}
+    return {n for o in operands if (n := read_parameter(o, known, stored)) is not None}
 
 
 def _number(value: Any) -> bool:

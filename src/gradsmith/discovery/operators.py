@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradsmith.discovery.source import parse as _parse
-from gradsmith.discovery.source import stored_on_ctx
+from gradsmith.discovery.source import read_parameter, stored_on_ctx
 
 # Not a bare "t": star/start would pair up.
 _ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")
@@ -85,12 +85,7 @@ def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
 def _read(tree: ast.AST, local: dict[str, str], stored: dict[str, str],
           used: dict[str, set[str]], called: set[str]) -> None:
     def param(node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            return local.get(node.id)
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id == "ctx"):
-            return stored.get(node.attr)
-        return None
+        return read_parameter(node, local, stored)
 
     for node in ast.walk(tree):  # op = ctx.op
         if isinstance(node, ast.Assign) and param(node.value) is not None:

@@ -93,6 +93,22 @@ def stored_on_ctx(tree: ast.AST | None, names: list[str]) -> dict[str, str]:
     return found
 
 
+def read_parameter(node: ast.AST, local: dict[str, str], stored: dict[str, str]) -> str | None:
+    """The forward parameter ``node`` reads: a name bound to one (``local``: name -> parameter)
+    or ``ctx.attr`` where forward stored one (``stored``, from :func:`stored_on_ctx`).
+
+    Example:
+        >>> read_parameter(ast.parse("ctx.k", mode="eval").body, {"x": "x"}, {"k": "order"})
+        'order'
+    """
+    if isinstance(node, ast.Name):
+        return local.get(node.id)
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "ctx"):
+        return stored.get(node.attr)
+    return None
+
+
 def _inputs_parameter(tree: ast.AST) -> str | None:
     """The name of setup_context's ``inputs`` parameter, if ``tree`` defines one."""
     for node in ast.walk(tree):
