@@ -200,3 +200,47 @@ def test_extension_functions_a_subclass_binds_and_the_base_backward_calls(tmp_pa
     assert _gs215(fns) == [line]
     fns.write_text(_GROUP.replace("SCN.expm, SCN.expm_backward", "torch.exp, torch.mul"))
     assert _gs215(fns) == []
+
+
+def test_extension_of_a_namespace_package_declared_by_its_full_name(tmp_path):
+    """SoftGroup: the top folder has no __init__.py (a namespace package), so the Function's
+    module is read as `ops.functions` and `from . import ops` as `ops.ops`; the top-level
+    setup.py builds `top.ops.ops`, the same place on disk: a compiled extension."""
+    (tmp_path / "top" / "ops").mkdir(parents=True)
+    (tmp_path / "top" / "ops" / "__init__.py").write_text("from .functions import *\n")
+    fns = tmp_path / "top" / "ops" / "functions.py"
+    text = _FNS.replace("from . import SCN", "from . import ops").replace("SCN.", "ops.")
+    fns.write_text(text)
+    line = text.splitlines().index("        return ops.square_backward(x, g)") + 1
+    assert _gs215(tmp_path) == []  # no setup.py: nothing says `ops` is compiled
+    (tmp_path / "setup.py").write_text(_SETUP.replace("'proj.SCN'", "'top.ops.ops'"))
+    assert _gs215(tmp_path) == [line]  # Square; SquareOnce is @once_differentiable
+    (tmp_path / "setup.py").write_text(_SETUP.replace("'proj.SCN'", "'other.ops.ops'"))
+    assert _gs215(tmp_path) == []  # built elsewhere: not the module imported here
+
+
+_LOADER = (
+    "import os\n\nimport torch\nfrom torch.utils.cpp_extension import load\n\n"
+    "here = os.path.dirname(__file__)\n\n"
+    "if torch.cuda.is_available():\n"
+    "    gpu = load('square_cuda', [os.path.join(here, 'square.cu')], verbose=False)\n"
+)
+
+
+def test_extension_loaded_in_a_sibling_package_and_reached_through_it(tmp_path):
+    """PAConv: `src/__init__.py` builds `gpu = load(...)` under an `if`, and the Function's
+    module does `from .. import src` and calls `src.gpu.fn(...)`: three names deep."""
+    fns = _project(tmp_path, setup=None)
+    (tmp_path / "proj" / "functions").mkdir()
+    (tmp_path / "proj" / "functions" / "__init__.py").write_text("")
+    (tmp_path / "proj" / "src").mkdir()
+    (tmp_path / "proj" / "src" / "__init__.py").write_text(_LOADER)
+    fns.unlink()
+    fns = tmp_path / "proj" / "functions" / "square.py"
+    text = _FNS.replace("from . import SCN", "from .. import src").replace("SCN.", "src.gpu.")
+    fns.write_text(text)
+    line = text.splitlines().index("        return src.gpu.square_backward(x, g)") + 1
+    assert _gs215(tmp_path) == [line]
+    (tmp_path / "proj" / "src" / "__init__.py").write_text(
+        "class gpu:\n    @staticmethod\n    def square_backward(x, g):\n        return 2 * x * g\n")
+    assert _gs215(tmp_path) == []  # Python code: autograd sees it

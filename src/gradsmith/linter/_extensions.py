@@ -305,11 +305,12 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
         ".".join([target, *parts[1:-1]]), scope.sym
     ):
         return ""  # `import sparseconvnet.SCN` then `sparseconvnet.SCN.fn(...)`
-    if len(parts) == 2 and target and scope.depth < _FOLLOW:
+    if len(parts) >= 2 and target and scope.depth < _FOLLOW:
         other = module_named(modules_of(scope.sym_of), target, scope.sym)
-        if other is not None and other is not scope.sym and last in names(
+        if other is not None and other is not scope.sym and parts[1] in names(
                 other, scope.sym_of, scope.depth + 1):
-            return ""  # `from . import impl` then `impl.fn(...)`, `fn = _wrap(_ext.fn)` there
+            return ""  # `from . import impl` then `impl.fn(...)`, `fn = _wrap(_ext.fn)` there,
+            # or `from .. import src` then `src.gpu.fn(...)`, `gpu = load(...)` in src
     if len(parts) == 1 and star(scope.sym, head, scope.sym_of):
         return " (star import)"
     if len(parts) == 1 and not scope.sym.stars and free(scope.sym, head) \

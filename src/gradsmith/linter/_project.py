@@ -14,12 +14,14 @@ from gradsmith.linter._symbols import ModuleSymbols, statements
 #: Folders above a file searched for ``setup.py``.
 _MAX_UP = 8
 _SETUPS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+_BUILT_AT: dict[str, frozenset[str]] = {}  # folder -> where the setup.py files above build
 _LISTINGS: dict[str, frozenset[str]] = {}  # folder -> names of its compiled modules
 
 
 def forget() -> None:
     """Drop what was read from disk during the last run (called when an analysis ends)."""
     _SETUPS.clear()
+    _BUILT_AT.clear()
     _LISTINGS.clear()
     _LINTED_SETUPS.clear()
 
@@ -52,8 +54,32 @@ def is_extension_module(qual: str, sym: ModuleSymbols) -> bool:
         if part in declared and not _has_source(".".join(parts[: i + 1]), roots):
             return True  # (`make_cuda_ext(name="x_cuda", module="pkg.ops")`)
     head, _, _ = qual.rpartition(".")
-    return any(module and _compiled(module, roots) and not _has_source(module, roots)
-               for module in (qual, head))
+    return any(module and (_compiled(module, roots) or _built_here(module, sym))
+               and not _has_source(module, roots) for module in (qual, head))
+
+
+def _built_here(module: str, sym: ModuleSymbols) -> bool:
+    """``module``, read from the importer's package root, is the file a setup.py above
+    builds: ``from . import ops`` in ``softgroup/ops/functions.py`` of a namespace package
+    (no ``softgroup/__init__.py``, so the importer is ``ops.functions``) names the
+    ``softgroup.ops.ops`` the project's top-level setup.py declares, at the same place."""
+    path = sym.source.path
+    if not os.path.isfile(path):
+        return False
+    built = _built_at(os.path.dirname(os.path.abspath(path)))
+    return bool(built) and os.path.join(_package_root(sym)[0], *module.split(".")) in built
+
+
+def _built_at(folder: str) -> frozenset[str]:
+    """Where the setup.py files of ``folder`` and above put their extensions (the setup.py's
+    folder joined with the declared dotted name)."""
+    found = _BUILT_AT.get(folder)
+    if found is None:
+        roots = _setup_names(folder)[1]
+        found = _BUILT_AT[folder] = frozenset(
+            os.path.join(root, *name.split("."))
+            for root in roots for name in _declared(os.path.join(root, "setup.py")))
+    return found
 
 
 def is_python_module(qual: str, sym: ModuleSymbols) -> bool:
