@@ -177,7 +177,11 @@ What the analysis takes into account, so that an error is always worth stopping 
   (`load(name='plugin', ...)` then `import plugin`); an attribute of one (`fn = module.fn`, `getattr(_C,
   name)`), what a helper returns from one (`bw_fn = get_function(name)`), what a linted
   helper wrapping its argument returns (`fn = _wrap(_impl.fn)`, `_wrap` returning a closure
-  that calls it), also reached as an attribute of the linted module (`impl.fn(g)`). A Python
+  that calls it), also reached as an attribute of the linted module (`impl.fn(g)`, or
+  `src.gpu.fn(g)` after `from .. import src` when `src` binds `gpu = load(...)`). A module
+  the code imports counts as the one a `setup.py` declares when both name the same place on
+  disk (`from . import ops` in `top/ops/functions.py` of a namespace package, no
+  `top/__init__.py`, is the `top.ops.ops` a top-level setup.py builds). A Python
   module or package of an extension's name in the tree is Python code, not an extension,
   except a package whose own folder holds the setup.py that builds that name
   (`gridding/setup.py` building `gridding`: its `import gridding` is the compiled module);
