@@ -120,7 +120,13 @@ What the analysis takes into account, so that an error is always worth stopping 
   `labels.int()`, an input annotated `torch.IntTensor`, `torch.cat`/`torch.stack` of
   such parts) or marked non-differentiable,
   no output can carry a gradient and backward never runs: a wrong gradient count there
-  is GS229 (a warning), not GS108 or GS110. When forward returns different numbers of
+  is GS229 (a warning), not GS108 or GS110. When the other outputs are tensors made with
+  `x.new()` (or `new_empty`...) from an input forward does not rebind, filled in place by
+  a compiled extension (`_C.voxelize(coords, out)`), their dtype is the callers': if
+  backward returns only None, nothing in forward asks for a gradient and no linted call
+  passes a floating tensor for that input (`x.float()`, `torch.randn`, `dtype=torch.float32`),
+  the wrong count is GS248 (a warning: it fails only when that input is floating). When
+  forward returns different numbers of
   outputs on different branches (`return out, map` only under `return_map=True`) and
   backward's parameters fit some of them, the others are GS246 (a warning: which branch
   runs depends on the callers); no branch fitting is not reported.

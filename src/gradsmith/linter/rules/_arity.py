@@ -12,6 +12,7 @@ from gradsmith.linter.rules._direct import is_none
 from gradsmith.linter.rules._fallthrough import idle_fallthrough, not_none_beyond, raising_calls
 from gradsmith.linter.rules._latent import GS229, GS246, int_inputs, no_gradient_outputs
 from gradsmith.linter.rules._listish import is_list
+from gradsmith.linter.rules._unknown_dtype import GS248, count_if_floating
 
 _H = "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n"
 _B = "\n    @staticmethod\n    def backward(ctx, g):\n"
@@ -121,7 +122,7 @@ def _returns(facts: Facts, method) -> list[tuple[ast.Return, int | None, ast.exp
     return out
 
 
-@checker(GS108, GS209, GS109, GS110, GS229, GS246)
+@checker(GS108, GS209, GS109, GS110, GS229, GS246, GS248)
 def check_returns(facts: Facts, report) -> None:
     backward, forward = facts.method("backward"), facts.method("forward")
     if backward is None or forward is None or facts.inputs is None:
@@ -210,7 +211,8 @@ def _is_none_test(test: ast.expr, names: set[str]) -> bool:
 
 
 class _LatentCode:
-    """GS229 when no output can carry a gradient, else GS108; decided when first asked
+    """GS229 when no output can carry a gradient, GS248 when that depends on an input's
+    dtype the code does not show, else GS108; decided when first asked
     (the callers' evidence for integer inputs is looked up only for a wrong count)."""
 
     def __init__(self, facts: Facts, forward) -> None:
@@ -221,7 +223,8 @@ class _LatentCode:
             ctx = self.facts.ctx_of(self.forward)
             latent = no_gradient_outputs(self.forward, ctx) or no_gradient_outputs(
                 self.forward, ctx, int_inputs(self.facts))
-            self.code = "GS229" if latent else "GS108"
+            self.code = "GS229" if latent else "GS248" if count_if_floating(
+                self.facts, self.forward) else "GS108"
         return self.code
 
 

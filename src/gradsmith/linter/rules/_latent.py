@@ -139,6 +139,14 @@ def no_gradient_outputs(method, ctx: str | None, int_inputs: frozenset = frozens
         >>> no_gradient_outputs(Method("forward", node, None, set()), "ctx")
         True
     """
+    outputs, bound, unknown, known = forward_outputs(method, ctx, int_inputs)
+    return bool(outputs) and all(
+        integer(e, bound, unknown, known) for e in outputs)
+
+
+def forward_outputs(method, ctx: str | None, int_inputs: frozenset = frozenset()):
+    """(outputs forward returns, the values each local name is bound to, names bound in
+    ways not followed, names known to be integer or marked non-differentiable)."""
     marked = non_differentiable(method, ctx)
     bound: dict[str, list[ast.expr]] = {}
     unknown: set[str] = set()
@@ -160,8 +168,13 @@ def no_gradient_outputs(method, ctx: str | None, int_inputs: frozenset = frozens
     annotated = {a.arg for a in (*method.node.args.posonlyargs, *method.node.args.args,
                                  *method.node.args.kwonlyargs) if _int_annotation(a.annotation)}
     known = marked | {n for n in int_inputs | annotated if n not in bound and n not in unknown}
-    return bool(outputs) and all(
-        _integer(e, bound, unknown, known, 0) for e in outputs)
+    return outputs, bound, unknown, known
+
+
+def integer(expr: ast.expr, bound, unknown, known) -> bool:
+    """``expr`` (in the method :func:`forward_outputs` read) is an integer/bool tensor or
+    a name marked non-differentiable."""
+    return _integer(expr, bound, unknown, known, 0)
 
 
 def _int_annotation(annotation: ast.expr | None) -> bool:
