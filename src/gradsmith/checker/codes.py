@@ -198,6 +198,12 @@ ROWS: dict[str, Code] = {
         "`eigvalsh`, `cholesky`): its gradient was compared along symmetric directions "
         "(E_ij + E_ji), the analytic gradient folded onto the read triangle",
         "nothing; a backward wrong along a symmetric direction still fails"),
+    "gauge-aligned": Code(
+        "info", "gradients",
+        "an output with orthonormal columns or rows (singular or eigen vectors, each defined "
+        "up to a sign or phase): finite differences and backward were compared with each "
+        "vector's sign/phase aligned to the base point's",
+        "nothing; a backward wrong along any direction but a vector's own phase still fails"),
     "missing-param-grad": Code(
         "error", "gradients",
         "the parameters of a module argument get no gradient (the checkpointing pattern with "

@@ -11,6 +11,7 @@ import torch
 from gradsmith.checker import (
     approximating,
     estimators,
+    gauge,
     kernels,
     numerics,
     probe,
@@ -114,6 +115,8 @@ def run(session: Session) -> list[Finding]:
     if session.options.unbiased:
         return stochastic.on_average(session, session.problem, None, NAME)
     problem = symmetric.contracted(session, session.problem)  # stated symmetric inputs
+    gauged = gauge.orthonormal_axes(problem)  # singular/eigen vectors: sign/phase aligned
+    problem = gauge.aligned(problem, gauged)
     results = compare(session, problem, NAME)
     at_returned_precision(session, results)
     symmetric_notes = session.cache[f"symmetric:{NAME}"]
@@ -134,7 +137,7 @@ def run(session: Session) -> list[Finding]:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
     if not any(res.failed for res in results):
         findings += not_exercised(session.cache["vjp:gradients"][1], results, NAME)
-    return findings + symmetric_notes
+    return findings + symmetric_notes + gauge.finding(problem, gauged, NAME)
 
 
 def _returned_eps(session: Session) -> dict[str | None, float]:
