@@ -43,6 +43,7 @@ from gradsmith.checker import (
     clamped_forward,
     declared,
     gathered,
+    ignored_args,
     spread,
     surrogate_fit,
 )
@@ -210,7 +211,8 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
     if len(split) != 1:
         return None
     subject = session.subject
-    numbers = _numbers(session, names)
+    # a parameter forward ignores (a learnable surrogate's slope) as ``alpha.detach()``
+    numbers = _numbers(session, ignored_args.detached_names(session, names, grads))
     params = ", ".join(names)
     chosen = []
     for t in range(len(subject.labels)):
@@ -244,7 +246,9 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
             # agreeing at the check's inputs may be luck (no element between -1 and a window
             # edge at -0.86): the term must also agree with the input spread over a grid
             if (got is not None and _matches(grads[t], got[t], session)
-                    and spread.holds(session, "surrogate", fn, [t])):
+                    and spread.holds(session, "surrogate", fn, [t])
+                    and ignored_args.holds_moved(session, lambda xs, want, fn=fn, t=t: _agrees(
+                        session, fn, xs, split, want, t), split, grads)):
                 chosen.append(term)
                 break
         else:
@@ -261,6 +265,12 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
     if (len(chosen) > 1 or len(with_grad) > 1) and not spread.holds(session, "surrogate", fn):
         return None
     return body
+
+
+def _agrees(session, fn, xs, split, want, t) -> bool:
+    """Whether surrogate ``fn``'s gradient of input ``t`` at ``xs`` is ``want[t]``."""
+    got = _try(session, "surrogate", fn, None, xs, split)
+    return got is not None and _matches(want[t], got[t], session)
 
 
 def _factor(c: float, numbers: list[tuple[str, float]]) -> str:
