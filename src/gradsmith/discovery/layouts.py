@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gradsmith.discovery.adjoint_pairs import operand_layout
 from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.matrices import square
 from gradsmith.discovery.slots import Slot
@@ -53,7 +54,9 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
 def layouts_for(slots: list[Slot]):
     """Layouts in the order tried: each adjusted to the hints first, then as it is."""
     seen = set()
-    for layout in [*_built_layouts(slots), *_unit_layouts(slots), *_feature_layouts(slots)]:
+    operands = operand_layout(slots)  # `matrix @ x` with x listed first: a matrix, not a vector
+    for layout in [*_built_layouts(slots), *_unit_layouts(slots), *_feature_layouts(slots),
+                   *([operands] if operands else [])]:
         seen.add(layout)
         yield layout
     for layout in LAYOUTS:

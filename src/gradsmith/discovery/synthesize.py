@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradsmith.discovery.adjoint_pairs import with_adjoints
 from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
@@ -52,6 +53,7 @@ from gradsmith.discovery.from_code import inputs_from_code
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
+from gradsmith.discovery.int_lists import explained, int_lists, with_int_lists
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.lengths import read_fft_lengths
@@ -172,6 +174,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         plans = [with_dtypes(plan, kinds, required) for plan in plans]
     compared = equality_sentinels(target, names)
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
+    lists = int_lists(target, names)  # for n, axis in enumerate(dims): cuts[n]
+    plans = with_int_lists(plans, lists)
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen
@@ -205,6 +209,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                     continue
                 found = replace(found, doubt=doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):
+                found = with_adjoints(found, names, frozen)  # matrix_adjoint = matrix.mH
+                found = replace(found, description=explained(found.description, lists))
                 return stated_or(fn, params, hints, seed,
                                  with_note(found, note if dtype == "float32" else ""))
             errors += [found] if dtype == "float64" else []
