@@ -153,7 +153,23 @@ def test_only_orthonormal_outputs_are_aligned():
     x = torch.tensor([[3.0, 1.0], [1.0, 2.0], [0.5, 0.0]], dtype=torch.float64)
     q = torch.linalg.qr(x)[0]
     problem = Problem(lambda xs, fresh: [xs[0], xs[0] @ q.mT, xs[0].sum(0)], [q], ["q"])
-    assert gauge.orthonormal_axes(problem) == {0: ("columns",)}
+    assert gauge.orthonormal_axes(problem) == {0: [("columns", None)]}
     plain = Problem(lambda xs, fresh: [xs[0] * 2], [x], ["x"])
     assert gauge.orthonormal_axes(plain) == {}
     assert gauge.aligned(plain, {}) is plain
+
+
+def _rank_deficient(x: torch.Tensor):
+    """U (5, 5) of a (5, 2) matrix from the eigenvectors of x x^T: three zero singular
+    values, whose vectors may rotate freely among themselves."""
+    vals, vecs = torch.linalg.eigh(x @ x.mT)
+    return vecs, vals.clamp_min(0).sqrt()
+
+
+def test_vectors_of_a_repeated_value_are_not_compared():
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(5, 2, dtype=torch.float64, generator=gen)
+    problem = Problem(lambda xs, fresh: list(_rank_deficient(xs[0])), [x], ["x"])
+    plan = gauge.orthonormal_axes(problem)
+    assert list(plan) == [0] and plan[0][0][0] == "columns"
+    assert plan[0][0][1].tolist() == [True, True, True, False, False]
