@@ -281,3 +281,7 @@ def _solved_warning(problem: Problem, res: numerics.InputResult, check: str) -> 
         "approximate=True to have the gradient's quality measured", check, res.label,
         {"converged_forward": True, "steps": list(SOLVED_STEPS),
          "elements": [e.index for e in res.mismatches[:20]]})
+
+
+# Shared with :mod:`gradsmith.checker.unresolved_solve` (a solve no step of the ladder resolves).
+central = _central

@@ -41,6 +41,7 @@ from gradsmith.checker import (
     substituted,
     suggest,
     truncated,
+    unresolved_solve,
 )
 from gradsmith.checker.deploy._common import forward_is_random
 from gradsmith.checker.estimator_signature import Signature, describe
@@ -107,6 +108,11 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
             return [], set()
         sigs, declaration = cut
         return [_with_elements(_finding(sigs, declaration, []), results)], set(sigs)
+    # an iterative solve that no step resolves (collapsed off its domain): unchecked, not an
+    # estimator
+    unresolved = unresolved_solve.finding(session, problem, results, sigs, NAME)
+    if unresolved is not None:
+        return [unresolved], set(sigs)
     declaration = _pasteable(session, _declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
