@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gradsmith.discovery.adjoint_pairs import operand_layout
+from gradsmith.discovery.grid_samples import grid_layout
 from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.matrices import square
 from gradsmith.discovery.slots import Slot
@@ -55,8 +56,9 @@ def layouts_for(slots: list[Slot]):
     """Layouts in the order tried: each adjusted to the hints first, then as it is."""
     seen = set()
     operands = operand_layout(slots)  # `matrix @ x` with x listed first: a matrix, not a vector
+    grids = grid_layout(slots)  # grid_sample(x, grid): x (N, C, H, W), grid (N, H, W, 2)
     for layout in [*_built_layouts(slots), *_unit_layouts(slots), *_feature_layouts(slots),
-                   *([operands] if operands else [])]:
+                   *(extra for extra in (operands, grids) if extra)]:
         seen.add(layout)
         yield layout
     for layout in LAYOUTS:

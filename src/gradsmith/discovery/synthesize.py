@@ -48,8 +48,11 @@ from gradsmith.discovery.defaults import (
 from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
+from gradsmith.discovery.eigenpairs import eigenpairs, with_eigenpairs
 from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code
+from gradsmith.discovery.function_pairs import adjoint_pairs
+from gradsmith.discovery.grid_samples import read_grids, shape_params, with_shapes
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
@@ -153,6 +156,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
     read_fft_lengths(target, owner, hints)  # rfft(y, n=n, axis=0): n also below y's length
     read_kernel_args(target, owner, hints)  # tl.load(t_ptr) == cols: a class index; ACT == 0
+    read_grids(target, owner, hints)  # F.grid_sample(x, grid): (N, H, W, 2) in [-1, 1]
     errors: list[str] = []  # forward's error on each float64 plan, as tried (see probe.tried)
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -168,7 +172,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
         plans = with_none_defaults([with_defaults(plan, stated, required) for plan in plans],
                                    stated, frozenset(frozen))
-    if operators := linear_operators(owner, names):  # A(x) in forward, A.adjoint(g) in backward
+    operators = {**adjoint_pairs(owner, names), **linear_operators(owner, names)}
+    if operators:  # A(x) in forward, A.adjoint(g) in backward; fw(x) with its adjoint bw
         plans = [with_operators(plan, operators) for plan in plans]
     if kinds := dtype_arguments(target, names):  # torch.zeros(n, dtype=dtype, device=device)
         plans = [with_dtypes(plan, kinds, required) for plan in plans]
@@ -176,6 +181,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
     lists = int_lists(target, names)  # for n, axis in enumerate(dims): cuts[n]
     plans = with_int_lists(plans, lists)
+    if shapes := shape_params(target, names):  # torch.empty(1).broadcast_to(xshape): a shape
+        plans = [with_shapes(plan, shapes) for plan in plans] + plans
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen
@@ -210,6 +217,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                 found = replace(found, doubt=doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):
                 found = with_adjoints(found, names, frozen)  # matrix_adjoint = matrix.mH
+                found = with_eigenpairs(found, names, eigenpairs(owner, names), lambda a: (
+                    probe(call, list(a)) is True and backward_error(call, a) is None))
                 found = replace(found, description=explained(found.description, lists))
                 return stated_or(fn, params, hints, seed,
                                  with_note(found, note if dtype == "float32" else ""))
