@@ -246,6 +246,15 @@ What the analysis takes into account, so that an error is always worth stopping 
   (in a function or a layer's `__init__`) or returned by a getter. A folder without
   `__init__.py` inside a package is a namespace package of it: its relative imports
   (`from ..quant import f`) reach the package's modules.
+- Layouts (GS221): grad_output as it arrived (no `.contiguous()`, no `.stride()`, no
+  `is_contiguous()`) handed to a Triton launch or a compiled extension; and a forward
+  input handed so to a Triton kernel of the linted code (directly or through helpers)
+  at a parameter the kernel loads or stores through with offsets of its own (`X + offs`,
+  `x_ptr = X + i * D`): a caller's transposed or split input is read at the wrong
+  addresses. A parameter that only fills a bound or a stride, a block pointer or tensor
+  descriptor (given strides), an input forward makes contiguous or asks for its strides,
+  and one every linted call passes as `x.contiguous()` are not reported; an input handed
+  to a compiled extension is not either (its C++ may copy or check the layout).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds

@@ -21,6 +21,11 @@ from gradsmith.linter._kernels import finder, is_custom_op, is_kernel, launched
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter._symbols import dotted
 from gradsmith.linter.rules._common import own, short
+from gradsmith.linter.rules._dense_inputs import (
+    contiguous_at_calls,
+    launch_target,
+    pointer_params,
+)
 from gradsmith.linter.rules._kernels import (
     _H,
     _KNOWN_WRAPPER,
@@ -37,11 +42,14 @@ _BWD = "from torch.autograd.function import once_differentiable\n" + _H + _CLS +
 GS221 = Rule(
     "GS221", "kernel-assumes-contiguous", "warning",
     "grad_output goes to a Triton kernel or compiled extension without `.contiguous()` or "
-    "its strides (or backward asserts `grad_output.is_contiguous()`)",
+    "its strides (or backward asserts `grad_output.is_contiguous()`); or forward hands an "
+    "input so to a Triton kernel of the linted code that loads it with offsets of its own",
     "grad_output is not guaranteed contiguous: the gradient of `out.sum()` is an expanded "
     "tensor with stride 0, and `out.t()` or slicing gives other strides, so a kernel that "
     "indexes it as a dense row-major tensor reads the wrong elements and the gradient is "
-    "silently wrong (Triton), or reads out of bounds (C++ through data_ptr). A warning: "
+    "silently wrong (Triton), or reads out of bounds (C++ through data_ptr). The same holds "
+    "for a forward input a caller slices or transposes (`torch.split` of a projection): the "
+    "output is silently wrong. A warning: "
     "statically the linter cannot see what the kernel or extension does with strides.",
     "`grad_output = grad_output.contiguous()` before the call (a no-op when it already is), "
     "or pass its strides (`*grad_output.stride()`) and index with them.",
@@ -49,7 +57,7 @@ GS221 = Rule(
     "        return out\n",
     good=_BWD + "        g = g.contiguous()\n        out = torch.empty_like(g)\n"
     "        _k[(1,)](g, out)\n        return out\n",
-    brief="grad_output to a dense kernel without .contiguous() or strides",
+    brief="gradient or input to a dense kernel without .contiguous() or strides",
 )
 
 #: Calls and attributes whose result shares the tensor's memory with its strides.
@@ -89,6 +97,15 @@ def check_layout_of_gradients(facts: Facts, report) -> None:
                 # sees the dense indexing, and where `.contiguous()` goes
                 node, what = launch, f"{launch_what} (from backward's `{short(what, 40)}`)"
             report("GS221", method.source, node, what)
+    for method in own(facts, "forward"):
+        names = set(method.params if facts.fc.setup_style else method.params[1:])
+        where = _Where(sym, facts.sym_of)
+        found = _dense_use(method.node, names, where, 0, inputs=True)
+        if found is not None:  # callers making every argument contiguous guard it
+            found = _dense_use(method.node, names - contiguous_at_calls(facts), where, 0,
+                               inputs=True)
+        if found is not None:
+            report("GS221", method.source, found[0], f"forward input {found[1]}")
 
 
 class _Where:
@@ -148,10 +165,12 @@ class _Where:
         return node, (self if owner is None or owner is self.sym else _Where(owner, self.sym_of))
 
 
-def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int):
+def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int, inputs: bool = False):
     """The first call in ``func`` that hands an unguarded raw gradient to a dense kernel:
     (that call, what it hands to what, (the launch itself, its text, its module)); the launch
-    is the call itself or one inside the helpers it goes through."""
+    is the call itself or one inside the helpers it goes through. With ``inputs`` (forward's
+    inputs, which may not be tensors) only a Triton kernel of the linted code counts, at a
+    parameter it loads or stores through with offsets of its own (see _dense_inputs.py)."""
     raw = _raw_names(func, grads - _decorator_guarded(func, where))
     if not raw:
         return None
@@ -168,24 +187,33 @@ def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int):
             continue
         name = short(ast.unparse(passed[0][1]), 16)
         head = launched(node)
+        if head is not None and inputs:
+            kernel = where.find(head)
+            dense = pointer_params(kernel) if is_kernel(kernel) else frozenset()
+            hit = [a for i, a in passed if dense and launch_target(kernel, i) in dense]
+            if hit:
+                what = f"`{short(ast.unparse(hit[0]), 16)}` to `{short(ast.unparse(head), 24)}" \
+                       f"[...]()`, which indexes it with offsets of its own"
+                return node, what, (node, what, where)
+            continue
         if head is not None:
             kernel = where.find(head)
             if kernel is not None and is_kernel(kernel) or _looks_like_kernel(head):
                 what = f"`{name}` to `{short(ast.unparse(head), 24)}[...]()`"
                 return node, what, (node, what, where)
-        what = where.extension_call(node, func)  # also `Fn.table[device](...)` of extensions
+        what = None if inputs else where.extension_call(node, func)  # also `Fn.table[dev](...)`
         if what is not None:
             what = f"`{name}` to {what}"
             return node, what, (node, what, where)
         if depth + 1 < _DEPTH:
-            inner = _through_helper(node, passed, where, depth)
+            inner = _through_helper(node, passed, where, depth, inputs)
             if inner is not None:
                 label, launch = inner
                 return node, f"`{name}` to {label}", launch
     return None
 
 
-def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int):
+def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int, inputs: bool):
     """(``helper()`` (launches a kernel), the launch) when the helper ``call`` runs hands
     the parameters it receives the gradient in to a dense kernel."""
     found = where.helper(call)
@@ -198,11 +226,11 @@ def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int):
     names &= {*params, *(a.arg for a in helper.args.kwonlyargs)}
     if not names:
         return None
-    key = (frozenset(names), depth)
+    key = (frozenset(names), depth, inputs)
     cache = helper.__dict__.setdefault("_gs_dense_use", {})
     if key not in cache:
         cache[key] = None  # a recursive helper ends here
-        inner = _dense_use(helper, names, there, depth + 1)
+        inner = _dense_use(helper, names, there, depth + 1, inputs)
         cache[key] = None if inner is None else (
             f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)", inner[2])
     return cache[key]
