@@ -44,6 +44,7 @@ from gradsmith.checker import (
     declared,
     gathered,
     ignored_args,
+    object_source,
     spread,
     surrogate_fit,
 )
@@ -66,7 +67,7 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
                 grads: list[torch.Tensor]) -> Declaration:
     """The declaration line for the detected estimator signatures ``sigs`` (input -> sig)."""
     names = _names(session)
-    factory = f"lambda: {render_args(session.subject.args.values)}"
+    factory = f"lambda: {render_args(session.subject.args.values, home=_home(session))}"
     params = ", ".join(names)
     found = _surrogate(session, names, sigs, v, grads)
     if found is not None:
@@ -373,15 +374,17 @@ def _modifications(session, names, x, grad) -> list[str]:
     return out
 
 
-def render_args(args: tuple, by_value: int = 0) -> str:
+def render_args(args: tuple, by_value: int = 0, home: str | None = None) -> str:
     """Python source for an argument tuple: tensors as ``torch.randn(shape)`` with their dtype
     (0-dim floating tensors by value; every tensor of at most ``by_value`` elements too),
     ``torch.device``/``torch.dtype``/``torch.Size`` as their constructors, other values by
-    ``repr``; ``...`` where no literal exists (modules, objects)."""
+    ``repr``; an object its class builds with no arguments as ``Cls()`` (``home``: the module
+    the line is pasted into; :mod:`gradsmith.checker.object_source`); ``...`` where no
+    literal exists (other modules, objects)."""
     any_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in _flat(args))
     mixed = any_grad and any(isinstance(a, torch.Tensor) and a.is_floating_point()
                              and not a.requires_grad for a in _flat(args))
-    items = [_render(a, mixed, by_value) for a in args]
+    items = [_render(a, mixed, by_value, home) for a in args]
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
@@ -414,7 +417,13 @@ def _flat(args) -> list:
 BY_VALUE = 16
 
 
-def _render(a: Any, mark_grad: bool, by_value: int = 0) -> str:
+def _home(session: Session) -> str | None:
+    """The module of the Function under check (where its printed line is pasted)."""
+    cls = session.function_cls
+    return getattr(cls, "__module__", None) if cls is not None else None
+
+
+def _render(a: Any, mark_grad: bool, by_value: int = 0, home: str | None = None) -> str:
     if isinstance(a, torch.Tensor):
         dtype = "" if a.dtype == torch.float32 else f", dtype={a.dtype}"
         setting = mark_grad and a.is_floating_point() and not a.requires_grad
@@ -445,7 +454,7 @@ def _render(a: Any, mark_grad: bool, by_value: int = 0) -> str:
             v, "__module__", None) == "gradsmith.discovery.slots" else _render(v, mark_grad))
             for k, v in vars(a).items())
         return f"type('Config', (), {{{items}}})()"
-    return "..."
+    return object_source.source(a, home) or "..."
 
 
 # Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through) and
