@@ -30,6 +30,7 @@ from gradsmith.discovery import (
     synthesize,
 )
 from gradsmith.discovery.doubt import phase_doubt
+from gradsmith.discovery.lacked import lacked_by_synthesised
 from gradsmith.discovery.probe import COMPLEX_OF_REAL
 from gradsmith.isolation.task import exception_text
 from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
@@ -212,6 +213,9 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
                                                              for f in report.errors])):
         return row(candidate, label, "skip", reason=phase, inputs=inputs,
                    elapsed=time.perf_counter() - started)  # eig's vectors, a random cotangent
+    if example_index is None and (lacked := lacked_by_synthesised(obj, args, report.errors)):
+        return row(candidate, label, "skip", reason=lacked, inputs=inputs,
+                   elapsed=time.perf_counter() - started)  # op.adjoint on a synthesised module
     if reshaped:  # the exact inputs the findings came from
         record = _repro_record(candidate, obj, seed, sets, inline_limit)
     repro = None if report.passed else record

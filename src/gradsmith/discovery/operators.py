@@ -7,13 +7,16 @@ transpose, so a stand-in must keep that pairing, and a backward that applies the
 adjoint belongs must still fail. Read, never run, from forward, setup_context and backward
 (through ``ctx.op = op`` and ``op = ctx.op``): an argument is a linear operator when two of
 the names used on it form a map/adjoint pair (``f``/``f_adjoint``, ``f``/``fT``, ``f``/``f_H``,
-``f``/``rf`` as in ``mv``/``rmv``; the object called and ``.adjoint``/``.T``/``.H``/``.t``).
+``f``/``rf`` as in ``mv``/``rmv``; the object called, or its ``.forward`` as a module's, and
+``.adjoint``/``.T``/``.H``/``.t``). Two function arguments that are a map and its adjoint
+are read in :mod:`~gradsmith.discovery.function_pairs`.
 
 :class:`LinearStandIn` then applies a seeded random square matrix ``M`` (not symmetric, so
 map and adjoint differ) to the last dimension: the map is ``x @ M.T``, its adjoint
 ``y @ M``; names joining the two (``A_A_adjoint``, ``A_adjoint_A``) compose them; attributes
 named as shapes (``in_shape``, ``out_shape``, ``img_size``) are the per-sample shape, the
-first tensor's shape after its batch and channel dimensions.
+first tensor's shape after its batch and channel dimensions. The two halves of an adjoint
+pair are two stand-ins of the same seed, one applying ``M.T``, the other ``M``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradsmith.discovery.source import parse as _parse
-from gradsmith.discovery.source import read_parameter, stored_on_ctx
+from gradsmith.discovery.source import method_trees, read_parameter, stored_on_ctx
 
 # Not a bare "t": star/start would pair up.
 _ADJOINT_SUFFIXES = ("_adjoint", "_adj", "_T", "T", "_H", "H", "_transpose", "_t")
@@ -41,6 +43,10 @@ class Operator:
     maps: dict[str, str] = field(default_factory=dict)
     shapes: tuple[str, ...] = ()
     called: bool = False
+    #: one half of an adjoint pair of function arguments: ``"f"`` the map, ``"a"`` its
+    #: adjoint, applied when called; ``partner`` the other half's argument
+    half: str = ""
+    partner: str = ""
 
 
 def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
@@ -58,18 +64,14 @@ def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
         ...         op = ctx.op
         ...         return op.adjoint(g), None
         >>> linear_operators(Project, ["x", "op"])
-        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True)}
+        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True, half='', partner='')}
     """
     if not isinstance(owner, type):
         return {}
     used: dict[str, set[str]] = {n: set() for n in names}
     called: set[str] = set()
     stored: dict[str, str] = {}
-    for method in ("forward", "setup_context", "backward"):
-        fn = vars(owner).get(method)
-        tree = _parse(getattr(fn, "__func__", fn)) if fn is not None else None
-        if tree is None:
-            continue
+    for method, tree in method_trees(owner).items():
         if method != "backward":
             stored.update(stored_on_ctx(tree, names))
         local = {n: n for n in names} if method == "forward" else {}
@@ -102,6 +104,9 @@ def _read(tree: ast.AST, local: dict[str, str], stored: dict[str, str],
 def _pairing(attrs: set[str], called: bool) -> Operator | None:
     """The operator ``attrs`` describe, or None when no map/adjoint pair is among them."""
     maps: dict[str, str] = {}
+    if "forward" in attrs and attrs & _SELF_ADJOINTS:  # op.forward(x), op.adjoint(g): a module's
+        called = True
+        maps["forward"] = "f"
     for name in attrs:
         for suffix in _ADJOINT_SUFFIXES:
             if name.endswith(suffix) and name[:-len(suffix)] in attrs:
@@ -170,7 +175,7 @@ class LinearStandIn:
     def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
         if not self._spec.called:
             raise TypeError("the stand-in operator is not callable: the code never calls it")
-        return self._apply("f", x)
+        return self._apply(self._spec.half or "f", x)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -185,6 +190,12 @@ class LinearStandIn:
                              name=name, obj=self)
 
     def __repr__(self) -> str:
+        spec = self._spec
+        if spec.half:
+            return ("linear map stand-in x @ M.T on the last dimension, M a seeded random "
+                    f"square matrix, and {spec.partner} its adjoint y @ M" if spec.half == "f"
+                    else f"adjoint stand-in y @ M of {spec.partner} (an adjoint pair: forward "
+                    f"calls {spec.partner}, backward applies this one)")
         pairs = ", ".join(f"{n}: {_WORDS[v] if v in _WORDS else v}"
                           for n, v in self._spec.maps.items())
         called = "called: the map, " if self._spec.called else ""

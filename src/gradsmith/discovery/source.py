@@ -30,6 +30,18 @@ def _parse(obj: Any) -> ast.AST | None:
         return None
 
 
+def method_trees(owner: Any) -> dict[str, ast.AST]:
+    """The parsed ``forward``, ``setup_context`` and ``backward`` a Function class defines
+    (those with a readable source)."""
+    trees = {}
+    for method in ("forward", "setup_context", "backward"):
+        fn = vars(owner).get(method) if isinstance(owner, type) else None
+        tree = parse(getattr(fn, "__func__", fn)) if fn is not None else None
+        if tree is not None:
+            trees[method] = tree
+    return trees
+
+
 def module_function(call: ast.Call, fn: Any) -> tuple[Any, list[str]] | None:
     """The module-level function a plain call in ``fn`` runs (``find_gaps(x, magic)``, looked up
     in ``fn``'s globals) and its parameter names; None for anything else."""
@@ -54,14 +66,14 @@ def stored_on_ctx(tree: ast.AST | None, names: list[str]) -> dict[str, str]:
     """ctx attribute -> forward parameter, for what ``tree`` (forward or setup_context) keeps
     on ctx as it is: ``ctx.flag = flag``, and in a ``setup_context(ctx, inputs, output)``
     ``ctx.flag = inputs[0]`` or ``flag, x = inputs; ctx.flag = flag`` (positions of forward's
-    parameters ``names``).
+    parameters ``names``), also unpacked (``ctx.fw, ctx.bw, _ = inputs``).
 
     Example:
         >>> tree = ast.parse("def setup_context(ctx, inputs, output):\\n"
         ...                  "    ctx.phase = inputs[0]\\n    a, fn = inputs[:2]\\n"
-        ...                  "    ctx.fn = fn")
+        ...                  "    ctx.fn = fn\\n    ctx.p, ctx.q, _ = inputs")
         >>> stored_on_ctx(tree, ["phase", "fn", "x"])
-        {'phase': 'phase', 'fn': 'fn'}
+        {'phase': 'phase', 'fn': 'fn', 'p': 'phase', 'q': 'fn'}
     """
     if tree is None:
         return {}
@@ -78,6 +90,9 @@ def stored_on_ctx(tree: ast.AST | None, names: list[str]) -> dict[str, str]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Assign):
             continue
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
+            found.update(_unpacked_onto_ctx(node, local, packed, names))
+            continue
         value = node.value
         name = local.get(value.id) if isinstance(value, ast.Name) else None
         if (name is None and packed and isinstance(value, ast.Subscript)
@@ -91,6 +106,22 @@ def stored_on_ctx(tree: ast.AST | None, names: list[str]) -> dict[str, str]:
                     and target.value.id == "ctx"):
                 found[target.attr] = name
     return found
+
+
+def _unpacked_onto_ctx(node: ast.Assign, local: dict[str, str], packed: str | None,
+                       names: list[str]) -> dict[str, str]:
+    """``ctx.fw, ctx.bw, _ = inputs`` or ``ctx.fw, ctx.bw = fw, bw``: ctx attribute ->
+    parameter for each element stored on ctx."""
+    elements = node.targets[0].elts
+    if packed and _is_name(_unsliced(node.value), packed):
+        values = names
+    elif isinstance(node.value, ast.Tuple) and len(node.value.elts) == len(elements):
+        values = [local.get(v.id) if isinstance(v, ast.Name) else None for v in node.value.elts]
+    else:
+        return {}
+    return {e.attr: values[i] for i, e in enumerate(elements)
+            if i < len(values) and values[i] is not None and isinstance(e, ast.Attribute)
+            and isinstance(e.value, ast.Name) and e.value.id == "ctx"}
 
 
 def read_parameter(node: ast.AST, local: dict[str, str], stored: dict[str, str]) -> str | None:

@@ -50,6 +50,7 @@ from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
 from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code
+from gradsmith.discovery.function_pairs import adjoint_pairs
 from gradsmith.discovery.grid_samples import read_grids, shape_params, with_shapes
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
@@ -170,7 +171,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
         plans = with_none_defaults([with_defaults(plan, stated, required) for plan in plans],
                                    stated, frozenset(frozen))
-    if operators := linear_operators(owner, names):  # A(x) in forward, A.adjoint(g) in backward
+    operators = {**adjoint_pairs(owner, names), **linear_operators(owner, names)}
+    if operators:  # A(x) in forward, A.adjoint(g) in backward; fw(x) with its adjoint bw
         plans = [with_operators(plan, operators) for plan in plans]
     if kinds := dtype_arguments(target, names):  # torch.zeros(n, dtype=dtype, device=device)
         plans = [with_dtypes(plan, kinds, required) for plan in plans]
