@@ -198,6 +198,12 @@ ROWS: dict[str, Code] = {
         "`eigvalsh`, `cholesky`): its gradient was compared along symmetric directions "
         "(E_ij + E_ji), the analytic gradient folded onto the read triangle",
         "nothing; a backward wrong along a symmetric direction still fails"),
+    "eigenvector-directions": Code(
+        "info", "gradients",
+        "an eigenvector-matrix input beside its eigenvalues (the code rebuilds `V diag(l) "
+        "V^H`): its gradient was compared along directions that keep it orthonormal (`V K`, "
+        "`K` anti-symmetric), the tangent-space gradient its backward is written for",
+        "nothing; a backward wrong along such a direction still fails"),
     "gauge-aligned": Code(
         "info", "gradients",
         "an output with orthonormal columns or rows (singular or eigen vectors, each defined "
@@ -298,13 +304,16 @@ ROWS: dict[str, Code] = {
         "fix the vmap rule (`out_dims`, batch dim)"),
     "vmap-error": Code(
         "error", "vmap",
-        "vmap raised (`.item()`, numpy, data-dependent control flow)",
-        "write a vmap staticmethod or drop the claim"),
+        "a Function that opts in to vmap (`vmap` staticmethod or `generate_vmap_rule = True`, "
+        "named in the message) raised under it (`.item()`, numpy, a per-sample reshape of a "
+        "batched tensor); one that does not opt in gets `vmap-no-rule` instead",
+        "write a vmap staticmethod or drop the opt-in"),
     "vmap-no-rule": Code(
         "warning", "vmap",
         "a `setup_context`-style Function with neither a `vmap` staticmethod nor "
-        "`generate_vmap_rule = True`: `torch.func.vmap` (and per-sample gradients) refuse it; the "
-        "hint says whether `generate_vmap_rule = True` was verified to fix it",
+        "`generate_vmap_rule = True`: it does not support vmap (torch refuses it by design, and "
+        "per-sample gradients with it); the hint says how to add it and whether "
+        "`generate_vmap_rule = True` was verified to work",
         "`generate_vmap_rule = True`, or a `vmap` staticmethod"),
     "noncontiguous-mismatch": Code(
         "error", "robustness",

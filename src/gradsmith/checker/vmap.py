@@ -1,9 +1,13 @@
 """Point 3b: ``torch.func.vmap`` over a Function (``vmap`` staticmethod or
 ``generate_vmap_rule = True``) against a Python loop, for forward and per-sample gradients.
 
-A ``setup_context``-style Function with neither is refused by ``torch.func.vmap``: that is a
-``vmap-no-rule`` warning, whose hint says whether ``generate_vmap_rule = True`` fixes it
-(checked by running vmap with it). An old-style Function is the torch_func check's.
+A ``setup_context``-style Function with neither is refused by ``torch.func.vmap`` (torch 2.x
+raises "To use autograd.Function with vmap, you must either override the vmap staticmethod or
+set generate_vmap_rule=True" by design): that is a ``vmap-no-rule`` warning, the Function does
+not support vmap, and its hint says how to add it (whether ``generate_vmap_rule = True`` works,
+checked by running vmap with it). An old-style Function is the torch_func check's. A Function
+that opts in to vmap and then crashes under it (``vmap-error``) or gives other values than a
+loop (``vmap-mismatch``) breaks what it offers: an error, whose message names the opt-in.
 
 vmap refuses random operations by default (``randomness="error"``). A forward that draws
 random numbers is checked with ``randomness="same"``, which is what a loop that replays one
@@ -12,6 +16,8 @@ per-sample-gradient computation wants) must also run; an info finding says so.
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 
@@ -35,7 +41,8 @@ def run(session: Session) -> list[Finding]:
             raise Skip("the Function defines neither vmap nor generate_vmap_rule")
         return _no_rule(session, cls)
     # A Function whose runs are not replayable gives the loop and vmap different draws.
-    return comparable_only(session, _vmapped(session), NAME)
+    optin = ("a vmap staticmethod" if overrides(cls, "vmap") else "generate_vmap_rule = True")
+    return comparable_only(session, _vmapped(session, optin), NAME)
 
 
 def _no_rule(session: Session, cls: type) -> list[Finding]:
@@ -76,7 +83,9 @@ def _no_rule(session: Session, cls: type) -> list[Finding]:
         details={"generate_vmap_rule_fixes": verified})]
 
 
-def _vmapped(session: Session) -> list[Finding]:
+def _vmapped(session: Session, optin: str = "") -> list[Finding]:
+    """vmap of forward and of per-sample gradients against a loop; ``optin``: how the Function
+    opts in to vmap (named by a crash's message), empty while trying a rule for it."""
     subject = session.subject
     base = subject.base()
     random = is_random(session)
@@ -88,7 +97,7 @@ def _vmapped(session: Session) -> list[Finding]:
         got = torch.func.vmap(lambda *xs: tuple(subject.select(subject.call(list(xs)))),
                               randomness=randomness)(*batches)
     except Exception as exc:  # noqa: BLE001
-        return [_error(exc, "forward")]
+        return [_error(exc, "forward", optin, base)]
     want = [torch.stack(o) for o in zip(*[subject.select(subject.call([b[i] for b in batches]))
                                           for i in range(BATCH)])]
     findings = _compare(subject, got, want, "forward output")
@@ -102,7 +111,7 @@ def _vmapped(session: Session) -> list[Finding]:
         got_g = torch.func.vmap(torch.func.grad(loss, argnums=tuple(range(len(base)))),
                                 randomness=randomness)(*batches)
     except Exception as exc:  # noqa: BLE001
-        return findings + [_error(exc, "per-sample gradient")]
+        return findings + [_error(exc, "per-sample gradient", optin, base)]
     want_g = []
     for i in range(BATCH):
         xs = [b[i].clone().requires_grad_(True) for b in batches]
@@ -150,9 +159,24 @@ def _compare(subject, got, want, what, labels=None) -> list[Finding]:
     return out
 
 
-def _error(exc: BaseException, what: str) -> Finding:
+def _error(exc: BaseException, what: str, optin: str = "", base=()) -> Finding:
+    claim = (f"the Function opts in to vmap ({optin}), so its users' vmap crashes: "
+             if optin else "")
+    hint = ("generate_vmap_rule needs forward(*args) + setup_context(ctx, inputs, output) and "
+            "backward built from torch ops (no .item(), numpy or data-dependent Python control "
+            "flow); otherwise write a vmap staticmethod or drop the vmap claim")
+    shape = re.search(r"shape '\[([\d, ]*)\]' is invalid", str(exc))
+    if shape and any(tuple(x.shape) == _ints(shape.group(1)) for x in base):
+        hint = (f"a per-sample shape ({shape.group(1)}) was applied to a tensor that still has "
+                "vmap's batch dimension: under vmap setup_context and backward see per-sample "
+                "shapes, and a tensor taken out of vmap's wrapper (unwrapped, or returned by a "
+                "kernel that does not batch) carries the batch too; reshape with the tensor's "
+                "own leading dimensions (t.reshape(*t.shape[:-k], *shape)), or " + hint)
     return Finding(
-        "vmap-error", "error", f"torch.func.vmap ({what}) raised {type(exc).__name__}: {exc}",
-        "generate_vmap_rule needs forward(*args) + setup_context(ctx, inputs, output) and "
-        "backward built from torch ops (no .item(), numpy or data-dependent Python control "
-        "flow); otherwise write a vmap staticmethod or drop the vmap claim", NAME)
+        "vmap-error", "error",
+        f"{claim}torch.func.vmap ({what}) raised {type(exc).__name__}: {exc}", hint, NAME,
+        details={"opt_in": optin} if optin else {})
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split(",") if n.strip())
