@@ -244,3 +244,33 @@ def test_extension_loaded_in_a_sibling_package_and_reached_through_it(tmp_path):
     (tmp_path / "proj" / "src" / "__init__.py").write_text(
         "class gpu:\n    @staticmethod\n    def square_backward(x, g):\n        return 2 * x * g\n")
     assert _gs215(tmp_path) == []  # Python code: autograd sees it
+
+
+_FFI = (
+    "from torch.utils.ffi import _wrap_function\n"
+    "from ._square import lib as _lib, ffi as _ffi\n\n__all__ = []\n\n\n"
+    "def _import_symbols(locals):\n    for symbol in dir(_lib):\n"
+    "        locals[symbol] = _wrap_function(getattr(_lib, symbol), _ffi)\n"
+    "        __all__.append(symbol)\n\n\n_import_symbols(locals())\n"
+)
+
+
+def test_functions_an_ffi_module_binds_into_itself_at_import(tmp_path):
+    """Relation-Shape-CNN: torch.utils.ffi generated `_ext/pointnet2/__init__.py`, which
+    binds the C library's functions with `_import_symbols(locals())` at module level; the
+    Function's module calls `pointnet2.fn(...)`, a name no statement there binds."""
+    fns = _project(tmp_path, setup=None)
+    (tmp_path / "proj" / "_ext").mkdir()
+    (tmp_path / "proj" / "_ext" / "__init__.py").write_text("")
+    ffi = tmp_path / "proj" / "_ext" / "sq"
+    ffi.mkdir()
+    (ffi / "__init__.py").write_text(_FFI)
+    text = _FNS.replace("from . import SCN", "from ._ext import sq").replace("SCN.", "sq.")
+    fns.write_text(text)
+    line = text.splitlines().index("        return sq.square_backward(x, g)") + 1
+    assert _gs215(tmp_path) == [line]
+    (ffi / "__init__.py").write_text(_FFI + "\n\ndef square_backward(x, g):\n    return 2 * x * g\n")
+    assert _gs215(tmp_path) == []  # bound by a def of the module: Python code
+    (ffi / "__init__.py").write_text(_FFI.replace("_import_symbols(locals())",
+                                                  "_import_symbols({})"))
+    assert _gs215(tmp_path) == []  # the module is not handed to the registrar

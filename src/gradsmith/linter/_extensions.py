@@ -311,6 +311,9 @@ def kernel_call(call: ast.Call, scope: Scope, local) -> str | None:
                 other, scope.sym_of, scope.depth + 1):
             return ""  # `from . import impl` then `impl.fn(...)`, `fn = _wrap(_ext.fn)` there,
             # or `from .. import src` then `src.gpu.fn(...)`, `gpu = load(...)` in src
+        if other is not None and other is not scope.sym and len(parts) == 2 and \
+                not other.stars and free(other, last) and registers_itself(other):
+            return " (bound at import time)"  # `pointnet2.fn(...)`, an FFI module's symbol
     if len(parts) == 1 and star(scope.sym, head, scope.sym_of):
         return " (star import)"
     if len(parts) == 1 and not scope.sym.stars and free(scope.sym, head) \

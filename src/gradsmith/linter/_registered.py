@@ -2,7 +2,9 @@
 
 C libraries reached through ctypes or an FFI often bind their functions into a Python
 module when it is imported: the module ends with ``_init_api("lib.sparse", __name__)`` (or
-passes ``globals()``, ``sys.modules[__name__]``, its own dotted name), and its helpers call
+passes ``globals()``, ``locals()`` at module level as torch.utils.ffi's generated
+``_import_symbols(locals())`` does, ``sys.modules[__name__]``, its own dotted name), and
+its helpers (or modules importing it: ``pointnet2.gather_points_wrapper(...)``) call
 names that no statement of the module binds (``_CAPI_SpMM(...)``). Such a name is a
 function of the C library: autograd cannot see into it.
 
@@ -25,7 +27,8 @@ def registers_itself(sym: ModuleSymbols) -> bool:
         found = False
         text = source.text
         module = sym.module
-        if "__name__" in text or "globals()" in text or module and module in text:
+        if "__name__" in text or "globals()" in text or "locals()" in text or (
+                module and module in text):
             found = any(
                 isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and any(
                     _names_module(arg, module)
@@ -36,11 +39,12 @@ def registers_itself(sym: ModuleSymbols) -> bool:
 
 
 def _names_module(expr: ast.expr, module: str) -> bool:
-    """``__name__``, ``globals()``, ``sys.modules[__name__]`` or the module's dotted name."""
+    """``__name__``, ``globals()`` (or ``locals()``: at module level the same namespace),
+    ``sys.modules[__name__]`` or the module's dotted name."""
     if isinstance(expr, ast.Name):
         return expr.id == "__name__"
     if isinstance(expr, ast.Call):
-        return dotted(expr.func) == ["globals"] and not expr.args
+        return dotted(expr.func) in (["globals"], ["locals"]) and not expr.args
     if isinstance(expr, ast.Subscript):
         return dotted(expr.value) == ["sys", "modules"] and _names_module(expr.slice, module)
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and module:

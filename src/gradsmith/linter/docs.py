@@ -208,8 +208,10 @@ What the analysis takes into account, so that an error is always worth stopping 
   or called through its module (`fused_gatconv.gat_backward(...)` in a file that also calls
   `fused_gatconv.gat_forward(...)`, the module not linted). A name no statement of its
   module binds, in a module that hands itself to a call at import time
-  (`_init_api("lib.sparse", __name__)`, `bind(globals())`, `sys.modules[__name__]`: a
-  ctypes/FFI loader binding a C library's functions, dgl's `_CAPI_*`) is a kernel too.
+  (`_init_api("lib.sparse", __name__)`, `bind(globals())`, `sys.modules[__name__]`, or
+  torch.utils.ffi's generated `_import_symbols(locals())` at module level: a ctypes/FFI
+  loader binding a C library's functions, dgl's `_CAPI_*`) is a kernel too, also called
+  through that module from another (`from ._ext import pointnet2` then `pointnet2.fn(g)`).
   A helper counts when it runs a kernel itself or through helpers it calls, three deep
   (below the first helper, a launch or an extension; a custom `torch.ops` call that far
   down is as likely bookkeeping, such as DTensor's device-mesh lookup); a helper that
