@@ -198,6 +198,12 @@ ROWS: dict[str, Code] = {
         "`eigvalsh`, `cholesky`): its gradient was compared along symmetric directions "
         "(E_ij + E_ji), the analytic gradient folded onto the read triangle",
         "nothing; a backward wrong along a symmetric direction still fails"),
+    "eigenvector-directions": Code(
+        "info", "gradients",
+        "an eigenvector-matrix input beside its eigenvalues (the code rebuilds `V diag(l) "
+        "V^H`): its gradient was compared along directions that keep it orthonormal (`V K`, "
+        "`K` anti-symmetric), the tangent-space gradient its backward is written for",
+        "nothing; a backward wrong along such a direction still fails"),
     "gauge-aligned": Code(
         "info", "gradients",
         "an output with orthonormal columns or rows (singular or eigen vectors, each defined "

@@ -10,6 +10,7 @@ import torch
 
 from gradsmith.checker import (
     approximating,
+    eigenvectors,
     estimators,
     gauge,
     kernels,
@@ -137,7 +138,8 @@ def run(session: Session) -> list[Finding]:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
     if not any(res.failed for res in results):
         findings += not_exercised(session.cache["vjp:gradients"][1], results, NAME)
-    return findings + symmetric_notes + gauge.finding(problem, gauged, NAME)
+    return (findings + symmetric_notes + gauge.finding(problem, gauged, NAME)
+            + eigenvectors.finding(session, NAME))
 
 
 def _returned_eps(session: Session) -> dict[str | None, float]:

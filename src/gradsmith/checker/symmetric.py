@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from gradsmith.checker import diagonal
+from gradsmith.checker import diagonal, eigenvectors
 from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 
@@ -174,8 +174,9 @@ def contracted(session, problem: Problem) -> Problem:
     direction it is exact, and a perturbation off the symmetric matrices is outside its
     contract. The base point is unchanged (the input is symmetric); ``problem`` itself when no
     input qualifies. Diagonal-matrix inputs are first restricted likewise (see
-    :mod:`~gradsmith.checker.diagonal`)."""
-    problem = diagonal.contracted(session, problem)
+    :mod:`~gradsmith.checker.diagonal`), and eigenvector-matrix inputs are compared along the
+    directions that keep them orthonormal (see :mod:`~gradsmith.checker.eigenvectors`)."""
+    problem = eigenvectors.contracted(session, diagonal.contracted(session, problem))
     square = [t for t, x in enumerate(problem.xs) if _symmetric(problem, t, x)]
     if not square:
         return problem

@@ -48,6 +48,7 @@ from gradsmith.discovery.defaults import (
 from gradsmith.discovery.domains import clamped_domains
 from gradsmith.discovery.doubt import doubt
 from gradsmith.discovery.dtypes import dtype_arguments, with_dtypes
+from gradsmith.discovery.eigenpairs import eigenpairs, with_eigenpairs
 from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code
 from gradsmith.discovery.function_pairs import adjoint_pairs
@@ -216,6 +217,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                 found = replace(found, doubt=doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):
                 found = with_adjoints(found, names, frozen)  # matrix_adjoint = matrix.mH
+                found = with_eigenpairs(found, names, eigenpairs(owner, names), lambda a: (
+                    probe(call, list(a)) is True and backward_error(call, a) is None))
                 found = replace(found, description=explained(found.description, lists))
                 return stated_or(fn, params, hints, seed,
                                  with_note(found, note if dtype == "float32" else ""))
