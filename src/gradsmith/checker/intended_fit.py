@@ -22,10 +22,8 @@ The families real code uses (issue 18's third corpus), beside those of
   parameter further out of ``[lo, hi]`` (icefall's ``LimitParamValue``);
 - **a periodic exponential** (sinabs' multi-spike surrogate: an exponential bump of width
   ``w`` in each period ``theta`` of ``floor(x / theta)``);
-- **a scale by the squared norm** (``grad * (a + b * s + c * s ** 2)``, ``s`` the squared
-  norm of each row of ``x`` or of each element, the polynomial fitted to backward): a
-  Riemannian gradient on the Poincare ball, the Euclidean one times ``(1 - c |x|^2)^2 / 4``
-  (Nickel & Kiela 2017);
+- **Riemannian gradients** (:mod:`gradsmith.checker.riemannian`): a scale by the squared norm
+  (the Poincare ball's), a projection onto a matrix group's tangent space (SU(n), Stiefel);
 - **a bound's pass-through** (``grad * ((x >= b) | (grad < 0))``, and mirrored ``grad * ((x <=
   b) | (grad > 0))``, ``b`` a forward argument): ``max(x, b)`` whose gradient also passes
   where a descent step would move ``x`` back toward the bound (Balle et al. 2018's GDN
@@ -55,7 +53,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import filled, rng, spread, suggest, surrogate_fit
+from gradsmith.checker import filled, riemannian, rng, spread, suggest, surrogate_fit
 from gradsmith.checker.session import Session
 
 
@@ -137,43 +135,11 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
             out += _sign_flips(name, grad, numbers)
             out += suggest.modifications(session, names, x, grad)
             out += _balancing(session, names, top, x, grad)
-            out += _norm_scales(name, grad, x, g, piece)
+            out += riemannian.candidates(name, grad, x, g, piece)
     if kind is None and piece.dim() == 2:  # a correct input of a linear layer
         args = subject.args.values
         out += [term for i, a in enumerate(args) if i != top and _matrix(a)
                 for term in _products(grad, names[i])] + [f"{grad}.sum(0)"]
-    return out
-
-
-def _norm_scales(name: str, grad: str, x: torch.Tensor, g: torch.Tensor,
-                 piece: torch.Tensor) -> list[str]:
-    """``grad * (a + b * s + c * s ** 2)``, ``s`` the squared norm of each row of ``name``
-    (or of each element), where backward's ratio to the incoming gradient is that polynomial
-    of ``s`` (least squares, coefficients printed to 12 digits; the caller verifies the line):
-    the Poincare ball's Riemannian gradient ``grad * (1 - c |x|^2)^2 / 4`` is one."""
-    if x.dim() == 0 or not x.is_floating_point() or g.shape != piece.shape:
-        return []
-    v, want, xx = (t.detach().to(torch.float64) for t in (piece, g, x))
-    ok = v.abs() > 1e-6 * float(v.abs().max())
-    if int(ok.sum()) < 4:
-        return []
-    ratio = want[ok] / v[ok]
-    out = []
-    for source, s in ((f"{name}.pow(2).sum(-1, keepdim=True)",
-                       (xx * xx).sum(-1, keepdim=True).expand_as(xx)),
-                      (f"{name}.pow(2)", xx * xx)):
-        s = s[ok]
-        basis = torch.stack([torch.ones_like(s), s, s * s], dim=1)
-        coef = torch.linalg.lstsq(basis, ratio.unsqueeze(1)).solution.squeeze(1)
-        if not torch.allclose(basis @ coef, ratio, rtol=1e-8, atol=1e-10):
-            continue
-        scale = float(coef.abs().max())
-        terms = [(float(c), power) for c, power in zip(coef, ("", " * s", " * s ** 2"))
-                 if abs(float(c)) > 1e-10 * scale]
-        if not terms or [p for _, p in terms] == [""]:
-            continue  # a constant factor: the scaled family's
-        poly = " + ".join(f"{c:.12g}{p}" for c, p in terms).replace("+ -", "- ")
-        out.append(f"{grad} * (lambda s: {poly})({source})")
     return out
 
 
