@@ -33,7 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradsmith.discovery.adjoint_pairs import with_adjoints
 from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
@@ -52,11 +51,9 @@ from gradsmith.discovery.eigenpairs import eigenpairs, with_eigenpairs
 from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.from_code import inputs_from_code
 from gradsmith.discovery.function_pairs import adjoint_pairs
-from gradsmith.discovery.grid_samples import read_grids, shape_params, with_shapes
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
-from gradsmith.discovery.int_lists import explained, int_lists, with_int_lists
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
 from gradsmith.discovery.lengths import read_fft_lengths
@@ -74,6 +71,7 @@ from gradsmith.discovery.replans import (
     with_contract,
 )
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
+from gradsmith.discovery.shape_contracts import finished, read_contracts, with_contracts
 from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.stated_or import stated_or
@@ -156,7 +154,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
     read_fft_lengths(target, owner, hints)  # rfft(y, n=n, axis=0): n also below y's length
     read_kernel_args(target, owner, hints)  # tl.load(t_ptr) == cols: a class index; ACT == 0
-    read_grids(target, owner, hints)  # F.grid_sample(x, grid): (N, H, W, 2) in [-1, 1]
+    contracts = read_contracts(target, owner, names, hints)  # grids, dims lists, shapes
     errors: list[str] = []  # forward's error on each float64 plan, as tried (see probe.tried)
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -179,10 +177,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         plans = [with_dtypes(plan, kinds, required) for plan in plans]
     compared = equality_sentinels(target, names)
     plans = [with_sentinels(plan, compared) for plan in plans] if compared else plans
-    lists = int_lists(target, names)  # for n, axis in enumerate(dims): cuts[n]
-    plans = with_int_lists(plans, lists)
-    if shapes := shape_params(target, names):  # torch.empty(1).broadcast_to(xshape): a shape
-        plans = [with_shapes(plan, shapes) for plan in plans] + plans
+    plans = with_contracts(plans, contracts)  # dims=[-1], cuts=[2], xshape=x.shape
     for plan in plans:
         for slot in plan:
             slot.frozen = slot.name in frozen
@@ -216,10 +211,9 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                     continue
                 found = replace(found, doubt=doubt(fn, found.doubt, slots, hints, given))
             if isinstance(found, Synthesized):
-                found = with_adjoints(found, names, frozen)  # matrix_adjoint = matrix.mH
+                found = finished(found, contracts, frozen)  # matrix_adjoint = matrix.mH
                 found = with_eigenpairs(found, names, eigenpairs(owner, names), lambda a: (
                     probe(call, list(a)) is True and backward_error(call, a) is None))
-                found = replace(found, description=explained(found.description, lists))
                 return stated_or(fn, params, hints, seed,
                                  with_note(found, note if dtype == "float32" else ""))
             errors += [found] if dtype == "float64" else []
