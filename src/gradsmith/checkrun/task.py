@@ -31,7 +31,7 @@ from gradsmith.discovery import (
 )
 from gradsmith.discovery.doubt import phase_doubt
 from gradsmith.discovery.lacked import lacked_by_synthesised
-from gradsmith.discovery.probe import COMPLEX_OF_REAL
+from gradsmith.discovery.probe import complex_of_real
 from gradsmith.isolation.task import exception_text
 from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
@@ -240,7 +240,7 @@ _RAISED = frozenset({"backward-error", "forward-error"})
 def _explained(doubt: str) -> frozenset[str]:
     """The findings a doubt explains: a complex gradient for a real input (discovery.doubt's
     complex-output case) is also what the grad-dtype-mismatch beside its backward-error says."""
-    return _RAISED | {"grad-dtype-mismatch"} if COMPLEX_OF_REAL in doubt else _RAISED
+    return _RAISED | {"grad-dtype-mismatch"} if complex_of_real(doubt) else _RAISED
 
 
 class _Skip(Exception):

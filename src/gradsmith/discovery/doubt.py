@@ -22,7 +22,7 @@ import ast
 import re
 from typing import Any
 
-from gradsmith.discovery.probe import COMPLEX_OF_REAL
+from gradsmith.discovery.probe import Raised, complex_of_real
 from gradsmith.discovery.slots import _TENSOR_NAMES, Slot, _table_value
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.suggestion import no_inputs_reason
@@ -51,12 +51,12 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
             f"turns the values of {what} into integers used as indices: the synthesised values "
             "are not shown to be valid indices, so the error may be the inputs', not the "
             "Function's", slots, hints, lead="the synthesised inputs are not shown to fit")
-    if raised.endswith(COMPLEX_OF_REAL):
-        return no_inputs_reason(
+    if complex_of_real(raised):
+        return Raised(no_inputs_reason(
             fn, f"backward raised on every synthesised layout (first: {raised}): it returns "
             "complex gradients for the real inputs synthesised, so it is written for complex "
             "inputs, of a structure the code does not state", slots, hints,
-            lead="the synthesised inputs are not shown to fit")
+            lead="the synthesised inputs are not shown to fit"), complex_of_real=True)
     if not _KIND_ERROR.search(raised):
         return ""  # shapes, values, a ctx typo: what backward does with inputs of these kinds
     tensors = [s for s in slots if s.kind == "tensor"]

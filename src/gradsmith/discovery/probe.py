@@ -126,9 +126,35 @@ def backward_error(call, args: tuple) -> str | None:
                 return None  # backward ran; the check reports the gradients it returned
             said = f"{type(exc).__name__}: {_first_line(exc)}"
             if COMPLEX_GRADIENT in said and _complex_of_real(out, fresh):
-                said += COMPLEX_OF_REAL  # read by doubt: written for complex inputs
+                return Raised(said + COMPLEX_OF_REAL, complex_of_real=True)  # see doubt
             return said
     return None
+
+
+class Raised(str):
+    """A backward error's text (or the doubt phrased from it) that carries, as a flag rather
+    than as words a reader must search for, whether backward returned a complex gradient for
+    a real input while forward's outputs were complex on the real inputs synthesised: a
+    Function written for complex inputs (see :mod:`gradsmith.discovery.doubt`, and
+    ``checkrun.task``, where such a doubt also explains the row's grad-dtype-mismatch).
+
+    Example:
+        >>> said = Raised("RuntimeError: ...", complex_of_real=True)
+        >>> said.complex_of_real, said == "RuntimeError: ...", Raised("x").complex_of_real
+        (True, True, False)
+    """
+
+    complex_of_real: bool
+
+    def __new__(cls, text: str, complex_of_real: bool = False) -> Raised:
+        self = super().__new__(cls, text)
+        self.complex_of_real = complex_of_real
+        return self
+
+
+def complex_of_real(said: object) -> bool:
+    """Whether ``said`` (an error or a doubt) is a :class:`Raised` with that flag set."""
+    return bool(getattr(said, "complex_of_real", False))
 
 
 # Autograd's error for a complex gradient of a real input, and what backward_error adds to it
