@@ -16,12 +16,14 @@ from gradsmith.linter import _tensors as T
 
 @dataclass(frozen=True)
 class Val:
-    """Abstract value: origins, whether it is a tensor (None = unknown), tuple elements."""
+    """Abstract value: origins, whether it is a tensor (None = unknown), tuple elements, and
+    whether it is ``None`` on every path (``save_for_backward`` takes a None)."""
 
     origins: frozenset[str] = frozenset()
     tensor: bool | None = None
     elements: tuple[Val, ...] | None = None
     single: bool = False
+    none: bool = False
 
     def fresh(self) -> Val:
         return Val(tensor=self.tensor, single=self.single or bool(self.tensor))
@@ -43,6 +45,7 @@ UNKNOWN = Val()
 TENSOR = Val(tensor=True, single=True)
 NOT_TENSOR = Val(tensor=False)
 SCALAR = Val(tensor=False, single=True)
+NONE = Val(tensor=False, single=True, none=True)
 
 
 def join(a: Val, b: Val) -> Val:
@@ -52,7 +55,7 @@ def join(a: Val, b: Val) -> Val:
     if a.elements is not None and b.elements is not None and len(a.elements) == len(b.elements):
         elements = tuple(join(x, y) for x, y in zip(a.elements, b.elements))
     single = (a.single or bool(a.tensor)) and (b.single or bool(b.tensor))
-    return Val(a.origins | b.origins, tensor, elements, single)
+    return Val(a.origins | b.origins, tensor, elements, single, a.none and b.none)
 
 
 def _basic_index(node: ast.expr) -> bool:
@@ -107,7 +110,7 @@ class Flow:
         return self.env.get(node.id, UNKNOWN)
 
     def _eval_Constant(self, node: ast.Constant) -> Val:
-        return SCALAR
+        return NONE if node.value is None else SCALAR
 
     def _eval_JoinedStr(self, node: ast.JoinedStr) -> Val:
         return SCALAR

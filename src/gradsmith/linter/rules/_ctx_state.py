@@ -300,6 +300,8 @@ def _saved_arg(report, src, flow: Flow, arg, facts: Facts, method) -> None:
             report("GS105", src, arg, f"literal `{short(src.segment(arg))}`")
         return
     val = flow.eval(arg)
+    if val.none:  # a name bound to None on every path: saved and given back as None
+        return
     if val.tensor is False and "saved" not in val.origins:
         if _named_only(arg, val, facts, method):
             report("GS228", src, arg, f"`{arg.id}`")
