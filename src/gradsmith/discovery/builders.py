@@ -119,6 +119,30 @@ def built_settings(owner: Any, attrs: list[str], called: list[str] = ()) -> list
     return found
 
 
+def class_builds(cls: type) -> list[Built]:
+    """``cls`` built with the values its constructor states (see :func:`_builds`), each build
+    that runs once here; [] for an abstract class or one whose constructor needs an object.
+
+    Example:
+        >>> class Decay:
+        ...     def __init__(self, rate: float = 0.5):
+        ...         self.rate = rate
+        >>> [(b.where, b.make().rate) for b in class_builds(Decay)]
+        [('Decay()', 0.5)]
+    """
+    if inspect.isabstract(cls):
+        return []
+    found = []
+    for kwargs, shown in _builds(cls):
+        try:
+            built = cls(**kwargs)
+        except Exception:  # noqa: BLE001 - this build is not one the class accepts
+            continue
+        items = {k: v for k, v in vars(built).items() if not k.startswith("_")}
+        found.append(Built(cls, kwargs, "", items, shown))
+    return found
+
+
 def _package(owner: Any) -> tuple[Path | None, str]:
     """The top package directory of ``owner``'s module and its dotted name."""
     module = inspect.getmodule(owner)

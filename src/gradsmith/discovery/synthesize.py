@@ -33,10 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradsmith.discovery.asserted_types import asserted_classes, with_asserted
 from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import called_in_helpers, flavours, none_tested_in_helpers
+from gradsmith.discovery.complex_matrices import complex_matrices
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import (
     passable,
@@ -60,7 +62,7 @@ from gradsmith.discovery.lengths import read_fft_lengths
 from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
-from gradsmith.discovery.probe import backward_error, probe, tried
+from gradsmith.discovery.probe import backward_error, complex_of_real, probe, tried
 from gradsmith.discovery.process_group import ASSUMED, needs_group, start_single_group
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.replans import (
@@ -182,6 +184,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         for slot in plan:
             slot.frozen = slot.name in frozen
     plans = with_built(plans, owner)  # params.B, params.nc: the object the project builds
+    if asserted := asserted_classes(target, names):  # assert isinstance(func, AdjModule)
+        plans = with_asserted(plans, asserted)
     if (solver := solver_skip(fn, owner, params, plans[0], hints)) is not None:
         return NoInputs(solver)  # an argmin cannot be invented: the user's solver is needed
     paired = [p.name for p in params if "inverse" in p.name.lower()]
@@ -223,6 +227,10 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
             return sized  # before a layout backward rejects
         if raising is not None:
             found, slots = raising
+            if complex_of_real(found.doubt) and (made := complex_matrices(
+                    found, owner, names, lambda a: probe(call, list(a)) is True
+                    and backward_error(call, a) is None, seed)) is not None:
+                return made  # linalg.eig written for complex normal (unitary) matrices
             return stated_or(fn, params, hints, seed,
                              replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
