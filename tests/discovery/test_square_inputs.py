@@ -212,16 +212,25 @@ class _ForgotReal(Function):
         return torch.fft.ifft(g) * g.shape[-1]
 
 
-def test_a_function_written_for_complex_inputs_is_a_skip_that_says_so():
+def test_a_function_written_for_complex_inputs_is_checked_on_complex_ones():
     # torch_linalg_ext's NormalMatrixEig and Eigu (complex normal, unitary matrices): on the
-    # real matrices synthesised, backward's complex gradient raised: a false backward-error
-    from gradsmith.checkrun.task import _explained
-
+    # real matrices synthesised, backward's complex gradient raised (a false backward-error,
+    # then a skip saying so); now a complex normal matrix is synthesised and the Function
+    # checked: this one's backward forgets the eigenvectors' term, and FAILs for it
     found = synthesize(_ComplexWritten)
     assert isinstance(found, Synthesized), found
-    assert "written for complex inputs" in found.doubt, found.doubt
-    errors = gradsmith.check(_ComplexWritten, *found.args).codes("error")
-    assert errors and errors <= _explained(found.doubt), errors  # the row: a skip, with why
+    assert not found.doubt and "complex128 (4, 4) normal" in found.description, found
+    (a,) = found.args
+    vals, vecs = torch.linalg.eig(a.detach())
+    torch.testing.assert_close(a.detach() @ a.detach().mH, a.detach().mH @ a.detach())
+    # the reference: torch's eig autograd of a phase-invariant loss of the eigenvectors
+    w = torch.randn(4, 4, dtype=torch.complex128, generator=torch.Generator().manual_seed(1))
+    b, c = a.detach().clone().requires_grad_(), a.detach().clone().requires_grad_()
+    want = torch.autograd.grad(((torch.linalg.eig(b)[1].conj() * w).sum(-2).abs() ** 2).sum(), b)
+    got = torch.autograd.grad(((_ComplexWritten.apply(c)[1].conj() * w).sum(-2).abs() ** 2).sum(),
+                              c, allow_unused=True)
+    assert float(want[0].abs().max()) > 1e-3 and (got[0] is None or float(got[0].abs().max()) == 0)
+    assert "gradient-mismatch" in gradsmith.check(_ComplexWritten, *found.args).codes("error")
     # only behind complex outputs: a real output's backward that forgets .real still FAILs
     found = synthesize(_ForgotReal)
     assert isinstance(found, Synthesized), found

@@ -23,35 +23,38 @@ from gradsmith.checker.problem import Problem
 from gradsmith.checker.report import Finding
 
 
-def meant_eigenvectors(session, labels: list[str]) -> set[int]:
-    """Indices of the inputs the session's Function's code uses as an eigenvector matrix
-    beside its eigenvalues, read from its source once a check."""
+def meant_eigenvectors(session, labels: list[str]) -> dict[int, str]:
+    """Input index -> ``"eigenvectors"`` (the code uses it as an eigenvector matrix beside its
+    eigenvalues) or ``"unitary"`` (its docstrings call it unitary), read once a check."""
     key = "meant_eigenvectors:" + ",".join(labels)
     if key not in session.cache:
         session.cache[key] = _read(session.function_cls, labels)
     return session.cache[key]
 
 
-def _read(cls: type | None, labels: list[str]) -> set[int]:
+def _read(cls: type | None, labels: list[str]) -> dict[int, str]:
+    """Eigenvector matrices beside their eigenvalues, and every input of a Function whose
+    docstrings call its input unitary (only those whose value is unitary are restricted)."""
+    from gradsmith.discovery.complex_matrices import says_unitary
     from gradsmith.discovery.eigenpairs import eigenpairs
 
     try:
         pairs = eigenpairs(cls, sorted(set(labels)))
+        unitary = cls is not None and says_unitary(cls)
     except Exception:  # noqa: BLE001 - reading source is best effort (no source, odd code)
-        return set()
-    return {t for t, label in enumerate(labels) if label in pairs}
+        return {}
+    return {t: "eigenvectors" if label in pairs else "unitary" for t, label in enumerate(labels)
+            if label in pairs or unitary}
 
 
 def _orthonormal(problem: Problem, t: int, x: torch.Tensor) -> bool:
-    if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < 2 or x.numel() == 0:
-        return False
-    if t in problem.complex_inputs:
-        if x.shape[-1] != 2:
+    if t in problem.complex_inputs:  # handled as its real view (..., 2)
+        if x.dim() < 3 or x.shape[-1] != 2 or not x.is_floating_point():
             return False
         x = torch.view_as_complex(x.contiguous())
-        if x.dim() < 2 or x.shape[-1] != x.shape[-2]:
-            return False
     elif not x.is_floating_point():
+        return False
+    if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < 2 or x.numel() == 0:
         return False
     real = x.real if x.is_complex() else x
     eye = torch.eye(x.shape[-1], dtype=x.dtype)
@@ -79,7 +82,7 @@ def contracted(session, problem: Problem) -> Problem:
     chosen = [t for t in candidates if t in meant]
     if not chosen:
         return problem
-    session.cache["eigenvector_inputs"] = [problem.labels[t] for t in chosen]
+    session.cache["eigenvector_inputs"] = [(problem.labels[t], meant[t]) for t in chosen]
 
     def f(xs, fresh):
         xs = list(xs)
@@ -93,12 +96,14 @@ def contracted(session, problem: Problem) -> Problem:
 
 
 def finding(session, check: str) -> list[Finding]:
-    """One info finding per eigenvector-matrix input compared along its tangent directions."""
+    """One info finding per orthonormal input compared along its tangent directions."""
+    said = {"eigenvectors": "a matrix of orthonormal eigenvectors (the code rebuilds a matrix "
+                            "from it and its eigenvalues)",
+            "unitary": "a unitary matrix (the Function's docstring calls its input unitary)"}
     return [Finding(
         "eigenvector-directions", "info",
-        f"{label} is a matrix of orthonormal eigenvectors (the code rebuilds a matrix from it "
-        "and its eigenvalues): gradients were compared along directions that keep it "
-        "orthonormal (V K, K anti-symmetric / anti-Hermitian), the contract its backward's "
-        "tangent-space gradient is written for",
-        "nothing to fix; a backward wrong along such a direction still fails", check, label,
-        {}) for label in session.cache.get("eigenvector_inputs", [])]
+        f"{label} is {said[kind]}: gradients were compared along directions that keep it "
+        "orthonormal (V K, K anti-symmetric / anti-Hermitian), the contract its backward is "
+        "written for", "nothing to fix; a backward wrong along such a direction still fails",
+        check, label, {"kind": kind})
+        for label, kind in session.cache.get("eigenvector_inputs", [])]

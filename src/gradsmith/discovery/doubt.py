@@ -13,7 +13,9 @@ with the reason and a decorator to fill in:
 - a complex gradient for a real input where forward's outputs are complex on the real inputs
   (``linalg.eig`` of a real matrix): backward is written for complex inputs, whose structure
   (normal, unitary) the code does not state; a real-input Function's backward that forgets
-  ``.real`` behind real outputs stays a ``backward-error``.
+  ``.real`` behind real outputs stays a ``backward-error``. Synthesis first retries such
+  inputs as complex normal (unitary) matrices (:mod:`~gradsmith.discovery.complex_matrices`):
+  this doubt remains only where forward or backward rejects those too.
 """
 
 from __future__ import annotations
