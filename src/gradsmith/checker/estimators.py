@@ -313,6 +313,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
         how = (f"declare it, completing the `...` in its example (an argument gradsmith "
                f"cannot write as source; the rest was checked: "
                f"{declaration.note or 'this backward matches it'}): `{declaration.line}`")
+    elif declaration.note.startswith("not checked"):  # complete, but backward disagrees
+        how = f"declare it: `{declaration.line}` ({declaration.note})"
     else:
         how = f"declare it, completing: `{declaration.line}` ({declaration.note})"
     if main.kind == "scaled":

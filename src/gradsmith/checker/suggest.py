@@ -69,10 +69,10 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
     names = _names(session)
     factory = f"lambda: {render_args(session.subject.args.values, home=_home(session))}"
     params = ", ".join(names)
-    found = _surrogate(session, names, sigs, v, grads)
-    if found is not None:
-        return Declaration(f"@gradsmith.example({factory}, surrogate=lambda {params}: {found})",
-                           True)
+    surrogate = _surrogate(session, names, sigs, v, grads)
+    if surrogate is not None and not surrogate[1]:
+        return Declaration(
+            f"@gradsmith.example({factory}, surrogate=lambda {params}: {surrogate[0]})", True)
     from gradsmith.checker import intended_fit  # it builds on this module's helpers
 
     found = (_scaled(session, names, sigs, v, grads)
@@ -80,6 +80,10 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
              or intended_fit.declaration(session, names, sigs, v, grads))
     if found is not None:
         return Declaration(f"@gradsmith.example({factory}, {found})", True)
+    if surrogate is not None:  # forward's surrogate, which backward follows but for some inputs
+        body, dropped = surrogate
+        return Declaration(f"@gradsmith.example({factory}, surrogate=lambda {params}: {body})",
+                           False, DROPPED.format(them=", ".join(dropped), first=dropped[0]))
     if any(s.kind in ("scaled", "modified", "guided") for s in sigs.values()):
         grad = _grad_name(names)
         return Declaration(
@@ -89,6 +93,13 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
         f"@gradsmith.example({factory}, surrogate=lambda {params}: ...)", False,
         "the forward written with each piecewise-constant op q(t) as `t + (q(t) - t).detach()`, "
         "so that its autograd gradient is the intended one")
+
+
+#: The note of a surrogate that backward follows for some inputs and drops for others.
+DROPPED = ("not checked: this surrogate of forward matches backward except that it also gives "
+           "{them} a gradient, which backward does not return although forward's output "
+           "depends on it; if {them} is meant to learn (a learnable threshold), backward must "
+           "return that gradient; if not, write `{first}.detach()` in the surrogate")
 
 
 def unbiased(session: Session) -> Declaration:
@@ -259,13 +270,19 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
     body = " + ".join(chosen)
     fn = _compile(f"lambda {params}: {body}", session)
     got = _try(session, "surrogate", fn, v, problem.xs, split)
-    if got is None or not all(_matches(g, w, session) for g, w in zip(grads, got)):
+    if got is None:
         return None
+    wrong = [t for t, (g, w) in enumerate(zip(grads, got)) if not _matches(g, w, session)]
+    if wrong:
+        # the surrogate of forward gives a gradient to an input backward returns none for (a
+        # threshold the spike compares with): the intended surrogate, stated unchecked
+        dropped = [t for t in wrong if bool((grads[t] == 0).all())]
+        return (body, [subject.labels[t] for t in dropped]) if dropped == wrong else None
     # one term for the one input with a gradient was spread already
     with_grad = [t for t, g in enumerate(grads) if not bool((g == 0).all())]
     if (len(chosen) > 1 or len(with_grad) > 1) and not spread.holds(session, "surrogate", fn):
         return None
-    return body
+    return body, []
 
 
 def _agrees(session, fn, xs, split, want, t) -> bool:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-from gradsmith.checker import multi_gaussian
+from gradsmith.checker import element_scaled, multi_gaussian
 from gradsmith.checker.slope_fit import FIT, fit_smooth
 
 # (surrogate F as Python source of u, its derivative F')
@@ -95,6 +95,9 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
             fit = fit_of(xv - values, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
+    # a width or slope that is a tensor argument, element by element
+    for shift, values in shifts:
+        yield from element_scaled.terms(name + shift, xv - values, d, tensors, pos)
     # last (the costliest search): a centre Gaussian less two wide side ones (Yin et al.)
     yield from multi_gaussian.terms(name, xv, d)
     for n, a in tensors:  # straight-through scaled by another argument, element by element
