@@ -24,22 +24,17 @@ key) is not a kernel: a Function's ``apply`` has its own backward.
 from __future__ import annotations
 
 import ast
-import builtins
 
 from gradsmith.linter._builders import built_extension
 from gradsmith.linter._kernels import finder, module_named, modules_of
+from gradsmith.linter._loaders import IMPORT_BLOCKS, is_jiterator, is_load, loaded
 from gradsmith.linter._project import is_extension_module, is_python_module
 from gradsmith.linter._proxies import extension_proxy, resolve_class
 from gradsmith.linter._registered import registers_itself
 from gradsmith.linter._symbols import ModuleSymbols, dotted, import_time, statements
-
-# Module-level blocks whose statements run at import time (a with block included here).
-_IMPORT_BLOCKS = (ast.If, ast.Try, ast.With)
+from gradsmith.linter._unbound import free, star
 
 _FOLLOW = 4  # re-exports and helpers followed across modules
-_OPS_BUILTIN = frozenset({"aten", "prims"})
-_BUILTINS = frozenset(dir(builtins))
-_BINDING = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
 
 
 def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
@@ -63,7 +58,7 @@ def names(sym: ModuleSymbols, sym_of: dict, depth: int = 0) -> frozenset[str]:
     scope = Scope(sym, sym_of, known, depth)
     for _ in range(2):  # `module = load_inline(...)` then `fn = module.fn`
         before = len(known)
-        for stmt in import_time(source.tree.body, _IMPORT_BLOCKS):
+        for stmt in import_time(source.tree.body, IMPORT_BLOCKS):
             if isinstance(stmt, ast.Assign) and scope.valued(stmt.value):
                 known.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
             elif isinstance(stmt, ast.ClassDef):  # `dot_backward = {"cpu": ext_cpu.fn, ...}`
@@ -117,38 +112,6 @@ def _class_extensions(klass: ast.ClassDef, scope: Scope) -> set[str]:
     return found
 
 
-def star(sym: ModuleSymbols, name: str, sym_of: dict) -> bool:
-    """``name``, bound nowhere in the module, comes from ``from <extension> import *``: every
-    other star import is of a linted module that does not bind it either."""
-    if not sym.stars or not free(sym, name):
-        return False
-    extension = False
-    for base in sym.stars:
-        if is_extension_module(base, sym):
-            extension = True
-            continue
-        other = module_named(modules_of(sym_of), base, sym)
-        if other is None or not free(other, name):
-            return False  # a Python module's star import may bind it
-    return extension
-
-
-def free(sym: ModuleSymbols, name: str) -> bool:
-    """``name`` is bound nowhere in the module (it may come from a star import)."""
-    source = sym.source
-    bound = source.__dict__.get("_gs_bound")
-    if bound is None:
-        bound = set(source.functions) | set(sym.imports) | set(sym.classes)
-        for stmt in statements(source.tree.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(stmt.name)
-            elif isinstance(stmt, _BINDING):
-                bound.update(node.id for node in ast.walk(stmt)
-                             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store))
-        bound = source.__dict__["_gs_bound"] = frozenset(bound)
-    return name not in bound and name not in _BUILTINS
-
-
 class Scope:
     """What is an extension in one function (or module): the module's names plus locals."""
 
@@ -200,7 +163,7 @@ class Scope:
         parts = dotted(expr.func) or []
         if parts == ["getattr"] and expr.args:
             return self.valued(expr.args[0])
-        if _is_load(expr, self.sym):
+        if is_load(expr, self.sym):
             return True
         return self.depth < _FOLLOW and (
             self.returns(expr.func) or self.proxy(expr.func) or self.built(expr.func) or any(
@@ -338,86 +301,6 @@ def _imported(target: str, sym: ModuleSymbols, sym_of: dict, depth: int) -> bool
         return False
     return name in names(other, sym_of, depth + 1) or (
         star(other, name, sym_of) and not is_python_module(target, sym))  # not a submodule
-
-
-def loaded(sym: ModuleSymbols) -> frozenset[str]:
-    """Names bound to ``cpp_extension.load(...)``/``load_inline(...)`` at import time or
-    under ``global``, to a custom ``torch.ops.<namespace>``, or to a jiterator kernel."""
-    source = sym.source
-    found = set()
-    text = source.text
-    if "load" in text or "torch.ops" in text or "jiterator" in text:
-        for stmt in import_time(source.tree.body, _IMPORT_BLOCKS):
-            if isinstance(stmt, ast.Assign) and (_is_load(stmt.value, sym) or _is_ops(stmt.value)
-                                                 or is_jiterator(stmt.value, sym)):
-                found |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-    if "global" in text and "cpp_extension" in text:  # `global _C` then `_C = load(...)`
-        for stmt in statements(source.tree.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                shared = {n for s in ast.walk(stmt) if isinstance(s, ast.Global) for n in s.names}
-                for sub in ast.walk(stmt) if shared else ():
-                    if isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
-                        found |= {t.id for t in sub.targets
-                                  if isinstance(t, ast.Name) and t.id in shared}
-    if "cpp_extension" in text:
-        found |= _held(source.tree, sym)
-    return frozenset(found)
-
-
-def _held(tree: ast.Module, sym: ModuleSymbols) -> set[str]:
-    """Extensions a function of the module compiles and keeps: on a class of the module
-    (``Accelerated.module = load(...)`` in a static property, used as
-    ``Accelerated.conv.fn``), or imported by the name it was built under
-    (``load(name='renderutils_plugin', ...)`` then ``import renderutils_plugin``)."""
-    classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
-    built: set[str] = set()
-    found: set[str] = set()
-    imports = []
-    for sub in ast.walk(tree):
-        if isinstance(sub, ast.Import):
-            imports.append(sub)
-        elif isinstance(sub, ast.Assign) and _is_load(sub.value, sym):
-            found |= {t.value.id for t in sub.targets if isinstance(t, ast.Attribute)
-                      and isinstance(t.value, ast.Name) and t.value.id in classes}
-        if isinstance(sub, ast.Call) and _is_load(sub, sym):
-            name = next((k.value for k in sub.keywords if k.arg == "name"),
-                        sub.args[0] if sub.args else None)
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                built.add(name.value)
-    for node in imports:
-        found |= {a.asname or a.name for a in node.names if a.name in built}
-    return found
-
-
-def _is_ops(value: ast.expr | None) -> bool:
-    """``torch.ops.my_ext``: an alias of a custom operator namespace."""
-    parts = dotted(value) if value is not None else None
-    return bool(parts) and len(parts) == 3 and parts[:2] == ["torch", "ops"] \
-        and parts[2] not in _OPS_BUILTIN
-
-
-def is_jiterator(value: ast.expr | None, sym: ModuleSymbols) -> bool:
-    """``torch.cuda.jiterator._create_jit_fn(code)`` (or the multi-output one): a kernel
-    compiled from a C++ string at run time, as opaque to autograd as an extension."""
-    if not isinstance(value, ast.Call):
-        return False
-    parts = dotted(value.func) or [""]
-    origin = ".".join([sym.imports.get(parts[0], parts[0]), *parts[1:]])
-    return "jiterator" in origin and parts[-1] in ("_create_jit_fn", "_create_multi_output_jit_fn")
-
-
-def _is_load(value: ast.expr | None, sym: ModuleSymbols) -> bool:
-    """``load(name=..., sources=[...])``/``load_inline(...)`` of ``torch.utils.cpp_extension``
-    (known by its import, also under another name, or by its ``sources`` keywords)."""
-    if not isinstance(value, ast.Call):
-        return False
-    parts = dotted(value.func) or [""]
-    origin = ".".join([sym.imports.get(parts[0], parts[0]), *parts[1:]])
-    if origin.rpartition(".")[2] not in ("load", "load_inline"):
-        return False
-    return "cpp_extension." in origin or any(
-        k.arg in ("sources", "cpp_sources", "cuda_sources") for k in value.keywords)
-
 
 
 __all__ = ["Scope", "free", "is_jiterator", "kernel_call", "loaded", "names", "star"]

@@ -8,7 +8,7 @@ its helpers (or modules importing it: ``pointnet2.gather_points_wrapper(...)``) 
 names that no statement of the module binds (``_CAPI_SpMM(...)``). Such a name is a
 function of the C library: autograd cannot see into it.
 
-A module with a star import is left to :func:`gradsmith.linter._extensions.star` (the name
+A module with a star import is left to :func:`gradsmith.linter._unbound.star` (the name
 may come from there).
 """
 
