@@ -109,7 +109,8 @@ def _in_matmul(name: str, hints: dict[str, Hint]) -> bool:
 
 
 def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) -> set[str]:
-    """Parameters the code uses as a Python number: passed to ``float()``, or stored on ctx as
+    """Parameters the code uses as a Python number: passed to ``float()``, listed in a tensor
+    it builds (``torch.tensor([gama])``) while backward returns ``None`` for them, or stored on ctx as
     they are (``ctx.coef = coef``, ``ctx.bounds = (lo, hi)``) while backward returns ``None``
     for them or, in the setup_context style, forward never reads them (and nothing uses them
     as a tensor).
@@ -138,6 +139,9 @@ def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) 
                     node.func.id == "float" and node.args:
                 name = _param_of_exact(node.args[0], unknown)
                 found |= {name} if name else set()
+            elif _wraps_numbers(node):  # torch.tensor([gama]): gama is a number
+                found |= {e.id for e in node.args[0].elts
+                          if isinstance(e, ast.Name)} & unknown & frozen
             elif isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Attribute) for t in node.targets):
                 stored = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
@@ -145,6 +149,13 @@ def scalar_params(owner: type | None, hints: dict[str, Hint], frozen: set[str]) 
                 found |= names & (frozen | (_unread_by_forward(owner, names)
                                             if method == "setup_context" else set()))
     return found
+
+
+def _wraps_numbers(node: ast.AST) -> bool:
+    """``torch.tensor([a, b])`` / ``x.new_tensor([a])``: a list of numbers made a tensor."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr in ("tensor", "Tensor", "new_tensor") and len(node.args) == 1 and \
+        isinstance(node.args[0], (ast.List, ast.Tuple))
 
 
 def _unread_by_forward(owner: type, names: set[str]) -> set[str]:
