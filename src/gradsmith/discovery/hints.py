@@ -75,6 +75,7 @@ class Hint:
     above: float | None = None     # backward divides by (ctx.p - c): p lies above c
     pair: int = 0                  # a, b = ensure_list(flag, 2): a tuple of that many flags
     window: int = 0                # F.avg_pool2d(x, k): k is a pooling window of 2 dims
+    leading: int = 0               # s[:, None, None, None]: one value per row of a 4-D tensor
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

@@ -13,6 +13,7 @@ from typing import Any
 from gradsmith.discovery.adjoint_pairs import with_adjoints
 from gradsmith.discovery.grid_samples import read_grids, shape_params, with_shapes
 from gradsmith.discovery.int_lists import explained, int_lists, with_int_lists
+from gradsmith.discovery.leading_vectors import read_leading
 from gradsmith.discovery.slots import Slot
 
 
@@ -28,6 +29,7 @@ class Contracts:
 def read_contracts(target: Any, owner: type | None, names: list[str], hints: dict) -> Contracts:
     """Read the contracts of forward ``target`` (grids go into ``hints``)."""
     read_grids(target, owner, hints)  # F.grid_sample(x, grid): (N, H, W, 2) in [-1, 1]
+    read_leading(target, owner, hints)  # w * scale[:, None, None, None]: scale (out,)
     return Contracts(tuple(names), int_lists(target, names),  # enumerate(dims): cuts[n]
                      frozenset(shape_params(target, names)))  # broadcast_to(xshape): a shape
 
