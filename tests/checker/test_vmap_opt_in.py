@@ -98,7 +98,9 @@ def test_an_opted_in_crash_is_an_error_naming_the_opt_in():
 
 def test_opted_in_wrong_values_are_an_error():
     report = check(WrongRule, _x(3, 4), checks=["vmap"])
-    assert "vmap-mismatch" in report.codes("error") and not report.passed
+    (f,) = [f for f in report.findings if f.code == "vmap-mismatch"]
+    assert f.severity == "error" and not report.passed
+    assert f.message.startswith("the Function opts in to vmap (a vmap staticmethod)")
     # the reference: a loop over the batch gives 3 * x, the rule 2 * x
     batch = _x(2, 3, 4).detach()
     loop = torch.stack([WrongRule.apply(b) for b in batch])

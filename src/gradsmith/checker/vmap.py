@@ -100,7 +100,7 @@ def _vmapped(session: Session, optin: str = "") -> list[Finding]:
         return [_error(exc, "forward", optin, base)]
     want = [torch.stack(o) for o in zip(*[subject.select(subject.call([b[i] for b in batches]))
                                           for i in range(BATCH)])]
-    findings = _compare(subject, got, want, "forward output")
+    findings = _compare(subject, got, want, "forward output", optin=optin)
     vs = [torch.randn(w.shape[1:], generator=gen, dtype=torch.float64).to(w.dtype) for w in want]
 
     def loss(*xs):
@@ -118,7 +118,7 @@ def _vmapped(session: Session, optin: str = "") -> list[Finding]:
         want_g.append(torch.autograd.grad(loss(*xs), xs, allow_unused=True))
     want_g = [torch.stack([g if g is not None else torch.zeros_like(b[0]) for g in gs])
               for gs, b in zip(zip(*want_g), batches)]
-    findings += _compare(subject, got_g, want_g, "per-sample gradient", subject.labels)
+    findings += _compare(subject, got_g, want_g, "per-sample gradient", subject.labels, optin)
     if random:
         findings.append(_randomness(subject, batches))
     return findings
@@ -141,8 +141,9 @@ def _randomness(subject, batches) -> Finding:
         "element, or 'same' for one shared draw", NAME)
 
 
-def _compare(subject, got, want, what, labels=None) -> list[Finding]:
+def _compare(subject, got, want, what, labels=None, optin: str = "") -> list[Finding]:
     labels = labels or subject.out_labels
+    claim = f"the Function opts in to vmap ({optin}) and " if optin else ""
     out = []
     for label, a, b in zip(labels, got, want):
         # vmap and the loop may sum in another order: a few hundred ulps of the dtype compared
@@ -152,7 +153,7 @@ def _compare(subject, got, want, what, labels=None) -> list[Finding]:
         if not close(a, b, max(1e-7, 100 * eps), max(1e-9, 10 * eps)):
             out.append(Finding(
                 "vmap-mismatch", "error",
-                f"vmap {what} for {label} differs from a loop over the batch (max "
+                f"{claim}vmap {what} for {label} differs from a loop over the batch (max "
                 f"difference {max_diff(a, b) if a.shape == b.shape else float('nan'):.3g})",
                 "fix the vmap staticmethod (out_dims, moving the batch dim) or use "
                 "generate_vmap_rule = True with setup_context-style forward", NAME, label))
