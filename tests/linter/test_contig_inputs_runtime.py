@@ -1,7 +1,7 @@
 """GS221 on forward's inputs (fixtures/contig_inputs.py), run in Triton's interpreter on
-CPU: a kernel that loads its input with offsets of its own returns a wrong output for a
-transposed input, and the right one once forward makes it contiguous or passes its
-strides. Outputs are compared with the plain expression ``x * 2``."""
+CPU: a kernel that loads its input with row-major offsets of its own returns a wrong output
+for a transposed input, and the right one once forward makes it contiguous or passes its
+strides; a flat elementwise kernel writing into `empty_like(x)` reads it right. Outputs are compared with the plain expression ``x * 2``."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def test_dense_kernel_reads_a_transposed_input_wrong(mod, found, name):
     torch.testing.assert_close(fn(x.contiguous()), x * 2)  # right on a contiguous input
 
 
-@pytest.mark.parametrize("name", ["ContiguousInput", "StridedInput", "called_contiguous"])
+@pytest.mark.parametrize("name", ["ContiguousInput", "StridedInput", "FlatInput",
+                                  "called_contiguous"])
 def test_guarded_inputs_are_read_right_and_not_reported(mod, name):
     x = _transposed()
     fn = getattr(mod, name)
@@ -63,11 +64,12 @@ def test_guarded_inputs_are_read_right_and_not_reported(mod, name):
 
 
 def test_a_number_handed_to_the_kernel_is_not_an_input_it_indexes(mod, found):
-    """`n` fills the kernel's bound, not a pointer: not reported, and the output is right.
+    """`cols` fills the kernel's row length, not a pointer: not reported, and the output is
+    right.
     (BlockInput, a block pointer given strides, is checked by the lint only: the pinned
     Triton's interpreter no longer runs block pointers.)"""
     x = _transposed()
-    torch.testing.assert_close(mod.NumberInput.apply(x, x.numel()), x * 2)
+    torch.testing.assert_close(mod.NumberInput.apply(x, x.shape[1]), x * 2)
     lines = FIXTURE.read_text().splitlines()
     for name in ("class NumberInput(_Double):", "class BlockInput(_Double):"):
         start = lines.index(name) + 1

@@ -251,12 +251,16 @@ What the analysis takes into account, so that an error is always worth stopping 
 - Layouts (GS221): grad_output as it arrived (no `.contiguous()`, no `.stride()`, no
   `is_contiguous()`) handed to a Triton launch or a compiled extension; and a forward
   input handed so to a Triton kernel of the linted code (directly or through helpers)
-  at a parameter the kernel loads or stores through with offsets of its own (`X + offs`,
-  `x_ptr = X + i * D`): a caller's transposed or split input is read at the wrong
-  addresses. A parameter that only fills a bound or a stride, a block pointer or tensor
-  descriptor (given strides), an input forward makes contiguous or asks for its strides,
-  and one every linted call passes as `x.contiguous()` are not reported; an input handed
-  to a compiled extension is not either (its C++ may copy or check the layout).
+  at a parameter the kernel loads or stores through with row-major offsets of its own
+  (a row index times a parameter that is not a block size: `X + row * cols + offs`,
+  `X + i_bh * T * D + ...`): a caller's transposed or split input is read at the wrong
+  addresses. A flat offset (`X + pid * BLOCK + tl.arange(0, BLOCK)`: an elementwise
+  kernel, which reads a permuted dense tensor in its own memory order, or a weight
+  vector), a parameter used as a number (multiplied, compared, a bound), a block pointer
+  or tensor descriptor (given strides), an input forward makes contiguous or asks for its
+  strides, and one every linted call passes as `x.contiguous()` are not reported; an
+  input handed to a compiled extension is not either (its C++ may copy or check the
+  layout).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds

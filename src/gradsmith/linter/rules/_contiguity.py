@@ -43,7 +43,8 @@ GS221 = Rule(
     "GS221", "kernel-assumes-contiguous", "warning",
     "grad_output goes to a Triton kernel or compiled extension without `.contiguous()` or "
     "its strides (or backward asserts `grad_output.is_contiguous()`); or forward hands an "
-    "input so to a Triton kernel of the linted code that loads it with offsets of its own",
+    "input so to a Triton kernel of the linted code that loads it with row-major offsets "
+    "of its own (`X + row * cols + offs`)",
     "grad_output is not guaranteed contiguous: the gradient of `out.sum()` is an expanded "
     "tensor with stride 0, and `out.t()` or slicing gives other strides, so a kernel that "
     "indexes it as a dense row-major tensor reads the wrong elements and the gradient is "
@@ -193,7 +194,7 @@ def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int, inputs
             hit = [a for i, a in passed if dense and launch_target(kernel, i) in dense]
             if hit:
                 what = f"`{short(ast.unparse(hit[0]), 16)}` to `{short(ast.unparse(head), 24)}" \
-                       f"[...]()`, which indexes it with offsets of its own"
+                       f"[...]()`, which indexes it with row-major offsets of its own"
                 return node, what, (node, what, where)
             continue
         if head is not None:

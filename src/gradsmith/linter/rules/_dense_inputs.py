@@ -19,48 +19,89 @@ _TRITON = frozenset({"tl", "language", "triton"})
 
 
 def pointer_params(kernel: ast.FunctionDef) -> frozenset[str]:
-    """Parameters of ``kernel`` a ``tl.load``/``tl.store`` reaches as its pointer, through
-    the names it is added to (``x_ptr = X + offs``); a block pointer (``tl.make_block_ptr``,
-    given strides) and a tensor descriptor are left out: they index with the strides passed."""
+    """Parameters of ``kernel`` a ``tl.load``/``tl.store`` reaches as its pointer with
+    row-major offsets: the offset multiplies a row index by a parameter that is not a
+    block size (``X + row * N + cols``, ``X + i_bh * T * D + ...``), so the kernel assumes
+    the row stride instead of being given it. A flat offset (``X + pid * BLOCK +
+    tl.arange(0, BLOCK)``, an elementwise kernel, or a vector of weights) reads a permuted
+    dense tensor in its own memory order and is left out, as are a block pointer
+    (``tl.make_block_ptr``, given strides), a tensor descriptor and parameters used as
+    numbers (multiplied, compared, a range or block bound)."""
     cached = kernel.__dict__.get("_gs_pointer_params")
     if cached is not None:
         return cached
     params = {a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args)}
-    deps: dict[str, set[str]] = {}
-    pointers: set[str] = set()
+    values: dict[str, list[ast.expr]] = {}
+    pointers: list[ast.expr] = []
+    numbers: set[str] = set()  # parameters used as numbers
+    blocks: set[str] = set()  # names bounding a tl.arange: block sizes
     strided: set[str] = set()
     for node in ast.walk(kernel):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
             for target in targets:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
-                        deps.setdefault(name.id, set()).update(used)
+                        values.setdefault(name.id, []).append(node.value)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, _SCALING):
+            numbers |= {n.id for side in (node.left, node.right) for n in _factors(side)}
+        elif isinstance(node, ast.Compare):
+            numbers |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         elif isinstance(node, ast.Call):
             parts = dotted(node.func) or []
             if len(parts) >= 2 and parts[-2] in _TRITON and parts[-1] in _ACCESS:
                 pointer = node.args[0] if node.args else next(
                     (k.value for k in node.keywords if k.arg in ("pointer", "ptr")), None)
                 if pointer is not None:
-                    pointers |= {n.id for n in ast.walk(pointer) if isinstance(n, ast.Name)}
+                    pointers.append(pointer)
             elif parts and parts[-1] in ("make_block_ptr", "make_tensor_descriptor"):
                 strided |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-    found = kernel.__dict__["_gs_pointer_params"] = frozenset(
-        _closure(pointers, deps) & params - _closure(strided, deps))
-    return found
+            elif parts and parts[-1] in ("arange", "range"):
+                bound = {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+                numbers |= bound
+                if parts[-1] == "arange":
+                    blocks |= bound
+    found: set[str] = set()
+    for pointer in pointers:
+        exprs = _reached(pointer, values)
+        names = {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
+        if names & strided:
+            continue
+        row_major = any(
+            isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and any(
+                f.id in params and f.id not in blocks
+                for side in (n.left, n.right) for f in _factors(side))
+            for e in exprs for n in ast.walk(e))
+        if row_major:
+            found |= names & params - numbers
+    found_set = kernel.__dict__["_gs_pointer_params"] = frozenset(found)
+    return found_set
 
 
-def _closure(names: set[str], deps: dict[str, set[str]]) -> set[str]:
-    """``names`` and every name they are computed from."""
+_SCALING = (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)
+
+
+def _factors(expr: ast.expr) -> list[ast.Name]:
+    """The names multiplied together in ``expr`` (``i_bh * T * D``: all three)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return _factors(expr.left) + _factors(expr.right)
+    return [expr] if isinstance(expr, ast.Name) else []
+
+
+def _reached(expr: ast.expr, values: dict[str, list[ast.expr]]) -> list[ast.expr]:
+    """``expr`` and the values of every local it is computed from (``x_ptr = X + offs``)."""
     seen: set[str] = set()
-    stack = list(names)
+    out = [expr]
+    stack = [n.id for n in ast.walk(expr) if isinstance(n, ast.Name)]
     while stack:
         name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            stack.extend(deps.get(name, ()))
-    return seen
+        if name in seen:
+            continue
+        seen.add(name)
+        for value in values.get(name, ()):
+            out.append(value)
+            stack.extend(n.id for n in ast.walk(value) if isinstance(n, ast.Name))
+    return out
 
 
 def contiguous_at_calls(facts) -> set[str]:
