@@ -16,6 +16,7 @@ import torch
 from source_cases import check_rows, error_codes, load_source
 
 from gradsmith.discovery import Synthesized, synthesize
+from gradsmith.discovery.asserted_types import asserted_classes
 
 SOURCE = '''
 from abc import ABC, abstractmethod
@@ -85,3 +86,19 @@ def test_a_wrong_backward_still_fails(tmp_path, grad):
     row = check_rows(tmp_path / "asserted_wrong.py", SOURCE.format(grad=grad))["Step"]
     assert row["verdict"] == "fail"
     assert "gradient-mismatch" in error_codes(row)
+
+
+ASSERT = '        assert isinstance(dynamics, Dynamics), "Expected `dynamics` to be an instance of Dynamics"\n'
+
+
+@pytest.mark.parametrize("check, read", [
+    ("        if not isinstance(dynamics, Dynamics):\n            raise TypeError('a Dynamics')\n",
+     True),
+    ("        if isinstance(dynamics, Dynamics):\n            x = x * 1\n", False),
+], ids=["if not isinstance: raise (a requirement)", "if isinstance: (a branch, not one)"])
+def test_only_a_refusal_makes_an_argument_a_project_class(tmp_path, check, read):
+    path = tmp_path / "refused_ops.py"
+    path.write_text(SOURCE.format(grad=RIGHT).replace(ASSERT, check))
+    module = load_source(path, "refused_ops")
+    found = asserted_classes(module.Step.forward, ["x", "dynamics"])
+    assert found == ({"dynamics": module.Dynamics} if read else {})

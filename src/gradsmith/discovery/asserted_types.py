@@ -46,9 +46,7 @@ def asserted_classes(target: Any, names: list[str]) -> dict[str, type]:
     home = (getattr(target, "__module__", "") or "").split(".")[0]
     found: dict[str, type] = {}
     for node in ast.walk(tree):
-        test = node.test if isinstance(node, (ast.Assert, ast.If)) else None
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test = test.operand  # if not isinstance(func, C): raise
+        test = node.test if isinstance(node, ast.Assert) else _refused(node)
         if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
                 and test.func.id == "isinstance" and len(test.args) == 2
                 and isinstance(test.args[0], ast.Name) and test.args[0].id in names):
@@ -57,6 +55,16 @@ def asserted_classes(target: Any, names: list[str]) -> dict[str, type]:
         if isinstance(cls, type) and cls.__module__.split(".")[0] == home:
             found[test.args[0].id] = cls
     return found
+
+
+def _refused(node: ast.AST) -> ast.AST | None:
+    """``isinstance(func, C)`` of ``if not isinstance(func, C): raise ...``; None for any
+    other statement (``if isinstance(x, Sparse):`` picks a branch, it refuses nothing)."""
+    if (isinstance(node, ast.If) and isinstance(node.test, ast.UnaryOp)
+            and isinstance(node.test.op, ast.Not)
+            and any(isinstance(s, ast.Raise) for s in node.body)):
+        return node.test.operand
+    return None
 
 
 def _resolve(node: ast.AST, scope: dict[str, Any]) -> Any:
