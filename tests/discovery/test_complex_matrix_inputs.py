@@ -9,6 +9,7 @@ import pytest
 import torch
 from source_cases import check_rows, error_codes
 
+import gradsmith
 from gradsmith.discovery.complex_matrices import normal_matrix, says_unitary
 
 CASE = """
@@ -118,3 +119,30 @@ def test_unitary_is_read_from_the_docstring_not_from_unitarily():
         """Similar to `NormalMatrixEig`, but specialized for unitary matrices."""
 
     assert not says_unitary(Normal) and says_unitary(Unitary)
+
+
+class _RiemannianIdentity(torch.autograd.Function):
+    """Identity on the special unitary group; backward projects the gradient onto its tangent
+    space (an estimator: not the Euclidean gradient of the identity)."""
+
+    @staticmethod
+    def forward(ctx, u):
+        ctx.save_for_backward(u)
+        return u.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        (u,) = ctx.saved_tensors
+        m = g @ u.mH
+        return (m - m.mH) / 2 @ u
+
+
+def test_a_unitary_docstring_alone_does_not_restrict_a_riemannian_estimator():
+    u = normal_matrix(3, (), 5, unitary=True)
+    g = torch.randn(3, 3, dtype=torch.complex128, generator=torch.Generator().manual_seed(3))
+    assert says_unitary(_RiemannianIdentity)
+    leaf = u.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(_RiemannianIdentity.apply(leaf), leaf, g)
+    assert float((grad - g).abs().max()) > 0.1  # the identity's true gradient is g itself
+    report = gradsmith.check(_RiemannianIdentity, u, compat=False)
+    assert not report.passed and "eigenvector-directions" not in report.codes()

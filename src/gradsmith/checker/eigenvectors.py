@@ -79,7 +79,10 @@ def contracted(session, problem: Problem) -> Problem:
     if not candidates:
         return problem
     meant = meant_eigenvectors(session, problem.labels)
-    chosen = [t for t in candidates if t in meant]
+    # a unitary input by its docstring: only of a decomposition (values and vectors out); a
+    # Riemannian-gradient estimator of an identity forward on SU(n) is not restricted so
+    decomposed = len(problem._out_labels or []) >= 2
+    chosen = [t for t in candidates if t in meant and (meant[t] != "unitary" or decomposed)]
     if not chosen:
         return problem
     session.cache["eigenvector_inputs"] = [(problem.labels[t], meant[t]) for t in chosen]
