@@ -11,6 +11,8 @@ through (``q + (q.round() - q).detach()``):
   lo, hi)) * s + b``; with a gradient scale ``g`` (LSQ's ``1 / sqrt(N * Qp)``) the step and
   offset enter as ``s * g + (s - s * g).detach()`` (value ``s``, gradient times ``g``); a
   per-channel step is laid along the first dimension;
+- **a binary weight's learned scale** (1-bit LSQ, XNOR-Net++): ``sign(x) * s``, ``x``'s
+  gradient passed inside ``[-s, s]``, ``s``'s ``sign(x)`` times ``g`` (``1 / sqrt(N)``);
 - **learned clip** (PACT): ``min(max(x, lo), alpha)`` (or ``[-alpha, alpha]``): the input's
   gradient passes inside the range, ``alpha``'s is 1 where ``x >= alpha``.
 
@@ -132,6 +134,10 @@ def _candidates(session, names, roles) -> Iterator[str]:
                 for layout in layouts:
                     for b in offsets:
                         yield _step(x, s, b, lo, hi, g, layout, q, c, s_, b_)
+    for s, sv in params:  # a binary weight's learned scale (1-bit LSQ, XNOR-Net++)
+        if sv.numel() == 1:
+            for g in [None, f"(1 / {x}.numel() ** 0.5)"] + scales[1:]:
+                yield _binary(x, s, g, c, s_)
     for a, av in params:
         if av.numel() != 1:
             continue
@@ -158,6 +164,15 @@ def _step(x, s, b, lo, hi, g, layout, q, c, s_, b_) -> str:
     body = (f"((({c} := ({q} := {shifted} / {first_s}).clamp({lo}, {hi}))"
             f" + (torch.where({c} == {q}, {q}.round(), {c}) - {c}).detach()) * {then_s}")
     return body + (f" + {then_b})" if b is not None else ")")
+
+
+def _binary(x, s, g, c, s_) -> str:
+    """``sign(x) * s``: ``x``'s gradient passed inside ``[-s, s]``, ``s``'s the derivative
+    ``sign(x)`` (times ``g``), as a 1-bit LSQ backward writes it (BiT's
+    ``ElasticQuantBinarizerSigned`` at one bit: corpus 9b dev)."""
+    scale = s if g is None else f"({s_} := {s} * {g} + ({s} - {s} * {g}).detach())"
+    clip = f"({c} := {x}.clamp(-{s}.detach(), {s}.detach()))"
+    return f"{clip} - {c}.detach() + torch.sign({x}) * {scale}"
 
 
 def _fresh(base: str, names: list[str]) -> str:
