@@ -71,7 +71,23 @@ class Gram(Function):
         return g @ x @ w.mT + g.mT @ x @ w, x.mT @ g @ x
 
 
+class WeightedGram(Function):
+    """``x diag(w) x^T``: the same forward shape, a weighted Gram matrix, no eigenpair (its
+    backward takes no differences of w)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ torch.diag_embed(w) @ x.mT
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return (g + g.mT) @ x * w, torch.diagonal(x.mT @ g @ x, dim1=-2, dim2=-1)
+
+
 def test_the_pair_is_read_off_the_code():
+    assert eigenpairs(WeightedGram, ["x", "w"]) == {}
     assert eigenpairs(_rebuild(), ["vals", "vecs"]) == {"vecs": "vals"}
     assert eigenpairs(DiagRebuild, ["vecs", "vals"]) == {"vecs": "vals"}
     assert eigenpairs(Gram, ["x", "w"]) == {}  # a matrix between, not a spectrum

@@ -11,7 +11,10 @@ Read, never run: a product in forward (or a function it passes both to) that mul
 parameter ``X`` by its own transpose or conjugate transpose (``X.mT``, ``X.mH``, ``X.T``,
 ``X.adjoint()``, ``X.transpose(-1, -2)``, ``X.conj().transpose(...)``) with another parameter
 ``v`` between them as a diagonal (``diag_embed(v)``, ``diag(v)``) or broadcast along one axis
-(``v.unsqueeze(-1)``, ``v[..., None]``, ``v[..., None, :]``): ``X`` is the eigenvector matrix,
+(``v.unsqueeze(-1)``, ``v[..., None]``, ``v[..., None, :]``), and a backward that takes the
+pairwise differences of ``v`` (``v.unsqueeze(-2) - v.unsqueeze(-1)``, here or in a helper it
+passes ``v`` to: the eigenvalue gaps of an eigenvector derivative; a weighted Gram matrix
+``x diag(w) x^T`` has the same forward and no such gaps): ``X`` is the eigenvector matrix,
 ``v`` its eigenvalues. :func:`with_eigenpairs` then gives every input set a consistent pair,
 the eigen-decomposition of one random symmetric (Hermitian, for complex inputs) matrix:
 distinct eigenvalues, orthonormal eigenvectors; :mod:`gradsmith.checker.eigenvectors` compares
@@ -33,6 +36,8 @@ _TRANSPOSES = {"mT", "mH", "T", "H"}
 _TRANSPOSE_CALLS = {"t", "transpose", "adjoint", "swapaxes", "permute"}
 _DIAGONALS = {"diag_embed", "diag", "diagflat"}
 _BROADCASTS = {"unsqueeze"}
+_RESHAPES = {"view", "reshape", "unsqueeze", "repeat", "expand", "expand_as", "transpose",
+             "mT", "contiguous", "clone", "detach", "conj", "real"}
 _KEEPS = {"conj", "conj_physical", "contiguous", "detach", "clone", "to", "type", "double",
           "float"}
 
@@ -45,14 +50,23 @@ def eigenpairs(owner: Any, names: list[str]) -> dict[str, str]:
         >>> class Rebuild(torch.autograd.Function):
         ...     @staticmethod
         ...     def forward(ctx, vals, vecs):
+        ...         ctx.save_for_backward(vals, vecs)
         ...         return vecs @ (vals.unsqueeze(-1) * vecs.adjoint())
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         vals, vecs = ctx.saved_tensors
+        ...         inner = vecs.adjoint() @ g @ vecs
+        ...         gaps = vals.unsqueeze(-2) - vals.unsqueeze(-1)  # eigenvalue gaps
+        ...         return inner.diagonal(dim1=-2, dim2=-1), vecs @ (gaps * inner)
         >>> eigenpairs(Rebuild, ["vals", "vecs"])
         {'vecs': 'vals'}
-        >>> class Gram(torch.autograd.Function):
+        >>> class Weighted(Rebuild):  # the same forward, a weighted Gram's backward
         ...     @staticmethod
-        ...     def forward(ctx, x, w):
-        ...         return x @ w @ x.mT  # w is a matrix, not a spectrum
-        >>> eigenpairs(Gram, ["x", "w"])
+        ...     def backward(ctx, g):
+        ...         vals, vecs = ctx.saved_tensors
+        ...         inner = vecs.adjoint() @ g @ vecs
+        ...         return inner.diagonal(dim1=-2, dim2=-1), (g + g.mH) @ vecs * vals
+        >>> eigenpairs(Weighted, ["vals", "vecs"])
         {}
     """
     forward = getattr(owner, "forward", None)
@@ -68,7 +82,51 @@ def eigenpairs(owner: Any, names: list[str]) -> dict[str, str]:
         pass
     for body, passed in trees:
         found.update(_read(body, passed))
+    if found:  # a weighted Gram x diag(w) x^T has the same shape: backward must say more
+        spectra = _differenced(owner, tree, names)
+        found = {vecs: vals for vecs, vals in found.items() if vals in spectra}
     return found
+
+
+def _differenced(owner: Any, forward: ast.AST, names: list[str]) -> set[str]:
+    """Parameters whose pairwise differences backward takes (``vals_j - vals_i``, through
+    what forward saves and the helpers backward passes them to: ``calc_eig_delta(vals)``),
+    the eigenvalue gaps of every eigenvector derivative."""
+    from gradsmith.discovery.matrices import _saved_aliases
+
+    backward = getattr(owner, "backward", None)
+    tree = parse(backward)
+    if tree is None:
+        return set()
+    aliases = _saved_aliases(forward, tree, {n: None for n in names})
+    trees = [(tree, aliases)]
+    try:
+        trees += list(followed(backward, tree, aliases, owner))
+    except Exception:  # noqa: BLE001 - following callees is best effort
+        pass
+    found: set[str] = set()
+    for body, passed in trees:
+        for node in ast.walk(body):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+                left, right = _root(node.left, passed), _root(node.right, passed)
+                if left is not None and left == right:
+                    found.add(left)
+    return found
+
+
+def _root(node: ast.AST, names: dict[str, str]) -> str | None:
+    """The parameter an expression reshapes (``u.view(-1, 1, n).repeat(1, n, 1)``,
+    ``vals[..., None]``, ``vals.unsqueeze(-1)``), else None."""
+    while True:
+        if isinstance(node, ast.Name):
+            return names.get(node.id)
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _RESHAPES:
+            node = node.func.value
+        else:
+            return None
 
 
 def _read(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
