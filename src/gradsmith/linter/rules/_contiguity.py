@@ -7,13 +7,14 @@ strides or checked with ``is_contiguous()``, or rebound to anything else. An ``a
 g.is_contiguous()`` on the gradient as it arrived is a finding of its own: it fails loudly,
 but for the expanded gradient of ``out.sum()`` too. An unguarded name given to a Triton launch, or to a
 compiled extension's function, is a finding; so is one given to a helper of the linted code
-that does that with its parameter (followed a few levels deep).
+that does that with its parameter (followed a few levels deep). Forward's inputs are read
+the same way, for Triton kernels of the linted code that index them row-major
+(_dense_inputs.py). Which names hold what and what guards them: _layout.py.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 
 from gradsmith.linter import _extensions
 from gradsmith.linter._facts import Facts
@@ -33,6 +34,13 @@ from gradsmith.linter.rules._kernels import (
     _Lazy,
     _looks_like_kernel,
     _opaque,
+)
+from gradsmith.linter.rules._layout import (
+    asserted_contiguous,
+    body_nodes,
+    decorator_guarded,
+    is_raw,
+    raw_names,
 )
 
 _CLS = "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n" \
@@ -61,14 +69,6 @@ GS221 = Rule(
     brief="gradient or input to a dense kernel without .contiguous() or strides",
 )
 
-#: Calls and attributes whose result shares the tensor's memory with its strides.
-_KEEP_STRIDES = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten",
-                           "unsqueeze", "squeeze", "expand", "expand_as", "t", "T", "mT",
-                           "transpose", "permute", "movedim", "narrow", "select", "detach",
-                           "unbind", "split", "chunk", "as_strided", "data"})
-#: Attributes showing that the code minds the tensor's layout.
-_GUARDS = frozenset({"contiguous", "stride", "strides", "is_contiguous", "clone", "data_ptr",
-                     "copy_"})
 #: How many helpers deep a dense use is looked for.
 _DEPTH = 3
 
@@ -82,7 +82,7 @@ def check_layout_of_gradients(facts: Facts, report) -> None:
             grads.add(method.node.args.vararg.arg)
         if not grads:
             continue
-        asserted = _asserted_contiguous(method.node, grads)
+        asserted = asserted_contiguous(method.node, grads)
         if asserted is not None:
             node, name = asserted
             report("GS221", method.source, node,
@@ -172,18 +172,18 @@ def _dense_use(func: ast.AST, grads: set[str], where: _Where, depth: int, inputs
     is the call itself or one inside the helpers it goes through. With ``inputs`` (forward's
     inputs, which may not be tensors) only a Triton kernel of the linted code counts, at a
     parameter it loads or stores through with offsets of its own (see _dense_inputs.py)."""
-    raw = _raw_names(func, grads - _decorator_guarded(func, where))
+    raw = raw_names(func, grads - decorator_guarded(func, where))
     if not raw:
         return None
-    for node in _body_nodes(func):
+    for node in body_nodes(func):
         if not isinstance(node, ast.Call):
             continue
-        passed = [(i, a) for i, a in enumerate(node.args) if _is_raw(a, raw)]
+        passed = [(i, a) for i, a in enumerate(node.args) if is_raw(a, raw)]
         first_star = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), None)
-        if first_star is not None and _is_raw(node.args[first_star].value, raw):
+        if first_star is not None and is_raw(node.args[first_star].value, raw):
             # `helper(*grad_outputs)`: its first element lands in that position
             passed.append((first_star, node.args[first_star].value))
-        passed += [(k.arg, k.value) for k in node.keywords if k.arg and _is_raw(k.value, raw)]
+        passed += [(k.arg, k.value) for k in node.keywords if k.arg and is_raw(k.value, raw)]
         if not passed:
             continue
         name = short(ast.unparse(passed[0][1]), 16)
@@ -235,115 +235,6 @@ def _through_helper(call: ast.Call, passed: list, where: _Where, depth: int, inp
         cache[key] = None if inner is None else (
             f"`{short('.'.join(dotted(call.func) or []), 24)}()` (launches a kernel)", inner[2])
     return cache[key]
-
-
-def _asserted_contiguous(func: ast.AST, grads: set[str]):
-    """``assert g.is_contiguous()`` on a gradient as it arrived: `out.sum()` hands backward
-    an expanded (stride 0) gradient and the assert raises where `.contiguous()` would copy."""
-    root = {g: g for g in grads}
-    for node in _body_nodes(func):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
-                node.targets[0], ast.Name):
-            origin = _strided_origin(node.value, root)
-            if origin is not None:
-                root[node.targets[0].id] = root[origin]
-            else:
-                root.pop(node.targets[0].id, None)
-        elif isinstance(node, ast.Assert):
-            for sub in ast.walk(node.test):
-                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
-                        sub.func.attr == "is_contiguous" and isinstance(sub.func.value, ast.Name) \
-                        and sub.func.value.id in root:
-                    return node, sub.func.value.id
-    return None
-
-
-def _decorator_guarded(func: ast.AST, where: _Where) -> set[str]:
-    """Parameters a decorator makes contiguous before the call (fla's ``@input_guard``,
-    ``@contiguous``): one named so, or one of the linted code whose body mentions
-    contiguity; parameters it names in strings (``no_guard_contiguous=["dy"]``) are left out."""
-    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
-    guarded: set[str] = set()
-    for dec in func.decorator_list:
-        head = dec.func if isinstance(dec, ast.Call) else dec
-        parts = dotted(head) or [""]
-        node = where.find(head) if parts[-1] not in _NOT_GUARDS else None
-        if _GUARD_NAME.search(parts[-1]) or isinstance(node, ast.FunctionDef) and any(
-            "contiguous" in (getattr(n, "attr", None) or getattr(n, "id", "")).lower()
-            for n in ast.walk(node)
-        ):
-            left_out = {c.value for c in ast.walk(dec) if isinstance(c, ast.Constant)}
-            guarded |= params - left_out
-    return guarded
-
-
-_NOT_GUARDS = frozenset({"staticmethod", "classmethod", "once_differentiable", ""})
-#: Decorator names that say so; the text pre-filter often leaves their module unparsed.
-_GUARD_NAME = re.compile(r"contiguous|input_guard", re.I)
-
-
-def _raw_names(func: ast.AST, grads: set[str]) -> set[str]:
-    """Names holding a gradient parameter's memory and strides, unless its family is guarded."""
-    root = {g: g for g in grads}
-    rebound: set[str] = set()
-    for node in _body_nodes(func):  # source order: aliases follow their origin
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            origin = _strided_origin(node.value, root)
-            for target in targets:
-                # `(g,) = grad_outputs`, `a, b = g`: each element keeps its origin's strides
-                unpacked = isinstance(target, (ast.Tuple, ast.List)) and all(
-                    isinstance(e, ast.Name) for e in target.elts)
-                for sub in ast.walk(target):
-                    if isinstance(sub, ast.Name):
-                        if origin is not None and (isinstance(target, ast.Name) or unpacked):
-                            root[sub.id] = root.get(sub.id, root[origin])
-                        else:
-                            rebound.add(sub.id)
-        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
-                _strided_origin(node.iter, root) is not None:  # `for chunk in g.split(n)`
-            root[node.target.id] = root[_strided_origin(node.iter, root)]
-        elif isinstance(node, (ast.For, ast.AugAssign, ast.NamedExpr, ast.withitem)):
-            bound = node.optional_vars if isinstance(node, ast.withitem) else node.target
-            if bound is not None:
-                rebound.update(n.id for n in ast.walk(bound) if isinstance(n, ast.Name))
-    guarded = {root[n] for n in rebound if n in root}
-    for node in _body_nodes(func):
-        if isinstance(node, ast.Attribute) and node.attr in _GUARDS and isinstance(
-                node.value, ast.Name) and node.value.id in root:
-            guarded.add(root[node.value.id])
-    return {n for n, r in root.items() if r not in guarded}
-
-
-def _strided_origin(expr: ast.expr, root: dict[str, str]) -> str | None:
-    """The raw name ``expr`` is a strided alias of (``g``, ``g.t()``, ``g[0]``, ``g.view(...)``)."""
-    while True:
-        if isinstance(expr, ast.Name):
-            return expr.id if expr.id in root else None
-        if isinstance(expr, ast.Subscript):
-            expr = expr.value
-        elif isinstance(expr, ast.Attribute) and expr.attr in _KEEP_STRIDES:
-            expr = expr.value
-        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
-                expr.func.attr in _KEEP_STRIDES:
-            expr = expr.func.value
-        else:
-            return None
-
-
-def _is_raw(arg: ast.expr, raw: set[str]) -> bool:
-    """``arg`` is a raw gradient name or a strided alias of one written inline (``g.t()``)."""
-    return _strided_origin(arg, dict.fromkeys(raw, "")) is not None
-
-
-def _body_nodes(func: ast.AST):
-    """Nodes of a function body in source order, not entering nested functions or classes."""
-    stack = list(reversed(func.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 __all__ = ["GS221"]
