@@ -187,3 +187,34 @@ def test_the_same_attribute_error_on_a_registered_object_stays_an_error():
     x = torch.randn(3, dtype=torch.float64, requires_grad=True)
     report = gradsmith.check(namespace["Apply"], x, Real())
     assert "backward-error" in report.codes("error")
+
+
+DERIVATIVE = '''
+import torch
+from torch.autograd import Function
+
+
+class Activation(Function):
+    @staticmethod
+    def forward(ctx, x, f, df):
+        ctx.df = df
+        ctx.save_for_backward(x)
+        return f(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return {grad}, None, None
+'''
+
+
+@pytest.mark.parametrize("grad, pair", [
+    ("ctx.df(g)", True),  # applied to the incoming gradient: an adjoint
+    ("ctx.df(x) * g", False),  # evaluated at a saved input: a derivative, not an adjoint
+], ids=["applied to the gradient", "a derivative at the input"])
+def test_only_a_function_applied_to_the_gradient_is_read_as_the_adjoint(tmp_path, grad, pair):
+    module = _module(tmp_path, DERIVATIVE, grad, "derivative_ops")
+    found = adjoint_pairs(module.Activation, ["x", "f", "df"])
+    assert bool(found) is pair
+    if pair:
+        assert (found["f"].half, found["df"].half) == ("f", "a")

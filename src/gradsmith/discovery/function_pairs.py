@@ -22,9 +22,11 @@ from gradsmith.discovery.source import method_trees, read_parameter, stored_on_c
 
 def adjoint_pairs(owner: Any, names: list[str]) -> dict[str, Operator]:
     """The two halves of each adjoint pair of function arguments: forward calls one on a
-    single tensor (``fw(x)``), never the other, and backward applies the other (``ctx.bw(g)``)
-    or hands the two swapped to a Function (``Fn.apply(ctx.bw, ctx.fw, g)``). A function
-    called on more than one argument (``forward(x, f_hat)``) is not read as a linear map.
+    single tensor (``fw(x)``), never the other, and backward applies the other to its
+    incoming gradient (``ctx.bw(g)``) or hands the two swapped to a Function
+    (``Fn.apply(ctx.bw, ctx.fw, g)``). A function called on more than one argument
+    (``forward(x, f_hat)``) is not read as a linear map, nor one backward applies to a saved
+    input (``ctx.df(x) * g``: a derivative, not an adjoint).
 
     Example:
         >>> import torch
@@ -55,8 +57,8 @@ def adjoint_pairs(owner: Any, names: list[str]) -> dict[str, Operator]:
     found: dict[str, Operator] = {}
     for fw in maps:
         for bw in set(names) - in_forward - {fw}:
-            if _called(backward, local, stored, bw) or _swapped(backward, local, stored, names,
-                                                                fw, bw):
+            if _on_grad(backward, local, stored, bw) or _swapped(backward, local, stored,
+                                                                 names, fw, bw):
                 found[fw] = Operator(called=True, half="f", partner=bw)
                 found[bw] = Operator(called=True, half="a", partner=fw)
     return found if len(found) == 2 else {}  # one pair, unambiguous
@@ -72,6 +74,22 @@ def _called_on_one(tree: ast.AST, name: str) -> bool:
 
 def _called(tree: ast.AST, local: dict[str, str], stored: dict[str, str], name: str) -> bool:
     return any(isinstance(n, ast.Call) and read_parameter(n.func, local, stored) == name
+               for n in ast.walk(tree))
+
+
+def _on_grad(tree: ast.AST, local: dict[str, str], stored: dict[str, str], name: str) -> bool:
+    """Whether backward applies parameter ``name`` to its incoming gradient (``ctx.bw(g)``,
+    ``bw(grad_output[0] * 2)``); ``ctx.df(x) * g``, a derivative evaluated at a saved input,
+    is not an adjoint."""
+    defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    if not defs:
+        return False
+    arguments = defs[0].args
+    grads = {a.arg for a in arguments.args[1:]} | (
+        {arguments.vararg.arg} if arguments.vararg else set())
+    return any(isinstance(n, ast.Call) and read_parameter(n.func, local, stored) == name
+               and n.args and any(isinstance(m, ast.Name) and m.id in grads
+                                  for m in ast.walk(n.args[0]))
                for n in ast.walk(tree))
 
 
