@@ -12,6 +12,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _dirty,
     _dtype,
     _frozen_params,
+    _helper_arity,
     _hygiene,
     _ignored_grad,
     _inplace,
