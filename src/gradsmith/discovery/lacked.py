@@ -55,21 +55,25 @@ def lacked_by_synthesised(fn: Any, args: tuple, errors: list) -> str:
                       if m["type"] in kinds), None)
         if found is None:
             return ""
-        reasons.append(_reason(fn, args, finding, kinds[found["type"]], found["attr"]))
+        reasons.append(_reason(fn, args, finding, kinds[found["type"]], found["attr"],
+                               arity=found.re is _ON_TYPE[2]))
     return reasons[0]
 
 
-def _reason(fn: Any, args: tuple, finding: Any, index: int, attr: str) -> str:
+def _reason(fn: Any, args: tuple, finding: Any, index: int, attr: str, arity: bool) -> str:
     from gradsmith.discovery.slots import signature
 
     params = signature(fn)[1] if fn is not None else None
     name = params[index].name if params and index < len(params) and params[index].kind in (
         params[index].POSITIONAL_ONLY, params[index].POSITIONAL_OR_KEYWORD) else f"args[{index}]"
     where, _, raised = finding.message.partition(" raised ")
-    what = f"needed {name} {attr}" if attr in _KINDS else f"used .{attr} on {name}"
+    what = (f"called {name}.{attr}() with arguments it does not take" if arity
+            else f"needed {name} {attr}" if attr in _KINDS else f"used .{attr} on {name}")
     shown = repr(args[index])
     shown = shown if len(shown) <= 120 else shown[:117] + "..."
-    return (f"{where} {what}, an object gradsmith synthesised ({shown}), which lacks it "
+    lacks = ("which does not fit the call" if arity else "which is not" if attr in _KINDS
+             else "which lacks it")
+    return (f"{where} {what}, an object gradsmith synthesised ({shown}), {lacks} "
             f"({raised}): the error is the synthesised object's, not shown to be the "
             f"Function's. Fix: register example inputs with a real {name} "
             "(@gradsmith.example(lambda: (...)) above the class)")
