@@ -127,6 +127,15 @@ ROWS: dict[str, Code] = {
         "error", "structure",
         "with an output unused, the gradients differ from the full ones with zeros for it",
         "treat `None` exactly as zeros"),
+    "fixed-size": Code(
+        "warning", "structure",
+        "zero-config only: on a further input set whose sizes gradsmith changed, backward "
+        "raised a shape error naming a size the first set had in that dimension (a "
+        "`view(-1, 4, 1)`): backward is written for that fixed size (a quaternion's 4, a 3 x 3 "
+        "rotation) while forward accepted the other size silently; the first set's findings "
+        "stand",
+        "reject other sizes in forward (`if x.shape[-1] != 4: raise ValueError(...)`), or "
+        "register an example"),
     "assumed-shape": Code(
         "warning", "structure",
         "zero-config only: a parameter's guessed shape got a gradient of another shape (a "

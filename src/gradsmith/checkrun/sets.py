@@ -30,6 +30,7 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
         parameters' shapes (empty when none was).
     """
     from gradsmith.checker import check, reported
+    from gradsmith.checker.fixed_sizes import fixed_size
     from gradsmith.checker.layout import on_own_layout
 
     names = parameter_names(obj)
@@ -50,6 +51,8 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
         with reported.already((f.code, f.input) for f in report.findings):
             set_args, other, changed = checked(
                 variant, {**options, "checks": variant_checks(options)}, known)
+        if synthesised:  # q.view(-1, 4, 1) in backward: written for the first set's size
+            fixed_size(other, args, set_args)
         change += f", then {_said(changed)}" if changed else ""
         merge(report, index, change, other)
         done.append((change, set_args))
