@@ -139,7 +139,11 @@ What the analysis takes into account, so that an error is always worth stopping 
   (an option chosen on purpose). A write a helper makes only under its own `inplace`
   option (`if inplace:`, `x.mul_(s) if inplace else x * s`) counts only when the call
   turns it on (passed True, or a variable: GS217), not when it is off by default or passed
-  False. In-place `torch.distributed` collectives
+  False. A function whose body is not linted (a compiled extension) writes an argument
+  that holds an uninitialised buffer (`torch.empty_like`, or a view of one) on one path
+  and is not used before the call; when an `inplace` option binds that argument to a
+  view of grad_output or an input instead (`dx1, dx2 = do1, do2` under `if inplace:`),
+  the call writes that tensor: GS217. In-place `torch.distributed` collectives
   (`all_reduce`, `broadcast`, `all_to_all_single`, ...) count as in-place edits;
   `_functional_collectives` do not. On grad_output a collective is GS223, a warning (see
   the severity policy); a helper that also changes the values otherwise (`x.div_(n)` after

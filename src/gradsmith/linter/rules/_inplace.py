@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from itertools import chain
 
 from gradsmith.linter import _tensors as T
 from gradsmith.linter._facts import Facts, is_ctx_call, statement_nodes
@@ -28,6 +29,7 @@ from gradsmith.linter.rules._inplace_scope import (
     track_fresh_views,
 )
 from gradsmith.linter.rules._inplace_warnings import GS217, GS220, GS223, GS227, GS230
+from gradsmith.linter.rules._out_buffers import opaque_callee, option_buffers
 
 _IMPORT = "import torch\n\n\n"
 GS101 = Rule(
@@ -207,6 +209,14 @@ def mutations(stmt: ast.stmt, flow: Flow, helpers: HelperEdits | None = None
             yield stmt, stmt.target, f"augmented assignment `{_OPS.get(type(stmt.op), '?')}=`", False
 
 
+def _buffers(facts: Facts, method, kernels):
+    """Out-buffers an ``inplace`` option points at another tensor, per statement."""
+    resolve, sym = facts.resolver(method), facts.sym_of[id(method.source)]
+    writes = option_buffers(method.node, method.source,
+                            lambda call: opaque_callee(call, resolve, kernels, sym))
+    return lambda stmt: ((node, arg, what, True) for node, arg, what in writes(stmt))
+
+
 def _dotted(node):
     from gradsmith.linter._symbols import dotted
 
@@ -246,10 +256,12 @@ def check_inplace(facts: Facts, report) -> None:
                     if i in facts.none_slots}
 
         written: set[str] = set()
+        out_bufs = _buffers(facts, method, kernels)
 
         def visit(stmt, flow: Flow, method=method, fresh=fresh, chosen=chosen, written=written,
-                  stateful=stateful, inputs=inputs):
-            for node, target, what, proven in mutations(stmt, flow, helpers):
+                  stateful=stateful, inputs=inputs, out_bufs=out_bufs):
+            for node, target, what, proven in chain(mutations(stmt, flow, helpers),
+                                                    out_bufs(stmt)):
                 if reshapes_fresh_view(node, target, fresh) or detaches_other(
                         node, target, what, method.node, inputs):
                     continue
@@ -296,10 +308,12 @@ def check_inplace(facts: Facts, report) -> None:
         once_b: list[ast.AST] = []  # GS227 and GS103 are reported for the first write only
         once_103: list[ast.AST] = []
         on_grad: list[ast.AST] = []  # writes of grad_output reported
+        out_bufs_b = _buffers(facts, method, kernels)
 
         def visit_b(stmt, flow: Flow, method=method, opt_in=opt_in, fresh=fresh_b, chosen=chosen_b,
-                    once=once_b, once_103=once_103, on_grad=on_grad):
-            for node, target, what, proven in mutations(stmt, flow, helpers):
+                    once=once_b, once_103=once_103, on_grad=on_grad, out_bufs=out_bufs_b):
+            for node, target, what, proven in chain(mutations(stmt, flow, helpers),
+                                                    out_bufs(stmt)):
                 what = by_option(what, stmt, target, chosen)
                 val = flow.eval(target)
                 if not proven and val.tensor is False:
