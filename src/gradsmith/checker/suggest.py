@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import itertools
 import keyword
-import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,13 +43,17 @@ from gradsmith.checker import (
     declared,
     gathered,
     ignored_args,
-    object_source,
     spread,
     surrogate_fit,
 )
 from gradsmith.checker.inputs import _parameter_names, overrides
-from gradsmith.checker.invented import synthetic_function
 from gradsmith.checker.problem import Problem
+
+# re-exported (BY_VALUE, has_placeholder, render_args): the other declaration writers use them
+from gradsmith.checker.rendering import BY_VALUE as BY_VALUE
+from gradsmith.checker.rendering import flat as _flat
+from gradsmith.checker.rendering import has_placeholder as has_placeholder
+from gradsmith.checker.rendering import render_args as render_args
 from gradsmith.checker.session import Session
 
 
@@ -391,87 +394,10 @@ def _modifications(session, names, x, grad) -> list[str]:
     return out
 
 
-def render_args(args: tuple, by_value: int = 0, home: str | None = None) -> str:
-    """Python source for an argument tuple: tensors as ``torch.randn(shape)`` with their dtype
-    (0-dim floating tensors by value; every tensor of at most ``by_value`` elements too),
-    ``torch.device``/``torch.dtype``/``torch.Size`` as their constructors, other values by
-    ``repr``; an object its class builds with no arguments as ``Cls()`` (``home``: the module
-    the line is pasted into; :mod:`gradsmith.checker.object_source`); ``...`` where no
-    literal exists (other modules, objects)."""
-    any_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in _flat(args))
-    mixed = any_grad and any(isinstance(a, torch.Tensor) and a.is_floating_point()
-                             and not a.requires_grad for a in _flat(args))
-    items = [_render(a, mixed, by_value, home) for a in args]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def has_placeholder(line: str) -> bool:
-    """Whether a declaration line holds ``...`` (:func:`render_args`' argument without
-    source, or a template's body) outside string literals: it cannot pass as printed."""
-    import io
-    import tokenize
-
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return "..." in line
-    return any(t.type == tokenize.OP and t.string == "..." for t in tokens)
-
-
-def _flat(args) -> list:
-    out = []
-    for a in args:
-        out += _flat(a) if isinstance(a, (list, tuple)) else (
-            _flat(list(a.values())) if isinstance(a, dict) else [a])
-    return out
-
-
-#: A floating tensor that is not differentiated (where others are) and has at most this many
-#: elements is written by value: it is configuration (clip bounds, a scale per channel) that a
-#: fitted declaration's numbers were checked against, and a fresh ``torch.randn`` in the
-#: pasted line gives other bounds than the checked ``x.clamp(-0.7, 0.6)`` (corpus 5 dev:
-#: BiBERT's SymQuantizer printed a checked line that failed as pasted).
-BY_VALUE = 16
-
-
 def _home(session: Session) -> str | None:
     """The module of the Function under check (where its printed line is pasted)."""
     cls = session.function_cls
     return getattr(cls, "__module__", None) if cls is not None else None
-
-
-def _render(a: Any, mark_grad: bool, by_value: int = 0, home: str | None = None) -> str:
-    if isinstance(a, torch.Tensor):
-        dtype = "" if a.dtype == torch.float32 else f", dtype={a.dtype}"
-        setting = mark_grad and a.is_floating_point() and not a.requires_grad
-        if (a.dim() == 0 or (not a.is_floating_point() and a.numel() <= 8)
-                or (setting and a.numel() <= BY_VALUE) or a.numel() <= by_value):
-            text = f"torch.tensor({a.detach().tolist()!r}{dtype})"
-        elif a.is_floating_point():
-            text = f"torch.randn({', '.join(map(str, a.shape))}{dtype})"
-        else:
-            text = f"torch.zeros({tuple(a.shape)}{dtype})"
-        return text + (".requires_grad_()" if mark_grad and a.requires_grad else "")
-    if isinstance(a, torch.device):  # repr "device(type='cpu')" is no source (DeepRobust)
-        return f"torch.device({str(a)!r})"
-    if isinstance(a, (torch.dtype, torch.Size)):  # "torch.float64", "torch.Size([3, 4])"
-        return repr(a)
-    if isinstance(a, (list, tuple)):
-        inner = ", ".join(_render(x, mark_grad, by_value) for x in a)
-        return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
-    if isinstance(a, dict):
-        return "{" + ", ".join(f"{k!r}: {_render(v, mark_grad, by_value)}"
-                               for k, v in a.items()) + "}"
-    if a is None or isinstance(a, (bool, int, float, str)):
-        return repr(a)
-    if synthetic_function(a):
-        return a.source  # the function synthesis invented for a function argument
-    if isinstance(a, types.SimpleNamespace):  # a config object: the same attributes
-        items = ", ".join(f"{k!r}: " + ("staticmethod(lambda t, *a, **k: t)" if getattr(
-            v, "__module__", None) == "gradsmith.discovery.slots" else _render(v, mark_grad))
-            for k, v in vars(a).items())
-        return f"type('Config', (), {{{items}}})()"
-    return object_source.source(a, home) or "..."
 
 
 # Shared with :mod:`gradsmith.checker.rerouting` (several outputs passing inputs through) and
