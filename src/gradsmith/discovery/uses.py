@@ -9,18 +9,15 @@ Synthesis made every argument it could not name a float tensor; these uses say o
 - **sections**: a list of ints passed to ``torch.split(x, sections, dim)`` that the code also
   treats as a sequence (``len``, ``enumerate``, ``for s in``, ``sum``, ``sections[i]``, a
   ``List[int]`` annotation): sizes that sum to the split dimension;
-- a **size**: ``torch.Size`` in the annotation, or the one argument of ``x.view(shape)``,
-  ``reshape``, ``expand``, ``new_zeros``, ``torch.zeros(shape)``: the first tensor's shape;
+- a **size**: ``torch.Size`` annotated, or the one argument of ``x.view(shape)``, ``reshape``...
 - a **mapping**: indexed by string constants (``param['neuron_Vth']``): a ``dict`` of those
   keys (see :mod:`~gradsmith.discovery.keyed`);
-- a **flag**: an argument only ever tested for truth (``if flag:``, ``not flag``, ``and``/``or``
-  in a test, ``bool(flag)``), directly or kept on ctx and tested in backward
-  (``ctx.flag = flag`` ... ``if ctx.flag:``): a bool, tried both ways (see
-  :mod:`~gradsmith.discovery.flags`);
-- a **plain function**: a callable forward calls (``act(x)``) that is neither named like a
-  module (``module``, ``layer``, ``Fm``, ...) nor used as one (``.parameters()``,
-  ``.forward``): a parameter-free tensor-to-tensor function, not a module whose parameters
-  backward was never written to accumulate.
+- a **flag**: only ever tested for truth (``if flag:``, ``not flag``, ``bool(flag)``), also on
+  ctx in backward: a bool, tried both ways (see :mod:`~gradsmith.discovery.flags`);
+- a **plain function**: a callable forward calls (``act(x)``) neither named nor used like a
+  module (``.parameters()``, ``.forward``): a parameter-free tensor-to-tensor function.
+
+Attributes read only behind ``hasattr`` are optional (:mod:`~gradsmith.discovery.optional_attrs`).
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from typing import Any
 from gradsmith.discovery.flags import truth_tested
 from gradsmith.discovery.hints import _TENSOR_ATTRS
 from gradsmith.discovery.keyed import NEUTRAL, read_keys
+from gradsmith.discovery.optional_attrs import drop_optional, hasattr_tested
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
@@ -102,6 +100,7 @@ def argument_uses(owner: Any, names: list[str]) -> dict[str, Use]:
         tree = _parse(fn)
         if tree is not None:
             _Reader(uses, {n: n for n in names}).visit(tree)
+            drop_optional(uses, hasattr_tested(tree, {n: n for n in names}), _foreign)
             read_keys(tree, keys, names)
             stored.update(_stored(tree, names))
             stored.update(stored_on_ctx(tree, names))  # ctx.cfg = inputs[1]
@@ -138,6 +137,7 @@ def _helpers(fn: Any, tree: ast.AST, uses: dict[str, Use], owner: Any) -> None:
     for helper, passed in followed(fn, tree, handed, klass, package=True):
         found = {n: Use() for n in set(passed.values())}
         _Reader(found, passed).visit(helper)
+        drop_optional(found, hasattr_tested(helper, passed), _foreign)  # x.t if hasattr(x,..)
         for name, use in found.items():
             if use.tensor_attrs or use.module:
                 continue  # a tensor or a module there: nothing to add to a config
