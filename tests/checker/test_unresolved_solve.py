@@ -53,6 +53,22 @@ class AtanSolve(Function):
         return grad_s, g / fp, None, None
 
 
+class ShiftedSolve(Function):
+    @staticmethod
+    def forward(ctx, s, theta, k):
+        s = s.clamp_min(1e-16)
+        y = _solve(s, theta, 30, 1e-16)
+        ctx.save_for_backward(y, s)
+        return y + k
+
+    @staticmethod
+    def backward(ctx, g):
+        y, s = ctx.saved_tensors
+        d = s * s + y[..., None] ** 2
+        fp = (s / d).sum(-1)
+        return (y[..., None] / d) * (g / fp)[..., None], g / fp, torch.zeros_like(g)
+
+
 class Rounded(Function):
     @staticmethod
     def forward(ctx, x):
@@ -117,3 +133,17 @@ def test_a_collapsed_solve_is_incomplete_and_checked_in_its_domain(tmp_path):
     torch.manual_seed(0)
     rounded = gradsmith.check(module.Rounded, *synthesize(module.Rounded).args, compat=False)
     assert "undeclared-estimator" in rounded.codes("error"), rounded
+
+
+def test_a_missing_gradient_beside_a_collapsed_solve_still_fails(tmp_path):
+    # forward moves with k (finite differences 1) while backward returns 0 for it: that is
+    # a mismatch the collapsed solve of s does not explain, and stays an error
+    module = _load(tmp_path, "shifted")
+    s = torch.tensor([[1.5, -0.3, 0.6], [-1.1, 0.4, 0.8]], dtype=torch.float64,
+                     requires_grad=True)
+    theta = torch.tensor([0.4, -0.3], dtype=torch.float64, requires_grad=True)
+    k = torch.tensor([0.2, 0.7], dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(0)
+    report = gradsmith.check(module.ShiftedSolve, s, theta, k, compat=False)
+    assert "gradient-mismatch" in report.codes("error"), report
+    assert any(f.input == "k" for f in report.errors if f.code == "gradient-mismatch"), report

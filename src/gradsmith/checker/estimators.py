@@ -111,8 +111,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     # an iterative solve that no step resolves (collapsed off its domain): unchecked, not an
     # estimator
     unresolved = unresolved_solve.finding(session, problem, results, sigs, NAME)
-    if unresolved is not None:
-        return [unresolved], set(sigs)
+    if unresolved is not None:  # an input backward gives no gradient keeps its mismatch
+        return [unresolved], {t for t, s in sigs.items() if s.kind == "straight-through"}
     declaration = _pasteable(session, _declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
