@@ -32,7 +32,7 @@ import gradsmith
 def _skew_traceless(m):
     m = (m - m.mH) / {half}
     trace = torch.einsum("...ii->...", m)[..., None, None]
-    return m - trace / m.shape[-1] * torch.eye(m.shape[-1], dtype=m.dtype)
+    return m - {traced} * trace / m.shape[-1] * torch.eye(m.shape[-1], dtype=m.dtype)
 
 
 class OnGroup(Function):
@@ -59,7 +59,8 @@ def _load(tmp_path, stem: str, text: str):
 
 
 def test_a_tangent_space_projection_gets_a_checked_line(tmp_path):
-    fn = _load(tmp_path, "plain", SOURCE.replace("{half}", "2"))
+    source = SOURCE.replace("{traced}", "1")
+    fn = _load(tmp_path, "plain", source.replace("{half}", "2"))
     torch.manual_seed(0)
     report = gradsmith.check(fn, *synthesize(fn).args, compat=False)
     (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
@@ -80,10 +81,38 @@ def test_a_tangent_space_projection_gets_a_checked_line(tmp_path):
         assert abs(float(((g - z) * (basis @ u)).sum())) < 1e-12
 
     torch.manual_seed(0)
-    pasted = SOURCE.replace("class OnGroup", line + "\nclass OnGroup")
+    pasted = source.replace("class OnGroup", line + "\nclass OnGroup")
     assert gradsmith.check(_load(tmp_path, "pasted", pasted.replace("{half}", "2")),
                            compat=False).passed
     torch.manual_seed(0)
     wrong = gradsmith.check(_load(tmp_path, "wrong", pasted.replace("{half}", "1")),
                             compat=False)
     assert not wrong.passed and wrong.errors, wrong
+
+
+def _aht(m, traced: bool):
+    m = (m - m.mH) / 2
+    if traced:
+        m = m - torch.diagonal(m).sum() / m.shape[-1] * torch.eye(m.shape[-1], dtype=m.dtype)
+    return m
+
+
+def test_su_n_and_u_n_are_told_apart_on_a_complex_matrix(tmp_path):
+    # On real matrices both projections agree (a real skew matrix has no trace); the printed
+    # line must be the Function's own for the complex matrices it is written for.
+    gen = torch.Generator().manual_seed(7)
+    u, g = (torch.complex(torch.randn(3, 3, generator=gen, dtype=torch.float64),
+                          torch.randn(3, 3, generator=gen, dtype=torch.float64))
+            for _ in range(2))
+    for traced in (True, False):
+        stem = "su" if traced else "u"
+        fn = _load(tmp_path, stem, SOURCE.replace("{half}", "2").replace(
+            "{traced}", "1" if traced else "0"))
+        torch.manual_seed(0)
+        report = gradsmith.check(fn, *synthesize(fn).args, compat=False)
+        (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+        line = finding.details["declaration"]
+        assert finding.details["verified"], line
+        intended = eval(re.search(r"intended=(lambda .*)\)$", line).group(1),  # noqa: S307
+                        {"torch": torch})
+        torch.testing.assert_close(intended(u, g), _aht(g @ u.mH, traced) @ u)

@@ -135,7 +135,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
             out += _sign_flips(name, grad, numbers)
             out += suggest.modifications(session, names, x, grad)
             out += _balancing(session, names, top, x, grad)
-            out += riemannian.candidates(name, grad, x, g, piece)
+            out += riemannian.candidates(name, grad, x, g, piece, session)
     if kind is None and piece.dim() == 2:  # a correct input of a linear layer
         args = subject.args.values
         out += [term for i, a in enumerate(args) if i != top and _matrix(a)

@@ -24,20 +24,53 @@ import torch
 
 
 def candidates(name: str, grad: str, x: torch.Tensor, g: torch.Tensor,
-               piece: torch.Tensor) -> list[str]:
+               piece: torch.Tensor, session=None) -> list[str]:
     """Riemannian gradients of input ``name`` (value ``x``) for incoming gradient ``grad``
-    (``piece``, where backward gave ``g``), simplest first."""
-    return _norm_scales(name, grad, x, g, piece) + _tangent_projections(name, grad, x)
+    (``piece``, where backward gave ``g``), simplest first (a projection that also holds
+    for complex matrices first where ``session``'s Function takes one: see
+    :func:`_complex_first`)."""
+    return _norm_scales(name, grad, x, g, piece) + _complex_first(
+        session, name, grad, _tangent_projections(name, grad, x))
 
 
 def _tangent_projections(name: str, grad: str, x: torch.Tensor) -> list[str]:
     if x.dim() < 2 or not x.is_floating_point() or x.shape[-1] < 2 or x.shape[-2] < 2:
         return []
     skew = f"(({grad} @ {name}.mH - {name} @ {grad}.mH) / 2)"
-    trace = (f"torch.diagonal({skew}, dim1=-2, dim2=-1).sum(-1)[..., None, None] / "
+    # no `...` in the line: a printed `...` reads as a template's placeholder
+    trace = (f"torch.diagonal({skew}, dim1=-2, dim2=-1).sum(-1).unsqueeze(-1).unsqueeze(-1) / "
              f"{name}.shape[-2] * torch.eye({name}.shape[-2], dtype={name}.dtype)")
     sym = f"(({name}.mH @ {grad} + {grad}.mH @ {name}) / 2)"
     return [f"{skew} @ {name}", f"({skew} - {trace}) @ {name}", f"{grad} - {name} @ {sym}"]
+
+
+def _complex_first(session, name: str, grad: str, found: list[str]) -> list[str]:
+    """``found`` with the projections that also give backward's result for a complex square
+    matrix first. On real matrices U(n)'s and SU(n)'s projections coincide (a real skew
+    matrix has no trace), so the check's real inputs cannot choose; the Function can, where
+    it takes one complex matrix (lattice_ml's ``ProjectGrad2SUn`` removes the trace)."""
+    cls = getattr(session, "function_cls", None)
+    if not found or cls is None or len(session.subject.args.values) != 1:
+        return found
+    gen = torch.Generator().manual_seed(5)
+    u, v = (torch.complex(torch.randn(3, 3, generator=gen, dtype=torch.float64),
+                          torch.randn(3, 3, generator=gen, dtype=torch.float64))
+            for _ in range(2))
+    try:
+        with torch.enable_grad():
+            leaf = u.clone().requires_grad_(True)
+            (want,) = torch.autograd.grad(cls.apply(leaf), leaf, v)
+    except Exception:  # noqa: BLE001 - a Function for real matrices only: keep the order
+        return found
+    holds = []
+    for body in found:
+        try:
+            got = eval(f"lambda {name}, {grad}: {body}", {"torch": torch})(u, v)  # noqa: S307
+            holds.append(bool(torch.allclose(got, want, rtol=1e-9, atol=1e-12)))
+        except Exception:  # noqa: BLE001 - the projection does not apply to it
+            holds.append(False)
+    return ([b for b, ok in zip(found, holds) if ok]
+            + [b for b, ok in zip(found, holds) if not ok])
 
 
 def _norm_scales(name: str, grad: str, x: torch.Tensor, g: torch.Tensor,
