@@ -257,12 +257,13 @@ What the analysis takes into account, so that an error is always worth stopping 
   input handed so to a Triton kernel of the linted code (directly or through helpers)
   at a parameter the kernel loads or stores through with row-major offsets of its own
   (a row index times a parameter that is not a block size: `X + row * cols + offs`,
-  `X + i_bh * T * D + ...`): a caller's transposed or split input is read at the wrong
-  addresses. A flat offset (`X + pid * BLOCK + tl.arange(0, BLOCK)`: an elementwise
-  kernel, which reads a permuted dense tensor in its own memory order, or a weight
-  vector), a parameter used as a number (multiplied, compared, a bound), a block pointer
-  or tensor descriptor (given strides), an input forward makes contiguous or asks for its
-  strides, and one every linted call passes as `x.contiguous()` are not reported; an
+  `X + i_bh * T * D + ...`), or as the base of a block pointer whose strides it computes
+  from sizes (`make_block_ptr(v + i_h * V, (T, V), (H * V, 1), ...)`): a caller's
+  transposed or split input is read at the wrong addresses. A flat offset (`X + pid *
+  BLOCK + tl.arange(0, BLOCK)`: an elementwise kernel, which reads a permuted dense
+  tensor in its own memory order, or a weight vector), a parameter used as a number
+  (multiplied, compared, a bound), a block pointer or tensor descriptor given its
+  strides, an input forward makes contiguous or asks for its strides, and one every linted call passes as `x.contiguous()` are not reported; an
   input handed to a compiled extension is not either (its C++ may copy or check the
   layout).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may

@@ -36,6 +36,7 @@ def pointer_params(kernel: ast.FunctionDef) -> frozenset[str]:
     numbers: set[str] = set()  # parameters used as numbers
     blocks: set[str] = set()  # names bounding a tl.arange: block sizes
     strided: set[str] = set()
+    computed: list[ast.Call] = []  # block pointers whose row stride the kernel computes
     for node in ast.walk(kernel):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -54,6 +55,8 @@ def pointer_params(kernel: ast.FunctionDef) -> frozenset[str]:
                     (k.value for k in node.keywords if k.arg in ("pointer", "ptr")), None)
                 if pointer is not None:
                     pointers.append(pointer)
+            elif parts and parts[-1] == "make_block_ptr" and _computed_strides(node):
+                computed.append(node)
             elif parts and parts[-1] in ("make_block_ptr", "make_tensor_descriptor"):
                 strided |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
             elif parts and parts[-1] in ("arange", "range"):
@@ -62,10 +65,20 @@ def pointer_params(kernel: ast.FunctionDef) -> frozenset[str]:
                 if parts[-1] == "arange":
                     blocks |= bound
     found: set[str] = set()
+    for block in computed:  # `make_block_ptr(v + i * V, (T, V), (H*V, 1), ...)`
+        base = block.args[0] if block.args else next(
+            (k.value for k in block.keywords if k.arg == "base"), None)
+        if base is None or _computed_strides(block, blocks) is None:
+            continue
+        names = {n.id for e in _reached(base, values) for n in ast.walk(e)
+                 if isinstance(n, ast.Name)}
+        if not names & strided:
+            found |= names & params - numbers - blocks
+    handled = {n.id for block in computed for n in ast.walk(block) if isinstance(n, ast.Name)}
     for pointer in pointers:
         exprs = _reached(pointer, values)
         names = {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
-        if names & strided:
+        if names & (strided | handled):
             continue
         row_major = any(
             isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and any(
@@ -79,6 +92,24 @@ def pointer_params(kernel: ast.FunctionDef) -> frozenset[str]:
 
 
 _SCALING = (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)
+
+
+def _computed_strides(block: ast.Call, blocks: frozenset[str] | set[str] = frozenset()):
+    """The strides of a ``tl.make_block_ptr`` when the kernel computes them from sizes
+    instead of being given them: the last is the literal 1 and an outer one multiplies
+    parameters that are not block sizes (``(H*V, 1)``: a dense ``[.., T, H, V]`` layout
+    assumed); None otherwise (``(stride_t, stride_v)`` passed by the launch)."""
+    strides = block.args[2] if len(block.args) > 2 else next(
+        (k.value for k in block.keywords if k.arg == "strides"), None)
+    if not isinstance(strides, ast.Tuple) or len(strides.elts) < 2:
+        return None
+    last = strides.elts[-1]
+    if not (isinstance(last, ast.Constant) and last.value == 1):
+        return None
+    outer = [e for e in strides.elts[:-1] if isinstance(e, ast.BinOp)
+             and isinstance(e.op, ast.Mult) and len(_factors(e)) >= 2
+             and any(f.id not in blocks for f in _factors(e))]
+    return strides if outer else None
 
 
 def _factors(expr: ast.expr) -> list[ast.Name]:
