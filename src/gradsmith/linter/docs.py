@@ -263,9 +263,9 @@ What the analysis takes into account, so that an error is always worth stopping 
   BLOCK + tl.arange(0, BLOCK)`: an elementwise kernel, which reads a permuted dense
   tensor in its own memory order, or a weight vector), a parameter used as a number
   (multiplied, compared, a bound), a block pointer or tensor descriptor given its
-  strides, an input forward makes contiguous or asks for its strides, and one every linted call passes as `x.contiguous()` are not reported; an
-  input handed to a compiled extension is not either (its C++ may copy or check the
-  layout).
+  strides, an input forward makes contiguous or asks for its strides, and one every
+  linted call passes as `x.contiguous()` are not reported; an input handed to a compiled
+  extension is not either (its C++ may copy or check the layout).
 - `out=` is an output buffer only for torch's own functions (for a custom kernel it may
   name an input). Saved intermediates (neither input nor output) edited in backward, and
   a backward with an explicit `inplace` mode, are not GS103 (nothing the caller holds
