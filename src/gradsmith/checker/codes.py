@@ -193,6 +193,12 @@ ROWS: dict[str, Code] = {
         "backward is NaN/inf at inputs of large magnitude (300 x the example's) where forward "
         "is finite: an intermediate overflows (exp(-x / a) in a surrogate, x**2 in a norm)",
         "compute backward in a stable form (sigmoid(z) * (1 - sigmoid(z)), torch.where)"),
+    "backward-error-at-zero": Code(
+        "error", "robustness",
+        "backward raises a programming error (IndexError, TypeError, a shape error) at all-zero "
+        "inputs, where forward runs and is finite: a branch for the zero case (a zero rotation, "
+        "a zero-initialised parameter) random inputs never reach",
+        "run backward by hand with zero inputs and fix that branch"),
     "kink": Code(
         "info", "gradients",
         "the input sits on a non-differentiable point and backward gives a valid subgradient",

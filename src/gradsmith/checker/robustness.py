@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import extremes
+from gradsmith.checker import extremes, zeros
 from gradsmith.checker import noncontiguous as layouts
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
@@ -117,7 +117,8 @@ def run(session: Session) -> list[Finding]:
             "counters or state on ctx/globals changed between calls, no unseeded randomness",
             NAME, label))
     # last: a backward counting its calls must show the two runs above differing
-    return findings + extremes.findings(session, base, grads, NAME)  # exp(-x / a) overflowing
+    return (findings + extremes.findings(session, base, grads, NAME)  # exp(-x / a) overflowing
+            + zeros.findings(session, base, grads, NAME))  # a zero-angle branch that crashes
 
 
 def _z(a, b):
