@@ -8,6 +8,7 @@ from gradsmith.linter._facts import Facts
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import own, short
+from gradsmith.linter.rules._scope import enclosing_names, local_names
 
 _H = "import torch\n\n\ndef _scale(x, factor=2.0):\n    return x * factor\n\n\n" \
      "class Scale(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
@@ -30,11 +31,15 @@ GS244 = Rule(
 @checker(GS244)
 def check_helper_keywords(facts: Facts, report) -> None:
     find = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
+    enclosing = enclosing_names(facts.fc.source, facts.fc.node)
     for method in own(facts, "forward", "backward"):
+        shadowed = local_names(method.node) | enclosing
         for stmt in method.node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             for call in _calls(stmt):
+                if call.func.id in shadowed:  # a local or enclosing name, not the module's
+                    continue
                 helper = find(call.func)
                 if not isinstance(helper, ast.FunctionDef) or helper.decorator_list \
                         or helper.args.kwarg is not None:

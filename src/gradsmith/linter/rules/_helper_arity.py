@@ -7,9 +7,9 @@ import ast
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter._symbols import import_time, statements
 from gradsmith.linter.rules._call_keywords import _calls
 from gradsmith.linter.rules._common import own, short
+from gradsmith.linter.rules._scope import bindings, enclosing_names, local_names
 
 _H = "import torch\n\n\ndef _scale(x, factor, bias=0.0):\n    return x * factor + bias\n\n\n" \
      "class Scale(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
@@ -38,13 +38,14 @@ _DEPTH = 2
 @checker(GS249)
 def check_helper_arity(facts: Facts, report) -> None:
     sym = facts.sym_of[id(facts.fc.source)]
+    enclosing = enclosing_names(facts.fc.source, facts.fc.node)
     for method in own(facts, "forward", "backward"):
-        shadowed = _local_names(method.node)
+        shadowed = local_names(method.node) | enclosing
         for stmt in method.node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             for call in _calls(stmt):
-                if call.func.id in shadowed or _bindings(method.source).get(call.func.id) != 1:
+                if call.func.id in shadowed or bindings(method.source).get(call.func.id) != 1:
                     continue
                 problem = _first_problem(call, sym, facts.sym_of, _DEPTH, set())
                 if problem is not None:
@@ -67,12 +68,12 @@ def _first_problem(call: ast.Call, sym, sym_of: dict, depth: int, seen: set) -> 
     if depth == 0:
         return None
     seen.add(id(helper))
-    shadowed = _local_names(helper)
+    shadowed = local_names(helper)
     for stmt in helper.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         for inner in _calls(stmt):
-            if inner.func.id in shadowed or _bindings(owner.source).get(inner.func.id) != 1:
+            if inner.func.id in shadowed or bindings(owner.source).get(inner.func.id) != 1:
                 continue
             why = _first_problem(inner, owner, sym_of, depth - 1, seen)
             if why is not None:
@@ -115,51 +116,9 @@ def _plain(helper, owner, find) -> bool:
     if not isinstance(helper, ast.FunctionDef) or \
             owner.source.functions.get(helper.name) is not helper:
         return False
-    if _bindings(owner.source).get(helper.name, 0) != 1:
+    if bindings(owner.source).get(helper.name, 0) != 1:
         return False
     return all(_passes_through(d, find) for d in helper.decorator_list)
-
-
-def _bindings(source) -> dict[str, int]:
-    """How many times each name is bound at import time in a module (defs on both branches
-    of an ``if``, a later ``f = jit(f)`` or an import of the same name make it ambiguous)."""
-    cached = source.__dict__.get("_gs249_bindings")
-    if cached is None:
-        cached = {}
-        for stmt in import_time(source.tree.body, (ast.If, ast.Try, ast.With)):
-            for name in _bound_by(stmt):
-                cached[name] = cached.get(name, 0) + 1
-        source.__dict__["_gs249_bindings"] = cached
-    return cached
-
-
-def _bound_by(stmt: ast.stmt) -> list[str]:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
-        [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
-    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-
-
-def _local_names(func: ast.FunctionDef) -> set[str]:
-    """Names a function binds itself (parameters, assignments, local defs and imports): a
-    call of one of them is not a call of the module's function."""
-    args = func.args
-    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
-    names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
-    for stmt in statements(func.body):
-        names.update(_bound_by(stmt))
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            names.update(n.id for item in stmt.items if item.optional_vars is not None
-                         for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name))
-        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
-            names.update(stmt.names)
-    for node in ast.walk(func):
-        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    return names
 
 
 def _passes_through(decorator: ast.expr, find) -> bool:

@@ -1,0 +1,74 @@
+"""Which function a bare name in a method means: names a function binds itself or its
+enclosing functions bind hide the module's, and a name bound more than once at import time
+(both branches of an ``if``, a later ``f = jit(f)``) has no single meaning."""
+
+from __future__ import annotations
+
+import ast
+
+from gradsmith.linter._symbols import import_time, statements
+
+
+def bindings(source) -> dict[str, int]:
+    """How many times each name is bound at import time in a module (defs on both branches
+    of an ``if``, a later ``f = jit(f)`` or an import of the same name make it ambiguous)."""
+    cached = source.__dict__.get("_gs_scope_bindings")
+    if cached is None:
+        cached = {}
+        for stmt in import_time(source.tree.body, (ast.If, ast.Try, ast.With)):
+            for name in _bound_by(stmt):
+                cached[name] = cached.get(name, 0) + 1
+        source.__dict__["_gs_scope_bindings"] = cached
+    return cached
+
+
+def _bound_by(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+        [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def local_names(func: ast.FunctionDef) -> set[str]:
+    """Names a function binds itself (parameters, assignments, local defs and imports): a
+    call of one of them is not a call of the module's function."""
+    args = func.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    for stmt in statements(func.body):
+        names.update(_bound_by(stmt))
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            names.update(n.id for item in stmt.items if item.optional_vars is not None
+                         for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name))
+        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
+            names.update(stmt.names)
+    for node in ast.walk(func):
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def enclosing_names(source, klass: ast.ClassDef) -> set[str]:
+    """Names bound by the functions a class is defined in (``def make(): def helper(...)``
+    then ``class Fn`` calling ``helper``): they hide the module's functions of that name."""
+    if klass in source.tree.body:
+        return set()
+    parents = source.__dict__.get("_gs_scope_parents")
+    if parents is None:
+        parents = source.__dict__["_gs_scope_parents"] = {
+            id(child): node for node in ast.walk(source.tree)
+            for child in ast.iter_child_nodes(node)}
+    names: set[str] = set()
+    node = parents.get(id(klass))
+    while node is not None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            names |= local_names(node) if not isinstance(node, ast.Lambda) else \
+                {a.arg for a in node.args.args}
+        node = parents.get(id(node))
+    return names
+
+
+__all__ = ["bindings", "enclosing_names", "local_names"]
