@@ -36,7 +36,7 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     # before a loss; rotary embeddings (q, k: batch, heads, length, head_dim; cos, sin:
     # 1, length, head_dim); a vector of per-term weights and a scalar (polynomial norms);
     # tensors with per-feature or per-channel vectors (normalisations whose host code checks
-    # no shapes: a layout their backward rejects is passed over, see _first_working).
+    # no shapes: a layout their backward rejects is passed over, see layout_search.first_working).
     ((4, 8),),
     ((4, 8), (16, 8)),
     ((1, 2, 4, 8), (1, 2, 4, 8), (1, 4, 8)),

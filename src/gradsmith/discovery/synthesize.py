@@ -22,7 +22,8 @@ A Function whose forward accepts nothing is reported as skipped, with a decorato
 every argument of its forward.
 
 One module per concern: :mod:`~gradsmith.discovery.slots` plans each parameter's kind,
-:mod:`~gradsmith.discovery.layouts` lists the shape layouts, :mod:`~gradsmith.discovery.build`
+:mod:`~gradsmith.discovery.layouts` lists the shape layouts and
+:mod:`~gradsmith.discovery.layout_search` tries them, :mod:`~gradsmith.discovery.build`
 builds one argument list, :mod:`~gradsmith.discovery.probe` runs forward on it,
 :mod:`~gradsmith.discovery.variants` finds the other input sets and
 :mod:`~gradsmith.discovery.suggestion` phrases the fix when nothing runs.
@@ -30,14 +31,13 @@ builds one argument list, :mod:`~gradsmith.discovery.probe` runs forward on it,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gradsmith.discovery.asserted_types import asserted_classes, with_asserted
 from gradsmith.discovery.backward_reads import backward_functions, no_gradient_positions
-from gradsmith.discovery.build import build_args
 from gradsmith.discovery.builders import with_built
-from gradsmith.discovery.callables import called_in_helpers, flavours, none_tested_in_helpers
+from gradsmith.discovery.callables import called_in_helpers, none_tested_in_helpers
 from gradsmith.discovery.complex_matrices import complex_matrices
 from gradsmith.discovery.contract import per_feature_params, scalar_params
 from gradsmith.discovery.defaults import (
@@ -57,7 +57,8 @@ from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
 from gradsmith.discovery.kernel_args import read_kernel_args
-from gradsmith.discovery.layouts import LAYOUTS, TIME_STATE, layouts_for
+from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
+from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.lengths import read_fft_lengths
 from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
@@ -80,31 +81,9 @@ from gradsmith.discovery.stated_or import stated_or
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.varargs import counted_by_backward, named_positions
-from gradsmith.discovery.variants import Variant, variants_of
+from gradsmith.discovery.variants import Variant
 
 __all__ = ["NoInputs", "Synthesized", "Variant", "synthesize"]
-
-
-@dataclass(frozen=True)
-class Synthesized:
-    """Inputs that made the forward run, how they were made, and variants (for the report)."""
-
-    args: tuple
-    description: str
-    variants: tuple[Variant, ...] = ()
-    seed: int = 0
-    #: Backward raised on every layout and plan tried with an error about a value's kind, and
-    #: some argument's kind was a guess: why, and what to register (see :func:`~gradsmith.discovery.doubt.doubt`). A
-    #: backward-error on these inputs is not shown to be the Function's (the row is a skip).
-    #: Inside :func:`_first_working`, backward's error on the layout returned.
-    doubt: str = ""
-
-
-@dataclass(frozen=True)
-class NoInputs:
-    """Why no inputs could be synthesised, phrased with the fix."""
-
-    reason: str
 
 
 def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
@@ -208,7 +187,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     note = ""  # float32 because the kernels do not compile for float64: the Inputs column says
     for dtype in ("float64", "float32"):
         for slots in [p for i, p in enumerate(plans) if p not in plans[:i]]:
-            found = _first_working(call, slots, seed, dtype)
+            found = first_working(call, slots, seed, dtype)
             if isinstance(found, Synthesized) and found.doubt:
                 if dtype == "float64":
                     raising = raising or (found, slots)  # another plan may suit backward
@@ -223,7 +202,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
             errors += [found] if dtype == "float64" else []
             note = note or (uncompiled_note(found) if dtype == "float64" else "")
         if dtype == "float64" and slices_last_dim(owner) and (sized := sized_inputs(
-                lambda s, lay: _on_layout(call, s, lay, seed, "float64", backward=True), plans)):
+                lambda s, lay: on_layout(call, s, lay, seed, "float64", backward=True), plans)):
             return sized  # before a layout backward rejects
         if raising is not None:
             found, slots = raising
@@ -244,64 +223,3 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         return Synthesized(*raising, seed=seed)  # the check reports forward's error: no input avoids it
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed ({tried(errors)})",
                          plans[0], hints))
-
-
-def _first_working(call, slots: list[Slot], seed: int,
-                   dtype: str = "float64") -> Synthesized | str:
-    """Inputs from the first layout on which forward runs, or the last error."""
-    functions = [s for s in slots if s.kind == "function"]
-    if functions:
-        return _first_with_functions(call, slots, functions, seed, dtype)
-    last_error = "no layout tried"
-    fallback: Synthesized | None = None
-    for layout in layouts_for(slots):
-        found = _on_layout(call, slots, layout, seed, dtype)
-        if isinstance(found, Synthesized):
-            raised = backward_error(call, found.args)
-            if raised is None:
-                return found
-            fallback = fallback or replace(found, doubt=raised)
-            continue
-        last_error = found
-    return fallback or last_error
-
-
-def _first_with_functions(call, slots: list[Slot], functions: list[Slot], seed: int,
-                          dtype: str) -> Synthesized | str:
-    """Function arguments that only backward calls: every layout (first the ODE convention,
-    a scalar time before the tensors, ``func(t, y)``) with each function returning a tensor
-    or a single number, until forward *and* backward run."""
-    last_error = "no layout tried"
-    layouts = list(layouts_for(slots))
-    layouts.insert(1, TIME_STATE)
-    for layout in dict.fromkeys(layouts):
-        for flags in flavours(len(functions)):
-            for slot, reduce in zip(functions, flags):
-                slot.value = reduce
-            found = _on_layout(call, slots, layout, seed, dtype, backward=True)
-            if isinstance(found, Synthesized):
-                return found
-            last_error = found
-    for slot in functions:  # the suggested decorator shows the plain (tensor-valued) one
-        slot.value = False
-    return last_error
-
-
-def _on_layout(call, slots: list[Slot], layout, seed: int, dtype: str,
-               backward: bool = False) -> Synthesized | str:
-    """Inputs on ``layout`` if the probe (forward, and backward when asked) runs on them, else
-    why it failed."""
-    # Standard normal values first; positive ones (0.5 to 1.5) when the output is not
-    # finite, for forwards defined on a positive domain only (log, sqrt, pow, ...).
-    positive = False
-    outcome = probe(call, build_args(slots, layout, seed, positive, dtype=dtype)[0], backward)
-    if not isinstance(outcome, str) and not outcome:
-        positive = True
-        outcome = probe(call, build_args(slots, layout, seed, positive, dtype=dtype)[0], backward)
-    if isinstance(outcome, str):
-        return outcome
-    # Fresh copies: the probe may have modified its inputs, the check must see it.
-    args, parts = build_args(slots, layout, seed, positive, dtype=dtype)
-    variants = tuple(variants_of(call, slots, layout, seed, positive, args, dtype))
-    return Synthesized(tuple(args), ", ".join(parts), variants, seed)
-
