@@ -3,7 +3,9 @@
 The "other shapes" and "size-1 dimension" sets change sizes the first set chose. A backward
 that views a tensor to a literal size (``q.view(-1, 4, 1)``: a quaternion) raises on any other
 size, while forward accepted it silently: a warning, ``fixed-size``, not a ``backward-error``,
-when the size the error names is one the first set had where this set changed it. The first
+when the view leaves the other sizes free (a ``-1``) and the size the error names is one the
+first set had where this set changed it. A view to a whole literal shape (``g.reshape(3, 4)``)
+hard-codes the batch: that stays a backward-error. The first
 set ran at that size, and its findings stand. Tensors are read by their shapes only.
 """
 
@@ -22,7 +24,9 @@ def fixed_size(report: Any, first: tuple, other: tuple) -> None:
     changed = _changed_sizes(first, other)
     for i, f in enumerate(report.findings):
         match = _INVALID.search(f.message) if f.code == "backward-error" else None
-        sizes = {int(n) for n in match.group(1).split(",") if int(n) > 1} if match else set()
+        shape = [int(n) for n in match.group(1).split(",")] if match else []
+        # view(-1, 4, 1): the rows free, one size fixed; view(3, 4) hard-codes the batch (a bug)
+        sizes = {n for n in shape if n > 1} if -1 in shape else set()
         if sizes & changed:
             report.findings[i] = _warning(f, sorted(sizes & changed))
 
