@@ -34,7 +34,10 @@ def _bound_by(stmt: ast.stmt) -> list[str]:
 
 def local_names(func: ast.FunctionDef) -> set[str]:
     """Names a function binds itself (parameters, assignments, local defs and imports): a
-    call of one of them is not a call of the module's function."""
+    call of one of them is not a call of the module's function. Computed once per def."""
+    cached = func.__dict__.get("_gs_scope_locals")
+    if cached is not None:
+        return cached
     args = func.args
     names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
     names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
@@ -48,26 +51,29 @@ def local_names(func: ast.FunctionDef) -> set[str]:
     for node in ast.walk(func):
         if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
+    func.__dict__["_gs_scope_locals"] = names
     return names
 
 
 def enclosing_names(source, klass: ast.ClassDef) -> set[str]:
     """Names bound by the functions a class is defined in (``def make(): def helper(...)``
-    then ``class Fn`` calling ``helper``): they hide the module's functions of that name."""
-    if klass in source.tree.body:
-        return set()
-    parents = source.__dict__.get("_gs_scope_parents")
-    if parents is None:
-        parents = source.__dict__["_gs_scope_parents"] = {
-            id(child): node for node in ast.walk(source.tree)
-            for child in ast.iter_child_nodes(node)}
+    then ``class Fn`` calling ``helper``): they hide the module's functions of that name.
+    Found by descending from the module through the statements whose lines contain it."""
     names: set[str] = set()
-    node = parents.get(id(klass))
-    while node is not None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            names |= local_names(node) if not isinstance(node, ast.Lambda) else \
-                {a.arg for a in node.args.args}
-        node = parents.get(id(node))
+    level: list[ast.AST] = list(source.tree.body)
+    while level:
+        node = level.pop()
+        if node is klass:
+            return names
+        if not hasattr(node, "lineno"):  # a `case` of a match: look at what it holds
+            level.extend(ast.iter_child_nodes(node))
+            continue
+        if not isinstance(node, (ast.stmt, ast.excepthandler)) or \
+                not node.lineno <= klass.lineno <= (node.end_lineno or node.lineno):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names |= local_names(node)
+        level = list(ast.iter_child_nodes(node))
     return names
 
 
