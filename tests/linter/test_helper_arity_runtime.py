@@ -63,6 +63,8 @@ def test_only_the_calls_that_cannot_bind_are_reported(mod):
     got = torch.autograd.grad((out * w).sum(), x)[0]
     torch.testing.assert_close(got, torch.autograd.grad((2.0 * x * w).sum(), x)[0])
     torch.testing.assert_close(mod.make_scaled().apply(x), 2.0 * x)  # an enclosing helper
+    mod.use_scaled(lambda t, s: t * s)  # rebinds the module's `_scaled` through `global`
+    torch.testing.assert_close(mod.ScaledByInstalled.apply(x), 2.0 * x)
     found = [(f.code, f.severity, f.line) for f in lint(FIXTURE, config=False)]
     lines = [n for n, text in enumerate(FIXTURE.read_text().splitlines(), 1)
              if text.endswith("# GS249")]

@@ -61,6 +61,8 @@ def _first_problem(call: ast.Call, sym, sym_of: dict, depth: int, seen: set) -> 
     owner = find.owner(helper) if helper is not None else None
     if owner is None or id(helper) in seen or not _plain(helper, owner, find):
         return None
+    if owner is not sym and _module_count(sym_of, owner.module) != 1:
+        return None  # two linted files under one module name: which one runs is not known
     name = short(helper.name, 30)
     why = _unbindable(helper.args, call)
     if why is not None:
@@ -79,6 +81,22 @@ def _first_problem(call: ast.Call, sym, sym_of: dict, depth: int, seen: set) -> 
             if why is not None:
                 return short(f"`{name}()` calls {why}", 90)
     return None
+
+
+_COUNTS: dict[int, tuple[int, dict[str, int]]] = {}
+
+
+def _module_count(sym_of: dict, module: str) -> int:
+    """How many linted files go by the module name ``module`` (kept for the last run's
+    ``sym_of`` only)."""
+    entry = _COUNTS.get(id(sym_of))
+    if entry is None or entry[0] != len(sym_of):
+        _COUNTS.clear()
+        counts: dict[str, int] = {}
+        for sym in sym_of.values():
+            counts[sym.module] = counts.get(sym.module, 0) + 1
+        entry = _COUNTS[id(sym_of)] = (len(sym_of), counts)
+    return entry[1].get(module, 0)
 
 
 def _unbindable(params: ast.arguments, call: ast.Call) -> str | None:

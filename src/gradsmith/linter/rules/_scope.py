@@ -10,14 +10,19 @@ from gradsmith.linter._symbols import import_time, statements
 
 
 def bindings(source) -> dict[str, int]:
-    """How many times each name is bound at import time in a module (defs on both branches
-    of an ``if``, a later ``f = jit(f)`` or an import of the same name make it ambiguous)."""
+    """How many times each name is bound in a module: at import time (defs on both branches
+    of an ``if``, a later ``f = jit(f)`` or an import of the same name make it ambiguous),
+    plus once for each ``global`` statement naming it."""
     cached = source.__dict__.get("_gs_scope_bindings")
     if cached is None:
         cached = {}
         for stmt in import_time(source.tree.body, (ast.If, ast.Try, ast.With)):
             for name in _bound_by(stmt):
                 cached[name] = cached.get(name, 0) + 1
+        for stmt in statements(source.tree.body):  # `global f` in a function may rebind it
+            if isinstance(stmt, ast.Global):
+                for name in stmt.names:
+                    cached[name] = cached.get(name, 0) + 1
         source.__dict__["_gs_scope_bindings"] = cached
     return cached
 
