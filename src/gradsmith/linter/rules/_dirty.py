@@ -70,7 +70,8 @@ def _returns(ret: ast.Return, name: str, forward: ast.AST) -> bool:
         if isinstance(item, ast.Name) and any(
                 isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == item.id
                                                   for t in ast.walk(n.targets[0]))
-                and isinstance(n.value, ast.Call) and _mentions(n.value, name)
+                and (isinstance(n.value, ast.Call) and _mentions(n.value, name)
+                     or name in _choices(n.value))
                 for n in ast.walk(forward)):
             return True
         if not isinstance(item, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Call,
@@ -82,6 +83,15 @@ def _returns(ret: ast.Return, name: str, forward: ast.AST) -> bool:
                 isinstance(n, ast.Name) and n.id == name for n in ast.walk(item.func.value)):
             return True  # `return x.add_(1)`: an in-place method returns its tensor
     return False
+
+
+def _choices(value: ast.expr) -> set[str]:
+    """Names a conditional value may be (``x if inplace else torch.empty_like(x)``)."""
+    if isinstance(value, ast.IfExp):
+        return _choices(value.body) | _choices(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return set().union(*(_choices(v) for v in value.values))
+    return {value.id} if isinstance(value, ast.Name) else set()
 
 
 def _mentions(call: ast.Call, name: str) -> bool:
