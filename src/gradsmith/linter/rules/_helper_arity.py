@@ -20,7 +20,9 @@ GS249 = Rule(
     "cannot bind (too many or too few positional arguments, a missing required argument, "
     "one argument given twice)",
     "The helper is a plain module-level `def` of the linted code (or one wrapped by a "
-    "`functools.wraps` decorator that passes every argument on), the call spells out its "
+    "`functools.wraps` decorator that passes every argument on), its name is bound once "
+    "(no second def, assignment, import or `global` of it, not hidden by a local or an "
+    "enclosing function's name), the call spells out its "
     "arguments (no `*args`/`**kwargs` at the call) and runs whenever forward or backward "
     "runs (a top-level statement, or a top-level statement of a helper such a statement "
     "calls): every call of the Function raises TypeError. Typically the helper gained or "
