@@ -76,6 +76,12 @@ ABOUT = {
     "kernel-missing-boundary-mask": set(),
     "grad_output-reduced-to-scalar": set(),
 }
+# Mapped in round 10 before the held-out half of lint corpus 10 ran (its class names are all
+# mapped above already): the round's GS249 (a helper call whose arguments cannot bind: TypeError
+# on every call) and GS248 (a gradient count that is wrong if an output is floating).
+for _cls in ("forward-always-fails", "backward-always-fails", "forward-crash-in-branch"):
+    ABOUT[_cls] = ABOUT[_cls] | {"GS249"}
+ABOUT["wrong-gradient-count"] = ABOUT["wrong-gradient-count"] | {"GS248"}
 
 
 def main(run_path: str, judgements_path: str, misses: bool = False) -> None:
