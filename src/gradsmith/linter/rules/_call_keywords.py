@@ -31,6 +31,23 @@ GS244 = Rule(
 @checker(GS244)
 def check_helper_keywords(facts: Facts, report) -> None:
     find = finder(facts.sym_of[id(facts.fc.source)], facts.sym_of)
+    for method, call in helper_calls(facts):
+        helper = find(call.func)
+        if not isinstance(helper, ast.FunctionDef) or helper.decorator_list \
+                or helper.args.kwarg is not None:
+            continue
+        names = {a.arg for a in (*helper.args.args, *helper.args.kwonlyargs)}
+        for kw in call.keywords:
+            if kw.arg is not None and kw.arg not in names:
+                report("GS244", method.source, kw.value,
+                       f"`{kw.arg}=` for `{short(helper.name, 40)}()`")
+                break
+
+
+def helper_calls(facts: Facts):
+    """``(method, call)`` for each call of a bare name forward or backward makes whenever it
+    runs (a top-level statement), the name not a local or an enclosing function's: the
+    module's helper, if the module binds it."""
     enclosing = enclosing_names(facts.fc.source, facts.fc.node)
     for method in own(facts, "forward", "backward"):
         shadowed = local_names(method.node) | enclosing
@@ -38,18 +55,8 @@ def check_helper_keywords(facts: Facts, report) -> None:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             for call in _calls(stmt):
-                if call.func.id in shadowed:  # a local or enclosing name, not the module's
-                    continue
-                helper = find(call.func)
-                if not isinstance(helper, ast.FunctionDef) or helper.decorator_list \
-                        or helper.args.kwarg is not None:
-                    continue
-                names = {a.arg for a in (*helper.args.args, *helper.args.kwonlyargs)}
-                for kw in call.keywords:
-                    if kw.arg is not None and kw.arg not in names:
-                        report("GS244", method.source, kw.value,
-                               f"`{kw.arg}=` for `{short(helper.name, 40)}()`")
-                        break
+                if call.func.id not in shadowed:
+                    yield method, call
 
 
 def _calls(stmt: ast.stmt) -> list[ast.Call]:

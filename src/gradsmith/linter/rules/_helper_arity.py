@@ -7,9 +7,9 @@ import ast
 from gradsmith.linter._facts import Facts
 from gradsmith.linter._kernels import finder
 from gradsmith.linter._registry import Rule, checker
-from gradsmith.linter.rules._call_keywords import _calls
-from gradsmith.linter.rules._common import own, short
-from gradsmith.linter.rules._scope import bindings, enclosing_names, local_names
+from gradsmith.linter.rules._call_keywords import _calls, helper_calls
+from gradsmith.linter.rules._common import short
+from gradsmith.linter.rules._scope import bindings, local_names
 
 _H = "import torch\n\n\ndef _scale(x, factor, bias=0.0):\n    return x * factor + bias\n\n\n" \
      "class Scale(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
@@ -40,18 +40,12 @@ _DEPTH = 2
 @checker(GS249)
 def check_helper_arity(facts: Facts, report) -> None:
     sym = facts.sym_of[id(facts.fc.source)]
-    enclosing = enclosing_names(facts.fc.source, facts.fc.node)
-    for method in own(facts, "forward", "backward"):
-        shadowed = local_names(method.node) | enclosing
-        for stmt in method.node.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for call in _calls(stmt):
-                if call.func.id in shadowed or bindings(method.source).get(call.func.id) != 1:
-                    continue
-                problem = _first_problem(call, sym, facts.sym_of, _DEPTH, set())
-                if problem is not None:
-                    report("GS249", method.source, call, problem)
+    for method, call in helper_calls(facts):
+        if bindings(method.source).get(call.func.id) != 1:
+            continue
+        problem = _first_problem(call, sym, facts.sym_of, _DEPTH, set())
+        if problem is not None:
+            report("GS249", method.source, call, problem)
 
 
 def _first_problem(call: ast.Call, sym, sym_of: dict, depth: int, seen: set) -> str | None:
