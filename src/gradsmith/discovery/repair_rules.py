@@ -15,6 +15,7 @@ import re
 
 from gradsmith.discovery.repair_asserts import asserted
 from gradsmith.discovery.repair_kinds import KIND_RULES, NOTHING, Edit, cached, identical
+from gradsmith.discovery.repair_named import named
 
 __all__ = ["Edit", "edits_for", "message"]
 
@@ -41,7 +42,8 @@ def edits_for(exc: BaseException, args: list) -> list[Edit]:
     line, local = _failing_line(exc)
     for rule in _RULES:
         out += rule(text, args, tensors, numbers, first, said, line, local)
-    return [Edit(i, "shape", shape, why) for i, shape, why in asserted(exc, args)] + out
+    return [Edit(i, "shape", shape, why) for i, shape, why in asserted(exc, args)] + named(
+        exc, args, said) + out
 
 
 def message(exc: BaseException) -> str:

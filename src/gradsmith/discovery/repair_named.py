@@ -1,0 +1,133 @@
+"""A validator's error that names the parameter it rejects, read as what that argument must be
+(private).
+
+Libraries check their arguments and say so: ``time_aug must be of type bool, got int
+instead``, ``dyadic_order must be an integer or a tuple of length 2``, ``path2.shape must have
+length 2 or 3, got length 1``. The name is the validator's, not always forward's: forward may
+pass its ``n_jobs`` positionally where the library expects ``time_aug``. :func:`named` follows
+the name outwards through the traceback, from the frame that has it as a parameter through each
+caller's call (which expression it passed at that position or keyword), to forward's own
+parameter, and proposes the change the message states for that argument only. A name no frame
+binds to one of forward's arguments proposes nothing. Used by :mod:`.repair_rules`.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+from types import CodeType, FrameType
+
+from gradsmith.discovery.repair_kinds import Edit, cached
+
+__all__ = ["named"]
+
+# "NAME must be of type bool", "NAME must be an integer", "NAME must be a bool or None".
+_TYPE = re.compile(r"\b([A-Za-z_]\w*) must be (?:of type |an? )?(bool|boolean|int|integer|float)"
+                   r"\b")
+# "NAME.shape must have length 2 or 3", "NAME must have 3 dimensions", "NAME must be 2-D".
+_DIMS = re.compile(r"\b([A-Za-z_]\w*)(?:\.shape)? must (?:have (?:length|ndim|rank) (\d)"
+                   r"|have (\d) dimensions|be (\d)-?D\b)")
+
+_VALUES = {"bool": (False, True), "boolean": (False, True), "int": (2, 1), "integer": (2, 1),
+           "float": (1.0,)}
+
+
+def named(exc: BaseException, args: list, said: str) -> list[Edit]:
+    """The edits a validator's message asks of the argument it names (see the module)."""
+    import torch
+
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    out: list[Edit] = []
+    if m := _TYPE.search(text):
+        i = bound(exc, args, m[1])
+        wanted = m[2]
+        if i is not None and not _is(args[i], wanted):
+            out += [Edit(i, "number", v, f"{said}: {m[1]} a {wanted}") for v in _VALUES[wanted]]
+    if (m := _DIMS.search(text)) and (i := bound(exc, args, m[1])) is not None \
+            and isinstance(args[i], torch.Tensor):
+        want = int(m[2] or m[3] or m[4])
+        shape = tuple(args[i].shape)
+        if len(shape) != want:
+            new = (2,) * (want - len(shape)) + shape if want > len(shape) else shape[-want:]
+            out.append(Edit(i, "shape", new, f"{said}: {want}-D"))
+    return out
+
+
+def _is(value: object, wanted: str) -> bool:
+    if wanted in ("bool", "boolean"):
+        return isinstance(value, bool)
+    if wanted in ("int", "integer"):
+        return type(value) is int
+    return type(value) is float
+
+
+def bound(exc: BaseException, args: list, name: str) -> int | None:
+    """Index of the argument of the call ``args`` went to that reached the innermost frame
+    with parameter ``name``, or None when no chain of calls shows which."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    at = next((k for k in reversed(range(len(frames)))
+               if name in _params(frames[k][0].f_code)), None)
+    while at is not None and at > 0:
+        frame = frames[at][0]
+        if (i := _entry(frame, args, name)) is not None:
+            return i
+        caller, lineno = frames[at - 1]
+        name = _passed(caller, lineno, frame.f_code, name)
+        if name is None or name not in _params(caller.f_code):
+            return None
+        at -= 1
+    return None
+
+
+def _params(code: CodeType) -> tuple[str, ...]:
+    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
+def _entry(frame: FrameType, args: list, name: str) -> int | None:
+    """``name``'s index among ``args`` when ``frame`` is the call ``args`` were passed to
+    (forward, after ``ctx`` when it takes one): every argument is its parameter's value."""
+    params = [p for p in _params(frame.f_code) if p not in ("ctx", "self", "cls")]
+    local = frame.f_locals
+    if len(params) != len(args) or name not in params:
+        return None
+    same = all(local.get(p) is a or (cached(a) and local.get(p) == a)
+               for p, a in zip(params, args, strict=True))
+    return params.index(name) if same else None
+
+
+def _passed(caller: FrameType, lineno: int, callee: CodeType, name: str) -> str | None:
+    """The name ``caller`` passed (on its line ``lineno``) as ``callee``'s parameter ``name``,
+    or None when that expression is not a plain name or the call cannot be read."""
+    try:
+        lines, start = inspect.getsourcelines(caller.f_code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    params = list(_params(callee))
+    if params[:1] == ["self"]:
+        params = params[1:]
+    line = lineno - start + 1
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    for call in sorted(calls, key=lambda c: _named(c) != callee.co_name):
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        if any(isinstance(a, ast.Starred) for a in call.args) or not set(keywords) <= set(
+                params) or len(call.args) > len(params):
+            continue
+        position = params.index(name)
+        expr = keywords.get(name) or (call.args[position] if position < len(call.args)
+                                      else None)
+        if isinstance(expr, ast.Name):
+            return expr.id
+    return None
+
+
+def _named(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
