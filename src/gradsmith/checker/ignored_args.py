@@ -78,20 +78,28 @@ def holds_moved(session: Session, check, split: list[torch.Tensor],
     moved = detached(session, grads)
     if not moved:
         return True
-    subject = session.subject
     for shift in SHIFTS:
-        xs = [b.clone() for b in subject.base()]
+        xs = [b.clone() for b in session.subject.base()]
         for t in moved:
             xs[t] = xs[t] * (1 + shift) + shift
         try:
-            with torch.enable_grad():
-                leaves = [x.requires_grad_(True) for x in xs]
-                outs = subject.select(subject.call(leaves))
-                got = torch.autograd.grad(outs, leaves, [v.to(o.dtype) for o, v in
-                                                          zip(outs, split)], allow_unused=True)
+            got = backward_at(session, xs, split)
         except Exception:  # noqa: BLE001 - user code on other values
             return False
-        got = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(got, xs)]
         if not check([x.detach() for x in xs], got):
             return False
     return True
+
+
+def backward_at(session: Session, xs: list[torch.Tensor], split: list[torch.Tensor]
+                ) -> list[torch.Tensor]:
+    """Backward's gradients of the differentiable inputs at values ``xs`` (every other
+    argument as the subject builds it) for the incoming gradients ``split``; raises what the
+    user's code raises."""
+    subject = session.subject
+    with torch.enable_grad():
+        leaves = [x.detach().clone().requires_grad_(True) for x in xs]
+        outs = subject.select(subject.call(leaves))
+        got = torch.autograd.grad(outs, leaves, [v.to(o.dtype) for o, v in zip(outs, split)],
+                                  allow_unused=True)
+    return [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(got, leaves)]

@@ -43,6 +43,7 @@ from gradsmith.checker import (
     declared,
     gathered,
     ignored_args,
+    moved_numbers,
     spread,
     surrogate_fit,
 )
@@ -263,7 +264,10 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
             if (got is not None and _matches(grads[t], got[t], session)
                     and spread.holds(session, "surrogate", fn, [t])
                     and ignored_args.holds_moved(session, lambda xs, want, fn=fn, t=t: _agrees(
-                        session, fn, xs, split, want, t), split, grads)):
+                        session, fn, xs, split, want, t), split, grads)
+                    # a Python number it names must be read from (2 * w equals 1 at w = 0.5)
+                    and moved_numbers.holds(session, names, term, lambda xs, want, fn=fn, t=t:
+                                            _agrees(session, fn, xs, split, want, t), split)):
                 chosen.append(term)
                 break
         else:

@@ -1,0 +1,71 @@
+"""Python-number arguments that a printed surrogate term names: read from them, not lucky.
+
+A triangle surrogate ``ZIF`` (corpus 10 dev, spent) takes its width ``gama`` as a Python
+number and returns ``grad * (1 / gama) ** 2 * (gama - |x|).clamp(min=0)``: a triangle of
+height ``1 / gama`` and area 1 for every ``gama``. Fitted at the synthesised ``gama = 0.5``,
+its amplitude ``c * w = 1`` was printed as ``2 * gama`` (the argument forms come first and
+``2 * 0.5`` is 1): the line passed at the printed example and is wrong at every other width,
+the project's default 1.0 among them. A term that names a Python-number argument is kept only
+where it also matches backward with that number moved (:data:`FACTORS`); otherwise the next
+candidate (the plain ``1``) gets its turn.
+
+A moved number on which forward or backward raises (outside forward's domain: a mode
+selector, a count for ``range``) says nothing about the term; it is skipped.
+:func:`gradsmith.checker.ignored_args.holds_moved` does the same for 0-dim tensor arguments
+forward ignores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import torch
+
+from gradsmith.checker.ignored_args import backward_at
+from gradsmith.checker.session import Session
+
+#: What a float argument is multiplied by; an integer one becomes ``2 * n`` and ``n + 1``.
+FACTORS = (1.5, 0.75)
+
+
+def named(session: Session, names: list[str], term: str) -> list[tuple[int, list[float]]]:
+    """``(leaf, moved values)`` of each top-level Python-number argument ``term`` names."""
+    args = session.subject.args
+    out = []
+    for i, value in enumerate(args.values):
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or i >= len(names)
+                or not re.search(rf"(?<![\w.]){re.escape(names[i])}(?!\w)", term)):
+            continue
+        leaf = next((j for j in range(len(args.labels))
+                     if args.top_index[j] == i and args.leaf(j) is value), None)
+        if leaf is None:
+            continue
+        moved = ([value * f for f in FACTORS] if isinstance(value, float)
+                 else [2 * value, value + 1])
+        out.append((leaf, [m for m in moved if m != value]))
+    return out
+
+
+def holds(session: Session, names: list[str], term: str,
+          agrees: Callable[[list[torch.Tensor], list[torch.Tensor]], bool],
+          split: list[torch.Tensor]) -> bool:
+    """Whether ``agrees(xs, backward_grads)`` holds with each Python-number argument that
+    ``term`` names moved, one at a time, to each of its moved values; True when the term
+    names none. ``backward_grads`` are backward's gradients at the check's inputs ``xs`` for
+    the incoming gradients ``split``, with that argument moved; ``agrees`` runs the
+    declaration with the same argument moved."""
+    args = session.subject.args
+    for leaf, values in named(session, names, term):
+        for value in values:
+            with args.swapped({leaf: value}):
+                xs = [b.clone() for b in session.subject.base()]
+                try:
+                    want = backward_at(session, xs, split)
+                except Exception:  # noqa: BLE001 - outside forward's domain: says nothing
+                    continue
+                if not all(bool(torch.isfinite(w).all()) for w in want):
+                    continue  # a gradient that is not finite there: nothing to compare
+                if not agrees([x.detach() for x in xs], want):
+                    return False
+    return True
