@@ -10,6 +10,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _ctx_release,
     _ctx_state,
     _dirty,
+    _dropped_grad,
     _dtype,
     _frozen_params,
     _helper_arity,
