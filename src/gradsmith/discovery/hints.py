@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradsmith.discovery.backward_shapes import read_backward_ranks
+from gradsmith.discovery.ctx_literals import read_ctx_literals
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.source import module_function
@@ -122,6 +123,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
         read_backward_ranks(owner, hints)  # bsz, d, n = grad.size(): an output of rank 3
         read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`
+        read_ctx_literals(owner, hints)  # ctx.in1 = mode; backward: `if ctx.in1 == 'DFA'`
     return hints
 
 
