@@ -42,6 +42,11 @@ ROWS: dict[str, Code] = {
         "no output is floating and attached to the graph (all detached / marked "
         "non-differentiable)",
         "return outputs computed from the inputs"),
+    "integer-output-backward": Code(
+        "error", "setup",
+        "forward returns only integer tensors while backward returns a gradient: backward "
+        "never runs and no gradient reaches the input",
+        "return a floating tensor (e.g. `.to(x.dtype)`), or return None from backward"),
     "nan-output": Code(
         "warning", "setup",
         "forward returns NaN/inf at the example inputs",

@@ -18,6 +18,7 @@ from gradsmith.checker import (
     approximate,
     declared,
     effective_dtype,
+    integer_output,
     kernels,
     progress,
     tf32,
@@ -59,7 +60,7 @@ CHECK_MODULES = {
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
-         "backward-error", "invented-input"}
+         "backward-error", "invented-input", "integer-output-backward"}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
             "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased", "onnx"}
 
@@ -353,6 +354,9 @@ def _prepare(session: Session) -> bool:
         return False
     subject.discover_outputs(out)
     if not subject.out_pos:
+        if (found := integer_output.finding(subject, out)) is not None:
+            report.findings.append(found)  # `.long()` with an STE backward: never runs
+            return False
         report.findings.append(Finding(
             "no-gradient-path", "error",
             "no output carries a gradient: every output is non-floating, detached, or "

@@ -56,6 +56,7 @@ from gradsmith.discovery.function_pairs import adjoint_pairs
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
+from gradsmith.discovery.integer_outputs import integer_output_inputs
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
 from gradsmith.discovery.layouts import LAYOUTS
@@ -221,5 +222,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                            doubt=repaired_doubt(fn, raised, found, slots, hints) if raised else "")
     if (raising := raising_inputs(call, plans, seed)) is not None:  # torch.sqrt(2 * torch.pi)
         return Synthesized(*raising, seed=seed)  # the check reports forward's error: no input avoids it
+    if (ints := integer_output_inputs(call, owner, plans, seed)) is not None:
+        return ints  # `(x > 0).long()` with an STE backward: the check says backward never runs
     return NoInputs(no_inputs_reason(fn, f"{len(LAYOUTS)} input layouts failed ({tried(errors)})",
                          plans[0], hints))
