@@ -20,6 +20,7 @@ from gradsmith.discovery.backward_shapes import read_backward_ranks
 from gradsmith.discovery.ctx_literals import read_ctx_literals
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
+from gradsmith.discovery.projections import read_projections
 from gradsmith.discovery.source import module_function
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.stated import documented_options
@@ -77,6 +78,7 @@ class Hint:
     pair: int = 0                  # a, b = ensure_list(flag, 2): a tuple of that many flags
     window: int = 0                # F.avg_pool2d(x, k): k is a pooling window of 2 dims
     leading: int = 0               # s[:, None, None, None]: one value per row of a 4-D tensor
+    projects: str | None = None    # backward: self.mm(that): (rows, k) @ (k, features) (.projections)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -124,6 +126,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         read_backward_ranks(owner, hints)  # bsz, d, n = grad.size(): an output of rank 3
         read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`
         read_ctx_literals(owner, hints)  # ctx.in1 = mode; backward: `if ctx.in1 == 'DFA'`
+        read_projections(owner, hints)  # backward: e.mm(fb.view(-1, n)): a projected error
     return hints
 
 

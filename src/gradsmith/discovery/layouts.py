@@ -7,6 +7,7 @@ from gradsmith.discovery.grid_samples import grid_layout
 from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.leading_vectors import leading_layout
 from gradsmith.discovery.matrices import square
+from gradsmith.discovery.projections import projection_layout
 from gradsmith.discovery.slots import Slot
 
 # Functions whose backward calls a function argument try the ODE convention early: a scalar
@@ -59,8 +60,9 @@ def layouts_for(slots: list[Slot]):
     operands = operand_layout(slots)  # `matrix @ x` with x listed first: a matrix, not a vector
     grids = grid_layout(slots)  # grid_sample(x, grid): x (N, C, H, W), grid (N, H, W, 2)
     leading = leading_layout(slots)  # w * scale[:, None, None, None]: w (3, 2, 4, 5), scale (3,)
+    projected = projection_layout(slots)  # backward: e.mm(fb): e (3, 5), fb (5, 4)
     for layout in [*_built_layouts(slots), *_unit_layouts(slots), *_feature_layouts(slots),
-                   *(extra for extra in (operands, grids, leading) if extra)]:
+                   *(extra for extra in (operands, grids, leading, projected) if extra)]:
         seen.add(layout)
         yield layout
     for layout in LAYOUTS:
