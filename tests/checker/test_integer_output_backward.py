@@ -114,11 +114,15 @@ def test_zero_config_synthesises_inputs_and_the_row_fails_with_the_finding(tmp_p
     assert "no-gradient-path" not in {f.code for f in report.findings}
 
 
-def test_a_registered_example_gets_the_finding_not_the_generic_no_gradient_path(tmp_path):
-    fn = _load(tmp_path, "sign_long_reg", SIGN_LONG).SignLong
+@pytest.mark.parametrize("cast,dtype", [(".long()", "int64"), ("", "bool")])
+def test_a_registered_example_gets_the_finding_not_the_generic_no_gradient_path(tmp_path, cast,
+                                                                                 dtype):
+    body = SIGN_LONG.replace("(x > 0).long()", f"(x > 0){cast}")
+    fn = _load(tmp_path, f"sign_reg_{dtype}", body).SignLong
+    assert fn.apply(_x()).dtype == getattr(torch, dtype)
     report = gradsmith.check(fn, _x(), compat=False)
     assert [f.code for f in report.errors] == ["integer-output-backward"]
-    assert report.errors[0].input == "x"
+    assert report.errors[0].input == "x" and f"every output is {dtype}" in report.errors[0].message
 
 
 def test_only_inputs_backward_gives_a_gradient_are_named_and_every_output_counts(tmp_path):
