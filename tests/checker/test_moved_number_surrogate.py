@@ -101,3 +101,25 @@ def test_the_line_passes_pasted_at_another_width_and_a_wrong_backward_fails(tmp_
         torch.manual_seed(0)
         report = gradsmith.check(_load(tmp_path, f"wrong_{stem}", pasted("1.5")), compat=False)
         assert "surrogate-mismatch" in report.codes("error"), (line, report)
+
+
+def test_a_moved_width_that_forward_rejects_says_nothing(tmp_path):
+    # forward accepts widths up to 0.5 only: w = 0.75 raises and is skipped, w = 0.375 still
+    # tells the lucky 2 * w from the true amplitude 1
+    guarded = SOURCE.format(scale="1", window=UNIT_AREA[0]).replace(
+        "        ctx.save_for_backward(x)\n",
+        "        if not 0 < w <= 0.5:\n            raise ValueError(f'w must be in (0, 0.5]')\n"
+        "        ctx.save_for_backward(x)\n", 1)
+    fn = _load(tmp_path, "guarded", HEADER + guarded)
+    x = torch.randn(5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3),
+                    requires_grad=True)
+    torch.manual_seed(0)
+    report = gradsmith.check(fn, x, 0.5, compat=False)
+    (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+    line = finding.details["declaration"]
+    assert finding.details["verified"] and "..." not in line and "2 * w" not in line, line
+    surrogate = eval(re.search(r"surrogate=(lambda .*)\)$", line).group(1),  # noqa: S307
+                     {"torch": torch})
+    x = torch.linspace(-1, 1, 21, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(surrogate(x, 0.25).sum(), x)
+    torch.testing.assert_close(got, UNIT_AREA[1](x.detach(), 0.25))
