@@ -78,6 +78,58 @@ class Shifted(Function):
     backward = Pair.backward
 
 
+class _Flat:
+    """A helper's handler: checks a flat vector's length against one computed from ``size``."""
+
+    def __init__(self, vec, size, name):
+        self.vec = vec
+        length = self.vec.shape[-1]
+        if length != size * (size + 1):
+            raise ValueError(f"{name} is of incorrect length. Expected {size * (size + 1)}, got "
+                             f"{length}")
+
+
+def _outer(a, b, size):
+    _check_type(size, "size", int)
+    _Flat(a, size, "a")
+    return a * b
+
+
+class Product(Function):
+    """x * y, where ``x`` (by a length no layout has) must be ``size * (size + 1)`` long."""
+
+    @staticmethod
+    def forward(ctx, x, y, size):
+        ctx.save_for_backward(x, y)
+        return _outer(x, y, size)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        return g * y, g * x, None
+
+
+class ProductWrong(Product):
+    """Planted: the gradient for ``y`` is ``g * y``."""
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        return g * y, g * y, None
+
+
+def _both_ranks(path1, path2):
+    if path1.dim() != 3 or path2.dim() != 3:
+        raise ValueError("path1 and path2 must be 3D arrays.")
+    return path1
+
+
+def _same_ranks(path1, path2):
+    if path1.dim() != path2.dim():
+        raise ValueError("path1, path2 must all be 2d arrays or all 3d arrays")
+    return path1
+
+
 def _x(*shape):
     return torch.randn(*shape, dtype=torch.float64, requires_grad=True)
 
@@ -120,3 +172,89 @@ def test_end_to_end_a_correct_function_passes_and_its_planted_twin_fails():
     assert isinstance(wrong, Synthesized), wrong
     report = gradsmith.check(PairWrong, *wrong.args)
     assert "gradient-mismatch" in report.codes("error"), report
+
+
+def test_the_tensor_whose_length_the_raise_site_compares_gets_the_expected_length():
+    found = _repaired(Product.apply, _x(3, 4), _x(3, 4), 2)
+    x, y, size = found.args
+    assert x.shape == (3, 6) and y.shape == (3, 6)  # y follows from the broadcast x * y
+    assert "a is of incorrect length. Expected 6, got 4" in found.parts[0]
+    torch.testing.assert_close(Product.apply(x, y, size), x * y)
+
+
+def test_a_length_no_line_reads_from_an_argument_changes_nothing():
+    def opaque(x):
+        raise ValueError("bad input. Expected 6, got 4")
+
+    assert repair(opaque, lambda: ([_x(3, 4)], ["x"]), 0, [BUDGET]) is None
+
+
+def test_tensors_named_together_get_one_rank_the_message_allows():
+    found = _repaired(_both_ranks, _x(3, 4), _x(2, 3, 4))
+    assert found.args[0].dim() == 3 and found.args[1].shape == (2, 3, 4)
+    found = _repaired(_same_ranks, _x(3, 4), _x(2, 3, 4))
+    assert found.args[0].dim() == found.args[1].dim()
+
+
+def test_end_to_end_a_length_checked_function_passes_and_its_planted_twin_fails():
+    found = synthesize(Product)
+    assert isinstance(found, Synthesized), found
+    assert gradsmith.check(Product, *found.args).passed
+    wrong = synthesize(ProductWrong)
+    assert isinstance(wrong, Synthesized), wrong
+    assert "gradient-mismatch" in gradsmith.check(ProductWrong, *wrong.args).codes("error")
+
+
+class Grid(Function):
+    """``_pair`` with an option: ``keep`` also saves the per-point products (same result)."""
+
+    @staticmethod
+    def forward(ctx, path1, path2, order, keep):
+        ctx.save_for_backward(path1, path2)
+        ctx.order = order
+        ctx.keep = keep
+        out = _pair(path1, path2, order)
+        if keep:
+            ctx.grid = path1.detach()[..., :, None, :] * path2.detach()[..., None, :, :]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.keep and ctx.grid.dim() not in (3, 4):
+            raise ValueError("grid.shape must have length 3 or 4")
+        return Pair.backward(ctx, g)[:2] + (None, None)
+
+
+class GridWrong(Grid):
+    """Planted, as in the corpus: with ``keep`` forward returns a slice of the grid."""
+
+    @staticmethod
+    def forward(ctx, path1, path2, order, keep):
+        ctx.save_for_backward(path1, path2)
+        ctx.order = order
+        ctx.keep = keep
+        out = _pair(path1, path2, order)
+        if keep:
+            ctx.grid = path1.detach()[..., :, None, :] * path2.detach()[..., None, :, :]
+            out = ctx.grid.sum(-1)[..., -1, :]
+        return out
+
+
+def test_repaired_inputs_come_with_each_flag_flipped():
+    found = synthesize(Grid)
+    assert isinstance(found, Synthesized), found
+    assert [v.change for v in found.variants] == ["keep=True"]
+    path1, path2, order, _ = found.variants[0].args
+    torch.testing.assert_close(Grid.apply(path1, path2, order, True),
+                               (path1.sum(-2) * path2.sum(-2)).sum(-1) * order)
+    for args in (found.args, found.variants[0].args):
+        assert gradsmith.check(Grid, *args).passed
+
+
+def test_a_defect_only_a_flag_shows_fails():
+    found = synthesize(GridWrong)
+    assert isinstance(found, Synthesized), found
+    assert gradsmith.check(GridWrong, *found.args).passed  # the default hides it
+    assert [v.change for v in found.variants] == ["keep=True"]
+    report = gradsmith.check(GridWrong, *found.variants[0].args)
+    assert not report.passed and report.codes("error"), report

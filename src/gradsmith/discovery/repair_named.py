@@ -20,15 +20,20 @@ import textwrap
 from types import CodeType, FrameType
 
 from gradsmith.discovery.repair_kinds import Edit, cached
+from gradsmith.discovery.repair_lengths import lengths
 
 __all__ = ["named"]
 
 # "NAME must be of type bool", "NAME must be an integer", "NAME must be a bool or None".
 _TYPE = re.compile(r"\b([A-Za-z_]\w*) must be (?:of type |an? )?(bool|boolean|int|integer|float)"
                    r"\b")
-# "NAME.shape must have length 2 or 3", "NAME must have 3 dimensions", "NAME must be 2-D".
-_DIMS = re.compile(r"\b([A-Za-z_]\w*)(?:\.shape)? must (?:have (?:length|ndim|rank) (\d)"
-                   r"|have (\d) dimensions|be (\d)-?D\b)")
+# "NAME.shape must have length 2 or 3", "NAME must have 3 dimensions", "A and B must be 3D",
+# "A, B must all be 2d arrays or all 3d arrays": the names, then what follows "must".
+_DIMS = re.compile(r"\b([A-Za-z_]\w*(?:\.shape)?(?:(?:,| and| or) [A-Za-z_]\w*(?:\.shape)?)*)"
+                   r" must (.*)")
+_RANKS = re.compile(r"^(?:all )?have (?:length|ndim|rank|dimension) ((?:\d(?:, | or |,))*\d)\b"
+                    r"|(\d)(?:-?[dD]\b| dimensions\b)")
+
 
 _VALUES = {"bool": (False, True), "boolean": (False, True), "int": (2, 1), "integer": (2, 1),
            "float": (1.0,)}
@@ -43,16 +48,30 @@ def named(exc: BaseException, args: list, said: str) -> list[Edit]:
     if m := _TYPE.search(text):
         i = bound(exc, args, m[1])
         wanted = m[2]
+        a = "an" if wanted.startswith("int") else "a"
         if i is not None and not _is(args[i], wanted):
-            out += [Edit(i, "number", v, f"{said}: {m[1]} a {wanted}") for v in _VALUES[wanted]]
-    if (m := _DIMS.search(text)) and (i := bound(exc, args, m[1])) is not None \
-            and isinstance(args[i], torch.Tensor):
-        want = int(m[2] or m[3] or m[4])
-        shape = tuple(args[i].shape)
-        if len(shape) != want:
+            out += [Edit(i, "number", v, f"{said}: {m[1]} is {a} {wanted}")
+                    for v in _VALUES[wanted]]
+    if (m := _DIMS.search(text)) and (wants := _ranks(m[2])):
+        ranked = [(i, args[i].dim()) for name in re.findall(r"[A-Za-z_]\w*", m[1])
+                  if name not in ("and", "or", "shape") and (i := bound(exc, args, name))
+                  is not None and isinstance(args[i], torch.Tensor)]
+        for i, rank in ranked:
+            # the rank another named tensor has, when allowed; else the first one allowed
+            others = [r for j, r in ranked if j != i and r in wants and r != rank]
+            want = others[0] if others else None if rank in wants else wants[0]
+            if want is None:
+                continue
+            shape = tuple(args[i].shape)
             new = (2,) * (want - len(shape)) + shape if want > len(shape) else shape[-want:]
             out.append(Edit(i, "shape", new, f"{said}: {want}-D"))
-    return out
+    return out + lengths(exc, args, said)
+
+
+def _ranks(rest: str) -> list[int]:
+    """The numbers of dimensions what follows "must" allows, in the order written."""
+    found = [int(d) for m in _RANKS.finditer(rest) for d in re.findall(r"\d", m[0])]
+    return [d for d in dict.fromkeys(found) if 0 < d <= 6]
 
 
 def _is(value: object, wanted: str) -> bool:

@@ -67,6 +67,7 @@ from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, complex_of_real, probe, tried
 from gradsmith.discovery.process_group import ASSUMED, needs_group, start_single_group
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
+from gradsmith.discovery.repair_variants import flag_variants
 from gradsmith.discovery.replans import (
     as_index,
     as_numbers,
@@ -218,7 +219,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
         found, slots = fixed
         raised = backward_error(call, tuple(found.args))
-        return Synthesized(tuple(found.args), ", ".join(found.parts), (), seed,
+        return Synthesized(tuple(found.args), ", ".join(found.parts), flag_variants(
+            call, found.args, found.parts, {e.index for e in found.edits}), seed,
                            doubt=repaired_doubt(fn, raised, found, slots, hints) if raised else "")
     if (raising := raising_inputs(call, plans, seed)) is not None:  # torch.sqrt(2 * torch.pi)
         return Synthesized(*raising, seed=seed)  # the check reports forward's error: no input avoids it
