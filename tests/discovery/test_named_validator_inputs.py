@@ -155,6 +155,7 @@ def test_a_name_passed_positionally_is_followed_to_forwards_argument():
     found = _repaired(Shifted.apply, _x(3, 4), _x(3, 4), 2, 1)
     assert found.args[3] is False  # n_jobs, which forward passes as the helper's `centred`
     assert "centred must be of type bool, got int" in found.parts[3]
+    assert "forward passes n_jobs where centred, a bool, stands" in found.parts[3]
 
 
 def test_a_name_no_call_binds_to_an_argument_changes_nothing():

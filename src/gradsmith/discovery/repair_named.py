@@ -50,8 +50,10 @@ def named(exc: BaseException, args: list, said: str) -> list[Edit]:
         wanted = m[2]
         a = "an" if wanted.startswith("int") else "a"
         if i is not None and not _is(args[i], wanted):
-            out += [Edit(i, "number", v, f"{said}: {m[1]} is {a} {wanted}")
-                    for v in _VALUES[wanted]]
+            passed = next(iter(_passed_names(exc, args, m[1], i)), m[1])
+            what = f"{m[1]} is {a} {wanted}" if passed == m[1] else (
+                f"forward passes {passed} where {m[1]}, {a} {wanted}, stands")
+            out += [Edit(i, "number", v, f"{said}: {what}") for v in _VALUES[wanted]]
     if (m := _DIMS.search(text)) and (wants := _ranks(m[2])):
         ranked = [(i, args[i].dim()) for name in re.findall(r"[A-Za-z_]\w*", m[1])
                   if name not in ("and", "or", "shape") and (i := bound(exc, args, name))
@@ -102,6 +104,17 @@ def bound(exc: BaseException, args: list, name: str) -> int | None:
             return None
         at -= 1
     return None
+
+
+def _passed_names(exc: BaseException, args: list, name: str, index: int) -> list[str]:
+    """Forward's own name for the argument ``index`` when it takes one (``n_jobs``)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        params = [p for p in _params(tb.tb_frame.f_code) if p not in ("ctx", "self", "cls")]
+        if len(params) == len(args) and _entry(tb.tb_frame, args, params[index]) == index:
+            return [params[index]]
+        tb = tb.tb_next
+    return []
 
 
 def _params(code: CodeType) -> tuple[str, ...]:
