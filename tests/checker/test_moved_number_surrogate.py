@@ -6,7 +6,8 @@ every other width): the line passed at the printed example and FAILed the Functi
 at ``w = 1.0``. Now a term naming ``w`` must also match backward with ``w`` moved, so the line
 reads ``1``; a triangle whose amplitude truly is ``2 * w`` keeps it. Each line passes applied
 at another width, checked against the hand-written derivative of the surrogate, and a
-planted wrong backward still FAILs under it.
+planted wrong backward still FAILs under it. The same holds for the factor of a gradient
+reversal: ``-alpha * grad`` only where backward reads ``alpha``.
 
 Reduced cases written here.
 """
@@ -46,13 +47,7 @@ HEIGHT_TWO = ("2 * (1 - x.abs() / w).clamp(min=0)",
 
 
 def _load(tmp_path, stem: str, text: str):
-    path = tmp_path / f"{stem}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"moved_number_{stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.Triangle
+    return _load_module(tmp_path, stem, text).Triangle
 
 
 def _line(tmp_path, stem: str, window: str) -> str:
@@ -123,3 +118,53 @@ def test_a_moved_width_that_forward_rejects_says_nothing(tmp_path):
     x = torch.linspace(-1, 1, 21, dtype=torch.float64, requires_grad=True)
     (got,) = torch.autograd.grad(surrogate(x, 0.25).sum(), x)
     torch.testing.assert_close(got, UNIT_AREA[1](x.detach(), 0.25))
+
+
+REVERSAL = """
+class Reversal(Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return {grad}, None
+"""
+
+
+def test_a_scale_named_after_a_number_is_read_from_it(tmp_path):
+    # a reversal that ignores alpha got -alpha * grad at alpha = 1 (lucky); one that reads
+    # alpha keeps it; each line holds at alpha = 2.5 (by hand: -g and -2.5 g) and pasted there
+    for stem, grad, named, factor in (("flip", "-g", False, 1.0),
+                                      ("scaled", "-ctx.alpha * g", True, 2.5)):
+        text = HEADER + REVERSAL.format(grad=grad)
+        fn = _load_module(tmp_path, stem, text).Reversal
+        x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(5),
+                        requires_grad=True)
+        torch.manual_seed(0)
+        report = gradsmith.check(fn, x, 1.0, compat=False)
+        (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+        line = finding.details["declaration"]
+        assert finding.details["verified"] and ("alpha * grad" in line) == named, line
+        intended = eval(re.search(r"intended=(lambda .*)\)$", line).group(1),  # noqa: S307
+                        {"torch": torch})
+        g = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+        got, none = intended(x.detach(), 2.5, g)
+        torch.testing.assert_close(got, -factor * g)
+        assert none is None
+
+        pasted = text.replace("class", line.replace(", 1.0)", ", 2.5)") + "\nclass", 1)
+        torch.manual_seed(0)
+        report = gradsmith.check(_load_module(tmp_path, f"{stem}_pasted", pasted).Reversal, compat=False)
+        assert report.passed, (line, report)
+
+
+def _load_module(tmp_path, stem: str, text: str):
+    path = tmp_path / f"{stem}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"moved_number_{stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

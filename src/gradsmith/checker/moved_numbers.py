@@ -7,7 +7,8 @@ its amplitude ``c * w = 1`` was printed as ``2 * gama`` (the argument forms come
 ``2 * 0.5`` is 1): the line passed at the printed example and is wrong at every other width,
 the project's default 1.0 among them. A term that names a Python-number argument is kept only
 where it also matches backward with that number moved (:data:`FACTORS`); otherwise the next
-candidate (the plain ``1``) gets its turn.
+candidate (the plain ``1``) gets its turn. The factor of a scaled backward is read the same
+way (a reversal that ignores ``alpha`` gets ``-grad``, not ``-alpha * grad`` at ``alpha = 1``).
 
 A moved number on which forward or backward raises (outside forward's domain: a mode
 selector, a count for ``range``) says nothing about the term; it is skipped.

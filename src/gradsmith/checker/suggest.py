@@ -320,23 +320,35 @@ def _scaled(session, names, sigs, v, grads) -> str | None:
     problem = session.problem
     split = problem.split(v)
     subject = session.subject
-    factor = sig.factor or _factor(sig.scale, _numbers(session, names))
     params = ", ".join(names)
     top = subject.args.position(sig.t)
     others = [t for t in range(len(grads)) if t != sig.t and not bool((grads[t] == 0).all())]
-    if sig.identity_forward and len(split) == 1 and not others and top is not None:
-        grad = _grad_name(names)
-        value = f"-{grad}" if factor == "-1" else f"{factor} * {grad}"
-        kind, source = "intended", f"lambda {params}, {grad}: {returned(names, {top: value})}"
-    elif session.function_cls is not None and overrides(session.function_cls, "setup_context"):
-        call = f"{session.function_cls.__name__}.forward({params})"
-        kind, source = "surrogate", f"lambda {params}: {factor} * {call}"
-    else:
-        return None
-    got = _try(session, kind, _compile(source, session), v, problem.xs, split)
-    if got is not None and all(_matches(g, w, session) for g, w in zip(grads, got)):
-        return f"{kind}={source}"
+    # the factor as an argument first, then as a literal where the argument was luck (-alpha
+    # equals -1 at alpha = 1 for a backward that ignores alpha)
+    for factor in dict.fromkeys([sig.factor or _factor(sig.scale, _numbers(session, names)),
+                                 _factor(sig.scale, [])]):
+        if sig.identity_forward and len(split) == 1 and not others and top is not None:
+            grad = _grad_name(names)
+            value = f"-{grad}" if factor == "-1" else f"{factor} * {grad}"
+            kind, source = "intended", f"lambda {params}, {grad}: {returned(names, {top: value})}"
+        elif session.function_cls is not None and overrides(session.function_cls, "setup_context"):
+            call = f"{session.function_cls.__name__}.forward({params})"
+            kind, source = "surrogate", f"lambda {params}: {factor} * {call}"
+        else:
+            return None
+        fn = _compile(source, session)
+        got = _try(session, kind, fn, v, problem.xs, split)
+        if (got is not None and all(_matches(g, w, session) for g, w in zip(grads, got))
+                and moved_numbers.holds(session, names, factor, lambda xs, want, fn=fn, kind=kind:
+                                        _all_agree(session, kind, fn, xs, split, want), split)):
+            return f"{kind}={source}"
     return None
+
+
+def _all_agree(session, kind, fn, xs, split, want) -> bool:
+    """Whether declaration ``fn`` (``kind``) gives backward's gradients ``want`` at ``xs``."""
+    got = _try(session, kind, fn, None, xs, split)
+    return got is not None and all(_matches(g, w, session) for g, w in zip(want, got))
 
 
 def _modification(session, names, sigs, v, grads) -> str | None:
