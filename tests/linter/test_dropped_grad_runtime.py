@@ -78,3 +78,17 @@ def test_silent_twins_are_right(mod):
     ref = torch.zeros(3, 4, dtype=torch.float64)
     torch.testing.assert_close(torch.autograd.grad(mod.LikeShape.apply(v, ref).sum(), v)[0],
                                torch.autograd.grad((v.expand(3, 4) * 2.0).sum(), v)[0])
+
+
+def test_frozen_base_twin_is_right(mod):
+    """The LoRA-style twin left alone: the adapter's and the input's gradients match
+    autograd of the same expression with the base weight frozen."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, 4, dtype=torch.float64)
+    a = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    out = mod.FrozenBaseAct.apply(x, w, a, torch.tanh,
+                                  lambda h, g: g * (1 - torch.tanh(h) ** 2))
+    got = torch.autograd.grad(out.sum(), (x, a))
+    want = torch.autograd.grad(torch.tanh(x @ w.t() + x @ a.t()).sum(), (x, a))
+    torch.testing.assert_close(got, want)

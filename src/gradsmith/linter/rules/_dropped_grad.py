@@ -47,18 +47,30 @@ GS250 = Rule(
     good="import torch\n\n\n" + _FN + "        return g, g\n" + _MOD,
     brief="a parameter passed here never gets a gradient",
 )
+_RUN = (
+    "import torch\n\n\nclass RunBlocks(torch.autograd.Function):\n    @staticmethod\n"
+    "    def forward(ctx, x, blocks, pos):\n        ctx.save_for_backward(x, pos.detach())\n"
+    "        ctx.blocks = blocks\n        for block in blocks:\n            x = block(x, pos)\n"
+    "        return x\n\n    @staticmethod\n    def backward(ctx, g):\n"
+    "        x, pos = ctx.saved_tensors\n        with torch.enable_grad():\n"
+    "            x = x.detach().requires_grad_()\n"
+)
 GS251 = Rule(
     "GS251", "dropped-input-gradient", "warning",
-    "backward returns None on every path for a floating tensor input that forward uses to "
-    "compute its output (not only its shape, dtype or device, nor as an index)",
-    _WHY + " No linted call shows that a trainable tensor is passed there (a warning: "
-    "right when callers never pass one that requires grad).",
+    "backward returns None on every path for a tensor input that forward hands to a "
+    "callable it was given (`for block in blocks: x = block(x, pos)`, `run_function(x, pos)`)",
+    _WHY + " The callable is user code that autograd would differentiate, so the input's "
+    "gradient is backward's to give. No linted call shows that a trainable tensor is passed "
+    "there (a warning: right when callers never pass one that requires grad).",
     _FIX,
-    bad="import torch\n\n\n" + _FN.replace("return x + pos", "return x * pos.exp()")
-    + "        return g * pos.exp(), None  # GS251\n",
-    good="import torch\n\n\n" + _FN.replace("return x + pos", "return x * pos.exp()")
-    + "        e = pos.exp()\n        return g * e, g * x * e\n",
-    brief="an input forward computes with never gets a gradient",
+    bad=_RUN + "            out = x\n            for block in ctx.blocks:\n"
+    "                out = block(out, pos)\n            (dx,) = torch.autograd.grad(out, x, g)\n"
+    "        return dx, None, None  # GS251\n",
+    good=_RUN + "            pos = pos.detach().requires_grad_()\n            out = x\n"
+    "            for block in ctx.blocks:\n                out = block(out, pos)\n"
+    "            dx, dpos = torch.autograd.grad(out, (x, pos), g)\n"
+    "        return dx, None, dpos\n",
+    brief="an input handed to user code in forward never gets a gradient",
 )
 
 #: Reads of a tensor that carry no value into a result (its shape, kind, place, identity).
@@ -101,6 +113,8 @@ def check_dropped_gradient(facts: Facts, report) -> None:
             continue
         harmed = _trainable_at_call(facts.fc.name, index, facts.sym_of)
         if harmed is None:
+            if not _into_passed_callable(forward.node, name, params):
+                continue
             if ev is None:
                 ev = evidence(forward, params, facts.ctx_of(forward), facts.resolver(forward),
                               returned=False, passed=facts.passed_tensors, by_name=True)
@@ -161,6 +175,37 @@ def _reads(expr: ast.AST | None, names: set[str]) -> bool:
 
 def _reaches_output(func: ast.FunctionDef, name: str) -> bool:
     """A value forward returns is computed from ``name`` (through local assignments)."""
+    tainted = _derived(func, name)
+    return any(isinstance(n, ast.Return) and _reads(n.value, tainted) for n in walk_shallow(func))
+
+
+def _into_passed_callable(func: ast.FunctionDef, name: str, params: list[str]) -> bool:
+    """Forward hands ``name`` itself to a callable that is another of its inputs (``for
+    block in blocks: x = block(x, pos)``, ``run_function(x, pos)``): user code that autograd
+    would differentiate, so the input's gradient is backward's to give. (A value only
+    computed from it, ``act(x @ w)``, is the frozen-base-weight pattern of LoRA kernels.)"""
+    callables: set[str] = set()
+    for other in params:
+        if other != name:
+            callables |= _derived(func, other, values=False)
+    aliases = _derived(func, name, values=False)
+    for node in walk_shallow(func):
+        if not isinstance(node, ast.Call):
+            continue
+        base = node.func
+        if isinstance(base, ast.Attribute) and base.attr in ("forward", "__call__"):
+            base = base.value  # `block.forward(x, pos)`; other methods are the object's API
+        while isinstance(base, ast.Subscript):
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in callables and any(
+                _alias(a, aliases) for a in [*node.args, *(k.value for k in node.keywords)]):
+            return True
+    return False
+
+
+def _derived(func: ast.FunctionDef, name: str, values: bool = True) -> set[str]:
+    """Local names computed from ``name`` (``values=False``: only aliases, items and loop
+    variables of it: ``block`` in ``for block in blocks``, ``fn = blocks[0]``)."""
     nodes = walk_shallow(func)
     binds = [n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign,
                                                 ast.For, ast.NamedExpr))]
@@ -169,13 +214,35 @@ def _reaches_output(func: ast.FunctionDef, name: str) -> bool:
         before = len(tainted)
         for node in binds:
             value = node.iter if isinstance(node, ast.For) else node.value
-            if _reads(value, tainted):
+            if _reads(value, tainted) if values else _alias(value, tainted):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                tainted |= {t.id for tgt in targets for t in ast.walk(tgt)
-                            if isinstance(t, ast.Name)}
+                tainted |= {n for tgt in targets for n in _bound(tgt)}
         if len(tainted) == before:
             break
-    return any(isinstance(n, ast.Return) and _reads(n.value, tainted) for n in nodes)
+    return tainted
+
+
+def _bound(target: ast.expr) -> list[str]:
+    """Local names a target binds (a slot of a local buffer binds the buffer; attributes of
+    ``ctx`` or ``self`` bind no local)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound(e)]
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return [target.value.id]
+    return []
+
+
+def _alias(expr: ast.expr | None, names: set[str]) -> bool:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", None) in ("enumerate", "reversed",
+                                                                          "zip") and expr.args:
+        return any(_alias(a, names) for a in expr.args)
+    return isinstance(expr, ast.Name) and expr.id in names
 
 
 def _none_element(func: ast.AST, index: int) -> ast.AST | None:
