@@ -12,6 +12,7 @@ from gradsmith.linter._kernels import finder, launched
 from gradsmith.linter._registry import Rule, checker
 from gradsmith.linter.rules._common import once_differentiable, own, short, trivial
 from gradsmith.linter.rules._fallthrough import _items
+from gradsmith.linter.rules._precomputed_only import forward_values_only
 from gradsmith.linter.rules._unread import _DISCRETE_CALLS
 
 _CLS = "import torch\n\n\nclass XExp(torch.autograd.Function):\n    @staticmethod\n" \
@@ -19,8 +20,9 @@ _CLS = "import torch\n\n\nclass XExp(torch.autograd.Function):\n    @staticmetho
        "        return x * e\n\n"
 GS222 = Rule(
     "GS222", "precomputed-gradient", "warning",
-    "backward returns a gradient computed in forward (as is, or times grad_output) and is "
-    "not @once_differentiable",
+    "backward returns a gradient computed in forward (as is, or times grad_output), or "
+    "built from values forward computed while reading no input that gets a gradient, and "
+    "is not @once_differentiable",
     "forward runs without autograd, so the saved gradient has no graph back to the inputs: "
     "a second derivative (create_graph=True, gradgradcheck, Hessian-vector products) treats "
     "it as a constant and is silently zero or wrong instead of raising.",
@@ -256,6 +258,11 @@ def check_precomputed_gradient(facts: Facts, report) -> None:
                 if item is not None and _precomputed(item, ctx, attrs, names, slots, scales):
                     report("GS222", bwd.source, item, f"`{short(ast.unparse(item))}`")
                     return
+        hit = forward_values_only(facts, bwd, ctx, slots, _value_names)
+        if hit is not None:
+            report("GS222", bwd.source, hit, f"`{short(ast.unparse(hit))}`, from values "
+                   "computed in forward alone")
+            return
 
 
 __all__ = ["GS222"]
