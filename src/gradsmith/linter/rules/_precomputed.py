@@ -260,8 +260,7 @@ def check_precomputed_gradient(facts: Facts, report) -> None:
                     return
         hit = forward_values_only(facts, bwd, ctx, slots, _value_names)
         if hit is not None:
-            report("GS222", bwd.source, hit, f"`{short(ast.unparse(hit))}`, from values "
-                   "computed in forward alone")
+            report("GS222", bwd.source, hit, f"`{short(ast.unparse(hit))}`")
             return
 
 
