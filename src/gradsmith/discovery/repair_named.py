@@ -128,7 +128,8 @@ def _entry(frame: FrameType, args: list, name: str) -> int | None:
     local = frame.f_locals
     if len(params) != len(args) or name not in params:
         return None
-    same = all(local.get(p) is a or (cached(a) and local.get(p) == a)
+    same = all(local.get(p) is a or (cached(a) and type(local.get(p)) is type(a)
+                                      and local.get(p) == a)
                for p, a in zip(params, args, strict=True))
     return params.index(name) if same else None
 
