@@ -44,7 +44,7 @@ def forward_values_only(facts: Facts, bwd, ctx: str | None, slots: set[int],
                     return None
                 for i, elt in enumerate(target.elts):
                     if isinstance(elt, ast.Name):
-                        sources[elt.id] = {"fwd"} if i in slots else (
+                        sources[elt.id] = {"saved"} if i in slots else (
                             {"tied"} if i in tied else set())
                 continue
             got = _sources(value, sources, ctx, params, none, attrs, value_names)
@@ -71,9 +71,14 @@ def _sources(expr: ast.expr, sources: dict[str, set[str]], ctx, params, none,
     """What ``expr`` derives from: ``fwd`` (a forward-computed saved value), ``tied`` (an
     input with a gradient, or something unknown that may hold one)."""
     out: set[str] = set()
+    # a saved forward value counts where arithmetic uses it (`exp(lp) - onehot`), not where it
+    # only gives structure (`NestedTensor(g, offsets=offsets)`, a linear map of grad_output)
+    arith = {n.id for b in ast.walk(expr) if isinstance(b, (ast.BinOp, ast.UnaryOp))
+             for n in ast.walk(b) if isinstance(n, ast.Name)}
     for name in value_names(expr):
         if name in sources:
-            out |= sources[name]
+            got = sources[name]
+            out |= (got - {"saved"}) | ({"fwd"} if "saved" in got and name in arith else set())
         elif name in params and name not in none:
             out.add("tied")
     for node in ast.walk(expr):
