@@ -158,3 +158,41 @@ def test_a_correct_backward_mode_passes_on_every_word_and_wrong_branches_fail(tm
     assert not torch.allclose(got, _reference_square(x))
     (got,) = torch.autograd.grad(module.SquareWrongOnCode2.apply(x, 2).sum(), x)
     assert not torch.allclose(got, _reference_square(x))
+
+
+SETUP = '''
+import torch
+from torch.autograd import Function
+
+
+class ScaleWrongWhenHalf(Function):
+    """x * 2 in the modern style; backward's 'half' branch returns g (the gradient is 2g)."""
+
+    @staticmethod
+    def forward(x, how):
+        return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, how = inputs
+        ctx.how = how
+
+    @staticmethod
+    def backward(ctx, g):
+        how = ctx.how
+        return (g if how in ('half', 'halved') else 2 * g), None
+'''
+
+
+def test_a_mode_setup_context_keeps_on_ctx_is_read_too(tmp_path):
+    rows = check_rows(tmp_path / "setup_rows.py", SETUP)
+    row = rows["ScaleWrongWhenHalf"]
+    assert row["verdict"] == "fail", row["text"]
+    assert "gradient-mismatch" in error_codes(row), row["text"]
+    assert "how='half'" in row["inputs"].split("; also:")[0], row["inputs"]
+    # Independent reference: autograd of x * 2 against the Function's gradient at 'half'.
+    module = load_source(tmp_path / "setup_rows.py", "setup_rows_case")
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(module.ScaleWrongWhenHalf.apply(x, "half").sum(), x)
+    (ref,) = torch.autograd.grad((x * 2).sum(), x)
+    assert not torch.allclose(got, ref)
