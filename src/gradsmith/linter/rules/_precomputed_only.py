@@ -73,8 +73,13 @@ def _sources(expr: ast.expr, sources: dict[str, set[str]], ctx, params, none,
     out: set[str] = set()
     # a saved forward value counts where arithmetic uses it (`exp(lp) - onehot`), not where it
     # only gives structure (`NestedTensor(g, offsets=offsets)`, a linear map of grad_output)
-    arith = {n.id for b in ast.walk(expr) if isinstance(b, (ast.BinOp, ast.UnaryOp))
-             for n in ast.walk(b) if isinstance(n, ast.Name)}
+    arith: set[str] = set()
+    for b in ast.walk(expr):
+        if isinstance(b, ast.BinOp):
+            _operands(b.left, arith)
+            _operands(b.right, arith)
+        elif isinstance(b, ast.UnaryOp):
+            _operands(b.operand, arith)
     for name in value_names(expr):
         if name in sources:
             got = sources[name]
@@ -86,6 +91,31 @@ def _sources(expr: ast.expr, sources: dict[str, set[str]], ctx, params, none,
                 and node.value.id == ctx and node.attr in tied_attrs:
             out.add("tied")
     return out
+
+
+#: Smooth functions: their result's derivative depends on the argument's value.
+_SMOOTH = frozenset("""exp log log1p expm1 sigmoid tanh softmax log_softmax sqrt rsqrt pow
+    reciprocal square matmul mm bmm einsum sin cos erf softplus""".split())
+
+
+def _operands(node: ast.expr, out: set[str]) -> None:
+    """Names that arithmetic uses as values: operands, and arguments of smooth functions
+    (not a mask or index handed to ``masked_fill``/``gather``)."""
+    if isinstance(node, ast.Name):
+        out.add(node.id)
+    elif isinstance(node, ast.BinOp):
+        _operands(node.left, out)
+        _operands(node.right, out)
+    elif isinstance(node, ast.UnaryOp):
+        _operands(node.operand, out)
+    elif isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _SMOOTH:
+            for arg in node.args:
+                _operands(arg, out)
+            if isinstance(func, ast.Attribute):
+                _operands(func.value, out)
 
 
 def tied_attributes(facts: Facts) -> set[str]:
