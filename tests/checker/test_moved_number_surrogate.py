@@ -168,3 +168,45 @@ def _load_module(tmp_path, stem: str, text: str):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+SLOPED = """
+import math
+
+
+class Sloped(Function):
+    @staticmethod
+    def forward(ctx, x, beta):
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * {derivative}, None
+"""
+
+
+def test_an_amplitude_that_undoes_the_slope_is_read_from_it(tmp_path):
+    # fast sigmoid 1 / (1 + beta |x|)^2 (SuperSpike) and atan 1 / (pi (1 + (pi beta x)^2)):
+    # the amplitude 1 / beta (1 / (pi^2 beta)) was printed as the literal of the check's beta
+    for stem, derivative, beta, hand in (
+            ("fast", "1.0 / (1.0 + ctx.beta * x.abs()) ** 2", 10.0,
+             lambda x, b: 1 / (1 + b * x.abs()) ** 2),
+            ("atan", "1.0 / (math.pi * (1 + (math.pi * ctx.beta * x) ** 2))", 2.0,
+             lambda x, b: 1 / (torch.pi * (1 + (torch.pi * b * x) ** 2)))):
+        fn = _load_module(tmp_path, stem, HEADER + SLOPED.format(derivative=derivative)).Sloped
+        x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(7),
+                        requires_grad=True)
+        torch.manual_seed(0)
+        report = gradsmith.check(fn, x, beta, compat=False)
+        (finding,) = [f for f in report.errors if f.code == "undeclared-estimator"]
+        line = finding.details["declaration"]
+        assert finding.details["verified"], line
+        surrogate = eval(re.search(r"surrogate=(lambda .*)\)$", line).group(1),  # noqa: S307
+                         {"torch": torch})
+        xs = torch.linspace(-2, 2, 41, dtype=torch.float64, requires_grad=True)
+        for b in (beta * 1.7, beta / 3):
+            (got,) = torch.autograd.grad(surrogate(xs, b).sum(), xs)
+            torch.testing.assert_close(got, hand(xs.detach(), b))

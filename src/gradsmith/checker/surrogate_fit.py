@@ -336,6 +336,11 @@ def _expressions(value: float, numbers: list[tuple[str, float]]) -> list[str]:
                              (1 / math.pi, "{n} / torch.pi"), (-1.0, "-{n}")):
             if math.isclose(value, factor * arg, rel_tol=1e-9):
                 out.append(text.format(n=name))
+        # an amplitude that undoes a slope (SuperSpike's 1 / beta, atan's 1 / (pi^2 alpha))
+        for factor, text in ((1.0, "1 / {n}"), (math.pi, "1 / (torch.pi * {n})"),
+                             (math.pi ** 2, "1 / (torch.pi ** 2 * {n})")):
+            if math.isclose(value * factor * arg, 1.0, rel_tol=1e-9):
+                out.append(text.format(n=name))
     short = _shortest(value)
     if len(short.lstrip("-")) <= 5:
         out.append(short)
@@ -356,6 +361,8 @@ def _factor(source: str) -> str:
 
 
 def _shortest(value: float) -> str:
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))  # 10, not 1e+01
     for digits in range(1, 18):
         text = f"{value:.{digits}g}"
         if math.isclose(float(text), value, rel_tol=1e-9, abs_tol=0.0):
