@@ -15,25 +15,14 @@ Two guesses that synthesis makes better by reading the code (never running it):
 from __future__ import annotations
 
 import ast
-import inspect
 
 from gradsmith.discovery.hints import Hint, _param_of
+from gradsmith.discovery.source import forward_parameters
 from gradsmith.discovery.source import parse as _parse
 
 _PER_FEATURE = {"weight", "bias", "gamma", "beta", "scale"}
 _REDUCTIONS = {"sum", "mean"}
 _BROADCASTS = {"unsqueeze", "expand", "expand_as", "view_as", "reshape_as"}
-
-
-def _forward_params(owner: type) -> list[str]:
-    forward = getattr(owner, "forward", None)
-    try:
-        params = list(inspect.signature(forward).parameters)
-    except (TypeError, ValueError):
-        return []
-    if "setup_context" not in vars(owner) and params:
-        params = params[1:]  # ctx
-    return params
 
 
 def _backward_returns(owner: type) -> list[list[ast.AST]]:
@@ -77,7 +66,7 @@ def per_feature_params(owner: type | None, hints: dict[str, Hint]) -> set[str]:
     """
     if owner is None:
         return set()
-    params = _forward_params(owner)
+    params = forward_parameters(owner)
     named = {p for p in params if p in hints and _feature_name(p)
              and hints[p].kind in (None, "tensor") and not _in_matmul(p, hints)}
     if not named:

@@ -12,11 +12,10 @@ the variants the others. Read, never run.
 from __future__ import annotations
 
 import ast
-import inspect
 from typing import Any
 
+from gradsmith.discovery.source import forward_parameters, stored_on_ctx
 from gradsmith.discovery.source import parse as _parse
-from gradsmith.discovery.source import stored_on_ctx
 
 
 def read_ctx_literals(owner: Any, hints: dict) -> None:
@@ -61,8 +60,9 @@ def backward_literals(owner: Any, names: list[str]) -> dict[str, list]:
     if tree is None:
         return {}
     stored: dict[str, str] = {}
+    params = forward_parameters(owner) or names
     for method in ("forward", "setup_context"):
-        stored.update(stored_on_ctx(_parse(vars(owner).get(method)), _parameters(owner, names)))
+        stored.update(stored_on_ctx(_parse(vars(owner).get(method)), params))
     stored = {attr: name for attr, name in stored.items() if name in names}
     if not stored:
         return {}
@@ -110,17 +110,6 @@ def _compared(node: ast.Compare, param, found: dict[str, list]) -> None:
                 found.setdefault(name, [])
                 if v.value not in found[name]:
                     found[name].append(v.value)
-
-
-def _parameters(owner: Any, names: list[str]) -> list[str]:
-    """Forward's parameters after ctx, in order (setup_context's ``inputs`` are positional)."""
-    try:
-        params = list(inspect.signature(owner.forward).parameters)
-    except (TypeError, ValueError):
-        return names
-    if "setup_context" not in vars(owner) and params:
-        params = params[1:]
-    return params
 
 
 def _first_parameter(tree: ast.AST) -> str:

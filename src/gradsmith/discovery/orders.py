@@ -23,10 +23,10 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gradsmith.discovery.contract import _backward_returns, _forward_params
+from gradsmith.discovery.contract import _backward_returns
 from gradsmith.discovery.formula_domains import _aliases, _callee
 from gradsmith.discovery.formula_domains import _param as _through
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import forward_parameters, parse
 
 _ANGLES = {"atan2", "arctan2", "angle"}
 _ZEROS = {"zeros_like", "zeros", "new_zeros"}
@@ -56,7 +56,7 @@ def integer_orders(owner: Any) -> dict[str, str]:
     """
     if not isinstance(owner, type):
         return {}
-    params = _forward_params(owner)
+    params = forward_parameters(owner)
     constant = _no_gradient(owner, params)
     if not constant:
         return {}

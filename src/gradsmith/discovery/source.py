@@ -156,3 +156,15 @@ def _unsliced(node: ast.AST) -> ast.AST:
 
 def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
+
+
+def forward_parameters(owner: type) -> list[str]:
+    """The Function class ``owner``'s forward parameters after ``ctx`` (all of them in the
+    setup_context style, where forward takes no ctx); [] when there is no signature."""
+    try:
+        params = list(inspect.signature(getattr(owner, "forward", None)).parameters)
+    except (TypeError, ValueError):
+        return []
+    if "setup_context" not in vars(owner) and params:
+        params = params[1:]  # ctx
+    return params
