@@ -29,16 +29,13 @@ def findings(session: Session, base: list[torch.Tensor], grads: list[torch.Tenso
     from gradsmith.checker.robustness import forward_backward
 
     subject = session.subject
-    if any(_invented(v) for v in getattr(subject.args, "_leaves", ())):
+    if invented_args(session):
         return []  # a function or object gradsmith invented: its behaviour at scale is ours
     big = [x * SCALE if x.is_floating_point() else x for x in base]
+    if not finite_forward(session, big):
+        return []  # outside forward's domain: nothing to say about backward there
     leaves = [x.detach().clone().requires_grad_(True) for x in big]
     try:
-        with torch.no_grad():
-            outs = subject.select(subject.call([x.clone() for x in big]))
-        if not outs or not all(bool(torch.isfinite(o).all()) for o in outs
-                               if o.is_floating_point()):
-            return []  # outside forward's domain: nothing to say about backward there
         _, got = forward_backward(session, [x.clone() for x in leaves], leaves, grads)
     except Exception:  # noqa: BLE001 - raising at that scale is forward's domain, not a finding
         return []
@@ -80,6 +77,24 @@ def _declared_at(session: Session, big: list[torch.Tensor],
         return reference(session)([x.clone() for x in big], grads)
     except Exception:  # noqa: BLE001 - user code: then backward alone is judged
         return None
+
+
+def invented_args(session: Session) -> bool:
+    """Whether an argument is a stand-in gradsmith invented (see :func:`_invented`)."""
+    return any(_invented(v) for v in getattr(session.subject.args, "_leaves", ()))
+
+
+def finite_forward(session: Session, xs: list[torch.Tensor]) -> bool:
+    """Whether forward runs on the differentiated inputs ``xs`` and its floating outputs are
+    finite there (False where it raises: outside its domain)."""
+    subject = session.subject
+    try:
+        with torch.no_grad():
+            outs = subject.select(subject.call([x.clone() for x in xs]))
+    except Exception:  # noqa: BLE001 - user code outside its domain
+        return False
+    return bool(outs) and all(bool(torch.isfinite(o).all()) for o in outs
+                              if o.is_floating_point())
 
 
 def _invented(value: object) -> bool:

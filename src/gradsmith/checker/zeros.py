@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from gradsmith.checker.explain import describe, user_frame
+from gradsmith.checker.extremes import finite_forward, invented_args
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session
 
@@ -26,30 +28,20 @@ def findings(session: Session, base: list[torch.Tensor], grads: list[torch.Tenso
              check: str) -> list[Finding]:
     """A ``backward-error-at-zero`` finding when backward raises a programming error at
     all-zero floating inputs where forward runs and is finite; else nothing."""
-    from gradsmith.checker.extremes import _invented
     from gradsmith.checker.robustness import forward_backward
 
-    subject = session.subject
-    if any(_invented(v) for v in getattr(subject.args, "_leaves", ())):
+    if invented_args(session):
         return []
     zero = [torch.zeros_like(x) if x.is_floating_point() else x for x in base]
-    if all(z is x for z, x in zip(zero, base)):
-        return []
+    if all(z is x for z, x in zip(zero, base)) or not finite_forward(session, zero):
+        return []  # nothing floating, or zero is outside forward's domain: nothing to say
     leaves = [x.clone().requires_grad_(True) for x in zero]
-    try:
-        with torch.no_grad():
-            outs = subject.select(subject.call([x.clone() for x in zero]))
-        if not outs or not all(bool(torch.isfinite(o).all()) for o in outs
-                               if o.is_floating_point()):
-            return []
-    except Exception:  # noqa: BLE001 - zero is outside forward's domain: nothing to say
-        return []
     try:
         forward_backward(session, [x.clone() for x in leaves], leaves, grads)
     except Exception as e:  # noqa: BLE001 - user code: judged below
         if not _bug(e):
             return []
-        where = _where(e)
+        where = describe(user_frame(e))
         return [Finding(
             "backward-error-at-zero", "error",
             f"backward raises {type(e).__name__} at all-zero inputs, where forward runs and is "
@@ -67,14 +59,3 @@ def _bug(e: Exception) -> bool:
     text = str(e)
     return isinstance(e, RuntimeError) and not isinstance(
         e, torch.linalg.LinAlgError) and any(w in text for w in _SHAPE_WORDS)
-
-
-def _where(e: Exception) -> str:
-    """`` (at file:line: `code`)`` of the innermost frame, or ``""``."""
-    import traceback
-
-    frames = traceback.extract_tb(e.__traceback__)
-    if not frames:
-        return ""
-    last = frames[-1]
-    return f" (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno}: `{(last.line or '').strip()}`)"
