@@ -18,10 +18,10 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import textwrap
 from typing import Any
 
 from gradsmith.discovery.repair_kinds import Edit
+from gradsmith.discovery.source import parse_code
 
 __all__ = ["lengths"]
 
@@ -42,11 +42,9 @@ def lengths(exc: BaseException, args: list, said: str) -> list[Edit]:
     if tb is None or want == got or not 0 < want <= 4096:
         return []
     frame = tb.tb_frame
-    try:
-        lines, start = inspect.getsourcelines(frame.f_code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndexError):
+    if (parsed := parse_code(frame.f_code)) is None:
         return []
+    tree, start = parsed
     line = tb.tb_lineno - start + 1
     out = []
     for side in _compared(tree, line):

@@ -14,13 +14,12 @@ binds to one of forward's arguments proposes nothing. Used by :mod:`.repair_rule
 from __future__ import annotations
 
 import ast
-import inspect
 import re
-import textwrap
 from types import CodeType, FrameType
 
 from gradsmith.discovery.repair_kinds import Edit, cached
 from gradsmith.discovery.repair_lengths import lengths
+from gradsmith.discovery.source import parse_code
 
 __all__ = ["named"]
 
@@ -137,11 +136,9 @@ def _entry(frame: FrameType, args: list, name: str) -> int | None:
 def _passed(caller: FrameType, lineno: int, callee: CodeType, name: str) -> str | None:
     """The name ``caller`` passed (on its line ``lineno``) as ``callee``'s parameter ``name``,
     or None when that expression is not a plain name or the call cannot be read."""
-    try:
-        lines, start = inspect.getsourcelines(caller.f_code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndexError):
+    if (parsed := parse_code(caller.f_code)) is None:
         return None
+    tree, start = parsed
     params = list(_params(callee))
     if params[:1] == ["self"]:
         params = params[1:]

@@ -168,3 +168,14 @@ def forward_parameters(owner: type) -> list[str]:
     if "setup_context" not in vars(owner) and params:
         params = params[1:]  # ctx
     return params
+
+
+def parse_code(code: Any) -> tuple[ast.AST, int] | None:
+    """The source of a running frame's code object as an AST (dedented) and its first line
+    number, so that ``lineno - start + 1`` is a traceback line's line in the tree; None when
+    it has no source that parses."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+        return ast.parse(textwrap.dedent("".join(lines))), start
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
