@@ -151,9 +151,10 @@ def test_a_lost_gradient_is_told_apart_from_an_integer_output_that_is_meant(tmp_
 def test_the_cli_row_fails_with_exit_1_instead_of_skipping(tmp_path, monkeypatch, capsys):
     from gradsmith.cli import main
 
-    (tmp_path / "quant.py").write_text(HEADER + textwrap.dedent(SIGN_LONG + ARGMAX))
+    # a module name no other test imports: --no-isolate leaves it in sys.modules
+    (tmp_path / "intout_cli_case.py").write_text(HEADER + textwrap.dedent(SIGN_LONG + ARGMAX))
     monkeypatch.chdir(tmp_path)
-    code = main(["check", "quant.py", "--no-isolate", "--format", "json"])
+    code = main(["check", "intout_cli_case.py", "--no-isolate", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     rows = {r["name"].split("::")[-1]: r for r in doc["results"]}
     assert code == 1
