@@ -110,6 +110,14 @@ ROWS: dict[str, Code] = {
         "invented object's error, not shown to be the Function's; later checks do not run and "
         "the verdict is INCOMPLETE",
         "register example inputs with a real object for that argument (@gradsmith.example)"),
+    "broken-compile-cache": Code(
+        "warning", "any",
+        "forward or backward failed loading a compiled file from this machine's compile cache "
+        "(Inductor, Triton, cpp_extension) that is truncated or unreadable, as a compile killed "
+        "mid-write leaves it: the environment's failure, not shown to be the Function's; later "
+        "checks do not run and the verdict is INCOMPLETE",
+        "delete the file the finding names (it is rebuilt) or point TORCHINDUCTOR_CACHE_DIR / "
+        "TRITON_CACHE_DIR at a fresh folder, then check again"),
     "wrong-grad-count": Code(
         "error", "structure",
         "backward returned fewer values than forward has inputs (or extra non-None ones)",

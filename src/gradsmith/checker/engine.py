@@ -18,6 +18,7 @@ from gradsmith.checker import (
     approximate,
     declared,
     effective_dtype,
+    environment,
     integer_output,
     kernels,
     progress,
@@ -60,7 +61,7 @@ CHECK_MODULES = {
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
-         "backward-error", "invented-input", "integer-output-backward"}
+         "backward-error", "invented-input", "integer-output-backward", environment.CODE}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
             "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased", "onnx"}
 
@@ -456,8 +457,12 @@ def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
             relied[name] = skip.relies_on
         return
     except UserCodeError as err:
-        found = [err.finding]
+        found = [err.finding] if err.exc is None else environment.screened(
+            [err.finding], name, err.exc)
     except Exception as exc:  # noqa: BLE001 - never let user code crash the report
+        if (path := environment.broken_artifact(exc)) is not None:
+            report.findings.append(environment.finding(path, name, type(exc).__name__))
+            return
         report.findings.append(Finding(
             "check-crashed", "warning",
             f"the {name} check could not run: {type(exc).__name__}: {_first_line(exc)}; "
@@ -465,6 +470,7 @@ def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
             "run the Function by hand on the example inputs; report a gradsmith bug if "
             "it works there", name, details={"incomplete": True}))
         return
+    found = environment.screened(found, name)
     report.checks.append(name)
     known = {(f.code, f.input) for f in report.findings}
     report.findings += [f for f in found if (f.code, f.input) not in known]
