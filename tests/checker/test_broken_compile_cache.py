@@ -12,6 +12,7 @@ file to delete), never a defect of the Function; the same failure on a library o
 from __future__ import annotations
 
 import ctypes
+import json
 
 import pytest
 import torch
@@ -130,3 +131,39 @@ def test_a_wrong_gradient_still_fails_beside_a_broken_cache(truncated):
     (want,) = torch.autograd.grad((x ** 3).sum(), x)
     (got,) = torch.autograd.grad(CubeWrong.apply(x).sum(), x)
     assert not torch.allclose(got, want)
+
+
+
+FORWARD_LOADS = '''
+import ctypes
+import os
+
+import torch
+
+
+class SquareLoadsInForward(torch.autograd.Function):
+    """Forward itself loads the broken kernel: no inputs can run it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctypes.CDLL(os.environ["BROKEN_KERNEL"])
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+'''
+
+
+def test_a_skip_it_causes_names_the_file_not_the_inputs(truncated, tmp_path, monkeypatch):
+    from gradsmith.checkrun.session import run_check
+    from gradsmith.discovery import Source
+
+    monkeypatch.setenv("BROKEN_KERNEL", str(truncated))
+    source = tmp_path / "broken_kernel_case.py"
+    source.write_text(FORWARD_LOADS)
+    result = run_check([Source("file", str(source), "broken_kernel_case.py")], isolate=False)
+    (row,) = result.rows
+    assert row["verdict"] != "pass"
+    text = json.dumps(row)
+    assert f"delete {truncated}" in text and "@gradsmith.example" not in text

@@ -12,6 +12,13 @@ from gradsmith.discovery.slots import Slot
 
 def no_inputs_reason(fn: Any, why: str, slots: list[Slot], hints: dict[str, Hint],
                      lead: str = "no inputs could be synthesised") -> str:
+    from gradsmith.checker.environment import broken_artifact
+
+    if (path := broken_artifact(why)) is not None:  # the machine's cache, not the inputs
+        return (f"the Function could not run: it failed loading {path}, a truncated or "
+                "unreadable file in this machine's compile cache (a compile killed while "
+                f"writing it leaves it so). Fix: delete {path} (it is rebuilt) or point "
+                "TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR at a fresh folder, then check again")
     name = getattr(fn, "__name__", type(fn).__name__)
     where = f"class {name}" if isinstance(fn, type) else f"def {name}"
     return (f"no registered example and {lead}: {why}. Fix: register "
