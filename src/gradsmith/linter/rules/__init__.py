@@ -30,6 +30,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _precomputed,
     _recompute,
     _rng,
+    _saved_reads,
     _shape,
     _slots,
     _stub,
