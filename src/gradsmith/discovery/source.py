@@ -25,9 +25,23 @@ def parse(obj: Any) -> ast.AST | None:
 @functools.lru_cache(maxsize=512)
 def _parse(obj: Any) -> ast.AST | None:
     try:
-        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+        source = inspect.getsource(obj)
+    except (OSError, TypeError):
         return None
+    for text in (source, _uncommented(source)):
+        try:
+            return ast.parse(textwrap.dedent(text))
+        except (SyntaxError, IndentationError):
+            continue
+    return None
+
+
+def _uncommented(source: str) -> str:
+    """``source`` with its comment-only lines blanked (line numbers kept): a method with a
+    line commented out at column 0 (``#         else:``) has no common indent to remove, so
+    it did not parse and every reader of the code saw nothing."""
+    return "\n".join("" if line.lstrip().startswith("#") else line
+                     for line in source.split("\n"))
 
 
 def method_trees(owner: Any) -> dict[str, ast.AST]:
