@@ -21,6 +21,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _legacy,
     _loop_result,
     _meta,
+    _missing_backward,
     _needs_grad,
     _needs_index,
     _none_kernel,
