@@ -1,12 +1,13 @@
 """An argument forward asserts to be a Python number (issue 18, corpus 10a held-out, spent: a
 scaled Bessel function's order, ``assert isinstance(v, Number), 'v must be a scalar'``).
 
-No tensor passes such an assert, so every layout failed on it and the row was a skip. Now the
-argument is a number of the class asked for (1.5 for a real class, 2 for an integral one), and
-the formula's domain follows from forward's output as for any other argument (a fractional
-power of a negative value is nan: positive values). The reduced case also has a line commented
-out at column 0 inside forward, as the project's had, which kept its source from parsing.
-Gradients compared with autograd of the same expression; a wrong exponent still fails.
+The hints read ``isinstance(v, Number)`` as "a Python number" already, but the project's
+forward had a line commented out at column 0, so its source did not dedent, did not parse, and
+no reader of the code saw anything: v got a tensor on every layout and the row was a skip. Now
+such a source parses with its comment lines blanked; v is a number and the formula's domain
+follows from forward's output as for any other argument (a fractional power of a negative
+value is nan: positive values). Gradients compared with autograd of the same expression; a
+wrong exponent still fails.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import torch
 from source_cases import check_rows, error_codes, load_source
 
 from gradsmith.discovery import Synthesized, synthesize
-from gradsmith.discovery.asserted_numbers import asserted_numbers
+from gradsmith.discovery.hints import forward_hints
+from gradsmith.discovery.source import parse
 
 SOURCE = '''
 from numbers import Number
@@ -53,12 +55,12 @@ def test_the_asserted_argument_is_a_number_and_the_domain_follows(tmp_path):
     found = synthesize(module.Power)
     assert isinstance(found, Synthesized), found
     v, z = found.args
-    assert v == 1.5 and type(v) is float
+    assert type(v) is float and v not in (0.0, 1.0)
     assert bool((z > 0).all()), "np.power(z, 1.5) is nan below 0: the domain is z > 0"
     g = torch.randn(z.shape, dtype=torch.float64)
     (got,) = torch.autograd.grad(module.Power.apply(v, z), z, g)
     y = z.detach().clone().requires_grad_()
-    (reference,) = torch.autograd.grad(y ** 1.5, y, g)  # autograd of the same expression
+    (reference,) = torch.autograd.grad(y ** v, y, g)  # autograd of the same expression
     torch.testing.assert_close(got, reference)
 
 
@@ -73,21 +75,9 @@ def test_a_wrong_backward_still_fails(tmp_path):
     assert "gradient-mismatch" in error_codes(row)
 
 
-ASSERT = "        assert isinstance(v, Number), 'v must be a scalar'\n"
-
-
-@pytest.mark.parametrize("check, read", [
-    ("        assert isinstance(v, Number), 'v must be a scalar'\n", {"v": 1.5}),
-    ("        assert isinstance(v, (int, np.integer))\n", {"v": 2}),
-    ("        if not isinstance(v, float):\n            raise TypeError('a float')\n",
-     {"v": 1.5}),
-    ("        assert isinstance(v, bool)\n", {}),
-    ("        assert isinstance(v, (Number, torch.Tensor))\n", {}),
-    ("        if isinstance(v, Number):\n            z = z * 1\n", {}),
-], ids=["Number", "an integral tuple", "if not isinstance: raise", "a flag, not a number",
-        "a tensor allowed too", "if isinstance: (a branch, not a requirement)"])
-def test_only_a_number_class_required_makes_an_argument_a_number(tmp_path, check, read):
-    path = tmp_path / "number_kinds.py"
-    path.write_text(SOURCE.format(grad=RIGHT).replace(ASSERT, check))
-    module = load_source(path, "number_kinds")
-    assert asserted_numbers(module.Power.forward, ["v", "z"]) == read
+def test_a_method_with_a_column_0_comment_parses(tmp_path):
+    path = tmp_path / "commented_ops.py"
+    path.write_text(SOURCE.format(grad=RIGHT))
+    module = load_source(path, "commented_ops")
+    assert parse(module.Power.forward) is not None
+    assert forward_hints(module.Power.forward, ["v", "z"])["v"].kind == "float"

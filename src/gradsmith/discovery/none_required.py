@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from gradsmith.discovery.asserted_numbers import asserted_numbers, with_numbers
 from gradsmith.discovery.slots import Slot, _table_value
 from gradsmith.discovery.source import parse, read_parameter, stored_on_ctx
 
@@ -97,11 +96,7 @@ def _number(value: Any) -> bool:
 def numbered_plans(plans: list[list[Slot]], owner: Any, target: Any,
                    names: list[str]) -> list[list[Slot]]:
     """``plans`` and after them, for each plan that keeps a required parameter's None default,
-    the same plan with a number there (see :func:`required_numbers`). A parameter forward
-    asserts to be a number (``assert isinstance(v, Number)``) is one in every plan
-    (:mod:`~gradsmith.discovery.asserted_numbers`)."""
-    if asserted := asserted_numbers(target, names):
-        plans = with_numbers(plans, asserted)
+    the same plan with a number there (see :func:`required_numbers`)."""
     needed = required_numbers(owner, target, names)
     if not needed:
         return plans
