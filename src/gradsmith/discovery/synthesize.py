@@ -81,6 +81,7 @@ from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.stated_or import stated_or
 from gradsmith.discovery.suggestion import no_inputs_reason
+from gradsmith.discovery.through_callers import through_callers
 from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.varargs import counted_by_backward, named_positions
 from gradsmith.discovery.variants import Variant
@@ -113,6 +114,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         found = _synthesize(fn, seed)
         if isinstance(found, Synthesized):
             found = with_note(found, ASSUMED)
+    if isinstance(found, NoInputs) and isinstance(fn, type):  # the project's wrapper knows
+        found = through_callers(fn, seed) or found
     return found
 
 
