@@ -6,7 +6,8 @@ gradient). Forward's body never compares it, so synthesis invented a float (0.5)
 branch never ran: a PASS that had not checked it. :func:`read_ctx_literals` gives such a
 parameter the literals backward compares it with (``==``, ``!=``, ``in (...)``), directly or
 through a local, as forward-side comparisons do, so the first set takes the first of them and
-the variants the others. Read, never run.
+the variants the others. A Python value forward saves as a tensor for backward's ``range``
+is a count (:func:`~gradsmith.discovery.saved_values.read_saved_counts`). Read, never run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from gradsmith.discovery.saved_values import read_saved_counts
 from gradsmith.discovery.source import forward_parameters, stored_on_ctx
 from gradsmith.discovery.source import parse as _parse
 
@@ -39,6 +41,7 @@ def read_ctx_literals(owner: Any, hints: dict) -> None:
         >>> hints["mode"].kind, hints["mode"].literals
         ('str', ['DFA'])
     """
+    read_saved_counts(owner, hints)  # torch.tensor(repeat) saved; range(repeat) in backward
     found = backward_literals(owner, list(hints))
     for name, values in found.items():
         hint = hints[name]

@@ -5,8 +5,10 @@ synthesised as a float tensor, and backward raised "Boolean value of Tensor with
 value is ambiguous", an error real inputs never meet. An argument whose every use (in forward,
 setup_context and, through what they store on ctx, backward) is a truth test is a bool:
 ``if flag:``, ``while flag:``, ``x if flag else y``, ``assert flag``, ``not flag``, ``bool(flag)``,
-``a and flag`` inside one of those. Storing it on ctx (``ctx.flag = flag``) or in a local
-(``flag = ctx.flag``) only passes it on. Read from the source, never by running it.
+``a and flag`` inside one of those. Storing it on ctx (``ctx.flag = flag``), in a local
+(``flag = ctx.flag``) or saving it as a tensor (``ctx.save_for_backward(torch.tensor(flag))``
+... ``flag, = ctx.saved_tensors``, :mod:`~gradsmith.discovery.saved_values`) only passes it
+on. Read from the source, never by running it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from gradsmith.discovery.saved_values import saved_locals, wrapped_for_saving
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.source import stored_on_ctx
 
@@ -44,9 +47,10 @@ def truth_tested(owner: Any, names: list[str]) -> set[str]:
     tested: dict[str, bool] = {}  # parameter -> every use so far a truth test
     for tree in trees:
         _read(tree, {n: n for n in names}, stored, tested)
-    tree = _parse(backward) if stored else None
+    saved = saved_locals(owner, names)  # quant, n = ctx.saved_tensors (torch.tensor(flag))
+    tree = _parse(backward) if stored or saved else None
     if tree is not None:
-        _read(tree, {}, stored, tested)
+        _read(tree, saved, stored, tested)
     return {name for name, only_tests in tested.items() if only_tests}
 
 
@@ -66,7 +70,8 @@ def _read(tree: ast.AST, locals_: dict[str, str], stored: dict[str, str],
             name = stored.get(node.attr) if _ctx_attr(node) is not None else None
         else:
             continue
-        if name is None or _passed_on(node, parents, stored, aliases):
+        if name is None or _passed_on(node, parents, stored, aliases) or \
+                wrapped_for_saving(node, parents):
             continue
         tested[name] = tested.get(name, True) and _in_test(node, parents)
 
