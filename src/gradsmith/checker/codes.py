@@ -118,6 +118,14 @@ ROWS: dict[str, Code] = {
         "checks do not run and the verdict is INCOMPLETE",
         "delete the file the finding names (it is rebuilt) or point TORCHINDUCTOR_CACHE_DIR / "
         "TRITON_CACHE_DIR at a fresh folder, then check again"),
+    "unset-global": Code(
+        "warning", "any",
+        "forward or backward raised on a module global that is None at import and that the "
+        "project's own setup (a training script) sets (`global_args[\"rec_grads\"]`): the "
+        "setup's error, not shown to be the Function's; later checks do not run and the "
+        "verdict is INCOMPLETE",
+        "set the global before the check: a file that imports the module, sets it to the "
+        "values a run uses and imports the Function, checked in its place"),
     "wrong-grad-count": Code(
         "error", "structure",
         "backward returned fewer values than forward has inputs (or extra non-None ones)",

@@ -61,7 +61,8 @@ CHECK_MODULES = {
 }
 CHECK_NAMES = tuple(CHECK_MODULES)
 FATAL = {"wrong-grad-count", "non-tensor-grad", "forward-error", "no-gradient-path",
-         "backward-error", "invented-input", "integer-output-backward", environment.CODE}
+         "backward-error", "invented-input", "integer-output-backward", environment.CODE,
+         "unset-global"}
 _OPTIONS = {"atol", "rtol", "approximate", "max_relative_error", "min_cosine", "seed", "checks",
             "exact_max", "name", "compat", "gaps", "compile_backend", "unbiased", "onnx"}
 

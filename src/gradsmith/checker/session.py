@@ -110,6 +110,10 @@ def _explained(exc: BaseException, check: str, cls: type | None, where: str,
 
     if (stand_in := invented.invented_cause(exc)) is not None:  # the inputs', not the code's
         return invented.finding(exc, where, check, stand_in, message, details)
+    from gradsmith.checker import unset_globals
+
+    if (unset := unset_globals.unset_global(exc)) is not None:  # the training script's setup
+        return unset_globals.finding(exc, where, check, unset, message, details)
     known = explain(exc, where)
     if known is not None:
         message += f". Cause: {known.cause}"
