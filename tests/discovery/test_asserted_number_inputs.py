@@ -12,7 +12,6 @@ wrong exponent still fails.
 
 from __future__ import annotations
 
-import pytest
 import torch
 from source_cases import check_rows, error_codes, load_source
 
