@@ -25,8 +25,10 @@ from gradsmith.discovery.module_callers import module_calls
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.variants import Variant
 
-#: Callers tried at most (each costs one synthesis).
-_MAX_CALLERS = 4
+#: Callers, and syntheses in all (a Module is tried with a few constructor sizes), at most:
+#: each synthesis that fails costs every layout, on a path that ends in a skip anyway.
+_MAX_CALLERS = 3
+_MAX_TRIES = 4
 
 
 class _Recorded(Exception):
@@ -44,8 +46,11 @@ def through_callers(fn: type, seed: int = 0) -> Synthesized | None:
 
     raising: Synthesized | None = None
     tries = [built for caller in callers_of(fn)[:_MAX_CALLERS] for built in _callables(caller)]
-    for call, text in tries:
-        found = synthesize(call, seed)
+    for call, text in tries[:_MAX_TRIES]:
+        try:  # the caller's synthesis failing is no finding: the Function's skip stands
+            found = synthesize(call, seed)
+        except Exception:  # noqa: BLE001
+            continue
         if not isinstance(found, Synthesized):
             continue
         args = record(fn, call, found.args)
