@@ -94,7 +94,7 @@ def test_an_unset_global_is_named_with_where_the_project_sets_it(project):
     assert found["details"]["global"] == "shop.ops.settings"
     assert found["details"]["reads"] == ['"record"']
     assert found["details"]["set_at"] == "train.py:9"
-    assert "shop.ops.settings = {\"record\": ...}" in found["hint"]
+    assert "shop.ops.settings = {'record': ...}" in found["hint"]
     assert "backward-error" not in error_codes(row)
 
 

@@ -19,6 +19,10 @@ def no_inputs_reason(fn: Any, why: str, slots: list[Slot], hints: dict[str, Hint
                 "unreadable file in this machine's compile cache (a compile killed while "
                 f"writing it leaves it so). Fix: delete {path} (it is rebuilt) or point "
                 "TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR at a fresh folder, then check again")
+    from gradsmith.discovery.module_settings import unset_reason
+
+    if (unset := unset_reason(fn, why)) is not None:  # global_args = None: the setup's
+        return f"{lead}: {unset}"
     name = getattr(fn, "__name__", type(fn).__name__)
     where = f"class {name}" if isinstance(fn, type) else f"def {name}"
     return (f"no registered example and {lead}: {why}. Fix: register "

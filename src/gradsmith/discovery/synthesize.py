@@ -61,6 +61,7 @@ from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
 from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.lengths import read_fft_lengths
+from gradsmith.discovery.module_settings import fill_settings
 from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
@@ -108,7 +109,10 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         >>> [v.change for v in found.variants]
         ['other shapes: x (2, 5)', 'size-1 dimension: x (1, 4)', 'values 3 * randn: x']
     """
+    settings = fill_settings(fn)  # global_args = None at import: the project's defaults
     found = _synthesize(fn, seed)
+    if settings and isinstance(found, Synthesized):
+        found = with_note(found, settings)
     # forward calls torch.distributed and no group exists: a group of one, said in the row
     if isinstance(found, NoInputs) and needs_group(found.reason) and start_single_group():
         found = _synthesize(fn, seed)
