@@ -1,9 +1,10 @@
 """A Module whose ``forward`` calls a Function, as plain functions synthesis can probe (private).
 
 Synthesis probes plain functions. A Module that passes ``self.weight`` and state tensors to
-``Fn.apply`` becomes one: each call builds a fresh instance (seeded: the same weights on every
-call, and no state carried from one probe to the next), moves its floating parameters and
-buffers to the dtype of the first floating tensor it is given (Modules are float32, synthesis
+``Fn.apply`` becomes one: the instance is built once per set of constructor values (seeded; a
+constructor that raises, or downloads data it cannot reach, rules those values out before any
+synthesis), each call works on a copy of it (no state carried from one probe to the next),
+moves its floating parameters and buffers to the dtype of the first floating tensor it is given (Modules are float32, synthesis
 tries float64 first) and calls ``forward``. The callable shows ``forward``'s signature and
 source, so synthesis reads what forward does with its arguments (``B, C, H, W = X.shape``).
 
@@ -21,7 +22,7 @@ from typing import Any
 from gradsmith.discovery.slots import _table_value
 
 #: Sizes tried, in turn, for constructor arguments the table does not name.
-_SIZES = (2, 4, 3)
+_SIZES = (2, 4)
 
 
 def module_calls(name: str, cls: type) -> list[tuple[Any, str]]:
@@ -37,8 +38,12 @@ def module_calls(name: str, cls: type) -> list[tuple[Any, str]]:
     made = []
     for size in _SIZES if required else _SIZES[:1]:
         given = {p.name: _value(p, size) for p in required}
+        try:
+            template = _built(cls, given)
+        except Exception:  # noqa: BLE001 - the user's constructor: these values do not do
+            continue
         shown = ", ".join(f"{k}={v!r}" for k, v in given.items())
-        made.append((_caller(name, cls, given, forward),
+        made.append((_caller(name, cls, template, forward),
                      f"{name}({shown}).forward({', '.join(p.name for p in forward)})"))
     return made
 
@@ -52,9 +57,9 @@ def _value(param: inspect.Parameter, size: int) -> Any:
     return size
 
 
-def _caller(name: str, cls: type, given: dict, forward: list[inspect.Parameter]):
+def _caller(name: str, cls: type, template: Any, forward: list[inspect.Parameter]):
     def run(*args, **named):
-        module = _built(cls, given)
+        module = _copied(template)
         return module.forward(*_matched(module, args), **named)
 
     run.__signature__ = inspect.Signature(forward)
@@ -69,6 +74,15 @@ def _built(cls: type, given: dict) -> Any:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return cls(**given)
+
+
+def _copied(template: Any) -> Any:
+    import copy
+
+    try:
+        return copy.deepcopy(template)
+    except Exception:  # noqa: BLE001 - an attribute that cannot be copied: share the instance
+        return template
 
 
 def _matched(module: Any, args: tuple) -> tuple:

@@ -16,6 +16,8 @@ cannot turn a skip into a PASS.
 from __future__ import annotations
 
 import inspect
+import itertools
+import time
 from typing import Any
 
 from gradsmith.discovery.backward_reads import no_gradient_positions
@@ -29,6 +31,8 @@ from gradsmith.discovery.variants import Variant
 #: each synthesis that fails costs every layout, on a path that ends in a skip anyway.
 _MAX_CALLERS = 3
 _MAX_TRIES = 4
+#: Seconds after which no further caller is tried.
+_BUDGET_S = 5.0
 
 
 class _Recorded(Exception):
@@ -45,8 +49,11 @@ def through_callers(fn: type, seed: int = 0) -> Synthesized | None:
     from gradsmith.discovery.synthesize import synthesize
 
     raising: Synthesized | None = None
-    tries = [built for caller in callers_of(fn)[:_MAX_CALLERS] for built in _callables(caller)]
-    for call, text in tries[:_MAX_TRIES]:
+    start = time.perf_counter()
+    tries = (built for caller in callers_of(fn)[:_MAX_CALLERS] for built in _callables(caller))
+    for call, text in itertools.islice(tries, _MAX_TRIES):
+        if time.perf_counter() - start > _BUDGET_S:
+            break  # the user's callers are slow to build or run: the skip stands
         try:  # the caller's synthesis failing is no finding: the Function's skip stands
             found = synthesize(call, seed)
         except Exception:  # noqa: BLE001
