@@ -12,6 +12,14 @@ literal numbers only (the scale is the argument's), each term is written as the 
 writes it, ``c * clamp(1 - |u| / a, min=0)`` (or ``|u| * a``), with a surrogate that holds
 for either sign of ``a`` (a width drawn negative makes the code's triangle an unbounded V,
 which no clamp of ``u / a`` describes).
+Scale-learning binarisers also take the amplitude from a second tensor argument and the
+slope from a first one's magnitude: IRNet's ``k * t * (1 - tanh(t * x) ** 2)`` and RBNN's
+``k * (sqrt(2) |t| - t ** 2 |x|)_+`` (corpus 10b held-out, spent), ``k`` and ``t`` synthesised
+with the input's shape. Where no term of one argument fits, each other same-shaped argument
+``b`` is tried as the amplitude (``d / b``, written ``b.detach() * S``) and each argument of
+both signs also by its magnitude (``|t|``, written ``t.detach().abs()``): ``k.detach() *
+torch.tanh(x * t.detach())``. These come after every one-argument term, so a line that
+fitted before is printed as before.
 The caller verifies every term.
 """
 
@@ -39,23 +47,50 @@ def terms(name: str, u: torch.Tensor, d: torch.Tensor,
             continue
         src = f"{n}.detach()"
         yield from _triangles(arg, u, d, a, src, sf)
-        for width, e in ROLES:
-            z = u / a if width else u * a
-            zname = f"({arg} / {src})" if width else f"({arg} * {src})"
-            dd = d * a ** e
-            # S = a ** power * F(z): dS/du = a ** (power - 1) * F'(z) when z = u / a
-            power = 1 - e if width else -1 - e
-            scale = (lambda t: t) if power == 0 else (
-                (lambda t, s=src: f"{s} * {t}") if power == 1 else
-                (lambda t, s=src: f"({t}) / {s}"))
-            inside = dd.abs() > 1e-12 * float(dd.abs().max())
-            for term in sf._triangle(zname, z, dd, inside, []):
-                yield scale(term.replace(" / 1).clamp(", ").clamp("))
-            for source, deriv, fit_of in sf._FITS:
-                fit = fit_of(z, dd, deriv)
-                if fit is not None:
-                    for term in sf._render_smooth(zname, source, fit, []):
-                        yield scale(term)
+        yield from _scaled_terms(arg, u, d, a, src, sf)
+    # an amplitude from another argument, a slope from an argument's magnitude (IRNet, RBNN)
+    for n, values in tensors:
+        a = values[pos]
+        if not bool(torch.isfinite(a).all()) or not bool((a != 0).all()):
+            continue
+        slopes = [(a, f"{n}.detach()")]
+        if bool((a < 0).any()) and bool((a > 0).any()):
+            slopes.append((a.abs(), f"{n}.detach().abs()"))
+        for m, amp in tensors:
+            b = amp[pos]
+            if m == n or not bool(torch.isfinite(b).all()) or not bool((b != 0).all()):
+                continue
+            for slope, src in slopes:
+                for term in _scaled_terms(arg, u, d / b, slope, src, sf, signed=True):
+                    yield f"{m}.detach() * {sf._factor(term)}"
+        if len(slopes) > 1:  # the magnitude alone
+            yield from _scaled_terms(arg, u, d, *slopes[1], sf, signed=True)
+
+
+def _scaled_terms(arg: str, u: torch.Tensor, d: torch.Tensor, a: torch.Tensor, src: str,
+                  sf, signed: bool = False) -> Iterator[str]:
+    """The families in ``u / a`` (a width) or ``u * a`` (a slope), ``a`` written ``src``;
+    ``signed``: only where the scaled derivative keeps one sign, as every family but the
+    periodic one does (a cheap test that spares the slope searches of a wrong pairing)."""
+    for width, e in ROLES:
+        z = u / a if width else u * a
+        zname = f"({arg} / {src})" if width else f"({arg} * {src})"
+        dd = d * a ** e
+        if signed and bool((dd > 0).any()) and bool((dd < 0).any()):
+            continue
+        # S = a ** power * F(z): dS/du = a ** (power - 1) * F'(z) when z = u / a
+        power = 1 - e if width else -1 - e
+        scale = (lambda t: t) if power == 0 else (
+            (lambda t, s=src: f"{s} * {t}") if power == 1 else
+            (lambda t, s=src: f"({t}) / {s}"))
+        inside = dd.abs() > 1e-12 * float(dd.abs().max())
+        for term in sf._triangle(zname, z, dd, inside, []):
+            yield scale(term.replace(" / 1).clamp(", ").clamp("))
+        for source, deriv, fit_of in sf._FITS:
+            fit = fit_of(z, dd, deriv)
+            if fit is not None:
+                for term in sf._render_smooth(zname, source, fit, []):
+                    yield scale(term)
 
 
 def _triangles(arg: str, u: torch.Tensor, d: torch.Tensor, a: torch.Tensor, src: str,

@@ -33,20 +33,30 @@ The families real code uses (issue 18's third corpus), beside those of
 - **feedback alignment** (``grad @ B`` for the input, ``grad.t() @ x`` for the weight, ``B`` a
   fixed matrix argument standing in for the weight: :mod:`gradsmith.checker.substituted`),
   with a linear layer's true gradients for its other inputs (``grad.sum(0)`` for a bias);
+- **direct feedback alignment** (``e @ B`` whatever the incoming gradient, ``e`` an error
+  signal and ``B`` fixed feedback weights, both arguments): an identity forward whose
+  backward projects the output error to this layer (VDIB's ``HookFunction``, after Nokland
+  2016 and Frenkel et al. 2021's direct random target projection);
 - **blackbox differentiation** (``-(Fn.apply(w, lam) - Fn.apply(w + lam * grad, lam)) / lam``,
   Vlastelica et al. 2020): a piecewise-constant solver's backward that calls the solver again
   at inputs moved along the incoming gradient (also with the moved inputs clamped at 0, as a
   solver of non-negative weights needs).
 
-Each input's term is chosen by evaluating the declaration against the gradient backward gave;
-the whole line is then run against backward again with another incoming gradient (a constant
-term must not depend on it), so what is printed as checked has been run twice.
+Each input's term is chosen by evaluating the declaration against the gradient backward gave,
+and where it names a forward number, again with that number moved
+(:mod:`gradsmith.checker.moved_numbers`: ``p * ones_like(y)`` at ``p = 0.5`` for a backward
+whose constant is 0.5 is luck); the whole line is then run against backward again with
+another incoming gradient (a constant term must not depend on it), so what is printed as
+checked has been run twice.
 
 References:
     Vlastelica, Paulus, Musil, Martius, Rolinek: Differentiation of Blackbox Combinatorial
     Solvers, ICLR 2020. Springenberg et al.: Striving for Simplicity: The All Convolutional
     Net (guided backpropagation), ICLR 2015 workshop. Nickel, Kiela: Poincare Embeddings for
-    Learning Hierarchical Representations, NeurIPS 2017.
+    Learning Hierarchical Representations, NeurIPS 2017. Nokland: Direct Feedback Alignment
+    Provides Learning in Deep Neural Networks, NeurIPS 2016. Frenkel, Lefebvre, Bol: Learning
+    Without Feedback: Fixed Random Learning Signals Allow for Feedforward Training of Deep
+    Neural Networks, Frontiers in Neuroscience 2021.
 """
 
 from __future__ import annotations
@@ -78,7 +88,10 @@ def declaration(session: Session, names: list[str], sigs: dict, v: torch.Tensor,
             continue  # None
         for body in _candidates(session, names, t, sigs.get(t), grad, numbers, g, split[0]):
             got = _evaluate(session, params, names, {top: body}, split)
-            if got is not None and suggest.matches(g, got[t], session):
+            # a forward number it names must be read from (a clip at p equal to 1 at p = 1)
+            if got is not None and suggest.matches(g, got[t], session) and suggest.moved_holds(
+                    session, names, body, "intended", _compiled(params, names, {top: body},
+                                                                session), split, [t]):
                 chosen[top] = body
                 break
         else:
@@ -136,6 +149,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
             out += suggest.modifications(session, names, x, grad)
             out += _balancing(session, names, top, x, grad)
             out += riemannian.candidates(name, grad, x, g, piece, session)
+            out += _projected(session, names, top, x)
     if kind is None and piece.dim() == 2:  # a correct input of a linear layer
         args = subject.args.values
         out += [term for i, a in enumerate(args) if i != top and _matrix(a)
@@ -185,6 +199,39 @@ def _same_shaped(session, names, top, x) -> list[str]:
     return [names[i] for i, a in enumerate(session.subject.args.values)
             if i != top and isinstance(a, torch.Tensor) and a.is_floating_point()
             and a.shape == x.shape]
+
+
+def _projected(session, names, top, x) -> list[str]:
+    """``e @ B`` (or ``e @ B.mT``), two other arguments, whatever the incoming gradient: an
+    error signal projected through fixed feedback weights in place of the gradient (direct
+    feedback alignment, DFA; direct random target projection: corpus 10b held-out VDIB's
+    ``HookFunction``, spent), ``B`` flattened past its first dimension as such code does and
+    the product viewed as ``x`` where only its size matches."""
+    args = session.subject.args.values
+    out = []
+    for i, a in enumerate(args):
+        if i == top or not _matrix(a):
+            continue
+        for j, b in enumerate(args):
+            if j in (i, top) or not isinstance(b, torch.Tensor) or not b.is_floating_point():
+                continue
+            if b.dim() < 2:
+                continue
+            flat = b.reshape(b.shape[0], -1)
+            for source, shape in ((f"{names[j]}.reshape({names[j]}.shape[0], -1)",
+                                   (a.shape[0], flat.shape[1]) if a.shape[1] == flat.shape[0]
+                                   else None),
+                                  (f"{names[j]}.reshape({names[j]}.shape[0], -1).mT",
+                                   (a.shape[0], flat.shape[0]) if a.shape[1] == flat.shape[1]
+                                   else None)):
+                if shape is None or shape[0] * shape[1] != x.numel():
+                    continue
+                if b.dim() == 2:
+                    source = source.replace(f".reshape({names[j]}.shape[0], -1)", "")
+                product = f"{names[i]} @ {source}"
+                out.append(product if tuple(shape) == tuple(x.shape)
+                           else f"({product}).view_as({names[top]})")
+    return out
 
 
 def _matrix(value) -> bool:
@@ -264,6 +311,10 @@ def _blackbox(session, names, top, grad, numbers) -> list[str]:
 
 
 def _evaluate(session, params, names, chosen, split) -> list[torch.Tensor] | None:
-    fn = suggest.compile_source(f"lambda {params}: {suggest.returned(names, chosen)}",
-                                session)
-    return suggest.try_declaration(session, "intended", fn, split)
+    return suggest.try_declaration(session, "intended",
+                                   _compiled(params, names, chosen, session), split)
+
+
+def _compiled(params, names, chosen, session):
+    return suggest.compile_source(f"lambda {params}: {suggest.returned(names, chosen)}",
+                                  session)

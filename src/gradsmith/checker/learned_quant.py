@@ -107,7 +107,9 @@ def _fitted(session, names, roles, v, grads) -> str | None:
         got = suggest.try_declaration(session, "surrogate", fn, split)
         if got is None or not all(suggest.matches(g, w, session) for g, w in zip(grads, got)):
             continue
-        if spread.holds(session, "surrogate", fn):
+        # and with a forward number it names (a bound, a gradient scale) moved
+        if spread.holds(session, "surrogate", fn) and suggest.moved_holds(
+                session, names, body, "surrogate", fn, split):
             return body
     return None
 

@@ -10,6 +10,11 @@ where it also matches backward with that number moved (:data:`FACTORS`); otherwi
 candidate (the plain ``1``) gets its turn. The factor of a scaled backward is read the same
 way (a reversal that ignores ``alpha`` gets ``-grad``, not ``-alpha * grad`` at ``alpha = 1``).
 
+A 0-dim floating tensor argument is a number to the writers too (BiBERT's ``num_bits``,
+given as ``torch.tensor(2.0)``: a plain window was printed ``(num_bits / 2) *
+x.clamp(...)``, right only at 2 bits; corpus 5b dev, spent), so a term naming one is moved
+the same way (:func:`holds` moves it in the inputs backward and the declaration receive).
+
 A moved number on which forward or backward raises (outside forward's domain: a mode
 selector, a count for ``range``) says nothing about the term; it is skipped.
 :func:`gradsmith.checker.ignored_args.holds_moved` does the same for 0-dim tensor arguments
@@ -30,21 +35,45 @@ from gradsmith.checker.session import Session
 FACTORS = (1.5, 0.75)
 
 
-def named(session: Session, names: list[str], term: str) -> list[tuple[int, list[float]]]:
-    """``(leaf, moved values)`` of each top-level Python-number argument ``term`` names."""
+def named(session: Session, names: list[str], term: str) -> list[tuple[int, list]]:
+    """``(leaf, moved values)`` of each top-level Python-number argument ``term`` names, and
+    of each 0-dim floating tensor held constant (not differentiated)."""
     args = session.subject.args
+    diff = {d.leaf for d in args.inputs}
     out = []
     for i, value in enumerate(args.values):
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or i >= len(names)
-                or not re.search(rf"(?<![\w.]){re.escape(names[i])}(?!\w)", term)):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        scalar = (isinstance(value, torch.Tensor) and value.dim() == 0
+                  and value.is_floating_point() and float(value.detach()) != 0)
+        if not (number or scalar) or i >= len(names) or not _mentions(names[i], term):
             continue
         leaf = next((j for j in range(len(args.labels))
                      if args.top_index[j] == i and args.leaf(j) is value), None)
-        if leaf is None:
+        if leaf is None or leaf in diff:
+            continue  # a differentiated one is moved in the inputs (named_tensors)
+        if scalar:
+            out.append((leaf, [value.detach() * f for f in FACTORS]))
             continue
         moved = ([value * f for f in FACTORS] if isinstance(value, float)
                  else [2 * value, value + 1])
         out.append((leaf, [m for m in moved if m != value]))
+    return out
+
+
+def _mentions(name: str, term: str) -> bool:
+    return bool(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", term))
+
+
+def named_tensors(session: Session, names: list[str], term: str) -> list[int]:
+    """The 0-dim floating tensor inputs (positions in the subject's differentiated inputs)
+    that ``term`` names by their forward parameter."""
+    args = session.subject.args
+    out = []
+    for t, x in enumerate(session.subject.base()):
+        top = args.position(t)
+        if (top is not None and top < len(names) and x.dim() == 0 and x.is_floating_point()
+                and float(x) != 0 and _mentions(names[top], term)):
+            out.append(t)
     return out
 
 
@@ -69,4 +98,16 @@ def holds(session: Session, names: list[str], term: str,
                     continue  # a gradient that is not finite there: nothing to compare
                 if not agrees([x.detach() for x in xs], want):
                     return False
+    for t in named_tensors(session, names, term):
+        for factor in FACTORS:
+            xs = [b.clone() for b in session.subject.base()]
+            xs[t] = xs[t] * factor
+            try:
+                want = backward_at(session, xs, split)
+            except Exception:  # noqa: BLE001 - outside forward's domain: says nothing
+                continue
+            if not all(bool(torch.isfinite(w).all()) for w in want):
+                continue
+            if not agrees([x.detach() for x in xs], want):
+                return False
     return True

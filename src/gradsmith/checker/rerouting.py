@@ -98,7 +98,10 @@ def _intended(session, names, gnames, sigs, passes, v, grads) -> str | None:
         for body in _candidates(session, names, t, sigs.get(t), passes.get(t), gname,
                                 numbers):
             got = _evaluate(session, params, names, {top: body}, split)
-            if got is not None and suggest.matches(g, got[t], session):
+            # a forward number it names must be read from (-alpha * g equals -g at alpha = 1)
+            if got is not None and suggest.matches(g, got[t], session) and suggest.moved_holds(
+                    session, names, body, "intended", suggest.compile_source(
+                        _source(params, names, {top: body}), session), split, [t]):
                 chosen[top] = body
                 break
         else:
@@ -118,8 +121,11 @@ def _candidates(session, names, t, sig, k, gname, numbers) -> list[str]:
     if own is not None:
         out.append(own)
         if sig is not None and sig.kind == "scaled":
-            factor = sig.factor or suggest.factor(sig.scale, numbers)
-            out.append(f"-{own}" if factor == "-1" else f"{factor} * {own}")
+            # the factor as a forward number first, then as a literal where the number was
+            # luck (-alpha equals -1 at alpha = 1 for a backward that ignores alpha)
+            for factor in dict.fromkeys([sig.factor or suggest.factor(sig.scale, numbers),
+                                         suggest.factor(sig.scale, [])]):
+                out.append(f"-{own}" if factor == "-1" else f"{factor} * {own}")
         out += suggest.modifications(session, names, session.problem.xs[t], own)
         out += [f"{own} + {other}" for other in others]
     out += others + [f"-{other}" for other in others]

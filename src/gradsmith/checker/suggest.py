@@ -422,6 +422,23 @@ matches, numbers, factor, modifications, compile_source, grad_name, simple_terms
     _matches, _numbers, _factor, _modifications, _compile, _grad_name, _terms, _flat)
 
 
+def moved_holds(session: Session, names: list[str], text: str, kind: str, fn: Any,
+                split: list[torch.Tensor], inputs: Iterable[int] | None = None) -> bool:
+    """Whether declaration ``fn`` (``kind``), whose printed source is ``text``, still gives
+    backward's gradients (of ``inputs``, all when None) with each Python-number argument that
+    ``text`` names moved (:mod:`gradsmith.checker.moved_numbers`): every declaration writer
+    asks this before printing a line as checked, so no printed number is right only by luck
+    (``2 * p`` that equals backward's literal 1 at the check's ``p = 0.5``)."""
+    chosen = None if inputs is None else list(inputs)
+
+    def agrees(xs, want) -> bool:
+        got = _try(session, kind, fn, None, xs, split)
+        ts = range(len(want)) if chosen is None else chosen
+        return got is not None and all(_matches(want[t], got[t], session) for t in ts)
+
+    return moved_numbers.holds(session, names, text, agrees, split)
+
+
 def try_declaration(session: Session, kind: str, fn: Any, split: list[torch.Tensor]
                     ) -> list[torch.Tensor] | None:
     """The gradients declaration ``fn`` (``kind``: surrogate or intended) gives for the
