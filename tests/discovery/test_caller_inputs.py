@@ -171,7 +171,9 @@ def test_a_wrong_backward_reached_only_through_a_caller_fails(tmp_path, source, 
 def test_a_caller_that_never_calls_apply_leaves_the_skip(tmp_path):
     module = _imported(tmp_path, "caller_unreached_ops", UNREACHED)
     try:
-        assert isinstance(synthesize(module.Warp), NoInputs)
+        skipped = synthesize(module.Warp)
+        assert isinstance(skipped, NoInputs)
+        assert "callers were tried too: `warp(x, shift, enabled)`" in skipped.reason
         assert "apply" not in vars(module.Warp)
     finally:
         del sys.modules["caller_unreached_ops"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from gradsmith.discovery.backward_reads import no_gradient_positions
 from gradsmith.discovery.callers import Caller, callers_of
-from gradsmith.discovery.layout_search import Synthesized
+from gradsmith.discovery.layout_search import NoInputs, Synthesized
 from gradsmith.discovery.module_callers import module_calls
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.variants import Variant
@@ -35,12 +35,14 @@ _MAX_TRIES = 4
 _BUDGET_S = 5.0
 
 
-class _Recorded(Exception):
-    """Raised by the recorder once ``apply``'s arguments are kept: stops the caller there."""
+class _Recorded(BaseException):
+    """Raised by the recorder once ``apply``'s arguments are kept: stops the caller there
+    (a BaseException: a caller's ``except Exception`` fallback must not run on instead)."""
 
 
-def through_callers(fn: type, seed: int = 0) -> Synthesized | None:
-    """Inputs for ``fn`` recorded from its project's callers, or None.
+def through_callers(fn: type, seed: int, skipped: NoInputs) -> Synthesized | NoInputs:
+    """Inputs for ``fn`` recorded from its project's callers, or ``skipped`` (its reason
+    naming the callers tried, so the user knows registering inputs is still the fix).
 
     A set on which backward raises is returned only when no caller gives a clean one, and
     then with the error as its doubt (the row stays a skip unless the error is shown to be
@@ -49,11 +51,13 @@ def through_callers(fn: type, seed: int = 0) -> Synthesized | None:
     from gradsmith.discovery.synthesize import synthesize
 
     raising: Synthesized | None = None
+    tried: list[str] = []
     start = time.perf_counter()
     tries = (built for caller in callers_of(fn)[:_MAX_CALLERS] for built in _callables(caller))
     for call, text in itertools.islice(tries, _MAX_TRIES):
         if time.perf_counter() - start > _BUDGET_S:
             break  # the user's callers are slow to build or run: the skip stands
+        tried.append(f"`{text}`")
         try:  # the caller's synthesis failing is no finding: the Function's skip stands
             found = synthesize(call, seed)
         except Exception:  # noqa: BLE001
@@ -69,7 +73,12 @@ def through_callers(fn: type, seed: int = 0) -> Synthesized | None:
         if raised is None:
             return Synthesized(args, source, variants, seed)
         raising = raising or Synthesized(args, source, variants, seed, doubt=raised)
-    return raising
+    if raising is not None:
+        return raising
+    if not tried:
+        return skipped
+    return NoInputs(f"{skipped.reason} (the project's callers were tried too: "
+                    f"{', '.join(tried)} gave no inputs on which it runs)")
 
 
 def record(fn: type, call, args: tuple) -> tuple | None:
