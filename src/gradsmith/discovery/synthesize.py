@@ -78,7 +78,6 @@ from gradsmith.discovery.replans import (
 )
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.shape_contracts import finished, read_contracts, with_contracts
-from gradsmith.discovery.saved_values import saved_counters, with_saved_counters
 from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.stated_or import stated_or
@@ -175,8 +174,6 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     plans = with_built(plans, owner)  # params.B, params.nc: the object the project builds
     if asserted := asserted_classes(target, names):  # assert isinstance(func, AdjModule)
         plans = with_asserted(plans, asserted)
-    if counters := saved_counters(owner, names):  # backward: `if ups[0] <= ups[1]:`
-        plans = with_saved_counters(plans, counters)
     if (solver := solver_skip(fn, owner, params, plans[0], hints)) is not None:
         return NoInputs(solver)  # an argmin cannot be invented: the user's solver is needed
     paired = [p.name for p in params if "inverse" in p.name.lower()]
