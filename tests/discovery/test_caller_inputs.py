@@ -179,3 +179,21 @@ def test_a_caller_that_never_calls_apply_leaves_the_skip(tmp_path):
         del sys.modules["caller_unreached_ops"]
     row = check_rows(tmp_path / "caller_unreached_check.py", UNREACHED)["Warp"]
     assert row["verdict"] == "skip"
+
+
+def test_inputs_whose_backward_raised_give_way_to_a_callers_only(tmp_path):
+    """Synthesised inputs with a doubt (backward raised on a guessed kind: a skip) are replaced
+    by a caller's clean set, and kept as they are when no caller gives one."""
+    from gradsmith.discovery.through_callers import through_callers
+
+    guessed = Synthesized((torch.zeros(3),), "x: float64 (3,)", doubt="backward raised")
+    for name, source, replaced in (("caller_doubt_ops", WRAPPED.format(grad=WARP_RIGHT), True),
+                                   ("caller_doubt_unreached", UNREACHED, False)):
+        module = _imported(tmp_path, name, source)
+        try:
+            found = through_callers(module.Warp, 0, guessed)
+        finally:
+            del sys.modules[name]
+        assert (found is guessed) is not replaced
+        if replaced:
+            assert not found.doubt and found.description.startswith("as `warp(")

@@ -118,8 +118,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         found = _synthesize(fn, seed)
         if isinstance(found, Synthesized):
             found = with_note(found, ASSUMED)
-    if isinstance(found, NoInputs) and isinstance(fn, type):  # the project's wrapper knows
-        found = through_callers(fn, seed, found)
+    if isinstance(fn, type) and (isinstance(found, NoInputs) or found.doubt):  # a skip:
+        found = through_callers(fn, seed, found)  # the project's own callers know the inputs
     return found
 
 

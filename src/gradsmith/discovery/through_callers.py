@@ -40,13 +40,16 @@ class _Recorded(BaseException):
     (a BaseException: a caller's ``except Exception`` fallback must not run on instead)."""
 
 
-def through_callers(fn: type, seed: int, skipped: NoInputs) -> Synthesized | NoInputs:
-    """Inputs for ``fn`` recorded from its project's callers, or ``skipped`` (its reason
-    naming the callers tried, so the user knows registering inputs is still the fix).
+def through_callers(fn: type, seed: int,
+                    skipped: NoInputs | Synthesized) -> Synthesized | NoInputs:
+    """Inputs for ``fn`` recorded from its project's callers, or ``skipped``: no inputs (its
+    reason then names the callers tried, so the user knows registering inputs is still the
+    fix), or synthesised ones on which backward raised with a kind guessed (their doubt makes
+    the row a skip; a caller's clean set replaces them, nothing else does).
 
-    A set on which backward raises is returned only when no caller gives a clean one, and
-    then with the error as its doubt (the row stays a skip unless the error is shown to be
-    the Function's, as for any synthesised set).
+    A set on which backward raises is returned only when no caller gives a clean one and
+    there were no inputs at all, and then with the error as its doubt (the row stays a skip
+    unless the error is shown to be the Function's, as for any synthesised set).
     """
     from gradsmith.discovery.synthesize import synthesize
 
@@ -73,10 +76,10 @@ def through_callers(fn: type, seed: int, skipped: NoInputs) -> Synthesized | NoI
         if raised is None:
             return Synthesized(args, source, variants, seed)
         raising = raising or Synthesized(args, source, variants, seed, doubt=raised)
+    if isinstance(skipped, Synthesized) or not tried:
+        return skipped
     if raising is not None:
         return raising
-    if not tried:
-        return skipped
     return NoInputs(f"{skipped.reason} (the project's callers were tried too: "
                     f"{', '.join(tried)} gave no inputs on which it runs)")
 
