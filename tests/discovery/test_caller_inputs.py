@@ -197,3 +197,51 @@ def test_inputs_whose_backward_raised_give_way_to_a_callers_only(tmp_path):
         assert (found is guessed) is not replaced
         if replaced:
             assert not found.doubt and found.description.startswith("as `warp(")
+
+
+LAYERS = '''
+import torch
+from torch import nn
+
+from .ops import Warp as _Warp
+
+
+class Warper(nn.Module):
+    def __init__(self, gain=3.0):
+        super().__init__()
+        self.settings = {"gain": gain, "order": 2}
+
+    def forward(self, x):
+        return self._run(x)
+
+    def _run(self, x):
+        return _Warp.apply(torch.zeros(2), self.settings, x)
+'''
+
+
+def test_a_module_of_the_package_calls_it_under_another_name(tmp_path, monkeypatch):
+    """The caller lives in another module of the package, imports the Function as ``_Warp``
+    and reaches ``apply`` from a helper method forward calls."""
+    package = tmp_path / "caller_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import layers, ops\n")
+    (package / "ops.py").write_text(WRAPPED.split("\n\ndef warp")[0].format(grad=WARP_RIGHT))
+    (package / "layers.py").write_text(LAYERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    try:
+        ops = importlib.import_module("caller_pkg.ops")
+        found = synthesize(ops.Warp)
+        assert isinstance(found, Synthesized), found
+        assert found.description.startswith("as `Warper().forward(x)` passes them")
+        shift, settings, x = found.args
+        assert settings == {"gain": 3.0, "order": 2}
+        g = torch.randn(x.shape, dtype=torch.float64)
+        (got,) = torch.autograd.grad(ops.Warp.apply(shift, settings, x), x, g)
+        y = x.detach().clone().requires_grad_()
+        (reference,) = torch.autograd.grad(3.0 * y.roll(2, -1), y, g)
+        torch.testing.assert_close(got, reference)
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] == "caller_pkg"]:
+            del sys.modules[name]
