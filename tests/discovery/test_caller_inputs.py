@@ -245,3 +245,21 @@ def test_a_module_of_the_package_calls_it_under_another_name(tmp_path, monkeypat
     finally:
         for name in [n for n in sys.modules if n.split(".")[0] == "caller_pkg"]:
             del sys.modules[name]
+
+
+AT_INIT = STATEFUL.replace('torch.rand(n_out) + 0.5', 'torch.ones(n_out)')  # variances at 1
+
+
+@pytest.mark.parametrize(("grad_x", "verdict"), [(WHITEN_RIGHT, "pass"), (WHITEN_WRONG, "fail")])
+def test_state_at_its_initial_values_is_moved(tmp_path, grad_x, verdict):
+    """The Module's variances start at 1, where dropping 1 / sqrt(var) is right by accident:
+    the recorded set's state vectors are also scaled elementwise, and there the wrong
+    backward fails; the right one passes on both."""
+    assert "torch.ones(n_out)" in AT_INIT
+    rows = check_rows(tmp_path / f"caller_init_{verdict}.py", AT_INIT.format(grad_x=grad_x))
+    row = rows["WhitenFn"]
+    assert row["verdict"] == verdict, row.get("reason") or row.get("text")
+    if verdict == "fail":
+        moved = [f for f in row["report"]["findings"] if f["severity"] == "error"
+                 and "state vectors scaled" in f["message"]]
+        assert moved and all(f["code"] == "gradient-mismatch" for f in moved)

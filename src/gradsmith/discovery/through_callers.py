@@ -71,7 +71,8 @@ def through_callers(fn: type, seed: int,
         if args is None or probe(fn.apply, list(args)) is not True:
             continue
         source = f"as `{text}` passes them ({found.description})"
-        variants = tuple(v for v in (_variant(fn, call, v) for v in found.variants) if v)
+        variants = tuple(v for v in (*(_variant(fn, call, v) for v in found.variants),
+                                     _moved(fn, args, source, seed)) if v)
         raised = backward_error(fn.apply, args)
         if raised is None:
             return Synthesized(args, source, variants, seed)
@@ -172,6 +173,46 @@ def _variant(fn: type, call, variant: Variant) -> Variant | None:
     if args is None or probe(fn.apply, list(args)) is not True:
         return None
     return Variant(args, variant.description, f"{variant.change} (through the caller)")
+
+
+def _moved(fn: type, args: tuple, source: str, seed: int) -> Variant | None:
+    """The recorded set with the Module's state vectors scaled elementwise by U(0.5, 1.5):
+    a Module passes its state at its initial values (variances 1, means 0), where a backward
+    that drops a factor of it is right by accident. Only floating scalars and vectors move,
+    never one whose structure the scaling would break (a grid or knots, strictly monotonic; a
+    probability vector; a unit vector), nor a matrix (symmetric, orthogonal, an inverse of
+    another): signs and zeros are kept. Kept only when forward runs on it."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    moved, changed = [], False
+    for value in args:
+        if _movable(value):
+            scale = 0.5 + torch.rand(value.shape, generator=generator, dtype=value.dtype)
+            value = (value.detach() * scale).requires_grad_(value.requires_grad)
+            changed = True
+        moved.append(value)
+    if not changed or probe(fn.apply, list(moved)) is not True:
+        return None
+    return Variant(tuple(moved), source, "the caller's state vectors scaled elementwise by "
+                   "U(0.5, 1.5) (away from their initial values)")
+
+
+def _movable(value: Any) -> bool:
+    import torch
+
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point()
+            and value.dim() <= 1 and value.numel() and not value.is_sparse):
+        return False
+    flat = value.detach().reshape(-1)
+    if flat.numel() == 1:
+        return True
+    steps = flat.diff()
+    if bool((steps > 0).all()) or bool((steps < 0).all()):
+        return False  # a grid, knots, a (seen, total) pair
+    if bool((flat >= 0).all()) and abs(float(flat.sum()) - 1.0) < 1e-6:
+        return False  # probabilities
+    return abs(float(flat.norm()) - 1.0) > 1e-6  # a unit vector stays one
 
 
 def _callables(caller: Caller) -> list:
