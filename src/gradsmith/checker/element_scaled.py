@@ -61,18 +61,24 @@ def terms(name: str, u: torch.Tensor, d: torch.Tensor,
             if m == n or not bool(torch.isfinite(b).all()) or not bool((b != 0).all()):
                 continue
             for slope, src in slopes:
-                for term in _scaled_terms(arg, u, d / b, slope, src, sf, signed=True):
+                roles = ROLES if slope is a else MAGNITUDE_ROLES
+                for term in _scaled_terms(arg, u, d / b, slope, src, sf, roles, signed=True):
                     yield f"{m}.detach() * {sf._factor(term)}"
         if len(slopes) > 1:  # the magnitude alone
-            yield from _scaled_terms(arg, u, d, *slopes[1], sf, signed=True)
+            yield from _scaled_terms(arg, u, d, *slopes[1], sf, MAGNITUDE_ROLES, signed=True)
+
+
+#: The roles in which ``|a|`` differs from ``a``: the families' derivatives are even, so
+#: without a factor ``a ** e`` the magnitude would only repeat the fits of ``a`` itself.
+MAGNITUDE_ROLES = tuple(role for role in ROLES if role[1] != 0)
 
 
 def _scaled_terms(arg: str, u: torch.Tensor, d: torch.Tensor, a: torch.Tensor, src: str,
-                  sf, signed: bool = False) -> Iterator[str]:
+                  sf, roles=ROLES, signed: bool = False) -> Iterator[str]:
     """The families in ``u / a`` (a width) or ``u * a`` (a slope), ``a`` written ``src``;
     ``signed``: only where the scaled derivative keeps one sign, as every family but the
     periodic one does (a cheap test that spares the slope searches of a wrong pairing)."""
-    for width, e in ROLES:
+    for width, e in roles:
         z = u / a if width else u * a
         zname = f"({arg} / {src})" if width else f"({arg} * {src})"
         dd = d * a ** e
