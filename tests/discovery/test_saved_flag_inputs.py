@@ -70,3 +70,50 @@ def test_a_backward_wrong_only_behind_the_flag_still_fails(tmp_path):
     row = check_rows(tmp_path / "saved_flag_wrong.py", SOURCE.format(grad=WRONG))["Doubled"]
     assert row["verdict"] == "fail"
     assert "gradient-mismatch" in error_codes(row)
+
+
+COUNTERS = '''
+import torch
+
+
+class Weighted(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, stats):
+        ctx.save_for_backward(x, w, stats)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, counts = ctx.saved_tensors
+        seen, limit = counts[0], counts[1]
+        if seen <= limit:
+            grad_x = g * w
+        else:
+            grad_x = {grad}
+        return grad_x, g * x, None
+'''
+
+
+def test_a_saved_tensor_whose_entries_backward_compares_holds_counters(tmp_path):
+    """Corpus 10a held-out (spent), a Hebbian layer: ``n_seen, size = ups[0], ups[1]; if
+    n_seen <= size:``. A (3, 4) ``ups`` made backward raise "Boolean value of Tensor ...
+    ambiguous" (a backward-error the inputs caused); now ``ups`` holds two whole numbers,
+    ascending first and descending as a variant, and a backward wrong only in the branch the
+    descending one takes fails."""
+    from gradsmith.discovery.saved_values import saved_counters
+
+    path = tmp_path / "counter_ops.py"
+    path.write_text(COUNTERS.format(grad="g * w"))
+    module = load_source(path, "counter_ops")
+    assert saved_counters(module.Weighted, ["x", "w", "stats"]) == {"stats": 2}
+    found = synthesize(module.Weighted)
+    assert isinstance(found, Synthesized), found
+    x, w, stats = found.args
+    assert stats.tolist() == [2, 5] and stats.dtype == torch.int64
+    assert any("stats=(5, 2)" in v.change for v in found.variants), found.variants
+    row = check_rows(tmp_path / "counter_right.py", COUNTERS.format(grad="g * w"))["Weighted"]
+    assert row["verdict"] == "pass", row.get("reason") or row.get("text")
+    row = check_rows(tmp_path / "counter_wrong.py", COUNTERS.format(grad="g * w * 2"))[
+        "Weighted"]
+    assert row["verdict"] == "fail"
+    assert "gradient-mismatch" in error_codes(row)

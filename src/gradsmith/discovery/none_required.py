@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from gradsmith.discovery.saved_values import saved_counters, with_saved_counters
 from gradsmith.discovery.slots import Slot, _table_value
 from gradsmith.discovery.source import parse, read_parameter, stored_on_ctx
 
@@ -96,7 +97,11 @@ def _number(value: Any) -> bool:
 def numbered_plans(plans: list[list[Slot]], owner: Any, target: Any,
                    names: list[str]) -> list[list[Slot]]:
     """``plans`` and after them, for each plan that keeps a required parameter's None default,
-    the same plan with a number there (see :func:`required_numbers`)."""
+    the same plan with a number there (see :func:`required_numbers`). A tensor forward only
+    saves and whose entries backward compares (``if ups[0] <= ups[1]:``) holds whole numbers
+    in every plan (:func:`~gradsmith.discovery.saved_values.saved_counters`)."""
+    if counters := saved_counters(owner, names):
+        plans = with_saved_counters(plans, counters)
     needed = required_numbers(owner, target, names)
     if not needed:
         return plans

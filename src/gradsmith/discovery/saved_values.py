@@ -6,7 +6,10 @@ ctx.saved_tensors; if quant: for _ in range(repeat): ...``. Readers of what back
 a parameter (:mod:`~gradsmith.discovery.flags`) followed ``ctx.attr`` only, so such a flag
 looked unused, was synthesised as a float tensor, and backward raised "Boolean value of Tensor
 with more than one value is ambiguous" on every layout: a skip. :func:`saved_locals` maps
-backward's locals to the parameters saved at their positions. Read, never run.
+backward's locals to the parameters saved at their positions. A tensor forward only saves,
+whose single entries backward branches on (``seen, size = ups[0], ups[1]; if seen <= size:``),
+holds counters: :func:`saved_counters` reads its length, and it gets one small whole number
+per entry, ascending first and descending as a variant, so each branch runs. Read, never run.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 
 from gradsmith.discovery.source import parse
 
-__all__ = ["read_saved_counts", "saved_locals", "wrapped_for_saving"]
+__all__ = ["read_saved_counts", "saved_counters", "saved_locals", "with_saved_counters",
+           "wrapped_for_saving"]
 
 _SAVED = ("saved_tensors", "saved_variables")
 _WRAPS = ("tensor", "as_tensor")
@@ -100,6 +104,91 @@ def read_saved_counts(owner: Any, hints: dict) -> None:
                 if hint is not None and hint.kind in (None, "int"):
                     hint.kind = "int"
                     hint.count = hint.count or len(node.args) == 1
+
+
+def saved_counters(owner: Any, names: list[str]) -> dict[str, int]:
+    """Parameters forward only saves (``ctx.save_for_backward(..., ups)``) and whose single
+    entries (``ups[0]``, directly or through a local) backward compares in the test of an
+    ``if``, ``while`` or conditional expression, with the number of entries read.
+
+    Example:
+        >>> import torch
+        >>> class F(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, ups):
+        ...         ctx.save_for_backward(x, ups)
+        ...         return x.clone()
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         x, counts = ctx.saved_tensors
+        ...         seen, size = counts[0], counts[1]
+        ...         return (g if seen <= size else 2 * g), None
+        >>> saved_counters(F, ["x", "ups"])
+        {'ups': 2}
+    """
+    local = saved_locals(owner, names)
+    forward = parse(vars(owner).get("forward")) if isinstance(owner, type) and local else None
+    backward = parse(vars(owner).get("backward")) if forward is not None else None
+    if backward is None:
+        return {}
+    only_saved = {p for p in set(local.values()) if _only_saved(forward, p)}
+    entries: dict[str, tuple[str, int]] = {}  # seen = ups[0]: local -> (parameter, entry)
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            pairs = zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and \
+                isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
+                else [(target, value)]
+            for t, v in pairs:
+                if isinstance(t, ast.Name) and (e := _entry(v, local)) is not None:
+                    entries[t.id] = e
+    found: dict[str, int] = {}
+    for node in ast.walk(backward):
+        if not isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            continue
+        for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            for side in (compare.left, *compare.comparators):
+                entry = entries.get(side.id) if isinstance(side, ast.Name) else _entry(
+                    side, local)
+                if entry is not None and entry[0] in only_saved:
+                    found[entry[0]] = max(found.get(entry[0], 0), entry[1] + 1)
+    return found
+
+
+def with_saved_counters(plans: list, counters: dict[str, int]) -> list:
+    """``plans`` with each counter tensor (:func:`saved_counters`) a 1-D int64 tensor of small
+    whole numbers (2, 5, ...: ascending, so ``seen <= size`` holds; descending as a variant)."""
+    from gradsmith.discovery.hints import Hint
+    from gradsmith.discovery.slots import Slot
+
+    out = []
+    for plan in plans:
+        new = []
+        for slot in plan:
+            if slot.name in counters:
+                up = tuple(2 + 3 * i for i in range(counters[slot.name]))
+                hint = Hint(kind="tensor", literals=[up, up[::-1]])
+                slot = Slot(slot.name, "scalar", up, hint, frozen=slot.frozen)
+            new.append(slot)
+        out.append(new)
+    return out
+
+
+def _only_saved(forward: ast.AST, name: str) -> bool:
+    """Whether forward uses ``name`` only as an argument of ``save_for_backward``."""
+    parents = {child: node for node in ast.walk(forward) for child in ast.iter_child_nodes(node)}
+    uses = [n for n in ast.walk(forward) if isinstance(n, ast.Name) and n.id == name
+            and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(_saving(parents.get(n)) for n in uses)
+
+
+def _entry(node: ast.AST, local: dict[str, str]) -> tuple[str, int] | None:
+    """``ups[0]`` of a saved local: (its parameter, 0)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+            node.value.id in local and isinstance(node.slice, ast.Constant) and \
+            type(node.slice.value) is int and 0 <= node.slice.value < 8:
+        return local[node.value.id], node.slice.value
+    return None
 
 
 def wrapped_for_saving(node: ast.AST, parents: dict) -> bool:

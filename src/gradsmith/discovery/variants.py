@@ -40,7 +40,8 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
         changed = {k: (v * 1.5 if v else 0.5) for k, v in floats.items()}
         candidates.append((", ".join(f"{k}={v!r}" for k, v in changed.items()), changed, layout))
     for slot in slots:  # a mode selector: each other value the code compares it with
-        if slot.kind == "value" and slot.hint is not None and slot.value in slot.hint.literals:
+        if slot.kind in ("value", "scalar") and slot.hint is not None \
+                and slot.value in slot.hint.literals:
             for other in list(dict.fromkeys(slot.hint.literals))[:4]:
                 if other != slot.value and type(other) is type(slot.value):
                     candidates.append((f"{slot.name}={other!r}", {slot.name: other}, layout))
