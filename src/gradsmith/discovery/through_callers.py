@@ -32,7 +32,7 @@ from gradsmith.discovery.variants import Variant
 _MAX_CALLERS = 3
 _MAX_TRIES = 4
 #: Seconds after which no further caller is tried.
-_BUDGET_S = 5.0
+_BUDGET_S = 3.0
 
 
 class _Recorded(BaseException):
