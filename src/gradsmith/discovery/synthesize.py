@@ -67,6 +67,7 @@ from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, complex_of_real, probe, tried
 from gradsmith.discovery.process_group import ASSUMED, needs_group, start_single_group
+from gradsmith.discovery.project_examples import through_examples
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.repair_variants import flag_variants
 from gradsmith.discovery.replans import (
@@ -120,6 +121,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
             found = with_note(found, ASSUMED)
     if isinstance(fn, type) and (isinstance(found, NoInputs) or found.doubt):  # a skip:
         found = through_callers(fn, seed, found)  # the project's own callers know the inputs
+    if isinstance(fn, type) and (isinstance(found, NoInputs) or found.doubt):
+        found = through_examples(fn, seed, found)  # and its examples and tests
     return found
 
 
