@@ -181,7 +181,8 @@ def _moved(fn: type, args: tuple, source: str, seed: int) -> Variant | None:
     that drops a factor of it is right by accident. Only floating scalars and vectors move,
     never one whose structure the scaling would break (a grid or knots, strictly monotonic; a
     probability vector; a unit vector), nor a matrix (symmetric, orthogonal, an inverse of
-    another): signs and zeros are kept. Kept only when forward runs on it."""
+    another), nor whole numbers that may be counts (a single one, or several that differ;
+    a vector of ones moves): signs and zeros are kept. Kept only when forward runs on it."""
     import torch
 
     generator = torch.Generator().manual_seed(seed + 1)
@@ -190,7 +191,7 @@ def _moved(fn: type, args: tuple, source: str, seed: int) -> Variant | None:
         if _movable(value):
             scale = 0.5 + torch.rand(value.shape, generator=generator, dtype=value.dtype)
             value = (value.detach() * scale).requires_grad_(value.requires_grad)
-            changed = True
+            changed = changed or bool(value.detach().any())  # zeros stay zeros
         moved.append(value)
     if not changed or probe(fn.apply, list(moved)) is not True:
         return None
@@ -205,8 +206,10 @@ def _movable(value: Any) -> bool:
             and value.dim() <= 1 and value.numel() and not value.is_sparse):
         return False
     flat = value.detach().reshape(-1)
+    if bool((flat == flat.round()).all()) and not bool((flat == flat[0]).all()):
+        return False  # whole numbers that differ: counts, lengths, indices as floats
     if flat.numel() == 1:
-        return True
+        return not float(flat[0]).is_integer()  # a count, stride or flag stays whole
     steps = flat.diff()
     if bool((steps > 0).all()) or bool((steps < 0).all()):
         return False  # a grid, knots, a (seen, total) pair
