@@ -263,3 +263,55 @@ def test_state_at_its_initial_values_is_moved(tmp_path, grad_x, verdict):
         moved = [f for f in row["report"]["findings"] if f["severity"] == "error"
                  and "state vectors scaled" in f["message"]]
         assert moved and all(f["code"] == "gradient-mismatch" for f in moved)
+
+
+FORMS = '''
+import torch
+from torch import nn
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+double = Double.apply
+
+
+def direct(x):
+    return Double.apply(x)
+
+
+def through_alias(x):
+    return double(x)
+
+
+def named_only():
+    return Double.__name__  # names the Function, never calls it
+
+
+class Instance(nn.Module):
+    def forward(self, x):
+        return Double().apply(x)
+
+
+class Plain:
+    def __call__(self, x):
+        return Double.apply(x)  # not a Module: no constructor to trust
+'''
+
+
+def test_the_forms_of_a_call_that_are_read(tmp_path):
+    from gradsmith.discovery.callers import callers_of
+
+    module = _imported(tmp_path, "caller_forms_ops", FORMS)
+    try:
+        found = [(c.name, c.is_module) for c in callers_of(module.Double)]
+    finally:
+        del sys.modules["caller_forms_ops"]
+    assert found == [("direct", False), ("through_alias", False), ("Instance", True)]
