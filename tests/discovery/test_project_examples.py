@@ -133,10 +133,37 @@ def test_untested_needs_a_fixture(tmp_path):
     Untested.apply(torch.randn(3), Plan(3, 2).key)
 
 
+def test_untested_catches_one_stop():
+    try:
+        while True:
+            pass
+    except:  # noqa: E722 - a bare except catches the first stop; the next one ends it
+        pass
+    while True:
+        pass
+    Untested.apply(torch.randn(3), "never")
+
+
 def test_untested_forever():
     while True:  # stopped by the example's deadline, never reaching apply
         pass
     Untested.apply(torch.randn(3), "never")
+'''
+
+
+SCRIPT = '''
+import torch
+
+from {pkg}.ops import Plan, Untested
+
+
+def test(n):
+    return Untested.apply(torch.randn(n), Plan(n, 2).key)
+
+
+for n in (10, 100):  # a timing script named like a test module: never imported
+    open("{marker}", "w").write("imported")
+    test(n)
 '''
 
 
@@ -148,6 +175,8 @@ def project(tmp_path, monkeypatch, request):
     (tmp_path / pkg / "ops.py").write_text(OPS)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_ops.py").write_text(TESTS.format(pkg=pkg))
+    (tmp_path / "tests" / "timing_test.py").write_text(SCRIPT.format(
+        pkg=pkg, marker=tmp_path / "script_ran"))
     (tmp_path / "notes.txt").write_text("the user's notes")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -192,11 +221,12 @@ def test_tests_and_docstrings_give_inputs_and_a_verdict(project):
     assert (root / "notes.txt").read_text() == "the user's notes"  # ran in a scratch folder
 
 
-def test_a_fixture_test_is_not_run_and_a_looping_one_is_stopped(project):
+def test_fixture_tests_and_scripts_are_not_run_and_looping_tests_are_stopped(project):
     root, pkg = project
     row = _rows(root, pkg)["Untested"]
     assert row["verdict"] == "skip"
-    assert "examples and tests that name it were run too" in row["reason"]
+    assert "examples and tests that name it were run too: 2 gave no inputs" in row["reason"]
+    assert not (root / "script_ran").exists()
 
 
 def test_a_test_importing_the_file_by_its_folder_path_shares_its_registry(tmp_path, monkeypatch,

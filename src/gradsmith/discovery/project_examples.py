@@ -22,6 +22,7 @@ and the test modules loaded after all of them.
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib.util
 import inspect
@@ -208,11 +209,36 @@ def _test_files(roots: list[Path], names: set[str]) -> list[Path]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if "def test" in text and _mentions(text, names):
+        if "def test" in text and _mentions(text, names) and _a_test_module(text):
             found.append(path)
         if len(found) == _MAX_FILES:
             break
     return found
+
+
+#: Calls a test module makes at import (set-up, not work).
+_SETUP_CALLS = {"manual_seed", "seed", "set_default_dtype", "filterwarnings", "importorskip",
+                "insert", "append", "use_deterministic_algorithms", "set_printoptions",
+                "simplefilter"}
+
+
+def _a_test_module(text: str) -> bool:
+    """A module of tests, not a script named like one (``runtime_test.py`` timing loops at
+    import): at top level only imports, definitions, assignments, ``if``/``try`` blocks and
+    set-up calls (``torch.manual_seed(0)``); no loop, ``with`` or other call."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+            return False
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = stmt.value.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name not in _SETUP_CALLS:
+                return False
+    return True
 
 
 def _tests_in(path: Path, names: set[str], root: Path) -> Iterator[tuple[Thunk, str]]:
@@ -347,7 +373,8 @@ def _deadline(seconds: float) -> Iterator[None]:
         raise _TimedOut
 
     old = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # raised again every 0.1 s: a bare ``except:`` in the project's code catches one
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.1)
     try:
         yield
     finally:
