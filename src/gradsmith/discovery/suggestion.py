@@ -60,6 +60,9 @@ def example_line(slots: list[Slot]) -> str:
             entries.append(SyntheticFn(0.75, bool(slot.value)).source)
         elif slot.kind == "params":
             entries.append("*module_parameters")
+        elif slot.kind == "config" and not isinstance(slot.value, dict):  # builders.Built
+            entries.append(f"{slot.value.cls.__name__}(" + ", ".join(
+                f"{k}={v!r}" for k, v in slot.value.kwargs.items()) + ")")
         elif slot.kind == "config":
             entries.append("types.SimpleNamespace(" + ", ".join(
                 f"{k}={'lambda t: t' if callable(v) else repr(v)}"
