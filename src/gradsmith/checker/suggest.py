@@ -146,9 +146,12 @@ def _grad_name(names: list[str]) -> str:
 
 
 def _numbers(session: Session, names: list[str]) -> list[tuple[str, float]]:
-    """Numeric forward arguments (Python numbers, 0-dim floating tensors), by name."""
+    """Numeric forward arguments (Python numbers, 0-dim floating tensors), by name, then the
+    elements of a short 1-dim floating tensor (``clip_val[1]``: a quantizer's clip range
+    given as one tensor, BiBERT's; a window edge printed as its literal value is right only
+    at the printed example's range)."""
     args = session.subject.args
-    found = []
+    found, elements = [], []
     for i, value in enumerate(args.values):
         if isinstance(value, bool):
             continue
@@ -157,7 +160,15 @@ def _numbers(session: Session, names: list[str]) -> list[tuple[str, float]]:
         elif (isinstance(value, torch.Tensor) and value.dim() == 0
               and value.is_floating_point()):
             found.append((names[i], float(value.detach())))
-    return found
+        elif (isinstance(value, torch.Tensor) and value.dim() == 1
+              and value.is_floating_point() and 1 < value.numel() <= ELEMENTS):
+            elements += [(f"{names[i]}[{j}]", float(e))
+                         for j, e in enumerate(value.detach().tolist())]
+    return found + elements
+
+
+#: The longest 1-dim tensor argument whose elements are named as numbers.
+ELEMENTS = 4
 
 
 def _terms(name: str, numbers: list[tuple[str, float]]) -> list[str]:
