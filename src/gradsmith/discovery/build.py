@@ -10,6 +10,7 @@ from gradsmith.discovery.formula_domains import in_ball
 from gradsmith.discovery.matrices import positive_entries, structured
 from gradsmith.discovery.operators import LinearStandIn
 from gradsmith.discovery.placement import place
+from gradsmith.discovery.simplexes import on_simplex
 from gradsmith.discovery.slots import Slot
 
 #: An override making an index tensor non-contiguous (a transposed 2-D view, else strided).
@@ -42,6 +43,8 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             value = in_domain(tuple(shape), slot.hint.domain, generator)
         elif slot.hint is not None and slot.hint.ball:
             value = in_ball(tuple(shape), generator)
+        elif slot.hint is not None and slot.hint.simplex:
+            value = on_simplex(tuple(shape), generator)
         elif slot.hint is not None and slot.hint.probability:
             value = torch.rand(shape, dtype=torch.float64, generator=generator)
         elif positive:
@@ -238,6 +241,9 @@ def _why(slot: Slot, positive: bool, shape: tuple[int, ...] = ()) -> str:
     elif slot.hint is not None and slot.hint.ball:
         text = (" rows of norm < 1 (inside the unit ball: the code divides by 1 - |x|^2 of "
                 "them)")
+    elif slot.hint is not None and slot.hint.simplex:
+        text = (" a probability vector (softmax of randn along the last dimension: forward "
+                "samples from it)")
     elif slot.hint is not None and slot.hint.probability:
         text = " in [0, 1) (probabilities: forward samples bernoulli of it)"
     elif positive and positive_entries(_matrix(slot, shape)):

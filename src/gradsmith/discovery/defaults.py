@@ -278,10 +278,9 @@ def passable(owner: Any, params: list[inspect.Parameter]) -> int | None:
     if tree is None:
         return None
     returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
-    if not returns or not all(isinstance(r, ast.Tuple) and not any(
-            isinstance(e, ast.Starred) for e in r.elts) for r in returns):
+    counts = {_returned_count(r, tree) for r in returns}
+    if not returns or None in counts:
         return None
-    counts = {len(r.elts) for r in returns}
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(counts) != 1 or len(positional) != len(params):
         return None
@@ -295,3 +294,17 @@ def passable(owner: Any, params: list[inspect.Parameter]) -> int | None:
                 len(call.args) + len(call.keywords) > k:
             return None
     return k
+
+
+def _returned_count(value: ast.AST | None, backward: ast.AST) -> int | None:
+    """How many gradients a ``return`` of backward gives: a tuple's length, or 1 for one of
+    backward's own incoming gradients returned as it is or in arithmetic (``return
+    grad_output``, ``return g * mask``: a straight-through backward); None when unknown (a
+    local may hold a tuple)."""
+    if isinstance(value, ast.Tuple):
+        return None if any(isinstance(e, ast.Starred) for e in value.elts) else len(value.elts)
+    defs = [n for n in ast.walk(backward) if isinstance(n, ast.FunctionDef)]
+    incoming = {a.arg for a in defs[0].args.args[1:]} if defs else set()
+    while isinstance(value, (ast.BinOp, ast.UnaryOp)):
+        value = value.left if isinstance(value, ast.BinOp) else value.operand
+    return 1 if isinstance(value, ast.Name) and value.id in incoming else None

@@ -40,8 +40,10 @@ _ATANH = {"atanh", "arctanh"}
 _MATRIX_FUNCTIONS = {"logm", "sqrtm", "expm", "funm", "eigh", "eigvalsh", "symeig",
                      "matrix_log", "matrix_sqrt", "fractional_matrix_power"}
 _SIZED = {"zeros", "ones", "empty", "randn", "rand"}
+# Conversions that hand on the same values (``x.detach().cpu().numpy().astype(np.float64)``
+# is still x: a scipy ``sqrtm`` of it is a matrix function of x).
 _PASS_THROUGH = {"detach", "cpu", "numpy", "clone", "contiguous", "double", "float", "to",
-                 "type", "type_as"}
+                 "type", "type_as", "astype"}
 _WHY = {"acosh": "forward takes its arcosh: the domain it is written for",
         "atanh": "forward takes its artanh: the domain it is written for",
         "sqrt": "forward takes sqrt(x * x - c): the domain it is written for"}

@@ -63,6 +63,8 @@ class Hint:
     optional: bool = False         # compared with None / passed to exists()
     matmul_left_of: str | None = None
     probability: bool = False      # torch.bernoulli(p): values in [0, 1]
+    simplex: bool = False          # multinomial(p), choice(n, p=p): a probability vector (.simplexes)
+    aspect: bool = False           # svd(A), qr(A), pinv(A): any aspect of matrix (.matrices)
     unit_dims: set[int] = field(default_factory=set)  # a raising guard needs size 1 there
     matrix: str | None = None      # tril | triu | spd | negdef | symmetric (linear algebra)
     domain: tuple[float, float] | None = None  # forward clamps it there (see .domains)

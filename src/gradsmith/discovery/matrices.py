@@ -33,6 +33,10 @@ from gradsmith.discovery.diagonals import read_diagonals
 from gradsmith.discovery.source import parse
 
 _TRANSPOSES = {"t", "mT", "T", "transpose"}
+# Decompositions and solves defined for a matrix of any aspect: a formula for their gradient
+# is often right for one aspect only (a null-space term needed only when m > n).
+_ANY_ASPECT = {"svd", "svdvals", "qr", "lstsq", "pinv", "pinverse", "matrix_rank", "lu",
+               "lu_factor", "svd_lowrank", "pca_lowrank"}
 _SPD_CALLS = {"solve", "inv", "inverse", "logdet", "slogdet", "inv_ex", "cholesky_inverse"}
 _DOC_WORDS = (("positive definite", "spd"), ("positive-definite", "spd"), ("spd", "spd"),
               ("psd", "spd"), ("lower triangular", "tril"), ("lower-triangular", "tril"),
@@ -143,6 +147,9 @@ def _read(tree: ast.AST, names: dict[str, str], hints: dict) -> None:
             found = _matrix_of(node.args[0], names)
             if found is not None:
                 _set(hints, found[0], "spd")
+        elif func in _ANY_ASPECT and (found := _matrix_of(node.args[0], names)) is not None \
+                and hints[found[0]].kind in (None, "tensor"):
+            hints[found[0]].aspect = True  # tried tall, wide and square (see .variants)
 
 
 def _set(hints: dict, name: str, kind: str) -> None:

@@ -77,12 +77,15 @@ def _reaches(fn: Any, derived: set[str], depth: int, seen: set[int],
         if isinstance(node, ast.Assign) and _root(node.value) in derived:
             derived |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     scope = getattr(fn, "__globals__", {})
+    tensors = _used_as_tensors(tree, derived)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in SOLVE_METHODS and \
-                _root(func.value) in derived:
+                _root(func.value) in derived and not (
+                    isinstance(func.value, ast.Name) and func.value.id in tensors
+                    and hasattr(_tensor_class(), func.attr)):
             return f"{ast.unparse(func)}()"
         helper = scope.get(func.id) if isinstance(func, ast.Name) else None
         owner = (classes or {}).get(func.value.id) if isinstance(func, ast.Attribute) and \
@@ -100,6 +103,24 @@ def _reaches(fn: Any, derived: set[str], depth: int, seen: set[int],
             if passed and (call := _reaches(helper, passed, depth + 1, seen)) is not None:
                 return call
     return None
+
+
+def _used_as_tensors(tree: ast.AST, derived: set[str]) -> set[str]:
+    """Names in ``derived`` the code also uses as tensors (``x.shape``, ``x.new_full(...)``,
+    ``x.dim()``): on such a name ``x.argmax(dim=1)`` is the tensor method, not a solver's.
+    The solver methods themselves are no evidence (they are what is in question)."""
+    from gradsmith.discovery.hints import _TENSOR_ATTRS
+
+    evidence = _TENSOR_ATTRS - SOLVE_METHODS - {"max", "min"}
+    return {node.value.id for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id in derived and node.attr in evidence}
+
+
+def _tensor_class() -> type:
+    import torch
+
+    return torch.Tensor
 
 
 def _root(node: ast.AST) -> str | None:

@@ -80,7 +80,9 @@ from gradsmith.discovery.replans import (
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.shape_contracts import finished, read_contracts, with_contracts
 from gradsmith.discovery.slots import Slot, plan_slots, signature
+from gradsmith.discovery.simplexes import read_simplexes
 from gradsmith.discovery.solvers import solver_skip
+from gradsmith.discovery.sparse_triples import sparse_inputs
 from gradsmith.discovery.stated_or import stated_or
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.through_callers import through_callers
@@ -145,6 +147,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     for name, bounds in clamped_domains(target, names).items():  # x = x.clamp(-1 + eps, ...)
         hints[name].domain = bounds
     read_formula_domains(target, owner, hints)  # acosh(x), 1 - |u|^2, eye(x.shape[1]), f[idx]
+    read_simplexes(target, hints)  # multinomial(p), choice(n, p=p): a probability vector
     read_fft_lengths(target, owner, hints)  # rfft(y, n=n, axis=0): n also below y's length
     read_kernel_args(target, owner, hints)  # tl.load(t_ptr) == cols: a class index; ACT == 0
     contracts = read_contracts(target, owner, names, hints)  # grids, dims lists, shapes
@@ -226,6 +229,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                              replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
+    if (sparse := sparse_inputs(call, target, params, seed)) is not None:
+        return sparse  # torch.sparse_coo_tensor(indices, values, shape) of three parameters
     if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
         found, slots = fixed
         raised = backward_error(call, tuple(found.args))

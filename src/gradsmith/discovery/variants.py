@@ -80,6 +80,7 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
         if broadcast is not None:
             candidates.append((f"size-1 dimension: {shapes_text(names, broadcast)}", {},
                                broadcast))
+        candidates += _aspects(slots, layout)
     indices = {s.name: NONCONTIGUOUS for s in slots if s.kind == "index"}
     if indices:  # idx.view(-1) in backward fails on a transposed index
         candidates.append((f"non-contiguous index: {', '.join(indices)}", indices, layout))
@@ -135,6 +136,30 @@ def _modes_together(slots: list[Slot], layout) -> list[tuple[str, dict[str, Any]
         changed = {name: words[min(k, len(words) - 1)] for name, words in others.items()}
         text = ", ".join(f"{name}={word!r}" for name, word in changed.items())
         found.append((f"{text} (options together)", changed, layout))
+    return found
+
+
+def _aspects(slots: list[Slot], layout) -> list[tuple[str, dict[str, Any], Any]]:
+    """A matrix a decomposition or solve takes (``svd``, ``qr``, ``pinv``: ``hint.aspect``) in
+    the aspects the primary lacks, tall, wide and square: a backward right for wide matrices
+    only (the null-space term of ``svd``'s vectors, needed when ``m > n``, left out) passes
+    on wide ones."""
+    tensors = [s for s in slots if s.kind in ("tensor", "none")]
+    found = []
+    for i, slot in enumerate(tensors):
+        shape = tuple(layout[min(i, len(layout) - 1)]) if layout else ()
+        if slot.kind != "tensor" or slot.hint is None or not slot.hint.aspect or len(shape) < 2:
+            continue
+        low, high = sorted(shape[-2:])
+        high = high if high > low else low + 1
+        for word, (m, n) in (("tall", (high, low)), ("wide", (low, high)),
+                             ("square", (low, low))):
+            if (m, n) == shape[-2:]:
+                continue
+            shapes = [tuple(layout[min(j, len(layout) - 1)]) for j in range(len(tensors))]
+            shapes[i] = (*shape[:-2], m, n)
+            found.append((f"{word} matrix: {slot.name} {shapes[i]} (a decomposition takes "
+                          "every aspect)", {}, tuple(shapes)))
     return found
 
 
