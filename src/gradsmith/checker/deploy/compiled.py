@@ -11,6 +11,7 @@ one Function can decide another's verdict.
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -79,6 +80,11 @@ def _not_one_graph(session: Session, exc: BaseException, backend: str) -> list[F
         # Function eagerly between graphs, so compiling again without fullgraph tells nothing.
         return [_classmethod_finding(classmethods, exc)]
     first = _graph_break(exc)
+    if first is not None and _host_library(first):
+        # A break inside NumPy or SciPy: the Function computes on host arrays there, and a
+        # compile with breaks allowed would trace the library's own Python, frame by frame
+        # (11.9 s for scipy.linalg.logm), to say the same: stop at the first break.
+        return [_break_finding(*first)]
     # One trace with graph breaks allowed both lists the breaks (what torch._dynamo.explain
     # records, from the same Dynamo state) and gives the results to compare: a separate
     # explain would trace the whole Function once more (seconds for unrolled loops).
@@ -191,6 +197,25 @@ def _graph_break(exc: BaseException) -> tuple[str, tuple[str, int, str] | None] 
         return None
     reason = _short_reason(str(cause))
     return (reason, user_frame_of(cause)) if reason else None
+
+
+#: Array libraries that compute on host arrays: Dynamo breaks inside them, never compiles them.
+_HOST_LIBRARIES = {"numpy", "scipy"}
+
+
+def _host_library(found: tuple[str, tuple[str, int, str] | None]) -> bool:
+    """Whether a graph break is inside NumPy or SciPy: its frame lies in one of their
+    packages (``scipy/linalg/_matfuncs.py``), or Dynamo's reason is an ndarray it cannot
+    trace."""
+    reason, where = found
+    if "ndarray" in reason or "numpy function" in reason:
+        return True
+    if where is None:
+        return False
+    folder = Path(where[0]).parent
+    while (folder / "__init__.py").exists() and (folder.parent / "__init__.py").exists():
+        folder = folder.parent  # up to the top-level package
+    return (folder / "__init__.py").exists() and folder.name in _HOST_LIBRARIES
 
 
 def _short_reason(reason: str) -> str:
