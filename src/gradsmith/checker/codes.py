@@ -220,6 +220,13 @@ ROWS: dict[str, Code] = {
         "inputs, where forward runs and is finite: a branch for the zero case (a zero rotation, "
         "a zero-initialised parameter) random inputs never reach",
         "run backward by hand with zero inputs and fix that branch"),
+    "inexact-iterations": Code(
+        "warning", "gradients",
+        "forward iterates a fixed number of times (an int argument bounds its loop) and stops "
+        "before it converges: finite differences disagree with backward, the exact solution's "
+        "gradient, by less at 4x the count and not at all at 16x, where the gradients were "
+        "checked",
+        "raise the iteration count where exact gradients matter, or iterate to a tolerance"),
     "kink": Code(
         "info", "gradients",
         "the input sits on a non-differentiable point and backward gives a valid subgradient",

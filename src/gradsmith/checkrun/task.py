@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from gradsmith.checker.iterations import converged, iteration_positions
 from gradsmith.checkrun.partial import add_partial, snapshot
 from gradsmith.checkrun.sets import check_sets
 from gradsmith.discovery import (
@@ -204,6 +205,11 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             who = f"gradsmith.check raised {_describe(exc)}"
         return row(candidate, label, "fail", error="exception", reason=who,
                    elapsed=time.perf_counter() - started)
+    if report.codes("error") == {"gradient-mismatch"} and (
+            loops := iteration_positions(obj, args)):  # num_iters=5: a solve stopped early
+        report = converged(lambda s: check_sets(obj, label, surrogate, {
+            **merged, "compat": False}, inputs, s, example_index is None)[0],
+                           sets, loops, report, parameter_names(obj)) or report
     if doubt and report.codes("error") and report.codes("error") <= _explained(doubt):
         # backward raised on every synthesised layout with an argument of a guessed kind:
         # the inputs', not shown to be the Function's (an error here is demonstrated harm)
