@@ -6,10 +6,10 @@ wide matrices synthesised). Reduced cases, written here: the eigenvalues and eig
 null-space term left out (right for wide and square ``A`` only)."""
 
 import torch
+from source_cases import check_rows
 
 from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.matrices import read_matrices
-from source_cases import check_rows, error_codes
 
 SOURCE = '''
 import torch

@@ -7,10 +7,10 @@ with the Sylvester-equation backward (exact for symmetric positive-definite matr
 
 import numpy as np
 import torch
+from source_cases import check_rows, error_codes, load_source
 
 from gradsmith.discovery.formula_domains import read_formula_domains
 from gradsmith.discovery.hints import Hint
-from source_cases import check_rows, error_codes, load_source
 
 SOURCE = '''
 import numpy as np

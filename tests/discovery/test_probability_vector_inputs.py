@@ -5,10 +5,10 @@ categorical expectation through ``torch.multinomial``'s argument, and a NumPy dr
 
 import numpy as np
 import torch
+from source_cases import check_rows, error_codes
 
 from gradsmith.discovery.hints import Hint
 from gradsmith.discovery.simplexes import on_simplex, read_simplexes
-from source_cases import check_rows, error_codes
 
 SOURCE = '''
 import torch

@@ -6,9 +6,9 @@ flattening stride ``shape[0]`` (right for the square adjacency matrices it is wr
 
 import pytest
 import torch
+from source_cases import check_rows, error_codes, load_source
 
 from gradsmith.discovery.sparse_triples import sparse_triple
-from source_cases import check_rows, error_codes, load_source
 
 SOURCE = '''
 import torch

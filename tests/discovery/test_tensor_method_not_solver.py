@@ -5,10 +5,10 @@ for is not passed (``return grad_output`` for ``forward(ctx, input, dim=-1)``: a
 raise on a call no one makes). Reduced cases, written here."""
 
 import torch
+from source_cases import check_rows, error_codes
 
 from gradsmith.discovery.defaults import passable
 from gradsmith.discovery.solvers import solver_arguments
-from source_cases import check_rows, error_codes
 
 SOURCE = '''
 import torch
@@ -83,8 +83,9 @@ def test_the_straight_through_one_hot_is_checked_and_found_undeclared(tmp_path):
 
 
 def test_a_declared_straight_through_passes_and_a_planted_wrong_one_fails(tmp_path):
-    import gradsmith
     from source_cases import load_source
+
+    import gradsmith
 
     path = tmp_path / "one_hot_declared.py"
     for grad, passes in (("grad_output", True), ("grad_output * 2", False)):
