@@ -38,13 +38,38 @@ def no_gradient_positions(owner: type | None) -> set[int]:
         return set()
     positions: set[int] | None = None
     passed_through = _returned_as_is(owner)
+    always_none = _none_names(tree)
     for r in returns:
         nones = {i for i, e in enumerate(r.elts)
-                 if isinstance(e, ast.Constant) and e.value is None}
+                 if isinstance(e, ast.Constant) and e.value is None
+                 or isinstance(e, ast.Name) and e.id in always_none}
         positions = nones if positions is None else positions & nones
     if all(len(r.elts) <= len(positions or ()) for r in returns):
         return set()  # no gradient at all: a backward to show, not inputs to freeze
     return (positions or set()) - passed_through
+
+
+def _none_names(tree: ast.AST) -> set[str]:
+    """Backward's names only ever bound to a literal ``None`` (``grad_x = grad_w = None``,
+    then only ``grad_x`` computed): returning one is returning ``None``. Any other binding
+    (an assignment, ``+=``, a loop or ``with`` target, a parameter) keeps the name out.
+
+    Example:
+        >>> tree = ast.parse("def backward(ctx, g):\\n    a = b = c = None\\n    a = g\\n"
+        ...                  "    for c in g: pass\\n    return a, b, c")
+        >>> sorted(_none_names(tree))
+        ['b']
+    """
+    to_none = {id(t) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+               and isinstance(n.value, ast.Constant) and n.value.value is None
+               for t in n.targets if isinstance(t, ast.Name)}
+    bound: dict[str, bool] = {}  # name -> every binding is `= None`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound[node.id] = bound.get(node.id, True) and id(node) in to_none
+        elif isinstance(node, ast.arg):
+            bound[node.arg] = False
+    return {name for name, none in bound.items() if none}
 
 
 def _returned_as_is(owner: type) -> set[int]:

@@ -113,7 +113,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             parts.append(f"{slot.name}={value!r} (forward builds tensors with it: the inputs' "
                          f"{slot.kind})")
         elif slot.kind == "operator":
-            operator = LinearStandIn(slot.value, seed, first_shape)
+            operator = LinearStandIn(slot.value, seed, first_shape, float_dtype)
             args.append(operator)
             parts.append(f"{slot.name}: {operator!r}")
         elif slot.kind in ("config", "sections", "size", "keyed"):

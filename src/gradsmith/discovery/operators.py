@@ -47,6 +47,15 @@ class Operator:
     #: adjoint, applied when called; ``partner`` the other half's argument
     half: str = ""
     partner: str = ""
+    #: one callable that is both halves, told apart by a keyword (``matmul(x,
+    #: transpose=True)`` in forward, ``matmul(g, transpose=False)`` in backward): ``flag`` the
+    #: keyword, ``flag_map`` its value when the call is the map (see
+    #: :mod:`~gradsmith.discovery.matrix_maps`)
+    flag: str = ""
+    flag_map: bool = True
+    #: names that give the map's matrix itself, called with no argument (``""``: the object
+    #: called, ``dequantize()``; else a method, ``layer.dequantize()``)
+    gives: tuple[str, ...] = ()
 
 
 def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
@@ -64,7 +73,7 @@ def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
         ...         op = ctx.op
         ...         return op.adjoint(g), None
         >>> linear_operators(Project, ["x", "op"])
-        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True, half='', partner='')}
+        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True, half='', partner='', flag='', flag_map=True, gives=())}
     """
     if not isinstance(owner, type):
         return {}
@@ -153,8 +162,10 @@ class LinearStandIn:
 
     _gradsmith_invented = True  # an error on it is not the Function's (checker.invented)
 
-    def __init__(self, spec: Operator, seed: int, first_shape: tuple[int, ...]) -> None:
+    def __init__(self, spec: Operator, seed: int, first_shape: tuple[int, ...],
+                 dtype: Any = None) -> None:
         self._spec, self._seed, self._first = spec, seed, tuple(first_shape)
+        self._dtype = dtype  # of a given matrix: the inputs' float dtype
         self._matrices: dict[int, Any] = {}
 
     def _matrix(self, n: int, like: Any) -> Any:
@@ -172,10 +183,31 @@ class LinearStandIn:
             x = x @ (m.mT if letter == "f" else m)
         return x
 
-    def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
-        if not self._spec.called:
+    def _given(self) -> Any:
+        """The map's matrix ``M`` (what ``dequantize()`` gives), sized and typed as the first
+        tensor's last dimension: square, so ``x @ M.t()`` and ``x @ M`` both fit."""
+        import torch
+
+        n = self._first[-1] if self._first else 4
+        return self._matrix(n, torch.empty((), dtype=self._dtype or torch.float64)).clone()
+
+    def _gradsmith_to(self, dtype: Any) -> LinearStandIn:
+        """This stand-in giving its matrix in ``dtype`` (the checks that rerun the Function in
+        float32 convert the inputs; a given matrix must follow them)."""
+        return LinearStandIn(self._spec, self._seed, self._first, dtype)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        spec = self._spec
+        if not spec.called:
             raise TypeError("the stand-in operator is not callable: the code never calls it")
-        return self._apply(self._spec.half or "f", x)
+        if not args and "" in spec.gives:
+            return self._given()
+        if not spec.flag:
+            return self._apply(spec.half or "f", args[0])
+        if spec.flag not in kwargs:
+            raise TypeError(f"the stand-in map is called with {spec.flag}= everywhere in the "
+                            "code; without it, map or adjoint is unknown")
+        return self._apply("f" if bool(kwargs[spec.flag]) == spec.flag_map else "a", args[0])
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -184,6 +216,8 @@ class LinearStandIn:
         if name in spec.maps:
             letters = spec.maps[name]
             return lambda x, *args, **kwargs: self._apply(letters, x)
+        if name in spec.gives:
+            return lambda: self._given()
         if name in spec.shapes:
             return self._first[2:] if len(self._first) >= 3 else self._first[1:]
         raise AttributeError(f"the stand-in operator has no {name!r}: the code never uses it",
@@ -191,6 +225,15 @@ class LinearStandIn:
 
     def __repr__(self) -> str:
         spec = self._spec
+        if spec.flag:
+            return (f"linear map stand-in x @ M.T on the last dimension when {spec.flag}="
+                    f"{spec.flag_map}, its adjoint y @ M when {spec.flag}={not spec.flag_map} "
+                    "(forward calls it one way, backward applies it to the gradient the other), "
+                    "M a seeded random square matrix")
+        if spec.gives and not spec.maps and not spec.flag:
+            how = " and ".join(f".{g}()" if g else "calling it" for g in spec.gives)
+            return (f"stand-in giving a seeded random square matrix M by {how} (the code "
+                    "reads a weight from it and backward gives it no gradient)")
         if spec.half:
             return ("linear map stand-in x @ M.T on the last dimension, M a seeded random "
                     f"square matrix, and {spec.partner} its adjoint y @ M" if spec.half == "f"
@@ -205,7 +248,7 @@ class LinearStandIn:
                 f"dimension, M a seeded random square matrix, its adjoint y @ M{shapes})")
 
     def __reduce__(self) -> tuple:
-        return LinearStandIn, (self._spec, self._seed, self._first)
+        return LinearStandIn, (self._spec, self._seed, self._first, self._dtype)
 
 
 _WORDS = {"f": "the map", "a": "its adjoint", "fa": "map of adjoint", "af": "adjoint of map",

@@ -61,6 +61,7 @@ from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
 from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.lengths import read_fft_lengths
+from gradsmith.discovery.matrix_maps import flagged_maps, matrix_givers
 from gradsmith.discovery.module_settings import fill_settings
 from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
@@ -166,8 +167,10 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
         plans = with_none_defaults([with_defaults(plan, stated, required) for plan in plans],
                                    stated, frozenset(frozen))
-    operators = {**adjoint_pairs(owner, names), **linear_operators(owner, names)}
-    if operators:  # A(x) in forward, A.adjoint(g) in backward; fw(x) with its adjoint bw
+    operators = {**adjoint_pairs(owner, names), **linear_operators(owner, names),
+                 **flagged_maps(owner, names), **matrix_givers(owner, names, frozen)}
+    if operators:  # A(x) in forward, A.adjoint(g) in backward; fw(x) with its adjoint bw;
+        # mm(x, transpose=True) with mm(g, transpose=False); a weight from dequantize()
         plans = [with_operators(plan, operators) for plan in plans]
     if kinds := dtype_arguments(target, names):  # torch.zeros(n, dtype=dtype, device=device)
         plans = [with_dtypes(plan, kinds, required) for plan in plans]

@@ -86,7 +86,8 @@ def evaluate(session: Session, call: Callable[..., Any] | None = None,
 
 def modules_to(args: tuple, dtype: torch.dtype) -> tuple:
     """Copies of the ``nn.Module`` arguments (layers passed to a Function) in ``dtype``, so
-    their parameters follow the inputs into float32; the user's modules are untouched."""
+    their parameters follow the inputs into float32; the user's modules are untouched. An
+    invented stand-in that gives a weight matrix is copied into ``dtype`` the same way."""
     import copy
 
     from torch.utils._pytree import tree_map
@@ -95,6 +96,8 @@ def modules_to(args: tuple, dtype: torch.dtype) -> tuple:
         if isinstance(a, torch.nn.Module) and any(
                 p.is_floating_point() and p.dtype != dtype for p in a.parameters()):
             return copy.deepcopy(a).to(dtype)
+        if getattr(a, "_gradsmith_invented", False) and hasattr(a, "_gradsmith_to"):
+            return a._gradsmith_to(dtype)  # a stand-in giving a weight: in the inputs' dtype
         return a
 
     return tree_map(convert, args)
