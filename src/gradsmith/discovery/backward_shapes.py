@@ -7,7 +7,9 @@ backward raised ``not enough values to unpack (expected 3, got 2)`` on every lay
 forward alone accepted (corpus 8a's mdeq gradient-injection ``Backward``). Read here from
 backward, through the gradient of each output (the input forward returns as it is, or
 computed elementwise from it), through what forward saves (``ctx.save_for_backward(z)`` ...
-``z, = ctx.saved_tensors``) and what it keeps on ctx (``ctx.z = z``).
+``z, = ctx.saved_tensors``) and what it keeps on ctx (``ctx.z = z``). Subscripts count
+too: ``T[:, :, :3, :3]`` in backward needs ``T`` of rank 4 (corpus 11a's pytorch_kinematics
+``_FKAnalyticalBackward`` got a (3, 4) tensor and raised ``too many indices``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ _SAME_SHAPE_FUNCTIONS = _SAME_SHAPE - {"view_as", "reshape_as", "type_as", "requ
 def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
     """Raise ``hints[name].rank_min`` to the number of sizes backward unpacks from the shape
     of ``name``'s tensor, its gradient (through an output shaped like it), a saved copy or a
-    ctx attribute (the names beside a starred one count as a lower bound).
+    ctx attribute (the names beside a starred one count as a lower bound), and to the number
+    of dimensions backward subscripts in one of them (``T[:, :, :3, 3]``: four; ``None`` and
+    ``...`` take none).
 
     Example:
         >>> import torch
@@ -73,6 +77,12 @@ def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
         name = local.get(_dotted(value.value))
         if name is not None:
             rank = sum(not isinstance(e, ast.Starred) for e in node.targets[0].elts)
+            hints[name].rank_min = max(hints[name].rank_min, rank)
+    for node in ast.walk(backward):  # R = T[:, :, :3, :3]: T has at least four dimensions
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and (
+                name := local.get(_dotted(node.value))) is not None:
+            rank = sum(not (isinstance(e, ast.Constant) and e.value in (None, Ellipsis))
+                       for e in node.slice.elts)
             hints[name].rank_min = max(hints[name].rank_min, rank)
 
 

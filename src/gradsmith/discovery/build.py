@@ -9,6 +9,7 @@ from gradsmith.discovery.domains import in_domain
 from gradsmith.discovery.formula_domains import in_ball
 from gradsmith.discovery.matrices import positive_entries, structured
 from gradsmith.discovery.operators import LinearStandIn
+from gradsmith.discovery.permutations import permutation
 from gradsmith.discovery.placement import place
 from gradsmith.discovery.simplexes import on_simplex
 from gradsmith.discovery.slots import Slot
@@ -73,6 +74,10 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             high = max(1, min(first_shape) if first_shape else 3)
             if (rows := _rows_of(slot, slots, layout, overrides)) is not None:
                 high = max(1, rows)  # features[y]: a row of the tensor it indexes
+            if made := permutation(slot, first_shape, over == NONCONTIGUOUS, generator):
+                args.append(made[0])  # x[..., idx] there and back: a permutation of that dim
+                parts.append(made[1])
+                continue
             if over == NONCONTIGUOUS:
                 index = _noncontiguous(shape, high, generator)
                 args.append(index)

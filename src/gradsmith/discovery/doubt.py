@@ -15,7 +15,10 @@ with the reason and a decorator to fill in:
   (normal, unitary) the code does not state; a real-input Function's backward that forgets
   ``.real`` behind real outputs stays a ``backward-error``. Synthesis first retries such
   inputs as complex normal (unitary) matrices (:mod:`~gradsmith.discovery.complex_matrices`):
-  this doubt remains only where forward or backward rejects those too.
+  this doubt remains only where forward or backward rejects those too;
+- a shape error where forward only saves some synthesised tensors for backward, never
+  computing with them (:mod:`~gradsmith.discovery.saved_only`): forward never tested their
+  shapes, so backward is the first to read them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import re
 from typing import Any
 
 from gradsmith.discovery.probe import Raised, complex_of_real
+from gradsmith.discovery.saved_only import saved_only
 from gradsmith.discovery.slots import _TENSOR_NAMES, Slot, _table_value
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.suggestion import no_inputs_reason
@@ -59,6 +63,14 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
             "complex gradients for the real inputs synthesised, so it is written for complex "
             "inputs, of a structure the code does not state", slots, hints,
             lead="the synthesised inputs are not shown to fit"), complex_of_real=True)
+    if _SHAPE_ERROR.search(raised) and (unread := _saved_only(fn, slots, given)):
+        what = ", ".join(unread)
+        return no_inputs_reason(
+            fn, f"backward raised on every synthesised layout (first: {raised}), and forward "
+            f"only saves {what} for backward, never computing with {'it' if len(unread) == 1 else 'them'}: "
+            "nothing checked the synthesised shapes before backward read them, so the error "
+            "may be the inputs', not the Function's", slots, hints,
+            lead="the synthesised inputs are not shown to fit")
     if not _KIND_ERROR.search(raised):
         return ""  # shapes, values, a ctx typo: what backward does with inputs of these kinds
     tensors = [s for s in slots if s.kind == "tensor"]
@@ -75,6 +87,18 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
         f"code says what {what} {'is' if len(guessed) == 1 else 'are'}: the error may be the "
         "synthesised inputs', not the Function's", slots, hints,
         lead="the synthesised inputs are not shown to fit")
+
+
+# Errors about sizes and ranks: raised by a tensor's shape, not by its kind or values.
+_SHAPE_ERROR = re.compile(r"too many indices for tensor|size|shape|dimension|must match|"
+                          r"cannot be multiplied|broadcast")
+
+
+def _saved_only(fn: Any, slots: list[Slot], given: set[str]) -> list[str]:
+    """Synthesised tensors (the first left out: its layout is the one tried) that forward
+    only saves for backward, so no shape of them was ever tested before backward's."""
+    tensors = [s.name for s in slots if s.kind == "tensor"]
+    return [n for n in saved_only(fn) if n in tensors[1:] and n not in given]
 
 
 # torch's refusal of a cotangent that depends on the eigenvectors' arbitrary phase (linalg.eig's

@@ -20,6 +20,7 @@ from gradsmith.discovery.backward_shapes import read_backward_ranks
 from gradsmith.discovery.ctx_literals import read_ctx_literals
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
+from gradsmith.discovery.permutations import read_permutations
 from gradsmith.discovery.projections import read_projections
 from gradsmith.discovery.source import module_function
 from gradsmith.discovery.source import parse as _parse
@@ -81,6 +82,7 @@ class Hint:
     window: int = 0                # F.avg_pool2d(x, k): k is a pooling window of 2 dims
     leading: int = 0               # s[:, None, None, None]: one value per row of a 4-D tensor
     projects: str | None = None    # backward: self.mm(that): (rows, k) @ (k, features) (.projections)
+    permutes: int | None = None    # x[..., idx] forward and backward: a permutation of that dim
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -126,6 +128,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
 
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
         read_backward_ranks(owner, hints)  # bsz, d, n = grad.size(): an output of rank 3
+        read_permutations(owner, hints)  # x[..., idx] there and back: idx permutes a dim
         read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`
         read_ctx_literals(owner, hints)  # ctx.in1 = mode; backward: `if ctx.in1 == 'DFA'`
         read_projections(owner, hints)  # backward: e.mm(fb.view(-1, n)): a projected error
