@@ -57,7 +57,7 @@ def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
     if forward is None or backward is None:
         return
     local = _saved_aliases(forward, backward, hints)
-    local.update(_kept(forward, hints))
+    local.update(kept_on_ctx(forward, hints))
     grads = _grad_names(backward)
     for i, name in enumerate(_shaped_like(forward, hints)):
         if name is not None and i < len(grads):
@@ -86,7 +86,7 @@ def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
             hints[name].rank_min = max(hints[name].rank_min, rank)
 
 
-def _kept(forward: ast.AST, hints: dict[str, Any]) -> dict[str, str]:
+def kept_on_ctx(forward: ast.AST, hints: dict[str, Any]) -> dict[str, str]:
     """``ctx.z`` (as the dotted name backward reads) -> the parameter forward keeps there."""
     kept: dict[str, str] = {}
     for node in ast.walk(forward):

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from gradsmith.discovery.backward_shapes import kept_on_ctx
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import parse
 
@@ -52,7 +53,7 @@ def read_permutations(owner: type | None, hints: dict[str, Any]) -> None:
     if tree is None or back is None:
         return
     annotated = _annotated(forward)
-    kept = {**_saved_aliases(tree, back, hints), **_kept(tree, hints)}
+    kept = {**_saved_aliases(tree, back, hints), **kept_on_ctx(tree, hints)}
     backward_uses = _subscript_uses(back, lambda n: kept.get(_dotted(n)) or _alias(n, back, kept))
     for name, dim in _subscript_uses(tree, lambda n: _dotted(n) if _dotted(n) in hints
                                      else None).items():
@@ -93,18 +94,6 @@ def _subscript_uses(tree: ast.AST, param: Any) -> dict[str, int]:
             dim = i - len(items) if ellipsis and ellipsis[0] < i else i
             found[name] = dim if found.get(name, dim) == dim else None
     return {k: v for k, v in found.items() if v is not None}
-
-
-def _kept(forward: ast.AST, hints: dict[str, Any]) -> dict[str, str]:
-    """``ctx.idx`` (as backward reads it) -> the parameter forward keeps there."""
-    kept: dict[str, str] = {}
-    for node in ast.walk(forward):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
-                node.value.id in hints:
-            for target in node.targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                    kept[f"{target.value.id}.{target.attr}"] = node.value.id
-    return kept
 
 
 def _alias(node: ast.AST, backward: ast.AST, kept: dict[str, str]) -> str | None:
