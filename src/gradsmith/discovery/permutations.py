@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import ast
 import inspect
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from gradsmith.discovery.backward_shapes import kept_on_ctx
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import parse
+
+if TYPE_CHECKING:  # the linter imports discovery without torch installed
+    import torch
 
 
 def read_permutations(owner: type | None, hints: dict[str, Any]) -> None:
@@ -67,6 +68,8 @@ def permutation(slot: Any, shape: tuple[int, ...], strided: bool,
                 generator: torch.Generator) -> tuple[torch.Tensor, str] | None:
     """A permutation of ``shape``'s dimension ``slot.hint.permutes`` and its description (every
     other element of a doubled one when ``strided``: non-contiguous), or None."""
+    import torch
+
     dim = slot.hint.permutes if slot.hint is not None else None
     if dim is None or not -len(shape) <= dim < len(shape):
         return None
