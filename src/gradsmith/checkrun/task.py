@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from gradsmith.checker.iterations import converged, iteration_positions
 from gradsmith.checkrun.partial import add_partial, snapshot
 from gradsmith.checkrun.sets import check_sets
 from gradsmith.discovery import (
@@ -205,6 +204,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             who = f"gradsmith.check raised {_describe(exc)}"
         return row(candidate, label, "fail", error="exception", reason=who,
                    elapsed=time.perf_counter() - started)
+    # imported here: this module is imported by the command-line process, which never imports
+    # torch (tests/isolation/test_startup.py); gradsmith.checker does
+    from gradsmith.checker.iterations import converged, iteration_positions
+
     if report.codes("error") == {"gradient-mismatch"} and (
             loops := iteration_positions(obj, args)):  # num_iters=5: a solve stopped early
         report = converged(lambda s: check_sets(obj, label, surrogate, {
