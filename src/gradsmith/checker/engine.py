@@ -446,6 +446,7 @@ def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
         report.skipped[name] = session.cache[uninitialised.KEY]
         return
     module = import_module(CHECK_MODULES[name])
+    cause = None  # the user code's own exception, when the check stopped on one
     try:
         kernels.applies(name, session)
         found = module.run(session)
@@ -458,8 +459,7 @@ def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
             relied[name] = skip.relies_on
         return
     except UserCodeError as err:
-        found = [err.finding] if err.exc is None else environment.screened(
-            [err.finding], name, err.exc)
+        found, cause = [err.finding], err.exc
     except Exception as exc:  # noqa: BLE001 - never let user code crash the report
         if (path := environment.broken_artifact(exc)) is not None:
             report.findings.append(environment.finding(path, name, type(exc).__name__))
@@ -471,7 +471,7 @@ def _run_one(session: Session, name: str, relied: dict[str, str]) -> None:
             "run the Function by hand on the example inputs; report a gradsmith bug if "
             "it works there", name, details={"incomplete": True}))
         return
-    found = environment.screened(found, name)
+    found = environment.screened(found, name, cause)  # a broken compile cache: not the Function's
     report.checks.append(name)
     known = {(f.code, f.input) for f in report.findings}
     report.findings += [f for f in found if (f.code, f.input) not in known]

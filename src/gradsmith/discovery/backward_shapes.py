@@ -64,8 +64,8 @@ def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
             local.setdefault(grads[i], name)
     for node in ast.walk(backward):  # z = ctx.z
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
-                node.targets[0], ast.Name) and _dotted(node.value) in local:
-            local.setdefault(node.targets[0].id, local[_dotted(node.value)])
+                node.targets[0], ast.Name) and dotted(node.value) in local:
+            local.setdefault(node.targets[0].id, local[dotted(node.value)])
     for node in ast.walk(backward):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], (ast.Tuple, ast.List))):
@@ -74,13 +74,13 @@ def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
             node.value.args or node.value.keywords) else node.value
         if not (isinstance(value, ast.Attribute) and value.attr in ("shape", "size")):
             continue
-        name = local.get(_dotted(value.value))
+        name = local.get(dotted(value.value))
         if name is not None:
             rank = sum(not isinstance(e, ast.Starred) for e in node.targets[0].elts)
             hints[name].rank_min = max(hints[name].rank_min, rank)
     for node in ast.walk(backward):  # R = T[:, :, :3, :3]: T has at least four dimensions
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and (
-                name := local.get(_dotted(node.value))) is not None:
+                name := local.get(dotted(node.value))) is not None:
             rank = sum(not (isinstance(e, ast.Constant) and e.value in (None, Ellipsis))
                        for e in node.slice.elts)
             hints[name].rank_min = max(hints[name].rank_min, rank)
@@ -148,7 +148,7 @@ def _is_namespace(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id in ("torch", "F", "np", "math")
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):

@@ -16,7 +16,7 @@ import ast
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from gradsmith.discovery.backward_shapes import kept_on_ctx
+from gradsmith.discovery.backward_shapes import dotted, kept_on_ctx
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import parse
 
@@ -55,8 +55,8 @@ def read_permutations(owner: type | None, hints: dict[str, Any]) -> None:
         return
     annotated = _annotated(forward)
     kept = {**_saved_aliases(tree, back, hints), **kept_on_ctx(tree, hints)}
-    backward_uses = _subscript_uses(back, lambda n: kept.get(_dotted(n)) or _alias(n, back, kept))
-    for name, dim in _subscript_uses(tree, lambda n: _dotted(n) if _dotted(n) in hints
+    backward_uses = _subscript_uses(back, lambda n: kept.get(dotted(n)) or _alias(n, back, kept))
+    for name, dim in _subscript_uses(tree, lambda n: dotted(n) if dotted(n) in hints
                                      else None).items():
         if name in annotated or hints[name].kind not in (None, "int", "index"):
             continue
@@ -106,7 +106,7 @@ def _alias(node: ast.AST, backward: ast.AST, kept: dict[str, str]) -> str | None
     for n in ast.walk(backward):
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id
                                              for t in n.targets):
-            return kept.get(_dotted(n.value))
+            return kept.get(dotted(n.value))
     return None
 
 
@@ -117,11 +117,3 @@ def _annotated(forward: Any) -> set[str]:
     except (TypeError, ValueError):
         return set()
     return {p.name for p in params if p.annotation in (int, "int", float, "float")}
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        return f"{node.value.id}.{node.attr}"
-    return None

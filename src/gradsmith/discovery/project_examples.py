@@ -43,7 +43,7 @@ from gradsmith.discovery.project_tests import (
     test_files,
     tests_in,
 )
-from gradsmith.discovery.through_callers import _moved, record
+from gradsmith.discovery.through_callers import moved_state, record
 
 _BUDGET_S = 5.0
 
@@ -51,11 +51,11 @@ _BUDGET_S = 5.0
 def through_examples(fn: type, seed: int,
                      skipped: NoInputs | Synthesized) -> NoInputs | Synthesized:
     """Inputs for ``fn`` recorded from its project's examples and tests, or ``skipped``."""
-    names = _names(fn)
+    names, roots = _names(fn), _project_roots(fn)
     start = time.perf_counter()
     tried = 0
-    with _restored(), _importable_as_the_project_does(fn):
-        for thunk, text in _examples(fn, names):
+    with _restored(), _importable_as_the_project_does(fn, roots):
+        for thunk, text in _examples(fn, names, roots):
             if time.perf_counter() - start > _BUDGET_S:
                 break
             tried += 1
@@ -65,7 +65,7 @@ def through_examples(fn: type, seed: int,
             source = f"as {text} passes them"
             if backward_error(fn.apply, args) is not None:
                 continue  # the project's own call raising in backward: the skip's reason stands
-            moved = _moved(fn, args, source, seed)
+            moved = moved_state(fn, args, source, seed)
             return Synthesized(args, source, (moved,) if moved else (), seed)
     if isinstance(skipped, NoInputs) and tried:
         return NoInputs(f"{skipped.reason} (the project's examples and tests that name it were "
@@ -85,7 +85,7 @@ def _recorded(fn: type, thunk: Thunk) -> tuple | None:
 
 
 @contextmanager
-def _importable_as_the_project_does(fn: type) -> Iterator[None]:
+def _importable_as_the_project_does(fn: type, roots: list[Path]) -> Iterator[None]:
     """The Function's module also under the dotted names the project's tests import it by
     (``models.layers`` for gradsmith's import of ``models/layers.py``), while they run: else a
     test imports a second copy of the file, whose registries and caches are not the ones the
@@ -95,7 +95,7 @@ def _importable_as_the_project_does(fn: type) -> Iterator[None]:
     added = []
     if file:
         path = Path(file).resolve().with_suffix("")
-        for root in _project_roots(fn):
+        for root in roots:
             parts = path.relative_to(root).parts
             name = ".".join(parts)
             if all(p.isidentifier() for p in parts) and name not in sys.modules:
@@ -114,9 +114,8 @@ def _names(fn: type) -> set[str]:
     return {fn.__name__} | {c.name.split(".")[-1] for c in callers_of(fn)}
 
 
-def _examples(fn: type, names: set[str]) -> Iterator[tuple[Thunk, str]]:
+def _examples(fn: type, names: set[str], roots: list[Path]) -> Iterator[tuple[Thunk, str]]:
     yield from _docstring_examples(fn, names)
-    roots = _project_roots(fn)
     for path in test_files(roots, names):
         yield from tests_in(path, names, next(r for r in roots if path.is_relative_to(r)))
 

@@ -80,8 +80,8 @@ from gradsmith.discovery.replans import (
 )
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.shape_contracts import finished, read_contracts, with_contracts
-from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.simplexes import read_simplexes
+from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
 from gradsmith.discovery.sparse_triples import sparse_inputs
 from gradsmith.discovery.stated_or import stated_or

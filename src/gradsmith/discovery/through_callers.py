@@ -72,7 +72,7 @@ def through_callers(fn: type, seed: int,
             continue
         source = f"as `{text}` passes them ({found.description})"
         variants = tuple(v for v in (*(_variant(fn, call, v) for v in found.variants),
-                                     _moved(fn, args, source, seed)) if v)
+                                     moved_state(fn, args, source, seed)) if v)
         raised = backward_error(fn.apply, args)
         if raised is None:
             return Synthesized(args, source, variants, seed)
@@ -175,7 +175,7 @@ def _variant(fn: type, call, variant: Variant) -> Variant | None:
     return Variant(args, variant.description, f"{variant.change} (through the caller)")
 
 
-def _moved(fn: type, args: tuple, source: str, seed: int) -> Variant | None:
+def moved_state(fn: type, args: tuple, source: str, seed: int) -> Variant | None:
     """The recorded set with the Module's state vectors scaled elementwise by U(0.5, 1.5):
     a Module passes its state at its initial values (variances 1, means 0), where a backward
     that drops a factor of it is right by accident. Only floating scalars and vectors move,
