@@ -168,3 +168,66 @@ def test_an_optional_tensor_without_gradient_is_tried_as_its_callers_none(no_gro
     assert found.args[2] is None and "sizes=None" in found.description, found.description
     report = gradsmith.check(GatherSized, *found.args, compat=False)
     assert report.verdict == "INCOMPLETE", report
+
+
+class ReduceGrad(Function):
+    """Megatron's copy region: identity forward; backward all-reduces the gradient (the sum of
+    every rank's, right for rank-specific losses). Only backward asks for a group."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone()
+        dist.all_reduce(g)
+        return g
+
+
+class ReduceGradDoubled(ReduceGrad):
+    """Planted: twice the reduced gradient, wrong on every rank."""
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone()
+        dist.all_reduce(g)
+        return 2 * g
+
+
+def test_a_backward_asking_for_a_group_gets_one_and_is_incomplete(no_group):
+    # before: forward ran without a group, backward raised "Default process group has not
+    # been initialized" and the row was a backward-error, the check's environment blamed
+    found = synthesize(ReduceGrad)
+    assert isinstance(found, Synthesized) and not found.doubt, found
+    assert process_group.ASSUMED in found.description
+    (x,) = found.args
+    g = torch.randn(x.shape, dtype=x.dtype)
+    (got,) = torch.autograd.grad(ReduceGrad.apply(x), x, g)
+    torch.testing.assert_close(got, g)  # autograd of the identity: a sum over one rank
+    report = gradsmith.check(ReduceGrad, *found.args, compat=False)
+    assert report.verdict == "INCOMPLETE" and "backward-error" not in report.codes("error")
+
+
+def test_a_backward_wrong_on_every_rank_still_fails_when_backward_asked(no_group):
+    found = synthesize(ReduceGradDoubled)
+    report = gradsmith.check(ReduceGradDoubled, *found.args, compat=False)
+    assert report.verdict == "FAILED" and report.codes("error"), report
+    assert "backward-error" not in report.codes("error")
+
+
+class LocalOnly(Function):
+    """A module that imports torch.distributed but whose Function never calls it: no group."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+def test_no_group_is_started_when_nothing_asks_for_one(no_group):
+    found = synthesize(LocalOnly)
+    assert process_group.ASSUMED not in found.description and not dist.is_initialized()

@@ -1,5 +1,7 @@
-"""A single-process group for a Function whose forward calls ``torch.distributed`` when none was
-started (issue 18: an all-gather was a skip, "Default process group has not been initialized").
+"""A single-process group for a Function whose forward or backward calls ``torch.distributed``
+when none was started (issue 18: an all-gather was a skip, "Default process group has not been
+initialized"; corpus 11c dev: a backward all-reduce was a ``backward-error``, the check's
+environment blamed on the Function).
 
 With zero configuration gradsmith cannot launch the ranks a collective is written for. What it
 can do is run the Function in a group of one (gloo, an in-memory store, rank 0 of 1): there a
@@ -21,6 +23,23 @@ _started = False
 def needs_group(reason: str) -> bool:
     """Whether a failed synthesis ``reason`` is torch.distributed asking for a process group."""
     return "process group has not been initialized" in reason
+
+
+def backward_needs_group(fn: Any, found: Any) -> bool:
+    """Whether backward, run on the inputs ``found`` synthesised (forward ran on them), asks
+    for a process group that does not exist. Only a Function whose module uses
+    ``torch.distributed`` pays for the extra forward and backward this takes."""
+    import torch.distributed as dist
+
+    args = getattr(found, "args", None)
+    if args is None or not dist.is_available() or dist.is_initialized() \
+            or not uses_distributed(fn):
+        return False
+    from gradsmith.discovery.probe import backward_error
+    from gradsmith.discovery.slots import signature
+
+    raised = backward_error(signature(fn)[0], tuple(args))
+    return raised is not None and needs_group(raised)
 
 
 def start_single_group() -> bool:

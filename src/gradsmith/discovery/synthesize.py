@@ -67,10 +67,16 @@ from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, complex_of_real, probe, tried
-from gradsmith.discovery.process_group import ASSUMED, needs_group, start_single_group
+from gradsmith.discovery.process_group import (
+    ASSUMED,
+    backward_needs_group,
+    needs_group,
+    start_single_group,
+)
 from gradsmith.discovery.project_examples import through_examples
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.repair_variants import flag_variants
+from gradsmith.discovery.second_guess import with_second_guesses
 from gradsmith.discovery.replans import (
     as_index,
     as_numbers,
@@ -117,8 +123,9 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     found = _synthesize(fn, seed)
     if settings and isinstance(found, Synthesized):
         found = with_note(found, settings)
-    # forward calls torch.distributed and no group exists: a group of one, said in the row
-    if isinstance(found, NoInputs) and needs_group(found.reason) and start_single_group():
+    # forward or backward calls torch.distributed and no group exists: a group of one, said
+    if (isinstance(found, NoInputs) and needs_group(found.reason)
+            or backward_needs_group(fn, found)) and start_single_group():
         found = _synthesize(fn, seed)
         if isinstance(found, Synthesized):
             found = with_note(found, ASSUMED)
@@ -215,8 +222,9 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                 found = finished(found, contracts, frozen)  # matrix_adjoint = matrix.mH
                 found = with_eigenpairs(found, names, eigenpairs(owner, names), lambda a: (
                     probe(call, list(a)) is True and backward_error(call, a) is None))
-                return stated_or(fn, params, hints, seed,
-                                 with_note(found, note if dtype == "float32" else ""))
+                return with_second_guesses(found, stated_or(fn, params, hints, seed, with_note(
+                    found, note if dtype == "float32" else "")), call, plans, slots, seed, dtype,
+                                           given)
             errors += [found] if dtype == "float64" else []
             note = note or (uncompiled_note(found) if dtype == "float64" else "")
         if dtype == "float64" and slices_last_dim(owner) and (sized := sized_inputs(
@@ -228,8 +236,9 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                     found, owner, names, lambda a: probe(call, list(a)) is True
                     and backward_error(call, a) is None, seed)) is not None:
                 return made  # linalg.eig written for complex normal (unitary) matrices
-            return stated_or(fn, params, hints, seed,
-                             replace(found, doubt=doubt(fn, found.doubt, slots, hints, given)))
+            return with_second_guesses(found, stated_or(fn, params, hints, seed, replace(
+                found, doubt=doubt(fn, found.doubt, slots, hints, given))), call, plans, slots,
+                                       seed, dtype, given)
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     if (sparse := sparse_inputs(call, target, params, seed)) is not None:
