@@ -48,7 +48,35 @@ def import_file(path: Path) -> ModuleType:
                 raise exc from None
         if Path(getattr(module, "__file__", "") or "").resolve() == path.resolve():
             return module
+    elif (dotted := _shadowed_dotted(path)) is not None:
+        return _import_member(path, *dotted)  # the project's own `from pkg.sibling import`
     return _standalone(path)
+
+
+def _shadowed_dotted(path: Path) -> tuple[list[str], Path] | None:
+    """``(package_parts, root)`` that import ``path`` the way its project does, when importing it
+    alone would shadow its own package: the file does ``from pkg.sibling import ...`` where
+    ``pkg`` is the name of a folder it sits in (without ``__init__.py``), and that folder also
+    holds a module ``pkg`` (``pkg/pkg.py``), which the file's folder first on ``sys.path`` makes
+    ``pkg`` (corpus 11b dev: BIMRL's ``brim_core/sparse_grad_attn.py`` next to
+    ``brim_core/brim_core.py``: "'brim_core' is not a package"). None otherwise."""
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    tops = {n.module.split(".")[0] for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module and "." in n.module}
+    tops |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+             for a in n.names if "." in a.name}
+    here = path.resolve().parent
+    folders = [here, *here.parents]
+    for i, folder in enumerate(folders[:-1]):
+        if folder.name in tops and folder.name.isidentifier() and any(
+                (here / f"{folder.name}{suffix}").exists() for suffix in (".py", "")):
+            parts = [f.name for f in reversed(folders[:i + 1])]
+            if all(p.isidentifier() for p in parts):
+                return parts, folder.parent
+    return None
 
 
 def _reached(exc: BaseException, path: Path) -> bool:
