@@ -36,6 +36,7 @@ import types
 from typing import Any
 
 import gradsmith
+from gradsmith.discovery.fresh_ctx import fresh_ctx_error
 
 #: Errors that say the code is wrong whatever the machine: a lost CUDA device, a missing
 #: package or process group raise other types, and so do deliberate ``raise`` statements.
@@ -63,7 +64,7 @@ def input_free(exc: BaseException) -> dict | None:
         expression's source (``torch.sqrt(2 * torch.pi)``), ``code`` the whole line, ``type``
         the exception's class name.
     """
-    if not isinstance(exc, _TYPES) or _MACHINE.search(str(exc)):
+    if _MACHINE.search(str(exc)):
         return None
     frames = _user_frames(exc.__traceback__)
     if not frames or frames[-1][0].f_code.co_name != "forward":
@@ -72,6 +73,12 @@ def input_free(exc: BaseException) -> dict | None:
     code = frame.f_code
     span = _span(code, lasti)
     if span is None:
+        return None
+    fresh = fresh_ctx_error(exc, frame, span[0], _constant_name)
+    if fresh is not None and not _MACHINE.search(fresh["call"]):  # `a, b = ctx.saved_tensors`
+        return {"file": code.co_filename, "function": "forward", "type": type(exc).__name__,
+                **fresh}
+    if not isinstance(exc, _TYPES):
         return None
     call = _source(code.co_filename, *span)
     if call is None or _MACHINE.search(call) or not _reads_nothing_of_forward(call, frame):
@@ -85,6 +92,14 @@ def input_free(exc: BaseException) -> dict | None:
 
 def explanation(found: dict) -> tuple[str, str]:
     """``(cause, fix)`` of an input-free forward error, for the finding."""
+    if found.get("ctx_read"):  # see gradsmith.discovery.fresh_ctx
+        read = ", ".join(f"`{r}`" for r in found["ctx_read"])
+        return (f"`{found['code']}` reads {read} before forward has saved or set anything on "
+                "ctx: a new ctx is the same on every call (nothing saved, no attribute set), so "
+                "this raises whatever the inputs, and no input can make this Function run",
+                "read saved tensors and ctx attributes in backward, after forward stored them; "
+                "a backward written as a second `def forward` replaces the real forward "
+                "(name it `backward`)")
     cause = (f"`{found['call']}` reads no argument of forward, no ctx value and nothing "
              "derived from them, and forward reaches it on every call: it raises whatever the "
              "inputs, so no input can make this Function run")
