@@ -61,6 +61,7 @@ from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
 from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.lengths import read_fft_lengths
+from gradsmith.discovery.marginals import marginal_doubt, marginal_inputs
 from gradsmith.discovery.matrix_maps import flagged_maps, matrix_givers
 from gradsmith.discovery.module_settings import fill_settings
 from gradsmith.discovery.none_required import numbered_plans
@@ -76,7 +77,6 @@ from gradsmith.discovery.process_group import (
 from gradsmith.discovery.project_examples import through_examples
 from gradsmith.discovery.repair import repair_plans, repaired_doubt
 from gradsmith.discovery.repair_variants import flag_variants
-from gradsmith.discovery.second_guess import with_second_guesses
 from gradsmith.discovery.replans import (
     as_index,
     as_numbers,
@@ -84,6 +84,7 @@ from gradsmith.discovery.replans import (
     as_tensors,
     with_contract,
 )
+from gradsmith.discovery.second_guess import with_second_guesses
 from gradsmith.discovery.sentinels import equality_sentinels, with_sentinels
 from gradsmith.discovery.shape_contracts import finished, read_contracts, with_contracts
 from gradsmith.discovery.simplexes import read_simplexes
@@ -236,9 +237,13 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                     found, owner, names, lambda a: probe(call, list(a)) is True
                     and backward_error(call, a) is None, seed)) is not None:
                 return made  # linalg.eig written for complex normal (unitary) matrices
+            if (fits := marginal_inputs(found, slots, lambda a: probe(call, list(a)) is True
+                                        and backward_error(call, a) is None)) is not None:
+                return fits  # mu (1, n, 1), nu (1, 1, k): marginals of C (b, n, k)
+            said = doubt(fn, found.doubt, slots, hints, given) or marginal_doubt(
+                fn, found.doubt, slots, hints, found.args)
             return with_second_guesses(found, stated_or(fn, params, hints, seed, replace(
-                found, doubt=doubt(fn, found.doubt, slots, hints, given))), call, plans, slots,
-                                       seed, dtype, given)
+                found, doubt=said)), call, plans, slots, seed, dtype, given)
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
     if (sparse := sparse_inputs(call, target, params, seed)) is not None:
