@@ -30,6 +30,7 @@ from gradsmith.linter.rules import (  # noqa: F401
     _perf,
     _precomputed,
     _recompute,
+    _redefined,
     _rng,
     _saved_reads,
     _shape,
