@@ -96,6 +96,7 @@ from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.through_callers import through_callers
 from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.varargs import counted_by_backward, named_positions
+from gradsmith.discovery.working_dir import in_home
 from gradsmith.discovery.variants import Variant
 
 __all__ = ["NoInputs", "Synthesized", "Variant", "synthesize"]
@@ -122,6 +123,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
     """
     settings = fill_settings(fn)  # global_args = None at import: the project's defaults
     found = _synthesize(fn, seed)
+    if isinstance(found, NoInputs) and (moved := in_home(fn, found.reason)) is not None:
+        found = moved(lambda: synthesize(fn, seed))  # forward opens a file next to its module
     if settings and isinstance(found, Synthesized):
         found = with_note(found, settings)
     # forward or backward calls torch.distributed and no group exists: a group of one, said
@@ -246,7 +249,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
                 found, doubt=said)), call, plans, slots, seed, dtype, given)
     if (stated := inputs_from_code(fn, params, hints, seed)) is not None:
         return Synthesized(*stated, seed=seed)
-    if (sparse := sparse_inputs(call, target, params, seed)) is not None:
+    if (sparse := sparse_inputs(call, target, params, seed, plans[0])) is not None:
         return sparse  # torch.sparse_coo_tensor(indices, values, shape) of three parameters
     if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
         found, slots = fixed
