@@ -96,8 +96,8 @@ from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.through_callers import through_callers
 from gradsmith.discovery.uses import argument_uses
 from gradsmith.discovery.varargs import counted_by_backward, named_positions
-from gradsmith.discovery.working_dir import in_home
 from gradsmith.discovery.variants import Variant
+from gradsmith.discovery.working_dir import in_home
 
 __all__ = ["NoInputs", "Synthesized", "Variant", "synthesize"]
 
