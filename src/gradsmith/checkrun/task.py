@@ -32,6 +32,7 @@ from gradsmith.discovery import (
 from gradsmith.discovery.doubt import phase_doubt
 from gradsmith.discovery.lacked import lacked_by_synthesised
 from gradsmith.discovery.probe import complex_of_real
+from gradsmith.discovery.working_dir import kept
 from gradsmith.isolation.task import exception_text
 from gradsmith.repro.capture import MAX_INLINE, capture_args, capture_ties
 
@@ -60,8 +61,10 @@ _WARMED: set[str] = set()
 
 def run(candidate: Candidate, example_index: int | None, options: dict,
         html: bool = False) -> dict:
-    """Check one candidate on one example (see :func:`check_candidate`)."""
-    return check_candidate(candidate, example_index, options, html)
+    """Check one candidate on one example (see :func:`check_candidate`), in the working
+    directory it started in whatever folder the check ran in (discovery.working_dir)."""
+    with kept():
+        return check_candidate(candidate, example_index, options, html)
 
 
 def raised(what: str, candidate: Candidate, example_index: int | None, options: dict,

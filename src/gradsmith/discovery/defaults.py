@@ -305,6 +305,30 @@ def _returned_count(value: ast.AST | None, backward: ast.AST) -> int | None:
         return None if any(isinstance(e, ast.Starred) for e in value.elts) else len(value.elts)
     defs = [n for n in ast.walk(backward) if isinstance(n, ast.FunctionDef)]
     incoming = {a.arg for a in defs[0].args.args[1:]} if defs else set()
+    if isinstance(value, ast.Name) and value.id not in incoming:  # `grad = 2 * g.real; return grad`
+        sets = [n for n in ast.walk(backward) if isinstance(n, (ast.Assign, ast.AugAssign,
+                ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)) and any(
+            isinstance(t, ast.Name) and t.id == value.id for t in ast.walk(
+                n.target if not isinstance(n, (ast.Assign, ast.With)) else
+                ast.Tuple([*n.targets] if isinstance(n, ast.Assign) else
+                          [i.optional_vars for i in n.items if i.optional_vars], ast.Load())))]
+        if len(sets) == 1 and isinstance(sets[0], ast.Assign) and len(sets[0].targets) == 1 \
+                and isinstance(sets[0].targets[0], ast.Name):
+            return 1 if _one_tensor(sets[0].value, incoming) else None
     while isinstance(value, (ast.BinOp, ast.UnaryOp)):
         value = value.left if isinstance(value, ast.BinOp) else value.operand
     return 1 if isinstance(value, ast.Name) and value.id in incoming else None
+
+
+def _one_tensor(value: ast.AST, incoming: set[str]) -> bool:
+    """Arithmetic of numbers, incoming gradients and ``torch.<fn>(...)`` calls only (one tensor,
+    never a tuple), reading an incoming gradient (``2 * torch.real(torch.conj(g) * d)``)."""
+    nodes = list(ast.walk(value))
+    for node in nodes:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Starred, ast.Subscript)):
+            return False
+        if isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch"):
+            return False
+    return any(isinstance(n, ast.Name) and n.id in incoming for n in nodes)
