@@ -110,6 +110,16 @@ ROWS: dict[str, Code] = {
         "invented object's error, not shown to be the Function's; later checks do not run and "
         "the verdict is INCOMPLETE",
         "register example inputs with a real object for that argument (@gradsmith.example)"),
+    "unconfirmed-guess": Code(
+        "warning", "gradients",
+        "zero-config only: the first input set's only errors compare backward with forward "
+        "(gradient-mismatch, backward-error, nan-gradient, double-backward-mismatch), and an "
+        "argument's kind or shape there was a guess (a callable, an object, an int, a secondary "
+        "tensor's shape); on another candidate for that argument, where forward and backward "
+        "run, the Function passes: the errors are kept as warnings and the verdict is "
+        "INCOMPLETE. Where the errors hold on every other candidate, or none runs, they stay "
+        "errors and say which arguments were guesses",
+        "register an example with a real value for the argument named (@gradsmith.example)"),
     "broken-compile-cache": Code(
         "warning", "any",
         "forward or backward failed loading a compiled file from this machine's compile cache "

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from gradsmith.checkrun.guesses import confirmed, guess_checks
 from gradsmith.checkrun.partial import add_partial, snapshot
 from gradsmith.checkrun.sets import check_sets
 from gradsmith.discovery import (
@@ -184,7 +185,8 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
     defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
     try:
-        args, surrogate, merged, inputs, variants, doubt = _inputs(obj, example_index, options)
+        args, surrogate, merged, inputs, variants, doubt, others = _inputs(
+            obj, example_index, options)
         merged = {**defaults, **merged}
     except _Skip as skip:
         return row(candidate, label, "skip", reason=str(skip))
@@ -228,6 +230,10 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     if example_index is None and (lacked := lacked_by_synthesised(obj, args, report.errors)):
         return row(candidate, label, "skip", reason=lacked, inputs=inputs,
                    elapsed=time.perf_counter() - started)  # op.adjoint on a synthesised module
+    if example_index is None and not reshaped:  # a FAIL on guessed inputs holds on another guess
+        report = confirmed(report, args, others, lambda a: check_sets(
+            obj, label, surrogate, {**merged, "checks": guess_checks(merged)}, "",
+            [("", a)], True)[0])
     if reshaped:  # the exact inputs the findings came from
         record = _repro_record(candidate, obj, seed, sets, inline_limit)
     repro = None if report.passed else record
@@ -267,12 +273,12 @@ def _inputs(obj: Any, example_index: int | None, options: dict):
         if isinstance(found, NoInputs):
             raise _Skip(found.reason)
         return (found.args, None, dict(options), f"synthesised: {found.description}",
-                found.variants, found.doubt)
+                found.variants, found.doubt, found.others)
     ex = examples_of(obj)[example_index]
     merged = {**ex.options, **options}
     if ex.reference is not None:  # judged against it (outputs and gradients), see checker
         merged.setdefault("reference", ex.reference)
-    return ex.make_args(), ex.surrogate, merged, "registered example", (), ""
+    return ex.make_args(), ex.surrogate, merged, "registered example", (), "", None
 
 
 def _repro_record(candidate: Candidate, obj: Any, seed: int, sets: list, inline_limit) -> dict:

@@ -8,7 +8,8 @@ flavour until forward *and* backward run. :class:`Synthesized` and :class:`NoInp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
@@ -31,6 +32,10 @@ class Synthesized:
     #: backward-error on these inputs is not shown to be the Function's (the row is a skip).
     #: Inside :func:`first_working`, backward's error on the layout returned.
     doubt: str = ""
+    #: Called with the checked arguments when the check fails on them: the other candidates
+    #: for the arguments that were guesses (see :mod:`~gradsmith.discovery.second_guess`);
+    #: ``None`` where the inputs are the project's or the code states them.
+    others: Callable[[tuple], tuple] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
