@@ -56,6 +56,7 @@ from gradsmith.discovery.function_pairs import adjoint_pairs
 from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
+from gradsmith.discovery.int_tuples import int_sequences, tupled_plans
 from gradsmith.discovery.integer_outputs import integer_output_inputs
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
@@ -210,6 +211,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     plans += [p for p in map(as_index, list(plans)) if p is not None]
     plans += [p for p in map(as_small_ints, list(plans)) if p is not None]
     plans += [p for p in map(as_numbers, list(plans)) if p is not None]
+    if tupled := int_sequences(owner, target, names):  # input.shape[-len(block_shape):]
+        plans += tupled_plans(plans, tupled)  # last: a Function that ran before is unchanged
     plans = numbered_plans(plans, owner, target, names)  # assert bits is not None: a number
     raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
     given = {p.name for p in params if p.default is not p.empty}
