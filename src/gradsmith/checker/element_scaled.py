@@ -35,9 +35,14 @@ ROLES = ((True, 0), (True, 1), (False, 0), (False, -1))
 
 
 def terms(name: str, u: torch.Tensor, d: torch.Tensor,
-          tensors: list[tuple[str, torch.Tensor]], pos: torch.Tensor) -> Iterator[str]:
+          tensors: list[tuple[str, torch.Tensor]], pos: torch.Tensor,
+          pairs: list[tuple[str, torch.Tensor]] | None = None) -> Iterator[str]:
     """Terms of ``u`` (written ``name``) for backward's derivative ``d``, each tensor argument
-    ``(n, values)`` (flattened, indexed by ``pos``) as the width or slope per element."""
+    ``(n, values)`` (flattened, indexed by ``pos``) as the width or slope per element;
+    ``pairs`` (all of ``tensors`` when None): the arguments tried as an amplitude with a slope
+    from another. The binarisers that do this take both as settings (no gradient) and are not
+    shifted: asked for every shift and every argument, this search, quadratic in the
+    arguments, took 20 s of a batch norm's 27 (five same-shaped tensors, three learned)."""
     from gradsmith.checker import surrogate_fit as sf  # it calls this module
 
     arg = f"({name})" if " " in name else name
@@ -49,14 +54,15 @@ def terms(name: str, u: torch.Tensor, d: torch.Tensor,
         yield from _triangles(arg, u, d, a, src, sf)
         yield from _scaled_terms(arg, u, d, a, src, sf)
     # an amplitude from another argument, a slope from an argument's magnitude (IRNet, RBNN)
-    for n, values in tensors:
+    pairs = tensors if pairs is None else pairs
+    for n, values in pairs:
         a = values[pos]
         if not bool(torch.isfinite(a).all()) or not bool((a != 0).all()):
             continue
         slopes = [(a, f"{n}.detach()")]
         if bool((a < 0).any()) and bool((a > 0).any()):
             slopes.append((a.abs(), f"{n}.detach().abs()"))
-        for m, amp in tensors:
+        for m, amp in pairs:
             b = amp[pos]
             if m == n or not bool(torch.isfinite(b).all()) or not bool((b != 0).all()):
                 continue

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 
 import torch
 
-from gradsmith.checker import spread, suggest
+from gradsmith.checker import spread, suggest, tensor_bounds
 from gradsmith.checker.estimator_signature import Signature
 from gradsmith.checker.numerics import InputResult
 from gradsmith.checker.problem import Problem
@@ -146,6 +146,10 @@ def _candidates(session, names, roles) -> Iterator[str]:
         for lo in ["0"] + [n for n, _ in numbers]:
             yield f"torch.minimum({x}.clamp(min={lo}), {a})"
         yield f"torch.maximum(torch.minimum({x}, {a}), -{a})"
+    # clip edges that are tensors (a fixed lower clip, two learned clips) and PACT+ (levels
+    # from a bit width), tried only when the number-edged ones above ran out
+    yield from tensor_bounds.learned_clips(args.values, names, args.position(t_x),
+                                           [n for n, _ in params], numbers)
 
 
 def _step(x, s, b, lo, hi, g, layout, q, c, s_, b_) -> str:

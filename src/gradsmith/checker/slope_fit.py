@@ -40,6 +40,39 @@ def fit_smooth(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float] |
     return c / p, p
 
 
+def fit_screened(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float] | None:
+    """:func:`fit_smooth`, after a screen that rejects a ``d`` whose signs no slope can give
+    (for a fixed family ``deriv``: its sign test is remembered per function object)."""
+    if _breaks_sign(u, d, float(d.abs().max()), deriv):
+        return None
+    return fit_smooth(u, d, deriv)
+
+
+def _sign_fixed(deriv) -> bool:
+    """Whether the sign of family derivative ``F'(p u)`` is the same for every slope ``p > 0``
+    (it depends on the sign of ``u`` only: sigmoid's, a Gaussian's, a tanh's; not a cosine's),
+    checked on a wide probe and remembered per family. Then ``d = A p F'(p u)`` has the sign
+    of ``A F'(u)`` wherever both are non-zero, and a ``d`` that breaks this fits no slope: the
+    search (half a second for a batch norm's nine shifted inputs with four tensor arguments
+    each) is spared."""
+    known = _SIGN_FIXED.get(deriv)
+    if known is None:
+        with torch.no_grad():
+            signs = torch.stack([torch.sign(deriv(_PROBE * k)) for k in (1e-2, 1e-1, 1, 10)])
+        known = _SIGN_FIXED[deriv] = not bool(((signs > 0).any(0) & (signs < 0).any(0)).any())
+    return known
+
+
+def _breaks_sign(u: torch.Tensor, d: torch.Tensor, scale: float, deriv) -> bool:
+    """Whether ``d`` times the sign of ``F'(u)`` takes both signs (beyond :data:`FIT`)."""
+    if not _sign_fixed(deriv):
+        return False
+    w = d * torch.sign(deriv(u))
+    return bool((w > FIT * scale).any()) and bool((w < -FIT * scale).any())
+
+
+_PROBE = torch.linspace(-30, 30, 241, dtype=torch.float64)
+_SIGN_FIXED: dict = {}
 _REFINE = 33  # points per refinement round: the bracket (two neighbours) shrinks 16-fold
 _ROUNDS = 12  # 0.046 (two grid steps in log p) / 16**12: below a float64 ulp of log(p)
 _BATCH_ELEMENTS = 1 << 20  # slopes x sample points evaluated in one tensor expression

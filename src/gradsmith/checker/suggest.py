@@ -46,6 +46,7 @@ from gradsmith.checker import (
     moved_numbers,
     spread,
     surrogate_fit,
+    tensor_bounds,
 )
 from gradsmith.checker.inputs import _parameter_names, overrides
 from gradsmith.checker.problem import Problem
@@ -263,7 +264,8 @@ def _surrogate(session, names, sigs, v, grads) -> str | None:
         lookup += binarised.terms(session, names, top)  # x @ sign(W).T, W straight through
         simple: Iterable[str] = (lookup + _terms(names[top], numbers)
                                  + _masked_by_output(session, names, top)
-                                 + argument_scaled.terms(session, names, top))
+                                 + argument_scaled.terms(session, names, top)
+                                 + tensor_bounds.terms(subject.args.values, names, top, numbers))
         # every examined element in a clamped tail reads as plain straight-through
         if sig is not None and sig.kind in ("straight-through", "straight-through-saturating"):
             simple = itertools.chain(simple, _clamped(session, names, top, t, numbers))

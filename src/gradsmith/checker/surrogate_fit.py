@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 
 from gradsmith.checker import element_scaled, multi_gaussian
-from gradsmith.checker.slope_fit import FIT, fit_smooth
+from gradsmith.checker.slope_fit import FIT, fit_screened, fit_smooth
 
 # (surrogate F as Python source of u, its derivative F')
 SMOOTH: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
@@ -97,7 +97,8 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
                 yield from _render_smooth(name + shift, source, fit, numbers)
     # a width or slope that is a tensor argument, element by element
     for shift, values in shifts:
-        yield from element_scaled.terms(name + shift, xv - values, d, tensors, pos)
+        yield from element_scaled.terms(name + shift, xv - values, d, tensors, pos,
+                                        [] if shift else _settings(session, tensors))
     # last (the costliest search): a centre Gaussian less two wide side ones (Yin et al.)
     yield from multi_gaussian.terms(name, xv, d)
     for n, a in tensors:  # straight-through scaled by another argument, element by element
@@ -147,7 +148,7 @@ def _fit_exp(u: torch.Tensor, d: torch.Tensor, deriv) -> tuple[float, float] | N
 GROWING: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
     "exp": ("torch.exp({u})", torch.exp),
 }
-_FITS = ([(source, deriv, fit_smooth) for source, deriv in SMOOTH.values()]
+_FITS = ([(source, deriv, fit_screened) for source, deriv in SMOOTH.values()]
          + [(source, deriv, _fit_periodic) for source, deriv in PERIODIC.values()]
          + [(source, deriv, _fit_exp) for source, deriv in GROWING.values()])
 _STEPS = (1, 0.5)  # where floor's and round's first steps are, written as literals in backward
@@ -207,6 +208,16 @@ class _Oracle:
             else:
                 b = mid
         return (a + b) / 2
+
+
+def _settings(session, tensors: list[tuple[str, torch.Tensor]]
+              ) -> list[tuple[str, torch.Tensor]]:
+    """Those of ``tensors`` (by name) whose argument is not differentiated: a setting."""
+    from gradsmith.checker.suggest import names
+
+    learned = {n for n, a in zip(names(session), session.subject.args.values)
+               if isinstance(a, torch.Tensor) and a.requires_grad}
+    return [(n, a) for n, a in tensors if n not in learned]
 
 
 def _same_shaped(session, t: int, x: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
