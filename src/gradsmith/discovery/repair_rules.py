@@ -223,4 +223,20 @@ def _dims(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
     return out[:3]
 
 
-_RULES = (_sizes, _view, _dims, *KIND_RULES)
+def _into(text, args, tensors, numbers, first, said, line, local) -> list[Edit]:
+    """An in-place write into an argument (``buffer.copy_(clip_val)``, ``out.add_(y)``) whose
+    shape cannot hold the result: the argument written into, in the result's shape (a
+    running statistic or a clip value buffer the Function updates, usually one element)."""
+    m = re.search(r"output with shape \[([\d, ]*)\] doesn't match the broadcast shape "
+                  r"\[([\d, ]*)\]", text)
+    if not m:
+        return []
+    have = tuple(int(n) for n in m[1].split(",") if n.strip())
+    want = tuple(int(n) for n in m[2].split(",") if n.strip())
+    written = [i for name in re.findall(r"\b(\w+)\.\w+_\(", line)
+               for i in identical(args, local.get(name, NOTHING))]
+    return [Edit(i, "shape", want, f"{said}: the shape written into it") for i in dict.fromkeys(
+        written + tensors) if i in tensors and tuple(args[i].shape) == have][:1]
+
+
+_RULES = (_sizes, _view, _dims, _into, *KIND_RULES)
