@@ -150,6 +150,16 @@ def _candidates(session, names, roles) -> Iterator[str]:
     # from a bit width), tried only when the number-edged ones above ran out
     yield from tensor_bounds.learned_clips(args.values, names, args.position(t_x),
                                            [n for n, _ in params], numbers)
+    # a learned step divided by a number (LSQ written with the levels' range r: round(clamp(
+    # x r / s, lo, hi)) s / r, the step s / r): tried after every plain step
+    for s, sv in params:
+        if sv.numel() != 1:
+            continue
+        for n in [n for n, val in numbers if val not in (0, 1)]:
+            for (lo, hi) in pairs:
+                for g in scales:
+                    if n not in (lo, hi, g):
+                        yield _step(x, f"({s} / {n})", None, lo, hi, g, "", q, c, s_, b_)
 
 
 def _step(x, s, b, lo, hi, g, layout, q, c, s_, b_) -> str:

@@ -43,6 +43,7 @@ from gradsmith.checker import (
     declared,
     gathered,
     ignored_args,
+    literal_clip,
     moved_numbers,
     spread,
     surrogate_fit,
@@ -381,7 +382,8 @@ def _modification(session, names, sigs, v, grads) -> str | None:
         return None
     grad = _grad_name(names)
     params = ", ".join(names)
-    for body in _modifications(session, names, problem.xs[sig.t], grad):
+    literal = literal_clip.candidates(grad, split[0], grads[sig.t]) if len(split) == 1 else []
+    for body in _modifications(session, names, problem.xs[sig.t], grad) + literal:
         source = f"lambda {params}, {grad}: {returned(names, {top: body})}"
         got = _try(session, "intended", _compile(source, session), v, problem.xs, split)
         if got is not None and all(_matches(g, w, session) for g, w in zip(grads, got)):
