@@ -62,6 +62,7 @@ from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
 from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.lengths import read_fft_lengths
+from gradsmith.discovery.magnitudes import at_magnitude
 from gradsmith.discovery.marginals import marginal_doubt, marginal_inputs
 from gradsmith.discovery.matrix_maps import flagged_maps, matrix_givers
 from gradsmith.discovery.module_settings import fill_settings
@@ -134,6 +135,8 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         found = _synthesize(fn, seed)
         if isinstance(found, Synthesized):
             found = with_note(found, ASSUMED)
+    if isinstance(found, Synthesized):  # flat with zero backward near 0: a wavelength in nm
+        found = at_magnitude(signature(fn)[0], found)
     if isinstance(fn, type) and (isinstance(found, NoInputs) or found.doubt):  # a skip:
         found = through_callers(fn, seed, found)  # the project's own callers know the inputs
     if isinstance(fn, type) and (isinstance(found, NoInputs) or found.doubt):
