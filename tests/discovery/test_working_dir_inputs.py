@@ -93,3 +93,41 @@ def test_the_command_line_row_and_the_working_directory_after_it(project, capsys
     out = capsys.readouterr().out
     assert code == 0 and "1 passed" in out, out
     assert os.getcwd() == root  # restored after the row
+
+
+IMPORTED = """
+    import torch
+
+    with open("data/scale.txt") as f:
+        SCALE = float(f.read())
+
+
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return SCALE * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return FACTOR * SCALE * g
+"""
+
+
+@pytest.mark.parametrize("factor", ["1", "2"])
+def test_a_module_reading_its_data_on_import_is_imported_next_to_it(
+        tmp_path, monkeypatch, capsys, factor):
+    from gradsmith.cli import main
+    from gradsmith.discovery.collect import load_module
+
+    example = tmp_path / "proj" / "example"
+    write(example / "data" / "scale.txt", "1.5\n")
+    path = write(example / f"imported_{factor}.py", IMPORTED.replace("FACTOR", factor))
+    monkeypatch.chdir(tmp_path / "proj")
+    root = os.getcwd()
+    assert load_module("file", path).SCALE == 1.5  # before: import failed, FileNotFoundError
+    assert os.getcwd() == root  # restored at once
+    code = main(["check", f"example/imported_{factor}.py::Scaled", "--no-isolate", "--no-compat"])
+    out = capsys.readouterr().out
+    assert "import failed" not in out and (code == 0) is (factor == "1"), out
+    assert ("1 passed" in out) is (factor == "1")
+    assert os.getcwd() == root

@@ -22,14 +22,32 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
 
+from gradsmith.discovery.working_dir import home_of_file, kept, missing_file
+
 
 def import_file(path: Path) -> ModuleType:
-    """The module at ``path``; what it raises on import propagates."""
+    """The module at ``path``; what it raises on import propagates. A module that opens a
+    file by a path relative to the working directory, which exists next to it (an example
+    folder's data), is imported from that folder (:mod:`gradsmith.discovery.working_dir`)."""
+    try:
+        return _import_file(path)
+    except FileNotFoundError as exc:
+        relative = missing_file(exc)
+        place = home_of_file(path, relative) if relative else None
+        if place is None:
+            raise
+        with kept():
+            os.chdir(place)
+            return _import_file(path)
+
+
+def _import_file(path: Path) -> ModuleType:
     level = _relative_level(path)
     package_parts, root = _package_of(path, level)
     if package_parts:

@@ -10,7 +10,9 @@ or a folder between it and the project root (the working directory gradsmith was
 when the module is inside it), the checks run there; the Inputs column says so. Nothing is
 guessed: the file the code asked for must exist at that place.
 
-The task restores the working directory after the row (:func:`kept`).
+The task restores the working directory after the row (:func:`kept`). A module that reads such a
+file when imported is imported there (:func:`gradsmith.discovery.file_import.import_file`), and
+the working directory is restored at once: forward's own reads are looked after as above.
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ from typing import Any
 _MISSING = re.compile(r"No such file or directory: '([^']+)'|FileNotFoundError: (\S+) not found")
 
 
+def missing_file(exc: BaseException) -> str | None:
+    """The relative path a ``FileNotFoundError`` names (``open``'s ``filename``, or NumPy's
+    "x not found." message), or None."""
+    if not isinstance(exc, FileNotFoundError):
+        return None
+    name = exc.filename if isinstance(exc.filename, str) else None
+    return name if name and not os.path.isabs(name) else missing_relative(
+        f"FileNotFoundError: {exc}")
+
+
 def missing_relative(reason: str) -> str | None:
     """The relative path a ``FileNotFoundError`` in ``reason`` names, or None."""
     m = _MISSING.search(reason or "")
@@ -42,9 +54,13 @@ def home_of(fn: Any, relative: str) -> Path | None:
         source = inspect.getsourcefile(fn.forward if isinstance(fn, type) else fn)
     except (TypeError, AttributeError):
         return None
-    if source is None:
-        return None
-    folder, here = Path(source).resolve().parent, Path.cwd().resolve()
+    return None if source is None else home_of_file(Path(source), relative)
+
+
+def home_of_file(source: Path, relative: str) -> Path | None:
+    """The folder, from the one holding ``source`` up to the project root (the working
+    directory, when ``source`` is inside it), below which ``relative`` exists, or None."""
+    folder, here = source.resolve().parent, Path.cwd().resolve()
     stops = [folder, *folder.parents] if folder.is_relative_to(here) else [folder]
     for place in stops:
         if (place / relative).exists():
