@@ -73,8 +73,8 @@ def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
             report.sort()
             return report
     held = ("the error held on the other candidates tried: " + "; ".join(
-        g.said for g in guesses) if guesses else "no other candidate for them runs forward "
-            "and backward")
+        g.said for g in guesses) if guesses else f"no other candidate for "
+            f"{'it' if len(names) == 1 else 'them'} runs forward and backward")
     for f in errors:
         if names:
             f.details["guessed"] = list(names)

@@ -95,6 +95,8 @@ def second_guesses(call, plans: list[list[Slot]], won: list[Slot], failed: tuple
             continue
         for variant in _flavoured(plan):
             for layout in layouts_for(variant):
+                if time.perf_counter() - started > _SECONDS:
+                    return found
                 try:
                     args, _ = build_args(variant, layout, seed, dtype=dtype)
                 except Exception:  # noqa: BLE001 - a plan that does not build: not a candidate
@@ -110,8 +112,7 @@ def second_guesses(call, plans: list[list[Slot]], won: list[Slot], failed: tuple
                 if probe(call, list(args)) is True and backward_error(call, tuple(args)) is None:
                     fresh, _ = build_args(variant, layout, seed, dtype=dtype)
                     found.append(Guess(tuple(fresh), changed))
-                if len(found) >= _CANDIDATES or probes >= _PROBES or \
-                        time.perf_counter() - started > _SECONDS:
+                if len(found) >= _CANDIDATES or probes >= _PROBES:
                     return found
     return found
 
@@ -126,8 +127,11 @@ def _masked(failed: tuple, names: list[str], free: set[str]) -> tuple | None:
     for i, (name, value) in enumerate(zip(names, failed)):
         if name in free and isinstance(value, torch.Tensor) and value.is_floating_point() \
                 and not value.requires_grad and value.numel() >= 2:
-            out[i] = (torch.arange(value.numel()) % 2).reshape(value.shape).to(value.dtype)
-    return None if all(a is b for a, b in zip(out, failed)) else tuple(out)
+            out[i] = (torch.arange(value.numel()) % 2).reshape(value.shape).to(value)
+    if all(a is b for a, b in zip(out, failed)):
+        return None
+    return tuple(a.detach().clone().requires_grad_(a.requires_grad)  # forward may write
+                 if isinstance(a, torch.Tensor) and a is b else a for a, b in zip(out, failed))
 
 
 def _linear(plan: list[Slot], free: set[str]) -> list[Slot]:
@@ -161,8 +165,11 @@ def _kind(value: Any) -> str:
 
     if isinstance(value, torch.Tensor):
         layout = "" if value.layout == torch.strided else f" {value.layout}"
-        bits = value.layout == torch.strided and value.is_floating_point() and bool(
-            ((value == 0) | (value == 1)).all())
+        try:
+            bits = value.layout == torch.strided and value.is_floating_point() and bool(
+                ((value == 0) | (value == 1)).all())
+        except Exception:  # noqa: BLE001 - a meta or quantised tensor: no values to read
+            bits = False
         return (f"{str(value.dtype).replace('torch.', '')} {tuple(value.shape)}{layout}"
                 + (" of 0/1" if bits and value.numel() >= 2 else ""))
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -177,7 +184,10 @@ def with_second_guesses(found: Any, final: Any, call, plans: list[list[Slot]], w
                         seed: int, dtype: str, given: set[str]) -> Any:
     """``final`` (``found`` after its last touches) able to list its other candidates, unless
     the touches changed an argument's kind or shape (the layout the code states)."""
-    if [_kind(a) for a in found.args] != [_kind(a) for a in final.args]:
+    try:
+        if [_kind(a) for a in found.args] != [_kind(a) for a in final.args]:
+            return final
+    except Exception:  # noqa: BLE001 - an argument we cannot describe: no second guesses
         return final
     plans = [list(p) for p in plans]  # the search mutates function slots' flavour in place
     won = [replace(s) for s in won]
