@@ -8,6 +8,8 @@ guessed argument (a seeded linear map): the correct Function passes there, so th
 INCOMPLETE (exit non-zero, never PASS) with an ``unconfirmed-guess`` warning naming the
 argument, the guess that failed and the candidate that passed; a backward that is wrong by a
 factor of 2 fails on every candidate and keeps its FAIL, saying which argument was a guess.
+The same holds for a data tensor the code reads as a mask (``keep != 0``), tried with 0/1
+values; weights it only multiplies get no 0/1 candidate, so a wrong power of them still FAILs.
 """
 
 import json
@@ -118,9 +120,31 @@ def test_a_mask_backward_on_a_guessed_gaussian_mask_is_incomplete(gradsmith_cli,
     torch.testing.assert_close(g * (keep != 0), x.grad)
 
 
-def test_a_backward_that_forgets_the_mask_still_fails(gradsmith_cli, write):
-    code, row = _keep(gradsmith_cli, write, "g")
+def test_a_backward_that_inverts_the_mask_still_fails(gradsmith_cli, write):
+    code, row = _keep(gradsmith_cli, write, "g * (keep == 0)")
     assert (code, row["verdict"], row["error"]) == (1, "fail", None), row["text"]
     errors = [f for f in row["report"]["findings"] if f["severity"] == "error"]
     assert {f["code"] for f in errors} == {"gradient-mismatch"}
     assert errors[0]["details"]["guessed"] == ["keep"] and "of 0/1" in errors[0]["message"]
+
+
+def test_weights_only_multiplied_are_no_mask_so_a_wrong_power_still_fails(gradsmith_cli, write):
+    # x * w with backward g * w * w: right on 0/1 weights only, and nothing reads w as a mask
+    path = write("weighted.py", """
+    class Weighted(Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            w, = ctx.saved_tensors
+            return g * w * w, None
+    """)
+    code, out, _ = gradsmith_cli(path, "--no-isolate", "--no-compat", "--format", "json")
+    row, = json.loads(out)["results"]
+    assert (code, row["verdict"], row["error"]) == (1, "fail", None), row["text"]
+    assert "gradient-mismatch" in {f["code"] for f in row["report"]["findings"]
+                                   if f["severity"] == "error"}
+    assert not [f for f in row["report"]["findings"] if f["code"] == "unconfirmed-guess"]

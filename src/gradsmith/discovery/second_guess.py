@@ -84,7 +84,7 @@ def second_guesses(call, plans: list[list[Slot]], won: list[Slot], failed: tuple
     found: list[Guess] = []
     seen: set[tuple] = {tuple(before)}
     probes, started = 0, time.perf_counter()
-    masked = _masked(failed, names, free)  # the same inputs, guessed data tensors made 0/1
+    masked = _masked(failed, names, free & mask_uses(getattr(call, "__self__", None)))
     if masked is not None and probe(call, list(masked)) is True and \
             backward_error(call, masked) is None:
         found.append(Guess(masked, {n: (b, a) for n, b, a in zip(
@@ -117,10 +117,51 @@ def second_guesses(call, plans: list[list[Slot]], won: list[Slot], failed: tuple
     return found
 
 
+def mask_uses(owner: Any) -> set[str]:
+    """Names a Function's forward, setup_context or backward uses as masks: ``m.bool()``,
+    ``m == 0`` (``!=``, 1), ``masked_fill(m, ...)``, ``where(m, ...)``, ``x[m]``. A data
+    tensor only multiplied (a loss's weights) is no mask: 0/1 values would hide a wrong
+    power of it, so it gets no 0/1 candidate.
+
+    Example:
+        >>> import torch
+        >>> class Keep(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x, keep, w):
+        ...         return x * keep * w
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g * (keep != 0) * w, None, None
+        >>> sorted(mask_uses(Keep))
+        ['keep']
+    """
+    import ast
+
+    from gradsmith.discovery.source import method_trees
+
+    found: set[str] = set()
+    for tree in (method_trees(owner) if isinstance(owner, type) else {}).values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "bool" and isinstance(node.func.value, ast.Name):
+                    found.add(node.func.value.id)
+                elif node.func.attr in ("masked_fill", "where") and node.args and isinstance(
+                        node.args[0], ast.Name):
+                    found.add(node.args[0].id)
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+                    node.ops[0], (ast.Eq, ast.NotEq)):
+                sides = (node.left, node.comparators[0])
+                if any(isinstance(x, ast.Constant) and x.value in (0, 1) for x in sides):
+                    found |= {x.id for x in sides if isinstance(x, ast.Name)}
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name):
+                found.add(node.slice.id)
+    return found
+
+
 def _masked(failed: tuple, names: list[str], free: set[str]) -> tuple | None:
-    """``failed`` with each guessed tensor that needs no gradient given 0/1 values (both
-    present), as a mask forward multiplies by or selects with has: the kind masks.py gives
-    a tensor forward uses as a mask. ``None`` when there is none."""
+    """``failed`` with each guessed tensor that needs no gradient and that the code uses as a
+    mask (:func:`mask_uses`) given 0/1 values (both present), the kind masks.py gives a
+    tensor forward uses as a mask. ``None`` when there is none."""
     import torch
 
     out = list(failed)
