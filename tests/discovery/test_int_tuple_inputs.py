@@ -74,3 +74,11 @@ def test_a_planted_overwriting_backward_still_fails():
 class _Ctx:
     def __init__(self, shape):
         self.im_size, self.pairs = tuple(shape[-1:]), [(2, 1)]
+
+
+def test_annotations_decide_over_uses():
+    def forward(ctx, x, grid: tuple[int, ...], width: float | tuple[float, ...]):
+        n = len(width) if isinstance(width, tuple) else len(grid)  # len(): a sequence use
+        return x * n
+
+    assert int_sequences(None, forward, ["x", "grid", "width"]) == {"grid"}

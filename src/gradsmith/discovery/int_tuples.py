@@ -12,8 +12,9 @@ the parameter to (a few levels deep): a parameter is a **sequence of integers** 
 
 - it is annotated so (``tuple[int, ...]``, ``Sequence[int]``, ``List[int]``), or
 - the code takes its ``len()``, ``zip``\\s it, star-unpacks it (``torch.zeros(*shape)``) or
-  makes it a ``tuple``/``list``, and never uses it as a tensor (no tensor method or
-  attribute anywhere it is read).
+  makes it a ``tuple``/``list``, never uses it as a tensor (no tensor method or attribute
+  anywhere it is read), and no annotation says otherwise (``width: float | tuple[float,
+  ...]`` stays a float).
 
 :func:`tupled_plans` gives the plans with each such parameter a one-element tuple (``(1,)`` for
 a stride, ``(2,)`` otherwise): one element fits the last dimension of any tensor the layouts
@@ -52,7 +53,7 @@ def int_sequences(owner: Any, target: Any, names: list[str]) -> set[str]:
             for helper, passed in followed(target, tree, known, owner if isinstance(
                     owner, type) else None, package=True):
                 _read(helper, passed, used, tensors)
-    return found | (used - tensors)
+    return found | (used - tensors - _annotated_otherwise(target, names))
 
 
 def tupled_plans(plans: list[list[Slot]], tupled: set[str]) -> list[list[Slot]]:
@@ -80,6 +81,16 @@ def _annotated(target: Any, names: list[str]) -> set[str]:
         return set()
     return {n for n in names if n in params and params[n].annotation is not inspect.Parameter.empty
             and str(params[n].annotation).replace("typing.", "").startswith(_INT_SEQUENCE)}
+
+
+def _annotated_otherwise(target: Any, names: list[str]) -> set[str]:
+    """Parameters whose annotation names no int (``width: float | tuple[float, ...]``)."""
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return set()
+    return {n for n in names if n in params and params[n].annotation is not
+            inspect.Parameter.empty and "int" not in str(params[n].annotation)}
 
 
 def _read(tree: ast.AST, known: dict[str, str], used: set[str], tensors: set[str]) -> None:
