@@ -76,3 +76,16 @@ def test_a_file_without_the_shadow_is_imported_alone_as_before(tmp_path):
                  .replace("FACTOR", "1"))
     write(tmp_path / "lone" / "masks.py", "def inside(x):\n    return (x.abs() <= 1).to(x.dtype)\n")
     assert load_module("file", path).__name__.startswith("gradsmith_target_clip_")
+
+
+def test_a_checkout_named_like_its_package_keeps_the_package(tmp_path):
+    # foo/ (the checkout, no __init__) holds the package foo/foo/ and a script importing it:
+    # the folder first on sys.path finds the real package, as before
+    checkout = tmp_path / "core"
+    write(checkout / "core" / "__init__.py", "")
+    write(checkout / "core" / "masks.py", "def inside(x):\n    return (x.abs() <= 1).to(x.dtype)\n")
+    write(checkout / "core.py", "")  # even beside a module of the same name: the package wins
+    path = write(checkout / "clip.py", CLIP.replace("FACTOR", "1"))
+    module = load_module("file", path)
+    assert module.inside.__module__ == "core.masks"
+    assert module.__name__.startswith("gradsmith_target_clip_")

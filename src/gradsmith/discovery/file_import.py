@@ -89,8 +89,7 @@ def _shadowed_dotted(path: Path) -> tuple[list[str], Path] | None:
     here = path.resolve().parent
     folders = [here, *here.parents]
     for i, folder in enumerate(folders[:-1]):
-        if folder.name in tops and folder.name.isidentifier() and any(
-                (here / f"{folder.name}{suffix}").exists() for suffix in (".py", "")):
+        if folder.name in tops and folder.name.isidentifier() and _shadows(here, folder.name):
             parts = [f.name for f in reversed(folders[:i + 1])]
             if all(p.isidentifier() for p in parts):
                 return parts, folder.parent
@@ -199,6 +198,13 @@ def _standalone(path: Path) -> ModuleType:
         sys.modules.pop(name, None)
         raise
     return module
+
+
+def _shadows(here: Path, name: str) -> bool:
+    """Whether ``here`` first on ``sys.path`` makes ``name`` a plain module (``name.py``), not
+    the package of that name: a regular package ``here/name/`` (with ``__init__.py``) would win
+    over the module, and is what the project means (a checkout named like its package)."""
+    return (here / f"{name}.py").is_file() and not (here / name / "__init__.py").exists()
 
 
 def _package_of(path: Path, level: int | None = 0) -> tuple[list[str], Path]:
