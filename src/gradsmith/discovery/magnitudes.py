@@ -7,7 +7,7 @@ trivially and the row is "never exercised" (corpus 11a dev: torcwa's ``aSiH``, w
 twice the true gradient, wherever it is not zero). When, and only when, backward returns exactly
 zero for every input on the synthesised set *and* forward's output does not change when the
 inputs do, the float inputs are tried at larger positive magnitudes, ``|x| * s``; the first ``s``
-at which forward's output moves and backward returns something non-zero is used, for every
+at which forward's output moves and backward returns something non-zero (all finite) is used, for every
 input set, and the Inputs column says so. A Function with a non-zero backward (an estimator on a
 step function included) costs one extra forward and backward and keeps its inputs.
 """
@@ -70,6 +70,9 @@ def _state(call, args: tuple, first: bool = False) -> tuple[bool, bool] | None:
                 return None
             grads = torch.autograd.grad(outs, [fresh[i] for i in leaves],
                                         [torch.ones_like(o) for o in outs], allow_unused=True)
+            if not all(bool(torch.isfinite(t).all()) for t in [*out, *(
+                    g for g in grads if g is not None)]):
+                return None  # overflow at this magnitude: not where the code is meant to run
             zero = not any(g is not None and bool((g != 0).any()) for g in grads)
             if zero != first:
                 return zero, not first  # decided without forward's second run (see callers)
