@@ -23,6 +23,9 @@ def no_inputs_reason(fn: Any, why: str, slots: list[Slot], hints: dict[str, Hint
 
     if (unset := unset_reason(fn, why)) is not None:  # global_args = None: the setup's
         return f"{lead}: {unset}"
+    from gradsmith.discovery.library_objects import objects_note
+
+    why += objects_note(fn)  # boundary: shapely.Polygon: nothing synthesised is one
     name = getattr(fn, "__name__", type(fn).__name__)
     where = f"class {name}" if isinstance(fn, type) else f"def {name}"
     return (f"no registered example and {lead}: {why}. Fix: register "
