@@ -46,7 +46,9 @@ ROWS: dict[str, Code] = {
         "error", "setup",
         "forward returns only integer tensors while backward returns a gradient: backward "
         "never runs and no gradient reaches the input",
-        "return a floating tensor (e.g. `.to(x.dtype)`), or return None from backward"),
+        "return a floating tensor (e.g. `.to(x.dtype)`), or return None from backward",
+        severity_note="warning when only a flag value synthesis chose gives integer "
+                      "outputs and another value, where the row is checked, gives floats"),
     "nan-output": Code(
         "warning", "setup",
         "forward returns NaN/inf at the example inputs",

@@ -7,6 +7,11 @@ gradient for a differentiated input (read from its source, see
 :func:`~gradsmith.discovery.integer_outputs.gradient_positions`) is the evidence that a
 gradient is meant to flow; an argmax whose backward returns only ``None``, or outputs marked
 non-differentiable, mean their integer output and keep the plain ``no-gradient-path``.
+
+Where only a flag value synthesis chose gives integer outputs and another value gives floats
+(``dequantize=False`` / ``True``, see :mod:`gradsmith.discovery.integer_flags`), the row is
+checked on the floats and the integer case is a warning (:func:`flag_warning`): no user was
+shown to call it that way.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from gradsmith.checker.report import Finding
 from gradsmith.checker.subject import Subject
 from gradsmith.discovery.integer_outputs import gradient_positions, only_integer_tensors
 
-__all__ = ["finding"]
+__all__ = ["finding", "flag_warning"]
 
 
 def finding(subject: Subject, out: Any) -> Finding | None:
@@ -42,3 +47,19 @@ def finding(subject: Subject, out: Any) -> Finding | None:
         "flow; if the integer output is meant, return None from backward or "
         "ctx.mark_non_differentiable it", "setup", input=labels[0],
         details={"output_dtypes": dtypes, "inputs": labels})
+
+
+def flag_warning(said: str) -> Finding:
+    """The warning for a synthesised flag value on which every output was an integer tensor
+    (``said``: ``"with dequantize=False every output is uint8"``, from
+    :attr:`gradsmith.discovery.layout_search.Synthesized.integer_flag`); the row was checked
+    at the flag's other value, where forward returns floats."""
+    flag = said.removeprefix("with ").split("=", 1)[0]
+    return Finding(
+        "integer-output-backward", "warning",
+        f"{said}, so backward never runs there and a caller passing that value gets no "
+        f"gradient; synthesis chose that value itself, so the Function was checked at the "
+        f"other value of {flag} named in the inputs, where forward returns floats",
+        f"if {flag} at that value is used while training, return a floating tensor there "
+        "(or mark the output non-differentiable); otherwise register inputs with the value "
+        "callers pass", "setup", input=flag, details={"flag": said})

@@ -185,7 +185,7 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     inline_limit = None if options.pop("_repro_full", False) else MAX_INLINE
     defaults = options.pop("_defaults", {})  # the caller's, below the example's own options
     try:
-        args, surrogate, merged, inputs, variants, doubt, others = _inputs(
+        args, surrogate, merged, inputs, variants, doubt, others, flagged = _inputs(
             obj, example_index, options)
         merged = {**defaults, **merged}
     except _Skip as skip:
@@ -236,6 +236,11 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             [("", a)], True)[0])
     if reshaped:  # the exact inputs the findings came from
         record = _repro_record(candidate, obj, seed, sets, inline_limit)
+    if flagged:  # dequantize=False gave uint8 codes: checked at True, the integer case said
+        from gradsmith.checker.integer_output import flag_warning
+
+        report.findings.append(flag_warning(flagged))
+        report.sort()
     repro = None if report.passed else record
     if variants:
         inputs += "; also: " + "; ".join(v.change for v in variants)
@@ -273,12 +278,12 @@ def _inputs(obj: Any, example_index: int | None, options: dict):
         if isinstance(found, NoInputs):
             raise _Skip(found.reason)
         return (found.args, None, dict(options), f"synthesised: {found.description}",
-                found.variants, found.doubt, found.others)
+                found.variants, found.doubt, found.others, found.integer_flag)
     ex = examples_of(obj)[example_index]
     merged = {**ex.options, **options}
     if ex.reference is not None:  # judged against it (outputs and gradients), see checker
         merged.setdefault("reference", ex.reference)
-    return ex.make_args(), ex.surrogate, merged, "registered example", (), "", None
+    return ex.make_args(), ex.surrogate, merged, "registered example", (), "", None, ""
 
 
 def _repro_record(candidate: Candidate, obj: Any, seed: int, sets: list, inline_limit) -> dict:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from gradsmith.discovery.build import build_args
 from gradsmith.discovery.callables import flavours
 from gradsmith.discovery.layouts import TIME_STATE, layouts_for
-from gradsmith.discovery.probe import backward_error, probe
+from gradsmith.discovery.probe import NOT_FLOATING, backward_error, probe
 from gradsmith.discovery.slots import Slot
 from gradsmith.discovery.variants import Variant, variants_of
 
@@ -36,6 +36,10 @@ class Synthesized:
     #: for the arguments that were guesses (see :mod:`~gradsmith.discovery.second_guess`);
     #: ``None`` where the inputs are the project's or the code states them.
     others: Callable[[tuple], tuple] | None = field(default=None, compare=False, repr=False)
+    #: A flag synthesis set at another value because at its first one every output was an
+    #: integer tensor (``"with dequantize=False every output is uint8"``): the check reports it
+    #: as a warning, not as ``integer-output-backward`` (see :mod:`~gradsmith.discovery.integer_flags`).
+    integer_flag: str = ""
 
 
 @dataclass(frozen=True)
@@ -46,13 +50,16 @@ class NoInputs:
 
 
 def first_working(call, slots: list[Slot], seed: int,
-                   dtype: str = "float64") -> Synthesized | str:
-    """Inputs from the first layout on which forward runs, or the last error."""
+                   dtype: str = "float64", flags: bool = True) -> Synthesized | str:
+    """Inputs from the first layout on which forward runs, or the last error. Where forward
+    returned only integer tensors and ``flags``, a flag synthesis chose at another value
+    (``dequantize=True``, see :mod:`~gradsmith.discovery.integer_flags`)."""
     functions = [s for s in slots if s.kind == "function"]
     if functions:
         return _first_with_functions(call, slots, functions, seed, dtype)
     last_error = "no layout tried"
     fallback: Synthesized | None = None
+    integer = False  # forward ran and returned no floating tensor on some layout
     for layout in layouts_for(slots):
         found = on_layout(call, slots, layout, seed, dtype)
         if isinstance(found, Synthesized):
@@ -62,6 +69,12 @@ def first_working(call, slots: list[Slot], seed: int,
             fallback = fallback or replace(found, doubt=raised)
             continue
         last_error = found
+        integer = integer or found.endswith(NOT_FLOATING)
+    if fallback is None and integer and flags:
+        from gradsmith.discovery.integer_flags import floating_flag
+
+        if (flipped := floating_flag(call, slots, seed, dtype)) is not None:
+            return flipped
     return fallback or last_error
 
 

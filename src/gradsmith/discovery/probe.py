@@ -43,7 +43,7 @@ def probe_failure(call: Callable[..., Any], args: list, complex_ok: bool = False
 def _read_output(out: Any) -> bool | str:
     """True: ``out`` holds finite floating-point tensors; False: not finite; str: why not."""
     if not _has_float_tensor(out):
-        return f"forward returned {type(out).__name__}, not a floating-point tensor"
+        return f"forward returned {type(out).__name__}{NOT_FLOATING}"
     try:
         return _all_finite(out)
     except Exception as exc:  # noqa: BLE001 - a tensor subclass whose ops fail (a float
@@ -52,6 +52,11 @@ def _read_output(out: Any) -> bool | str:
         kind = type(out[0] if isinstance(out, (tuple, list)) and out else out).__name__
         return (f"forward's output ({kind}) cannot be tested for finite values: "
                 f"{type(exc).__name__}: {_first_line(exc)}")
+
+
+#: How :func:`probe`'s reason for an output with no floating tensor ends (an integer tensor,
+#: a number): :func:`~gradsmith.discovery.layout_search.first_working` then tries flags.
+NOT_FLOATING = ", not a floating-point tensor"
 
 
 def _first_line(exc: BaseException) -> str:
