@@ -5,12 +5,13 @@ object's kind, whether an int is a count, a mode or an index, a secondary tensor
 gradient error found on such a guess may be the guess's, not the Function's (a nonlinear
 stand-in for a linear map, a 4-D tensor for a 2-D matrix). :func:`second_guesses` lists input
 sets on which only guessed arguments differ from the failing set, each taking another kind or
-layout synthesis already knows (another plan, another shape layout, the other function
+layout synthesis already knows (0/1 values for a data tensor the code reads as a mask, a
+seeded linear map for a callable, another plan, another shape layout, the other function
 flavour), and on which forward runs and backward runs: the check re-runs the failing checks
 there (:mod:`gradsmith.checkrun.guesses`). It is only called on the failure path, so a
-Function that passes pays nothing. The arguments that are the Function's own (the first
-tensor, values the code states by a default or a hint) never change: a wrong gradient on
-them is never excused.
+Function that passes pays nothing. The arguments that are the Function's own (the tensors
+backward differentiates, values the code states by a default or a hint) never change: a
+wrong gradient for them is never excused.
 """
 
 from __future__ import annotations
