@@ -50,7 +50,24 @@ _BUDGET_S = 5.0
 
 def through_examples(fn: type, seed: int,
                      skipped: NoInputs | Synthesized) -> NoInputs | Synthesized:
-    """Inputs for ``fn`` recorded from its project's examples and tests, or ``skipped``."""
+    """Inputs for ``fn`` recorded from its project's examples and tests, or ``skipped``. Not
+    while another Function's examples run: a test that itself synthesises inputs (a checker's
+    own test suite) would recurse, each level under a deadline of its own."""
+    global _running
+    if _running:
+        return skipped
+    _running = True
+    try:
+        return _through_examples(fn, seed, skipped)
+    finally:
+        _running = False
+
+
+_running = False
+
+
+def _through_examples(fn: type, seed: int,
+                      skipped: NoInputs | Synthesized) -> NoInputs | Synthesized:
     names, roots = _names(fn), _project_roots(fn)
     start = time.perf_counter()
     tried = 0

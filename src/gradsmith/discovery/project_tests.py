@@ -210,7 +210,9 @@ def deadline(seconds: float) -> Iterator[None]:
         yield
         return
 
-    def stop(*_: Any) -> None:
+    def stop(_signum: int, frame: Any) -> None:
+        if _importing(frame):
+            return  # the timer fires again in 0.1 s: an import cut short leaves a broken module
         raise TimedOut
 
     old = signal.signal(signal.SIGALRM, stop)
@@ -221,3 +223,14 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def _importing(frame: Any) -> bool:
+    """Whether ``frame`` runs inside an import (importlib's bootstrap is on the stack): a
+    TimedOut raised there can leave a half-initialised module in ``sys.modules`` (a package
+    without its submodule attribute), which breaks every later import in the process."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
