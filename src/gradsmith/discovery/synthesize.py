@@ -214,9 +214,9 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     plans += [p for p in map(as_index, list(plans)) if p is not None]
     plans += [p for p in map(as_small_ints, list(plans)) if p is not None]
     plans += [p for p in map(as_numbers, list(plans)) if p is not None]
+    plans = numbered_plans(plans, owner, target, names)  # assert bits is not None: a number
     if tupled := int_sequences(owner, target, names):  # input.shape[-len(block_shape):]
         plans += tupled_plans(plans, tupled)  # last: a Function that ran before is unchanged
-    plans = numbered_plans(plans, owner, target, names)  # assert bits is not None: a number
     raising: tuple[Synthesized, list[Slot]] | None = None  # forward ran, backward raised
     given = {p.name for p in params if p.default is not p.empty}
     note = ""  # float32 because the kernels do not compile for float64: the Inputs column says
