@@ -69,7 +69,7 @@ def _render(a: Any, mark_grad: bool, by_value: int = 0, home: str | None = None)
                 or (setting and a.numel() <= BY_VALUE) or a.numel() <= by_value):
             text = f"torch.tensor({a.detach().tolist()!r}{dtype})"
         elif a.is_floating_point():
-            text = f"torch.randn({', '.join(map(str, a.shape))}{dtype})"
+            text = f"{_scale(a)}torch.randn({', '.join(map(str, a.shape))}{dtype})"
         else:
             text = f"torch.zeros({tuple(a.shape)}{dtype})"
         return text + (".requires_grad_()" if mark_grad and a.requires_grad else "")
@@ -93,3 +93,18 @@ def _render(a: Any, mark_grad: bool, by_value: int = 0, home: str | None = None)
             for k, v in vars(a).items())
         return f"type('Config', (), {{{items}}})()"
     return object_source.source(a, home) or "..."
+
+
+def _scale(a: torch.Tensor) -> str:
+    """``"0.3 * "`` for a tensor of at least 12 elements whose root mean square is below 0.4,
+    else ``""``.
+
+    Standard-normal values that small are a chance below 1e-3: such a tensor was put there
+    (the discovery scales inputs into an estimator's window around 0,
+    :mod:`gradsmith.discovery.magnitudes`), and a pasted ``torch.randn`` would miss the window
+    again and verify nothing (corpus 12c held-out: auto_LiRPA's SignMergeFunction_tight)."""
+    values = a.detach()
+    if values.numel() < 12 or not bool(torch.isfinite(values).all()):
+        return ""
+    rms = float(values.double().pow(2).mean().sqrt())
+    return f"{rms:.1g} * " if 0 < rms < 0.4 else ""
