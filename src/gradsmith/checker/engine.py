@@ -19,6 +19,7 @@ from gradsmith.checker import (
     declared,
     effective_dtype,
     environment,
+    forward_only,
     integer_output,
     kernels,
     progress,
@@ -355,6 +356,9 @@ def _prepare(session: Session) -> bool:
     if out is None:
         return False
     subject.discover_outputs(out)
+    if (only := forward_only.finding(subject.target.function_cls)) is not None:
+        report.findings.append(only)  # no backward by design: nothing to differentiate
+        return False
     if not subject.out_pos:
         if (found := integer_output.finding(subject, out)) is not None:
             report.findings.append(found)  # `.long()` with an STE backward: never runs
