@@ -40,6 +40,7 @@ from gradsmith.discovery.builders import with_built
 from gradsmith.discovery.callables import called_in_helpers, none_tested_in_helpers
 from gradsmith.discovery.complex_matrices import complex_matrices
 from gradsmith.discovery.contract import per_feature_params, scalar_params
+from gradsmith.discovery.csr_operands import csr_inputs
 from gradsmith.discovery.defaults import (
     passable,
     stated_defaults,
@@ -257,6 +258,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         return Synthesized(*stated, seed=seed)
     if (sparse := sparse_inputs(call, target, params, seed, plans[0])) is not None:
         return sparse  # torch.sparse_coo_tensor(indices, values, shape) of three parameters
+    if (csr := csr_inputs(call, target, params, seed, plans[0])) is not None:
+        return csr  # (A_shape, A_data, A_col_ind, A_rowptr): a matrix in CSR form
     if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
         found, slots = fixed
         raised = backward_error(call, tuple(found.args))
