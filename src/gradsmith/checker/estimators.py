@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from gradsmith.checker import (
+    half_flat,
     ignored_outputs,
     learned_quant,
     numerics,
@@ -180,6 +181,9 @@ def _elements(session, problem, res, v, g):
         tol[idx] = session.settings.atol + session.settings.rtol * torch.tensor(
             scales, dtype=torch.float64)
     a, n, tol = (t.to(torch.float64)[idx] for t in (a, n, tol))
+    wide = half_flat.float64_differences(problem, res.t, idx, v, 1e-6)
+    if wide is not None and bool((wide == 0).any()):  # bfloat16 code: flat at a float64 step
+        n = wide
     keep = torch.isfinite(a) & torch.isfinite(n)
     a, n, tol, idx = a[keep], n[keep], tol[keep], idx[keep]
     return a, n, tol, idx, _passed_through(problem, v, x, n, tol, idx)

@@ -58,11 +58,13 @@ from gradsmith.discovery.group_sizes import sized_inputs, slices_last_dim
 from gradsmith.discovery.hints import forward_hints
 from gradsmith.discovery.input_free import raising_inputs
 from gradsmith.discovery.int_tuples import int_sequences, tupled_plans
+from gradsmith.discovery.integer_kinds import read_integer_kinds
 from gradsmith.discovery.integer_outputs import integer_output_inputs
 from gradsmith.discovery.kernel_args import read_kernel_args
 from gradsmith.discovery.layout_search import NoInputs, Synthesized, first_working, on_layout
 from gradsmith.discovery.layouts import LAYOUTS
 from gradsmith.discovery.lengths import read_fft_lengths
+from gradsmith.discovery.low_precision import in_low_precision
 from gradsmith.discovery.magnitudes import at_magnitude
 from gradsmith.discovery.marginals import marginal_doubt, marginal_inputs
 from gradsmith.discovery.matrix_maps import flagged_maps, matrix_givers
@@ -172,6 +174,7 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     functions = backward_functions(owner, names)
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     frozen = {positional[i] for i in no_gradient_positions(owner) if i < len(positional)}
+    read_integer_kinds(target, owner, hints, frozen)  # indices == n_idx, t < lengths: ints
     uses = argument_uses(target if owner is None else owner, names)
     plans = [plan_slots(params, hints, True, functions, uses),
              plan_slots(params, hints, False, functions, uses)]
@@ -241,6 +244,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
         if dtype == "float64" and slices_last_dim(owner) and (sized := sized_inputs(
                 lambda s, lay: on_layout(call, s, lay, seed, "float64", backward=True), plans)):
             return sized  # before a layout backward rejects
+        if raising is not None and (low := in_low_precision(call, raising, seed)) is not None:
+            return low  # the code casts to bfloat16 and backward mixes it with float64
         if raising is not None:
             found, slots = raising
             if complex_of_real(found.doubt) and (made := complex_matrices(

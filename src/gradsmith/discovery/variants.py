@@ -65,7 +65,7 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
     optional = [s for s in slots if s.optional_tensor]
     for slot in optional:
         for shape in _optional_shapes(call, primary, layout):
-            candidates.append((f"{slot.name} given: float64 {shape}", {slot.name: shape}, layout))
+            candidates.append((f"{slot.name} given: {dtype} {shape}", {slot.name: shape}, layout))
     for slot in (s for s in slots if s.omittable):
         candidates.append((f"{slot.name}=None", {slot.name: None}, layout))
     tensors = [i for i, s in enumerate(s for s in slots if s.kind in ("tensor", "none"))]
