@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# Errors that compare backward with forward: what a wrong guess for an argument can produce.
+# Errors that compare backward with forward: what a wrong guess for an argument can produce
+# (a gradient shaped from a stand-in's guessed shape attribute: grad-shape-mismatch).
 COMPARED = frozenset({"gradient-mismatch", "backward-error", "nan-gradient",
-                      "double-backward-mismatch"})
+                      "double-backward-mismatch", "grad-shape-mismatch"})
 # Seconds of candidate checks after which no further candidate is tried.
 _SECONDS = 5.0
 

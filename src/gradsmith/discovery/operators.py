@@ -22,9 +22,10 @@ pair are two stand-ins of the same seed, one applying ``M.T``, the other ``M``.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gradsmith.discovery.operator_shapes import applied_whole
 from gradsmith.discovery.source import method_trees, read_parameter, stored_on_ctx
 
 # Not a bare "t": star/start would pair up.
@@ -56,6 +57,9 @@ class Operator:
     #: names that give the map's matrix itself, called with no argument (``""``: the object
     #: called, ``dequantize()``; else a method, ``layer.dequantize()``)
     gives: tuple[str, ...] = ()
+    #: forward applies it to a whole tensor argument (``op(x, out=y)``, not ``op(x[i])``):
+    #: its shape attributes are that tensor's whole shape, not the per-sample one
+    whole: bool = False
 
 
 def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
@@ -73,7 +77,7 @@ def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
         ...         op = ctx.op
         ...         return op.adjoint(g), None
         >>> linear_operators(Project, ["x", "op"])
-        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True, half='', partner='', flag='', flag_map=True, gives=())}
+        {'op': Operator(maps={'adjoint': 'a'}, shapes=(), called=True, half='', partner='', flag='', flag_map=True, gives=(), whole=False)}
     """
     if not isinstance(owner, type):
         return {}
@@ -85,11 +89,12 @@ def linear_operators(owner: Any, names: list[str]) -> dict[str, Operator]:
             stored.update(stored_on_ctx(tree, names))
         local = {n: n for n in names} if method == "forward" else {}
         _read(tree, local, stored, used, called)
+    whole = applied_whole(method_trees(owner).get("forward"), names)
     found = {}
     for name in names:
         op = _pairing(used[name], name in called)
         if op is not None:
-            found[name] = op
+            found[name] = replace(op, whole=True) if name in whole and op.shapes else op
     return found
 
 
@@ -163,9 +168,12 @@ class LinearStandIn:
     _gradsmith_invented = True  # an error on it is not the Function's (checker.invented)
 
     def __init__(self, spec: Operator, seed: int, first_shape: tuple[int, ...],
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, lead: int | None = None) -> None:
         self._spec, self._seed, self._first = spec, seed, tuple(first_shape)
         self._dtype = dtype  # of a given matrix: the inputs' float dtype
+        # leading dimensions of the first tensor that are not the per-sample shape (None:
+        # batch and channel of a 3-D or larger tensor); another guess is another value
+        self._lead = 0 if lead is None and spec.whole else lead
         self._matrices: dict[int, Any] = {}
 
     def _matrix(self, n: int, like: Any) -> Any:
@@ -194,7 +202,27 @@ class LinearStandIn:
     def _gradsmith_to(self, dtype: Any) -> LinearStandIn:
         """This stand-in giving its matrix in ``dtype`` (the checks that rerun the Function in
         float32 convert the inputs; a given matrix must follow them)."""
-        return LinearStandIn(self._spec, self._seed, self._first, dtype)
+        return LinearStandIn(self._spec, self._seed, self._first, dtype, self._lead)
+
+    def _gradsmith_with_lead(self, lead: int) -> LinearStandIn:
+        """This stand-in with the shapes the first tensor has after ``lead`` dimensions."""
+        return LinearStandIn(self._spec, self._seed, self._first, self._dtype, lead)
+
+    def _gradsmith_shape(self) -> tuple[int, ...]:
+        """What an attribute read as a shape (``domain_shape``) gives."""
+        if self._lead is not None:
+            return self._first[self._lead:]
+        return self._first[2:] if len(self._first) >= 3 else self._first[1:]
+
+    @staticmethod
+    def _written(result: Any, kwargs: dict) -> Any:
+        """``result``, written into ``out=`` when the code passes one (``op(x, out=y)``,
+        as NumPy-style operators take): what the code then reads is ``out``."""
+        out = kwargs.get("out")
+        if out is None:
+            return result
+        out.copy_(result)
+        return out
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         spec = self._spec
@@ -203,7 +231,7 @@ class LinearStandIn:
         if not args and "" in spec.gives:
             return self._given()
         if not spec.flag:
-            return self._apply(spec.half or "f", args[0])
+            return self._written(self._apply(spec.half or "f", args[0]), kwargs)
         if spec.flag not in kwargs:
             raise TypeError(f"the stand-in map is called with {spec.flag}= everywhere in the "
                             "code; without it, map or adjoint is unknown")
@@ -215,11 +243,11 @@ class LinearStandIn:
         spec = self._spec
         if name in spec.maps:
             letters = spec.maps[name]
-            return lambda x, *args, **kwargs: self._apply(letters, x)
+            return lambda x, *args, **kwargs: self._written(self._apply(letters, x), kwargs)
         if name in spec.gives:
             return lambda: self._given()
         if name in spec.shapes:
-            return self._first[2:] if len(self._first) >= 3 else self._first[1:]
+            return self._gradsmith_shape()
         raise AttributeError(f"the stand-in operator has no {name!r}: the code never uses it",
                              name=name, obj=self)
 
@@ -243,12 +271,14 @@ class LinearStandIn:
                           for n, v in self._spec.maps.items())
         called = "called: the map, " if self._spec.called else ""
         shapes = (f"; {', '.join(self._spec.shapes)} = the per-sample shape"
+                  if self._spec.shapes and self._lead is None else
+                  f"; {', '.join(self._spec.shapes)} = {self._gradsmith_shape()}"
                   if self._spec.shapes else "")
         return (f"linear operator stand-in ({called}{pairs}; the map is x @ M.T on the last "
                 f"dimension, M a seeded random square matrix, its adjoint y @ M{shapes})")
 
     def __reduce__(self) -> tuple:
-        return LinearStandIn, (self._spec, self._seed, self._first, self._dtype)
+        return LinearStandIn, (self._spec, self._seed, self._first, self._dtype, self._lead)
 
 
 _WORDS = {"f": "the map", "a": "its adjoint", "fa": "map of adjoint", "af": "adjoint of map",

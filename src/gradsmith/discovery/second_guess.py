@@ -60,7 +60,8 @@ def guessed(slots: list[Slot], given: set[str]) -> list[str]:
         shape_said = s.per_feature or hint is not None and bool(
             hint.rank_min or hint.last_dim is not None or hint.matmul_left_of or hint.matrix
             or hint.leading or hint.projects or hint.unit_dims or hint.rows_of)
-        if s.kind in _INVENTED or s.kind in ("value", "scalar", "index") and not kind_said \
+        if s.kind in _INVENTED or s.kind == "operator" and getattr(s.value, "shapes", ()) \
+                or s.kind in ("value", "scalar", "index") and not kind_said \
                 and not isinstance(s.value, bool) or s.kind == "tensor" and s.frozen \
                 and s is not tensors[0] and not shape_said:
             names.append(s.name)
@@ -75,14 +76,15 @@ def second_guesses(call, plans: list[list[Slot]], won: list[Slot], failed: tuple
 
     from gradsmith.discovery.build import build_args
     from gradsmith.discovery.layouts import layouts_for
+    from gradsmith.discovery.operator_shapes import reshaped
     from gradsmith.discovery.probe import backward_error, probe
 
     names = [s.name for s in won]
+    found: list[Guess] = reshaped(call, failed, names)  # a stand-in's shape attributes
     free = set(guessed(won, given))
     if not free or len(failed) != len(names):
-        return []
+        return found
     before = [_kind(a) for a in failed]
-    found: list[Guess] = []
     seen: set[tuple] = {tuple(before)}
     probes, started = 0, time.perf_counter()
     masked = _masked(failed, names, free & mask_uses(getattr(call, "__self__", None)))
