@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from gradsmith.checker import (
+    crossed,
     half_flat,
     ignored_outputs,
     learned_quant,
@@ -185,7 +186,8 @@ def _elements(session, problem, res, v, g):
     if wide is not None and bool((wide == 0).any()):  # bfloat16 code: flat at a float64 step
         n = wide
     keep = torch.isfinite(a) & torch.isfinite(n)
-    a, n, tol, idx = a[keep], n[keep], tol[keep], idx[keep]
+    a, n, tol, idx = crossed.without_jumps(problem, res.t, v, a[keep], n[keep], tol[keep],
+                                           idx[keep], session.settings)
     return a, n, tol, idx, _passed_through(problem, v, x, n, tol, idx)
 
 
