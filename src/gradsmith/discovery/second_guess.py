@@ -235,5 +235,9 @@ def with_second_guesses(found: Any, final: Any, call, plans: list[list[Slot]], w
         return final
     plans = [list(p) for p in plans]  # the search mutates function slots' flavour in place
     won = [replace(s) for s in won]
+    from gradsmith.discovery.caller_guess import project_inputs
+
+    names = [s.name for s in won]
     return replace(final, others=lambda failed: (guessed(won, given), second_guesses(
-        call, plans, won, tuple(failed), seed, dtype, set(given))))
+        call, plans, won, tuple(failed), seed, dtype, set(given)) + project_inputs(
+        getattr(call, "__self__", None), seed, tuple(failed), names)))
