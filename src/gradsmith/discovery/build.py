@@ -7,6 +7,7 @@ from typing import Any
 from gradsmith.discovery.callables import SyntheticFn, pairwise_distance, squared_distance
 from gradsmith.discovery.domains import in_domain
 from gradsmith.discovery.formula_domains import in_ball
+from gradsmith.discovery.integer_kinds import integer_value, total
 from gradsmith.discovery.matrices import positive_entries, structured
 from gradsmith.discovery.operators import LinearStandIn
 from gradsmith.discovery.permutations import permutation
@@ -37,6 +38,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
     n_tensors = n_functions = 0
     first_shape: tuple[int, ...] = tuple(layout[0]) if layout else (3, 4)
     modules: list = []
+    built: dict[str, Any] = {}  # integer tensors by name: an output_size is their sum
 
     def tensor(shape, slot: Slot) -> Any:
         if (matrix := _matrix(slot, shape)) is not None:
@@ -75,6 +77,10 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             high = max(1, min(first_shape) if first_shape else 3)
             if (rows := _rows_of(slot, slots, layout, overrides)) is not None:
                 high = max(1, rows)  # features[y]: a row of the tensor it indexes
+            if made := integer_value(slot, first_shape, rows, generator):
+                args.append(built.setdefault(slot.name, made[0]))  # lengths, repeat counts
+                parts.append(made[1])
+                continue
             if made := permutation(slot, first_shape, over == NONCONTIGUOUS, generator):
                 args.append(made[0])  # x[..., idx] there and back: a permutation of that dim
                 parts.append(made[1])
@@ -153,6 +159,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             parts.append(f"*{slot.name}: the {len(params)} parameters of the modules")
         else:
             value = slot.value if over is _MISSING else over
+            value = value if (summed := total(slot, built)) is None else summed  # output_size
             args.append(value)
             parts.append(f"{slot.name}={value!r}")
     return place(args, parts)

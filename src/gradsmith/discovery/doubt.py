@@ -10,6 +10,9 @@ with the reason and a decorator to fill in:
 - an index out of range where forward turns an argument's values into integers
   (``(knots.view(-1, 1) + floored).long()``): the synthesised values were never shown to be
   valid indices for the other arguments;
+- an integer kind needed where a float was given ("only integers ... are valid indices (got
+  float)", "expected scalar type Long") where some tensor backward gives no gradient was
+  synthesised as float64 by guess (a ``lengths`` no use showed to be integers);
 - a complex gradient for a real input where forward's outputs are complex on the real inputs
   (``linalg.eig`` of a real matrix): backward is written for complex inputs, whose structure
   (normal, unitary) the code does not state; a real-input Function's backward that forgets
@@ -57,6 +60,14 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
             f"turns the values of {what} into integers used as indices: the synthesised values "
             "are not shown to be valid indices, so the error may be the inputs', not the "
             "Function's", slots, hints, lead="the synthesised inputs are not shown to fit")
+    if _FLOAT_INDEX.search(raised) and (floats := _float_data(slots, given)):
+        what = ", ".join(floats)
+        return no_inputs_reason(
+            fn, f"backward raised on every synthesised layout (first: {raised}): an integer "
+            f"kind was needed where a float was given, and {what} ({'a tensor' if len(floats) == 1 else 'tensors'} "
+            "backward gives no gradient) got float64 values by guess: the error may be the "
+            "synthesised inputs', not the Function's", slots, hints,
+            lead="the synthesised inputs are not shown to fit")
     if complex_of_real(raised):
         return Raised(no_inputs_reason(
             fn, f"backward raised on every synthesised layout (first: {raised}): it returns "
@@ -118,6 +129,21 @@ def phase_doubt(fn: Any, errors: list[tuple[str, str]]) -> str:
         "random cotangent the check gives complex eigenvectors depends on their arbitrary "
         "phase, so the error is the check's, not the Function's", [], {},
         lead="the synthesised inputs are not shown to fit")
+
+
+# A float where an integer kind is needed: an index, a count, a length (only a value of an
+# integer dtype avoids it, whatever its shape or contents).
+_FLOAT_INDEX = re.compile(
+    r"are valid indices \(got float|tensors used as indices must be long"
+    r"|expected scalar type (?:Long|Int) but found"
+    r"|to have one of the following scalar types: Long")
+
+
+def _float_data(slots: list[Slot], given: set[str]) -> list[str]:
+    """Float tensors synthesis gave by guess: not the caller's, and not differentiated by
+    backward (a differentiated tensor is the Function's own float input), so their dtype is
+    the only thing that made them floats; an index-kind hint would have made them int64."""
+    return [s.name for s in slots if s.kind == "tensor" and s.frozen and s.name not in given]
 
 
 # An index outside its tensor: raised by the values of an index, not by backward's formula.

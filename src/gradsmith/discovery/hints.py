@@ -83,6 +83,9 @@ class Hint:
     leading: int = 0               # s[:, None, None, None]: one value per row of a 4-D tensor
     projects: str | None = None    # backward: self.mm(that): (rows, k) @ (k, features) (.projections)
     permutes: int | None = None    # x[..., idx] forward and backward: a permutation of that dim
+    length: bool = False           # t < lengths: per-sequence lengths, 1..T (.integer_kinds)
+    repeats: bool = False          # repeat_interleave(x, p): repeat counts of x's rows
+    total_of: str | None = None    # output_size=s: the sum of that parameter's counts
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

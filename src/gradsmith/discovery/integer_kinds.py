@@ -1,0 +1,192 @@
+"""Integer tensors the code indexes, counts or measures with (private).
+
+A tensor parameter that forward (or a helper it hands the parameter to) uses as integers was
+synthesised as float64 when no indexing call (``gather``, ``embedding``) named it, and the
+Function then failed for the inputs' sake: ``indices == n_idx`` matched nothing, so an output
+built with ``new_empty`` stayed uninitialised; ``repeat_interleave(bias, token_counts)`` is
+"not implemented for 'Double'"; ``t <= lengths`` ran, but backward's ``beta[b, lengths[b]]``
+raised "only integers ... are valid indices (got float)" and the row was a FAIL blamed on the
+Function. :func:`read_integer_kinds` reads, never runs, what the uses mean:
+
+- ``p == v`` / ``p != v`` with ``v`` the variable of ``for v in range(n)``: ``p`` holds class
+  indices below ``n`` (``n, out, in = W.shape``: below ``W``'s number of rows);
+- ``t < p`` / ``t <= p`` / ``p > t`` with ``t`` a loop variable (or a ``torch.arange``), or
+  ``p == n + 1`` (a position, not a class): ``p`` holds lengths, one per sequence of the
+  batch, at least 1 and at most the time axis;
+- ``repeat_interleave(x, p, ..., output_size=s)``: ``p`` counts the repeats of each of
+  ``x``'s rows (positive ints), and ``s`` is their sum.
+
+:func:`integer_value` then builds such an index slot (see :mod:`~gradsmith.discovery.build`).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from gradsmith.discovery.callees import followed
+from gradsmith.discovery.source import parse
+
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def read_integer_kinds(target: Any, owner: Any, hints: dict, frozen: set[str]) -> None:
+    """Set the index kind (and ``length`` / ``repeats`` / ``total_of``) on the hints of
+    parameters used as integers. Only parameters backward returns no gradient for
+    (``frozen``) are read: a differentiated tensor is a float whatever it is compared with
+    (``(x > k).sum()`` over ``range(K)`` is a staircase of a float ``x``).
+
+    Example:
+        >>> from gradsmith.discovery.hints import Hint
+        >>> def forward(ctx, X, W, indices):
+        ...     n, out_features, in_features = W.shape
+        ...     for n_idx in range(n):
+        ...         rows = torch.where(indices == n_idx)
+        >>> hints = {"X": Hint(), "W": Hint(), "indices": Hint()}
+        >>> read_integer_kinds(forward, None, hints, {"indices"})
+        >>> hints["indices"].kind, hints["indices"].rows_of
+        ('index', 'W')
+    """
+    tree = parse(target) if frozen & set(hints) else None
+    if tree is None:
+        return
+    names = {n: n for n in hints}
+    _read(tree, names, hints, frozen)
+    klass = owner if isinstance(owner, type) else None
+    for helper, passed in followed(target, tree, names, klass, package=True):
+        _read(helper, passed, hints, frozen)
+
+
+def _read(tree: ast.AST, names: dict[str, str], hints: dict, frozen: set[str]) -> None:
+    """``names``: the tree's names of our parameters; kinds are set on ``frozen`` ones."""
+    rows = _row_counts(tree, names)
+    loops = _loop_bounds(tree)
+    ints = {mine: ours for mine, ours in names.items() if ours in frozen}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            _compare(node, ints, hints, loops, rows)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                node.func, "id", "")) == "repeat_interleave":
+            _repeats(node, ints, names, hints)
+
+
+def _param(node: ast.AST, names: dict[str, str]) -> str | None:
+    """Our parameter ``node`` reads: ``p``, ``p[b]``, ``p.long()``, ``p.unsqueeze(1)``."""
+    while isinstance(node, (ast.Subscript, ast.Call, ast.Attribute)):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return names.get(node.id) if isinstance(node, ast.Name) else None
+
+
+def _row_counts(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
+    """Local name -> our parameter whose first size it holds (``n, a, b = W.shape``, ``n =
+    W.shape[0]``, ``n = W.size(0)``)."""
+    found = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        first = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else target
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Attribute) and \
+                value.attr == "shape" or isinstance(value, ast.Call) and \
+                getattr(value.func, "attr", "") == "size" and not value.args:
+            source = value.value if isinstance(value, ast.Attribute) else value.func.value
+        elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) and \
+                value.value.attr == "shape" and _is_zero(value.slice):
+            source = value.value.value
+        elif isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "size" and \
+                value.args and _is_zero(value.args[0]):
+            source = value.func.value
+        else:
+            continue
+        if isinstance(first, ast.Name) and (param := _param(source, names)) is not None:
+            found[first.id] = param
+    return found
+
+
+def _is_zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0
+
+
+def _loop_bounds(tree: ast.AST) -> dict[str, ast.expr | None]:
+    """Loop variables (``for v in range(n)``) and aranges (``t = torch.arange(T)``), with the
+    bound of ``range`` (None when not one argument)."""
+    found: dict[str, ast.expr | None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(
+                node.iter, ast.Call) and getattr(node.iter.func, "id", "") == "range":
+            found[node.target.id] = node.iter.args[0] if len(node.iter.args) == 1 else None
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and getattr(
+                node.value.func, "attr", "") == "arange":
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = None
+    return found
+
+
+def _compare(node: ast.Compare, names: dict[str, str], hints: dict,
+             loops: dict[str, ast.expr | None], rows: dict[str, str]) -> None:
+    sides = [node.left, *node.comparators]
+    for left, op, right in zip(sides, node.ops, sides[1:]):
+        for mine, other in ((left, right), (right, left)):
+            param = _param(mine, names)
+            shifted = isinstance(other, ast.BinOp) and isinstance(other.op, (
+                ast.Add, ast.Sub)) and isinstance(other.right, ast.Constant)
+            counter = other.left if shifted else other  # lengths == n + 1: a position
+            if param is None or not isinstance(counter, ast.Name) or counter.id not in loops:
+                continue
+            hint = hints[param]
+            if hint.kind not in (None, "tensor", "index"):
+                continue  # a Python int or flag compared with a counter: not a tensor
+            if shifted:
+                hint.kind, hint.length = "index", True
+            elif isinstance(op, (ast.Eq, ast.NotEq)) and not hint.length:
+                hint.kind = "index"
+                bound = loops[counter.id]
+                if isinstance(bound, ast.Name) and bound.id in rows:
+                    hint.rows_of = rows[bound.id]
+            elif isinstance(op, _ORDER):
+                hint.kind, hint.length = "index", True
+
+
+def _repeats(node: ast.Call, names: dict[str, str], every: dict[str, str], hints: dict) -> None:
+    """``torch.repeat_interleave(x, p, dim=0, output_size=s)`` or ``x.repeat_interleave(p)``."""
+    method = isinstance(node.func, ast.Attribute) and not (
+        isinstance(node.func.value, ast.Name) and node.func.value.id == "torch")
+    args = ([node.func.value] if method else []) + list(node.args)
+    counts = next((k.value for k in node.keywords if k.arg == "repeats"),
+                  args[1] if len(args) > 1 else None)
+    param = _param(counts, names) if counts is not None else None
+    if param is None or hints[param].kind not in (None, "tensor", "index"):
+        return
+    source = _param(args[0], every) if args else None
+    hints[param].kind, hints[param].repeats = "index", True
+    hints[param].rows_of = source or hints[param].rows_of
+    size = next((k.value for k in node.keywords if k.arg == "output_size"), None)
+    if (total := _param(size, names) if size is not None else None) is not None:
+        hints[total].kind, hints[total].total_of = "int", param
+
+
+def integer_value(slot: Any, first_shape: tuple, rows: int | None, generator: Any):
+    """(tensor, description) for an index slot that holds lengths or repeat counts, else
+    None (a class index: the usual build)."""
+    import torch
+
+    hint = slot.hint
+    if hint is None or not (hint.length or hint.repeats):
+        return None
+    if hint.repeats:
+        count = rows or (first_shape[0] if first_shape else 3)
+        value = torch.randint(1, 4, (count,), generator=generator)
+        return value, f"{slot.name}: int64 ({count},) repeat counts in [1, 3] (one per row)"
+    batch = first_shape[0] if first_shape else 2
+    longest = max(1, first_shape[1] - 1) if len(first_shape) > 1 else 2
+    value = torch.randint(1, longest + 1, (batch,), generator=generator)
+    value[0] = longest  # one full-length sequence, the others at most as long
+    return value, (f"{slot.name}: int64 ({batch},) lengths in [1, {longest}] (one per "
+                   "sequence; forward compares positions with them)")
+
+
+def total(slot: Any, built: dict[str, Any]) -> int | None:
+    """The sum of the counts ``slot`` is the total of (``output_size``), once built."""
+    counts = built.get(slot.hint.total_of) if slot.hint is not None else None
+    return int(counts.sum()) if counts is not None else None
