@@ -34,8 +34,14 @@ _RANKS = re.compile(r"^(?:all )?have (?:length|ndim|rank|dimension) ((?:\d(?:, |
                     r"|(\d)(?:-?[dD]\b| dimensions\b)")
 
 
+# A torch.library op's schema check: "torchprobe::log() Expected a value of type 'str' for
+# argument 'name' but instead found type 'NoneType'." (corpus 12d held-out: lingua's
+# _LogStats); the schema states the kind, and its argument name is the frames' to follow.
+_SCHEMA = re.compile(r"Expected a value of type '(str|int|float|bool|SymInt)' for argument "
+                     r"'([A-Za-z_]\w*)'")
+
 _VALUES = {"bool": (False, True), "boolean": (False, True), "int": (2, 1), "integer": (2, 1),
-           "float": (1.0,)}
+           "float": (1.0,), "str": ("x",), "SymInt": (2, 1)}
 
 
 def named(exc: BaseException, args: list, said: str) -> list[Edit]:
@@ -53,6 +59,10 @@ def named(exc: BaseException, args: list, said: str) -> list[Edit]:
             what = f"{m[1]} is {a} {wanted}" if passed == m[1] else (
                 f"forward passes {passed} where {m[1]}, {a} {wanted}, stands")
             out += [Edit(i, "number", v, f"{said}: {what}") for v in _VALUES[wanted]]
+    if (m := _SCHEMA.search(text)) and (i := bound(exc, args, m[2])) is not None \
+            and not _is(args[i], m[1]):
+        out += [Edit(i, "number", v, f"{said}: the op's schema types {m[2]} as {m[1]}")
+                for v in _VALUES[m[1]]]
     if (m := _DIMS.search(text)) and (wants := _ranks(m[2])):
         ranked = [(i, args[i].dim()) for name in re.findall(r"[A-Za-z_]\w*", m[1])
                   if name not in ("and", "or", "shape") and (i := bound(exc, args, name))
@@ -78,8 +88,10 @@ def _ranks(rest: str) -> list[int]:
 def _is(value: object, wanted: str) -> bool:
     if wanted in ("bool", "boolean"):
         return isinstance(value, bool)
-    if wanted in ("int", "integer"):
+    if wanted in ("int", "integer", "SymInt"):
         return type(value) is int
+    if wanted == "str":
+        return isinstance(value, str)
     return type(value) is float
 
 
