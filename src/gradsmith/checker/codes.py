@@ -101,6 +101,14 @@ ROWS: dict[str, Code] = {
         "NaN under torch's fill_uninitialized_memory) on the given inputs: no value comparison "
         "means anything, the value checks are skipped and the verdict is INCOMPLETE",
         "check an empty-tensor helper on tensors with no elements; otherwise fill the output"),
+    "forward-only": Code(
+        "warning", "setup",
+        "the Function defines no backward (nor vjp) by design: an ONNX `symbolic` with no "
+        "backward, or a forward that saves nothing on ctx; differentiating it raises (loud, "
+        "never silently wrong), so there is nothing to check and the verdict is INCOMPLETE. A "
+        "misspelt backward or a forward saving for a missing one stays a backward-error",
+        "define backward if gradients should flow; otherwise mark the outputs "
+        "non-differentiable (ctx.mark_non_differentiable)"),
     "backward-error": Code(
         "error", "any",
         "backward raised; known autograd errors are explained (cause, user line, fix: see above)",
@@ -115,10 +123,12 @@ ROWS: dict[str, Code] = {
     "unconfirmed-guess": Code(
         "warning", "gradients",
         "zero-config only: the first input set's only errors compare backward with forward "
-        "(gradient-mismatch, backward-error, nan-gradient, double-backward-mismatch), and an "
-        "argument's kind or shape there was a guess (a callable, an object, an int, a secondary "
-        "tensor's shape); on another candidate for that argument, where forward and backward "
-        "run, the Function passes: the errors are kept as warnings and the verdict is "
+        "(gradient-mismatch, backward-error, nan-gradient, double-backward-mismatch, "
+        "grad-shape-mismatch), and an argument's kind or shape there was a guess (a callable, "
+        "an object, a stand-in's shape attributes, an int, a secondary tensor's shape), or the "
+        "inputs were synthesised where the project's own callers pass others to apply; on "
+        "another candidate (for that argument, or the callers' inputs), where forward and "
+        "backward run, the Function passes: the errors are kept as warnings and the verdict is "
         "INCOMPLETE. Where the errors hold on every other candidate, or none runs, they stay "
         "errors and say which arguments were guesses",
         "register an example with a real value for the argument named (@gradsmith.example)"),

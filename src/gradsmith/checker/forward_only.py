@@ -21,8 +21,6 @@ from typing import Any
 
 from gradsmith.checker.report import Finding
 
-CODE = "forward-only"
-
 
 def _own_classes(cls: type) -> list[type]:
     """The classes of ``cls``'s MRO that are not torch's (nor ``object``)."""
@@ -86,7 +84,7 @@ def finding(cls: Any) -> Finding | None:
     if why is None:
         return None
     return Finding(
-        CODE, "warning",
+        "forward-only", "warning",
         f"forward-only: defines no backward, nothing to check ({why}). Differentiating it "
         "raises (autograd: 'You must implement either the backward or vjp method'), loudly, "
         "never a silent wrong gradient; the verdict is INCOMPLETE, not PASS",
