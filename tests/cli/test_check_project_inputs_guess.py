@@ -48,6 +48,7 @@ def test_a_backward_right_on_the_project_inputs_is_incomplete(gradsmith_cli, wri
     assert not [f for f in findings if f["severity"] == "error"], row["text"]
     said, = [f for f in findings if f["code"] == "unconfirmed-guess"]
     assert said["input"] == "u" and "unit_scale(x)" in said["message"]
+    assert "project's own inputs" in said["message"]
     assert "norms in [1, 1]" in said["message"]
     # by hand: on unit rows the backward is autograd's gradient of u * |u|
     u = torch.nn.functional.normalize(torch.randn(3, 4, dtype=torch.float64), dim=-1)

@@ -70,7 +70,8 @@ def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
             for f in errors:
                 f.severity = "warning"
                 f.message = f"[on the guessed inputs] {f.message}"
-            report.findings.append(unconfirmed(guess.changed, sorted({f.code for f in errors})))
+            report.findings.append(unconfirmed(guess.changed, sorted({f.code for f in errors}),
+                                                   guess.source))
             report.sort()
             return report
     held = ("the error held on the other candidates tried: " + "; ".join(

@@ -53,10 +53,10 @@ def project_inputs(fn: Any, seed: int, failed: tuple, names: list[str]) -> list:
                 continue
         except Exception:  # noqa: BLE001 - the caller's own failure: no candidate
             continue
-        changed = {n: (_said(a), f"{_said(b)} as `{text}` passes it")
+        changed = {n: (_said(a), _said(b))
                    for n, a, b in zip(names, failed, args) if not _same(a, b)}
         if changed:
-            return [Guess(tuple(args), changed)]
+            return [Guess(tuple(args), changed, f"what `{text}` passes to apply")]
     return []
 
 

@@ -38,6 +38,8 @@ class Guess:
 
     args: tuple
     changed: dict[str, tuple[str, str]]
+    #: where the candidate comes from when not another guess (the project's caller)
+    source: str = ""
 
     @property
     def said(self) -> str:
