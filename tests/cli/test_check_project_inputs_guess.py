@@ -64,3 +64,39 @@ def test_a_backward_wrong_on_the_project_inputs_still_fails(gradsmith_cli, write
     errors = [f for f in row["report"]["findings"] if f["severity"] == "error"]
     assert "gradient-mismatch" in {f["code"] for f in errors}
     assert not [f for f in row["report"]["findings"] if f["code"] == "unconfirmed-guess"]
+
+
+NO_WRAPPER_TEST = """
+import torch
+
+from unit import UnitScale
+
+
+def test_unit_scale():
+    u = torch.nn.functional.normalize(torch.randn(3, 4, dtype=torch.float64), dim=-1)
+    y = UnitScale.apply(u.requires_grad_())
+    y.sum().backward()
+"""
+
+
+def _tested(gradsmith_cli, write, factor):
+    write("pyproject.toml", "[project]\nname = 'unit'\n", header=False)
+    write("tests/test_unit.py", NO_WRAPPER_TEST, header=False)
+    path = write("unit.py", UNIT.split("\n\ndef unit_scale")[0].format(factor=factor) + "\n")
+    code, out, _ = gradsmith_cli(f"{path}::UnitScale", "--no-isolate", "--no-compat",
+                                 "--format", "json")
+    row, = json.loads(out)["results"]
+    return code, row
+
+
+def test_the_project_tests_inputs_are_a_candidate_too(gradsmith_cli, write):
+    code, row = _tested(gradsmith_cli, write, "")
+    assert code != 0 and row["error"] == "incomplete", row["text"]
+    said, = [f for f in row["report"]["findings"] if f["code"] == "unconfirmed-guess"]
+    assert "test_unit" in said["message"] and "row norms in [1, 1]" in said["message"]
+
+
+def test_a_backward_wrong_on_the_project_tests_inputs_still_fails(gradsmith_cli, write):
+    code, row = _tested(gradsmith_cli, write, "2 * ")
+    assert (code, row["verdict"], row["error"]) == (1, "fail", None), row["text"]
+    assert not [f for f in row["report"]["findings"] if f["code"] == "unconfirmed-guess"]

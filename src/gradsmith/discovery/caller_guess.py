@@ -6,7 +6,8 @@ its backward, right where the contract holds, "disagrees" with finite difference
 held-out: a Householder product FAILed gradient-mismatch). Such a FAIL is not shown to be the
 Function's harm on inputs it is written for. :func:`project_inputs` records what the
 project's callers (:mod:`~gradsmith.discovery.callers`) pass to ``apply`` when run on
-synthesised inputs of their own: a candidate the failing checks are re-run on
+synthesised inputs of their own, or else what its examples and tests pass
+(:mod:`~gradsmith.discovery.project_examples`): a candidate the failing checks are re-run on
 (:mod:`gradsmith.checkrun.guesses`). If the Function passes there the row is INCOMPLETE
 (``unconfirmed-guess``, naming what differs), never PASS; a backward wrong on the project's
 inputs too keeps its FAIL. Only failing rows pay for it, within a few seconds.
@@ -57,7 +58,27 @@ def project_inputs(fn: Any, seed: int, failed: tuple, names: list[str]) -> list:
                    for n, a, b in zip(names, failed, args) if not _same(a, b)}
         if changed:
             return [Guess(tuple(args), changed, f"what `{text}` passes to apply")]
-    return []
+    return _from_examples(fn, seed, failed, names)
+
+
+def _from_examples(fn: type, seed: int, failed: tuple, names: list[str]) -> list:
+    """The candidate the project's examples and tests give (what the first that runs passes
+    to ``apply``; :mod:`~gradsmith.discovery.project_examples`), when no caller gave one."""
+    from gradsmith.discovery.layout_search import NoInputs, Synthesized
+    from gradsmith.discovery.project_examples import through_examples
+    from gradsmith.discovery.second_guess import Guess
+
+    try:
+        found = through_examples(fn, seed, NoInputs(""))
+    except Exception:  # noqa: BLE001 - an example's own failure: no candidate
+        return []
+    if not isinstance(found, Synthesized) or len(found.args) != len(failed):
+        return []
+    changed = {n: (_said(a), _said(b)) for n, a, b in zip(names, failed, found.args)
+               if not _same(a, b)}
+    source = found.description.removeprefix("as ").removesuffix(" passes them")
+    return [Guess(tuple(found.args), changed, f"what {source} passes to apply")] \
+        if changed else []
 
 
 def _same(a: Any, b: Any) -> bool:
