@@ -55,3 +55,12 @@ def test_a_planted_wrong_backward_fails():
     found = synthesize(Tripled)
     report = gradsmith.check(Tripled, *found.args, compat=False)
     assert "gradient-mismatch" in report.codes("error"), report.codes("error")
+
+
+def test_only_a_registered_ops_schema_is_read():
+    from gradsmith.discovery.repair_named import _SCHEMA
+
+    op = "ns::op() Expected a value of type 'str' for argument 'name' but instead found type"
+    script = "fn() Expected a value of type 'bool' for argument 'mode' but instead found type"
+    assert _SCHEMA.search(op)[2] == "name"
+    assert _SCHEMA.search(script) is None  # a TorchScript function's: see repair_named

@@ -37,8 +37,11 @@ _RANKS = re.compile(r"^(?:all )?have (?:length|ndim|rank|dimension) ((?:\d(?:, |
 # A torch.library op's schema check: "torchprobe::log() Expected a value of type 'str' for
 # argument 'name' but instead found type 'NoneType'." (corpus 12d held-out: lingua's
 # _LogStats); the schema states the kind, and its argument name is the frames' to follow.
-_SCHEMA = re.compile(r"Expected a value of type '(str|int|float|bool|SymInt)' for argument "
-                     r"'([A-Za-z_]\w*)'")
+# Only a registered op's (``namespace::op()``): a TorchScript function's check reads the same,
+# but there the repaired inputs replaced the project's callers' (auto_LiRPA's
+# ClampedMultiplication PASSed on them) and the repair's flipped flags gave a false alarm.
+_SCHEMA = re.compile(r"\w::\w+\(\) Expected a value of type '(str|int|float|bool|SymInt)' "
+                     r"for argument '([A-Za-z_]\w*)'")
 
 _VALUES = {"bool": (False, True), "boolean": (False, True), "int": (2, 1), "integer": (2, 1),
            "float": (1.0,), "str": ("x",), "SymInt": (2, 1)}
