@@ -11,11 +11,7 @@ path only, an element that is not flat where backward disagrees is looked at aga
 eighth of the step: a derivative makes the difference of forward's values shrink about eight
 times; a jump leaves it as large (the threshold is still inside the smaller step) or makes it
 exactly 0 (it is not: forward is flat around the element). Those elements are left out of the
-signature, as the kinks are. So is an element that holds the input's minimum or maximum where
-forward moves with it (a fake quantizer whose range is ``min(x), max(x)``, corpus 12b
-held-out: pytorch_DFR's ``LogFakeQuantize``: forward shifts every output with the minimum,
-flat in every other element, and the straight-through backward passes each element's own
-gradient): the range statistic's path is the one the estimator leaves out, not the pattern. At most :data:`MAX_ASKED` elements are asked:
+signature, as the kinks are. At most :data:`MAX_ASKED` elements are asked:
 more non-flat disagreements than that is no straight-through pattern.
 """
 
@@ -37,10 +33,7 @@ def without_jumps(problem: Problem, t: int, v: torch.Tensor, a, n, tol, idx, set
     if not asked or len(asked) > MAX_ASKED or not bool(flat.any()):
         return a, n, tol, idx
     V = v.reshape(-1).to(torch.float64)
-    x = problem.xs[t].reshape(-1)
-    ends = (x.min(), x.max()) if x.is_floating_point() and x.numel() > 2 else ()
-    drop = [k for k in asked if any(bool(x[int(idx[k])] == e) for e in ends)
-            or _jumps(problem, t, int(idx[k]), V, float(n[k]), settings.h)]
+    drop = [k for k in asked if _jumps(problem, t, int(idx[k]), V, float(n[k]), settings.h)]
     if not drop:
         return a, n, tol, idx
     keep = torch.ones(a.numel(), dtype=torch.bool)
@@ -55,3 +48,4 @@ def _jumps(problem: Problem, t: int, j: int, V: torch.Tensor, quotient: float, h
         return False
     large = quotient * 2 * numerics.step(problem, t, j, h)
     return small == 0 or abs(small) >= 0.5 * abs(large)
+
