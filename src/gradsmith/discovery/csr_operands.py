@@ -120,8 +120,13 @@ def csr_matrix(size: int, generator: Any) -> tuple[Any, Any, Any]:
     Example:
         >>> import torch
         >>> data, col, rowptr = csr_matrix(4, torch.Generator().manual_seed(0))
-        >>> rowptr.tolist(), col[:3].tolist()
-        ([0, 3, 6, 9, 12], [0, 1, 2])
+        >>> rowptr.tolist()
+        [0, 3, 6, 9, 12]
+        >>> row0 = col[:3].tolist()  # row 0: its diagonal and two other columns, sorted
+        >>> row0 == sorted(row0), 0 in row0, len(set(row0))
+        (True, True, 3)
+        >>> torch.sparse_csr_tensor(rowptr, col, data, (4, 4)).to_dense().diagonal().min() > 3
+        tensor(True)
     """
     import torch
 
