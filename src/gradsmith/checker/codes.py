@@ -179,6 +179,15 @@ ROWS: dict[str, Code] = {
         "stand",
         "reject other sizes in forward (`if x.shape[-1] != 4: raise ValueError(...)`), or "
         "register an example"),
+    "refused-option": Code(
+        "info", "any",
+        "zero-config only: on a further input set with an option changed from the first set's "
+        "(a flag flipped from forward's default), forward or backward raised on a statement "
+        "that states the value is unsupported: an `assert` (`assert ctx.reduce_bias`) or a "
+        "`raise` under an `if` whose condition reads only options, directly or through ctx; "
+        "the code's precondition, not demonstrated harm: that set is left out, the verdict "
+        "comes from the others (on the first set the same error stays an error)",
+        "nothing to fix; to have the value checked, support it, or reject it in forward"),
     "assumed-shape": Code(
         "warning", "structure",
         "zero-config only: a parameter's guessed shape got a gradient of another shape (a "

@@ -4,12 +4,15 @@ The first set is checked in full; each further set (a synthesised variant: other
 a non-contiguous index, ``3 * randn``) re-runs the checks that depend on the values and shapes,
 and adds the findings the first set did not have, each saying on which inputs it arose. A
 synthesised set whose guessed parameter shape backward reduces is checked again on the layout
-backward returns (:func:`gradsmith.checker.layout.on_own_layout`). The verifier is imported
-lazily: the command line process never imports torch.
+backward returns (:func:`gradsmith.checker.layout.on_own_layout`). A set whose option the code
+itself refuses (``assert ctx.reduce_bias``) is left out with an info finding
+(:mod:`gradsmith.checker.refused`). The verifier is imported lazily: the command line process
+never imports torch.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gradsmith.discovery import parameter_names
@@ -32,6 +35,7 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
     from gradsmith.checker import check, reported
     from gradsmith.checker.fixed_sizes import fixed_size
     from gradsmith.checker.layout import on_own_layout
+    from gradsmith.checker.refused import refused
 
     names = parameter_names(obj)
 
@@ -53,6 +57,9 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
                 variant, {**options, "checks": variant_checks(options)}, known)
         if synthesised:  # q.view(-1, 4, 1) in backward: written for the first set's size
             fixed_size(other, args, set_args)
+        if synthesised and (note := refused(obj, args, set_args, other)) is not None:
+            # `assert ctx.reduce_bias`: the code refuses this set's option; nothing on it ran
+            other = replace(other, findings=[note], checks=[])
         change += f", then {_said(changed)}" if changed else ""
         merge(report, index, change, other)
         done.append((change, set_args))
