@@ -22,9 +22,9 @@ caller, :func:`gradsmith.discovery.input_free.input_free`, checked the frame is 
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 import types
+
+from gradsmith.discovery.source import function_def
 
 _TYPES = (ValueError, IndexError, AttributeError, TypeError)
 #: What a fresh ctx holds that forward may read: nothing has been saved yet.
@@ -40,7 +40,7 @@ def fresh_ctx_error(exc: BaseException, frame: types.FrameType, line: int,
     if not isinstance(exc, _TYPES) or code.co_argcount < 1:
         return None
     ctx = code.co_varnames[0]
-    body = _forward_body(code)
+    body = function_def(code)
     if body is None:
         return None
     tree, start = body
@@ -57,17 +57,6 @@ def fresh_ctx_error(exc: BaseException, frame: types.FrameType, line: int,
         return None
     return {"call": ast.unparse(value), "code": ast.unparse(stmt), "line": line,
             "ctx_read": reads}
-
-
-def _forward_body(code: types.CodeType) -> tuple[ast.FunctionDef, int] | None:
-    try:
-        lines, start = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    fn = next((n for n in ast.walk(tree)
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    return None if fn is None else (fn, start)
 
 
 def _statement(body: list[ast.stmt], line: int, ctx: str) -> ast.stmt | None:

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import ast
 import builtins
-import inspect
 import linecache
 import os
 import re
 import sys
-import textwrap
 import types
 from typing import Any
 
 import gradsmith
 from gradsmith.discovery.fresh_ctx import fresh_ctx_error
+from gradsmith.discovery.source import function_def
 
 #: Errors that say the code is wrong whatever the machine: a lost CUDA device, a missing
 #: package or process group raise other types, and so do deliberate ``raise`` statements.
@@ -172,15 +171,9 @@ def _constant_name(name: str, frame: types.FrameType) -> bool:
 
 
 def _reached_on_every_call(code: types.CodeType, line: int) -> bool:
-    try:
-        lines, start = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
+    if (found := function_def(code)) is None:
         return False
-    fn = next((n for n in ast.walk(tree)
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if fn is None:
-        return False
+    fn, start = found
     return _in_straight_line(fn.body, line - start + 1)
 
 

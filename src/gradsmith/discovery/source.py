@@ -193,3 +193,16 @@ def parse_code(code: Any) -> tuple[ast.AST, int] | None:
         return ast.parse(textwrap.dedent("".join(lines))), start
     except (OSError, TypeError, SyntaxError, IndexError):
         return None
+
+
+def function_def(code: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+    """The ``def`` a code object was compiled from, and its first line in the file; None where
+    its source cannot be read or parsed."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    fn = next((n for n in ast.walk(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    return None if fn is None else (fn, start)
