@@ -53,7 +53,7 @@ def doubt(fn: Any, raised: str, slots: list[Slot], hints: dict, given: set[str])
     ``ctx.table["unit"]`` on a float), and some argument's kind is a guess. Empty otherwise:
     a backward raising on inputs of the kinds the code states (a shape mismatch, a typo) is a
     defect, and stays a ``backward-error``."""
-    if _INDEX_ERROR.search(raised) and (cast := integer_casts(fn)):
+    if INDEX_ERROR.search(raised) and (cast := integer_casts(fn)):
         what = ", ".join(cast)
         return no_inputs_reason(
             fn, f"backward raised on every synthesised layout (first: {raised}), and forward "
@@ -147,7 +147,8 @@ def _float_data(slots: list[Slot], given: set[str]) -> list[str]:
 
 
 # An index outside its tensor: raised by the values of an index, not by backward's formula.
-_INDEX_ERROR = re.compile(r"index -?\d+ is out of bounds|out of range for|index out of range")
+#: An index out of range: about values (indices), though its message names a dimension.
+INDEX_ERROR = re.compile(r"index -?\d+ is out of bounds|out of range for|index out of range")
 _INTEGER_CASTS = {"long", "int", "short"}
 
 

@@ -25,14 +25,14 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from gradsmith.discovery.doubt import INDEX_ERROR
+
 # Combinations of candidate shapes tried at most (each costs a forward and a backward).
 _MAX_TRIES = 48
 
 # Errors about sizes and ranks (the same family discovery.doubt treats as shape errors).
 _SHAPE_ERROR = re.compile(r"size of tensor|shape '\[|invalid for input of size|must match|"
                           r"cannot be multiplied|broadcast|expected shape|dimension")
-# An index out of range names a dimension too, but it is about values, not shapes.
-_INDEX_ERROR = re.compile(r"index -?\d+ is out of bounds|out of range for|index out of range")
 
 
 def frozen_tensors(args: tuple, slots: list) -> list[int]:
@@ -49,7 +49,7 @@ def marginal_inputs(found: Any, slots: list, check) -> Any | None:
     ``check(args)`` (forward and backward run) holds, or None."""
     import torch
 
-    if not _SHAPE_ERROR.search(str(found.doubt)) or _INDEX_ERROR.search(str(found.doubt)):
+    if not _SHAPE_ERROR.search(str(found.doubt)) or INDEX_ERROR.search(str(found.doubt)):
         return None  # an index out of range is discovery.doubt's (values cast to indices)
     args = list(found.args)
     frozen = frozen_tensors(found.args, slots)
