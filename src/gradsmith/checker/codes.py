@@ -358,6 +358,13 @@ ROWS: dict[str, Code] = {
         "differentiates twice)",
         "guard the backward's own divisions",
         severity_note="error with `--require second-order` or `require = [\"second-order\"]`"),
+    "second-order-probed": Code(
+        "info", "second_order",
+        "one evaluation of backward with its graph was so slow that comparing second order "
+        "element by element would take more than a few seconds: every input was compared "
+        "along random directions instead (a wrong second derivative moves them), with the "
+        "measured cost in details",
+        "a note: for an element-by-element comparison, check on smaller inputs"),
     "double-backward-error": Code(
         "warning", "second_order",
         "differentiating backward raised (first order verified: harms only code that "

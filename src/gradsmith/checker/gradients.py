@@ -10,6 +10,7 @@ import torch
 
 from gradsmith.checker import (
     approximating,
+    costly,
     eigenvectors,
     estimators,
     gauge,
@@ -71,6 +72,10 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     # Interpreted Triton kernels make each forward 10-100 ms: random-direction probes (a few
     # forwards per input, bisection only on a failure) instead of two forwards per element.
     exact = not kernels.launched(session)
+    # A slow backward (50 ms per evaluation): second order probed within a budget (costly)
+    cost = costly.over_budget(problem, total) if exact and check == "second_order" else None
+    session.cache[costly.KEY] = cost
+    exact = exact and cost is None
     # Kernels compute in float32 inside whatever they return (a float64 output can hide a
     # float32 tanh): probes get exact mode's atol/rtol floor, not only the measured noise.
     floor = not exact and not s.user_tolerance
@@ -78,13 +83,18 @@ def compare(session: Session, problem: Problem, check: str) -> list[numerics.Inp
     results = []
     try:
         for t, x in enumerate(problem.xs):
+            if cost is not None and any(r.failed for r in results):
+                # slow and already shown to disagree: the rest would only add cost (costly)
+                cost["not_compared"] = problem.labels[t:]
+                break
             with tf32.for_input(session, t):  # TF32's tolerance only where it applies
                 if exact and (total <= session.options.exact_max or x.numel() <= 64):
                     results.append(numerics.exact(
                         problem, t, vs, grads, s, _confirm(check, problem.labels[t]),
                         SECOND_ORDER_ENOUGH if check == "second_order" else None))
                 else:
-                    results.append(probe.probe(problem, t, vs, grads, s, gen))
+                    results.append(probe.probe(problem, t, vs, grads, s, gen,
+                                               costly.ENOUGH if cost is not None else None))
     finally:
         s.user_tolerance = s.user_tolerance and not floor
     return results

@@ -74,12 +74,13 @@ def _dir(problem: Problem, t: int, u: torch.Tensor, v64: torch.Tensor, h: float)
 
 
 def probe(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[torch.Tensor]],
-          s: Settings, gen: torch.Generator) -> InputResult:
+          s: Settings, gen: torch.Generator, enough: int | None = None) -> InputResult:
     """Random-direction probes for input ``t``; bisection + per-element checks on failure.
 
     Elements that sit where kinks usually are (exact zeros, values repeated in the tensor:
     clamp bounds, ties) are left out of the probes and checked one by one on a sample, so a
-    large input with many exact kinks does not fail the probe.
+    large input with many exact kinks does not fail the probe. Element checks stop once
+    ``enough`` mismatches are confirmed (None: never), as exact mode's do.
     """
     res = InputResult(t, problem.labels[t], "probe")
     x = problem.xs[t]
@@ -112,7 +113,8 @@ def probe(problem: Problem, t: int, vs: list[torch.Tensor], grads: list[list[tor
         res.probe["widespread"] = widespread
     v, gt = vs[0], grads[0][t]
     picks = torch.randperm(len(suspects), generator=gen)[:16] if len(suspects) else []
-    _check_elements(problem, res, t, v, gt, f0, s, culprits + [int(suspects[i]) for i in picks])
+    _check_elements(problem, res, t, v, gt, f0, s, culprits + [int(suspects[i]) for i in picks],
+                    enough)
     if worst is not None and res.kinks and not res.mismatches and not widespread:
         res.probe["failed"] = False  # every culprit sits on a kink
     return res
@@ -135,10 +137,12 @@ def _kink_suspects(x: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
     return (~suspect).reshape(x.shape).to(x.dtype), torch.nonzero(suspect).reshape(-1)
 
 
-def _check_elements(problem, res, t, v, gt, f0, s, elements) -> None:
+def _check_elements(problem, res, t, v, gt, f0, s, elements, enough=None) -> None:
     V = v.to(torch.float64).reshape(1, -1)
     a_all = gt.reshape(-1).to(torch.float64)
     for j in dict.fromkeys(elements):
+        if enough is not None and len(res.mismatches) >= enough:
+            return
         fp, fm = pair(problem, t, j, s.h)
         hj = step(problem, t, j, s.h)
         C = V @ (fp - fm) / (2 * hj)

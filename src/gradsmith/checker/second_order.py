@@ -13,7 +13,7 @@ import inspect
 
 import torch
 
-from gradsmith.checker import declared, gradients, kernels, unsupported
+from gradsmith.checker import costly, declared, gradients, kernels, unsupported
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.problem import Problem, seeded_grad
 from gradsmith.checker.report import Finding
@@ -119,6 +119,8 @@ def run(session: Session) -> list[Finding]:
             f.message = f.message.replace("finite differences", against, 1)
             if inner is not None:
                 _estimator_inside(f, inner, kind)
+    if (cost := session.cache.get(costly.KEY)) is not None:  # probed within a time budget
+        findings.append(costly.finding(cost, NAME))
     return findings
 
 
