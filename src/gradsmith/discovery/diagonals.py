@@ -25,7 +25,7 @@ import ast
 import inspect
 from typing import Any
 
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import call_name, parse
 
 _BUILDERS = {"diag_embed", "diagflat"}
 
@@ -126,7 +126,7 @@ def _diagonal_of(tree: ast.AST, names: set[str]) -> bool:
         if (isinstance(func, ast.Attribute) and func.attr == "diagonal"
                 and isinstance(func.value, ast.Name) and func.value.id in names):
             return True  # vals.diagonal(dim1=-2, dim2=-1)
-        callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        callee = call_name(node)
         if (callee in ("diagonal", "diag") and node.args and isinstance(node.args[0], ast.Name)
                 and node.args[0].id in names):
             return True  # torch.diagonal(vals, dim1=1, dim2=2), torch.diag(vals)
@@ -179,6 +179,4 @@ def _builds_diagonal(node: ast.AST | None, assigned: dict[str, ast.AST | None],
         return _builds_diagonal(node.left, assigned, depth + 1)
     if not isinstance(node, ast.Call):
         return False
-    func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
-        node.func, "id", "")
-    return func in _BUILDERS
+    return call_name(node) in _BUILDERS

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from gradsmith.discovery.callees import followed
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import call_name, parse
 
 _PRODUCTS = {"matmul", "bmm", "mm"}
 _TRANSPOSES = {"mT", "mH", "T", "H"}
@@ -187,8 +187,7 @@ def _spectrum(node: ast.AST, names: dict[str, str]) -> str | None:
     """The parameter ``node`` spreads into a matrix: ``diag_embed(v)``, ``v.unsqueeze(-1)``,
     ``v[..., None]``."""
     if isinstance(node, ast.Call):
-        func = node.func
-        callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        func, callee = node.func, call_name(node)
         if callee in _DIAGONALS:
             target = node.args[0] if node.args else getattr(func, "value", None)
             if isinstance(func, ast.Attribute) and not node.args:

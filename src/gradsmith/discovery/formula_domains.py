@@ -32,7 +32,7 @@ from typing import Any
 from gradsmith.discovery.callees import followed
 from gradsmith.discovery.hints import _TENSOR_ATTRS, Hint
 from gradsmith.discovery.matrices import _saved_aliases
-from gradsmith.discovery.source import parse, stored_on_ctx
+from gradsmith.discovery.source import call_name, parse, stored_on_ctx
 from gradsmith.discovery.squares import read_squares, square_grams
 
 _ACOSH = {"acosh", "arccosh"}
@@ -137,11 +137,6 @@ def _pairs(target: ast.AST, value: ast.AST):
                 yield t, v
 
 
-def _callee(node: ast.Call) -> str:
-    func = node.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
 def _number(node: ast.AST) -> float | None:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return float(node.value)
@@ -182,7 +177,7 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _loop(self, node: ast.For) -> None:
-        if isinstance(node.iter, ast.Call) and _callee(node.iter) == "zip" and isinstance(
+        if isinstance(node.iter, ast.Call) and call_name(node.iter) == "zip" and isinstance(
                 node.target, ast.Tuple):
             pairs = zip(node.target.elts, node.iter.args)
         else:
@@ -213,7 +208,7 @@ class _Reader(ast.NodeVisitor):
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and sub.id in self.sqnorms:
                 return self.sqnorms[sub.id]
-            if isinstance(sub, ast.Call) and _callee(sub) == "sum":
+            if isinstance(sub, ast.Call) and call_name(sub) == "sum":
                 method = isinstance(sub.func, ast.Attribute) and not (
                     isinstance(sub.func.value, ast.Name) and sub.func.value.id not in self.names
                     and sub.func.value.id not in self.sizes)  # torch.sum(u * u) vs (u * u).sum()
@@ -229,7 +224,7 @@ class _Reader(ast.NodeVisitor):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _number(
                 node.right) == 2:
             return _param(node.left, self.names)
-        if isinstance(node, ast.Call) and _callee(node) == "pow":
+        if isinstance(node, ast.Call) and call_name(node) == "pow":
             args = node.args
             if isinstance(node.func, ast.Attribute) and _param(node.func.value, self.names):
                 return _param(node.func.value, self.names) if args and _number(
@@ -309,7 +304,7 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        callee = _callee(node)
+        callee = call_name(node)
         first = node.args[0] if node.args else None
         # torch.zeros(b, n, d): each an int; torch.randn(shape) alone may be a whole size
         if (callee in _SIZED and len(node.args) >= 2) or (

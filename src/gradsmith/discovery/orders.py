@@ -24,9 +24,9 @@ from dataclasses import replace
 from typing import Any
 
 from gradsmith.discovery.contract import _backward_returns
-from gradsmith.discovery.formula_domains import _aliases, _callee
+from gradsmith.discovery.formula_domains import _aliases
 from gradsmith.discovery.formula_domains import _param as _through
-from gradsmith.discovery.source import forward_parameters, parse
+from gradsmith.discovery.source import call_name, forward_parameters, parse
 
 _ANGLES = {"atan2", "arctan2", "angle"}
 _ZEROS = {"zeros_like", "zeros", "new_zeros"}
@@ -81,7 +81,7 @@ def _no_gradient(owner: type, params: list[str]) -> set[str]:
 def _zero(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return node.value is None or (type(node.value) in (int, float) and node.value == 0)
-    return isinstance(node, ast.Call) and _callee(node) in _ZEROS
+    return isinstance(node, ast.Call) and call_name(node) in _ZEROS
 
 
 def _orders(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
@@ -99,7 +99,7 @@ def _orders(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
                         _is_angle(other) or (isinstance(other, ast.Name) and other.id in angles)):
                     found.setdefault(name, "a multiple of an angle (a harmonic order)")
         elif isinstance(node, ast.Call):
-            callee = _callee(node)
+            callee = call_name(node)
             at = _ORDER_AT.get(callee)
             if callee in ("pow", "float_power") and isinstance(node.func, ast.Attribute) and (
                     _param(node.func.value, names) is None and len(node.args) == 1):
@@ -113,7 +113,7 @@ def _orders(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
 
 
 def _is_angle(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and _callee(node) in _ANGLES
+    return isinstance(node, ast.Call) and call_name(node) in _ANGLES
 
 
 def _param(node: ast.AST, names: dict[str, str]) -> str | None:

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gradsmith.discovery.source import call_name
+
 #: Seconds an example (or a test file's import) may run.
 EXAMPLE_S = 2.0
 _MAX_FILES = 4
@@ -96,8 +98,7 @@ def _a_test_module(text: str) -> bool:
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
             return False
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            func = stmt.value.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            name = call_name(stmt.value)
             if name not in _SETUP_CALLS:
                 return False
     return True

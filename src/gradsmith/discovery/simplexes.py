@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import call_name, parse
 
 #: Samplers and distributions: the position of their probability argument, and its keyword.
 _SAMPLERS = {"multinomial": (0, "input"), "Categorical": (0, "probs"),
@@ -43,7 +43,7 @@ def read_simplexes(forward: Any, hints: dict) -> None:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(node)
         if name not in _SAMPLERS:
             continue
         position, keyword = _SAMPLERS[name]

@@ -206,3 +206,10 @@ def function_def(code: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int
     fn = next((n for n in ast.walk(tree)
                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     return None if fn is None else (fn, start)
+
+
+def call_name(node: ast.Call) -> str:
+    """The name a call's function goes by: ``f`` of ``f(x)`` and of ``torch.f(x)`` or
+    ``x.f()``; ``""`` for a call of anything else (``fs[0](x)``, ``make()(x)``)."""
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

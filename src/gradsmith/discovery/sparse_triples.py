@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import call_name, parse
 
 _BUILDERS = {"sparse_coo_tensor", "FloatTensor", "DoubleTensor", "sparse_coo"}
 _KEYWORDS = ("indices", "values", "size")
@@ -44,8 +44,7 @@ def sparse_triple(forward: Any, names: list[str]) -> tuple[str, str, Any] | None
     for node in ast.walk(tree) if tree is not None else ():
         if not isinstance(node, ast.Call):
             continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = call_name(node)
         if name not in _BUILDERS:
             continue
         parts: list[ast.AST | None] = list(node.args[:3]) + [None] * (3 - len(node.args[:3]))

@@ -28,6 +28,7 @@ import ast
 from typing import Any
 
 from gradsmith.discovery.matrices import _matrix_of
+from gradsmith.discovery.source import call_name
 
 _SQUARE_CALLS = {"matrix_exp", "matrix_power", "det", "eig", "eigvals"}
 _RESHAPES = {"reshape", "view"}
@@ -40,17 +41,17 @@ def read_squares(tree: ast.AST, reader: Any) -> dict[str, int]:
     :class:`~gradsmith.discovery.formula_domains._Reader` that has visited ``tree``); return
     the parameters multiplied by their own transpose, each with the rank its transpose implies
     (for :func:`square_grams`)."""
-    from gradsmith.discovery.formula_domains import _callee, _param
+    from gradsmith.discovery.formula_domains import _param
 
     grams: dict[str, int] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _callee(node) in _RESHAPES:
+        if isinstance(node, ast.Call) and call_name(node) in _RESHAPES:
             args = node.args[0].elts if len(node.args) == 1 and isinstance(
                 node.args[0], (ast.Tuple, ast.List)) else node.args
             sizes = [s for a in args if (s := _size(reader, a)) is not None and s[0] is not None]
             for size in {s for s in sizes if sizes.count(s) > 1}:
                 reader._square(size[0], size[1], "square")  # t.reshape(b, n, n), n = x.shape[1]
-        elif isinstance(node, ast.Call) and _callee(node) in _SQUARE_CALLS:
+        elif isinstance(node, ast.Call) and call_name(node) in _SQUARE_CALLS:
             operand = node.args[0] if node.args else getattr(node.func, "value", None)
             reader._square(_param(operand, reader.names), -1, "square")
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
@@ -114,12 +115,11 @@ def square_grams(grams: dict[str, int], hints: dict) -> None:
 def _is_eye(node: ast.AST) -> bool:
     """``eye(n)``, ``torch.eye(n).to(x)``, ``torch.eye(n).unsqueeze(0).expand(b, n, n)``,
     ``eps * torch.eye(n)``."""
-    from gradsmith.discovery.formula_domains import _callee
 
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
         return _is_eye(node.left) or _is_eye(node.right)
     while isinstance(node, ast.Call):
-        if _callee(node) in _EYES:
+        if call_name(node) in _EYES:
             return True
         node = node.func.value if isinstance(node.func, ast.Attribute) else None
     return False
