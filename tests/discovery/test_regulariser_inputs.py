@@ -143,3 +143,49 @@ def test_a_differentiated_input_is_not_read_as_a_regulariser():
 
     value, description = _value(Ratio, 1)
     assert "regulariser" not in description
+
+
+class LogAbsModern(Function):
+    """Modern style: forward(x, reg) + setup_context, which saves the regulariser (yastn's
+    SYMEIG does so): the use in backward is found through setup_context's ``inputs``."""
+
+    @staticmethod
+    def forward(x, reg):
+        return torch.log(x.abs())
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, reg = inputs
+        ctx.save_for_backward(x, reg)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, reg = ctx.saved_tensors
+        return g * safe_inverse(x, epsilon=reg), None
+
+
+class LogAbsModernShifted(LogAbsModern):
+    @staticmethod
+    def backward(ctx, g):
+        x, reg = ctx.saved_tensors
+        return g * safe_inverse(x + 0.25, epsilon=reg), None  # planted: a shifted pole
+
+
+def test_a_regulariser_saved_in_setup_context_is_tiny_and_the_function_passes():
+    reg, description = _value(LogAbsModern, 1)
+    assert DOMAIN[0] < reg.min() and reg.max() < DOMAIN[1], description
+    found = synthesize(LogAbsModern)
+    report = gradsmith.check(LogAbsModern, *found.args)
+    assert report.passed, report.summary()
+    x = found.args[0].detach().clone().requires_grad_()
+    g = torch.randn(x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(4))
+    (got,) = torch.autograd.grad(LogAbsModern.apply(x, found.args[1]), x, g)
+    y = x.detach().clone().requires_grad_()
+    (want,) = torch.autograd.grad(torch.log(y.abs()), y, g)
+    torch.testing.assert_close(got, want)
+
+
+def test_a_wrong_pole_saved_in_setup_context_still_fails():
+    found = synthesize(LogAbsModernShifted)
+    report = gradsmith.check(LogAbsModernShifted, *found.args)
+    assert not report.passed and "gradient-mismatch" in report.codes("error"), report.summary()

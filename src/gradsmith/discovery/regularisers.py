@@ -77,7 +77,11 @@ def read_regularisers(fn: Any, hints: dict) -> None:
         return
     readers = [(fn, forward, {n: n for n in candidates})]
     if backward is not None:
-        readers.append((backward_fn, backward, _in_backward(forward, backward, candidates)))
+        savers = [(forward, {n: n for n in candidates})]
+        setup = _setup_context(owner, list(hints), candidates)
+        if setup is not None:
+            savers.append(setup)
+        readers.append((backward_fn, backward, _in_backward(savers, backward)))
     found: dict[str, str] = {}
     for function, tree, local in readers:
         if not local:
@@ -108,21 +112,45 @@ def _named(name: str) -> bool:
     return bool(set(name.lower().strip("_").split("_")) & _WORDS)
 
 
-def _in_backward(forward: ast.AST, backward: ast.AST, candidates: set[str]) -> dict[str, str]:
-    """Backward's local name -> forward parameter, for candidates forward saves
+def _setup_context(owner: type, names: list[str],
+                   candidates: set[str]) -> tuple[ast.AST, dict[str, str]] | None:
+    """A modern Function's ``setup_context`` and its local name -> forward parameter for the
+    candidates it unpacks from ``inputs`` (``_, reg = inputs``): there, not in forward, is
+    where such a Function saves what backward reads (yastn's SYMEIG saves its
+    ``ad_decomp_reg`` so)."""
+    method = owner.__dict__.get("setup_context")
+    tree = parse(getattr(method, "__func__", method)) if method is not None else None
+    if tree is None:
+        return None
+    local: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], (ast.Tuple, ast.List)) and \
+                isinstance(node.value, ast.Name) and node.value.id == "inputs":
+            local.update({e.id: names[i] for i, e in enumerate(node.targets[0].elts)
+                          if isinstance(e, ast.Name) and i < len(names)
+                          and names[i] in candidates})
+    return (tree, local) if local else None
+
+
+def _in_backward(savers: list[tuple[ast.AST, dict[str, str]]],
+                 backward: ast.AST) -> dict[str, str]:
+    """Backward's local name -> forward parameter, for candidates that forward (or
+    ``setup_context``; ``savers``: tree and its local name -> parameter) saves
     (``ctx.save_for_backward(d, u, reg)`` ... ``d, u, reg = ctx.saved_tensors``) or keeps on
     ctx (``ctx.reg = reg`` ... ``ctx.reg``, read as the name ``ctx.reg``)."""
     saved: dict[int, str] = {}
     kept: dict[str, str] = {}
-    for node in ast.walk(forward):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "save_for_backward":
-            saved.update({i: a.id for i, a in enumerate(node.args)
-                          if isinstance(a, ast.Name) and a.id in candidates})
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
-                node.value.id in candidates:
-            kept.update({t.attr: node.value.id for t in node.targets
-                         if isinstance(t, ast.Attribute)})
+    for tree, names in savers:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "save_for_backward":
+                saved.update({i: names[a.id] for i, a in enumerate(node.args)
+                              if isinstance(a, ast.Name) and a.id in names})
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
+                    node.value.id in names:
+                kept.update({t.attr: names[node.value.id] for t in node.targets
+                             if isinstance(t, ast.Attribute)})
     local: dict[str, str] = {}
     for node in ast.walk(backward):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
