@@ -188,6 +188,15 @@ ROWS: dict[str, Code] = {
         "the code's precondition, not demonstrated harm: that set is left out, the verdict "
         "comes from the others (on the first set the same error stays an error)",
         "nothing to fix; to have the value checked, support it, or reject it in forward"),
+    "straight-through-option": Code(
+        "warning", "gradients",
+        "zero-config only: on a further input set with an option flipped from the first "
+        "set's, forward is piecewise constant (a hard mode) while backward returns exactly the "
+        "gradient it returns with the first set's options, which the first set verified (same "
+        "inputs, random state and grad_output): a straight-through estimator the option "
+        "selects, in place of an undeclared-estimator error; any other gradient keeps the error",
+        "nothing to fix if the option is a straight-through mode; declare it to have it "
+        "checked as an estimator"),
     "assumed-shape": Code(
         "warning", "structure",
         "zero-config only: a parameter's guessed shape got a gradient of another shape (a "

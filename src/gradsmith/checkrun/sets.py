@@ -6,7 +6,9 @@ and adds the findings the first set did not have, each saying on which inputs it
 synthesised set whose guessed parameter shape backward reduces is checked again on the layout
 backward returns (:func:`gradsmith.checker.layout.on_own_layout`). A set whose option the code
 itself refuses (``assert ctx.reduce_bias``) is left out with an info finding
-(:mod:`gradsmith.checker.refused`). The verifier is imported lazily: the command line process
+(:mod:`gradsmith.checker.refused`); one whose flipped option makes forward hard while backward
+keeps the first set's verified gradient is a straight-through mode, a warning
+(:mod:`gradsmith.checker.hard_option`). The verifier is imported lazily: the command line process
 never imports torch.
 """
 
@@ -34,6 +36,7 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
     """
     from gradsmith.checker import check, reported
     from gradsmith.checker.fixed_sizes import fixed_size
+    from gradsmith.checker.hard_option import hard_option
     from gradsmith.checker.layout import on_own_layout
     from gradsmith.checker.refused import refused
 
@@ -60,6 +63,10 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
         if synthesised and (note := refused(obj, args, set_args, other)) is not None:
             # `assert ctx.reduce_bias`: the code refuses this set's option; nothing on it ran
             other = replace(other, findings=[note], checks=[])
+        elif synthesised and (note := hard_option(obj, args, set_args, report, other)):
+            # forward_hard_map=True: backward keeps the first set's verified gradient
+            other = replace(other, findings=[f for f in other.findings if not f.is_error]
+                            + [note])
         change += f", then {_said(changed)}" if changed else ""
         merge(report, index, change, other)
         done.append((change, set_args))
