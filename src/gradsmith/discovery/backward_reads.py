@@ -137,10 +137,15 @@ def backward_functions(owner: type | None, names: list[str]) -> set[str]:
     if tree is None or not stored:
         return set()
     aliases: dict[str, str] = {}  # local name -> parameter
+    # Only a stored value read off ctx (``ctx.pad``), never a module's function of the same
+    # name: ``F.pad(x, (pad,) * 4)`` beside ``ctx.pad = pad`` made the int padding a callable
+    # (corpus 12b dev, spent: CMPUT566-Project's slow_custom_ConvFunction).
+    ctx = _ctx_name(tree)
 
     def param(node: ast.AST) -> str | None:
         if isinstance(node, ast.Attribute) and node.attr in stored:
-            return stored[node.attr]
+            base = node.value
+            return stored[node.attr] if isinstance(base, ast.Name) and base.id == ctx else None
         return aliases.get(node.id) if isinstance(node, ast.Name) else None
 
     for node in ast.walk(tree):
@@ -160,3 +165,11 @@ def backward_functions(owner: type | None, names: list[str]) -> set[str]:
         if callee in _HIGHER_ORDER and node.args and param(node.args[0]) is not None:
             found.add(param(node.args[0]))
     return found - called_in_forward
+
+
+def _ctx_name(tree: ast.AST) -> str:
+    """The name backward's first parameter goes by (``ctx`` mostly; ``context``, ``self``)."""
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                                ast.AsyncFunctionDef))), None)
+    args = [] if fn is None else [*fn.args.posonlyargs, *fn.args.args]
+    return args[0].arg if args else "ctx"

@@ -22,6 +22,7 @@ from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.permutations import read_permutations
 from gradsmith.discovery.projections import read_projections
+from gradsmith.discovery.size_arithmetic import read_size_arithmetic
 from gradsmith.discovery.source import module_function
 from gradsmith.discovery.source import parse as _parse
 from gradsmith.discovery.stated import documented_options
@@ -120,6 +121,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         visitor.visit(tree)
         visitor.merge_items()
         read_windows(tree, hints)  # F.avg_pool2d(x, kernel): kernel is a tuple of ints
+        read_size_arithmetic(fn, hints)  # (h + 2 * pad - k) // stride: pad, stride are ints
         if owner is not None and depth < 3:
             for call in visitor.super_calls:
                 _from_parent(call, owner, hints, depth)
