@@ -70,9 +70,14 @@ def repaired_doubt(fn: Any, raised: str, found: Repaired, slots: list[Slot], hin
     """Why a backward-error on repaired inputs is not shown to be the Function's: the repair
     made forward run, nothing showed the inputs are of the kinds and shapes backward is
     written for (a per-channel ``clip_lo`` given the input's shape, a ``sigma`` that requires
-    grad). The row is a skip with this reason when backward's error is its only error."""
+    grad). The row is a skip with this reason when backward's error is its only error. Where
+    every edit gave the kind a typed signature states (``full_matrices`` must be bool), the
+    repair guessed nothing a layout does not: synthesis' usual :func:`~.doubt.doubt` decides."""
+    from gradsmith.discovery.doubt import doubt
     from gradsmith.discovery.suggestion import no_inputs_reason
 
+    if all(e.stated for e in found.edits):  # a builtin's parser named each kind: no guess
+        return doubt(fn, raised, slots, hints, set())  # beyond synthesis' usual ones
     what = ", ".join(dict.fromkeys(_name(found.parts[e.index]) for e in found.edits))
     return no_inputs_reason(
         fn, f"forward ran only on inputs repaired from its own errors ({what}) and backward "

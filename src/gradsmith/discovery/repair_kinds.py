@@ -21,13 +21,15 @@ class Edit:
     """One change to one argument: ``kind`` is ``shape`` (``value`` a shape: a fresh tensor of
     the argument's dtype), ``number`` (``value`` a Python number or bool), ``index`` (an int64
     tensor of ``value``'s shape in [0, ``high``)), ``mask`` (a bool tensor of that shape),
-    ``complex`` (a complex tensor of that shape) or ``wrap`` (``value`` as a tensor)."""
+    ``complex`` (a complex tensor of that shape) or ``wrap`` (``value`` as a tensor).
+    ``stated``: a typed signature's parser named the kind, so only the value is a guess."""
 
     index: int
     kind: str
     value: Any
     why: str
     high: int = 2
+    stated: bool = False  # the kind a typed signature states (an argument parser's message)
 
 
 def identical(args: list, value: Any) -> list[int]:

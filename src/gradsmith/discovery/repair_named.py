@@ -43,6 +43,12 @@ _RANKS = re.compile(r"^(?:all )?have (?:length|ndim|rank|dimension) ((?:\d(?:, |
 _SCHEMA = re.compile(r"\w::\w+\(\) Expected a value of type '(str|int|float|bool|SymInt)' "
                      r"for argument '([A-Za-z_]\w*)'")
 
+# A torch builtin's argument parser: "linalg_svd(): argument 'full_matrices' (position 2) must
+# be bool, not Tensor" (corpus 12a dev, spent: yastn's SVDGESDD passes its fullrank_uv there).
+# No Python frame binds the name: the failing line's call passes it, by keyword or position.
+_BUILTIN = re.compile(r"\w+\(\): argument '([A-Za-z_]\w*)' (?:\(position (\d+)\) )?must be "
+                      r"(bool|int|float), not (\w+)")
+
 _VALUES = {"bool": (False, True), "boolean": (False, True), "int": (2, 1), "integer": (2, 1),
            "float": (1.0,), "str": ("x",), "SymInt": (2, 1)}
 
@@ -66,6 +72,10 @@ def named(exc: BaseException, args: list, said: str) -> list[Edit]:
             and not _is(args[i], m[1]):
         out += [Edit(i, "number", v, f"{said}: the op's schema types {m[2]} as {m[1]}")
                 for v in _VALUES[m[1]]]
+    if m := _BUILTIN.search(text):
+        out += [Edit(i, "number", v, f"{said}: forward passes it as {m[1]}, {m[3]}", stated=True)
+                for i in _at_builtin(exc, args, m[1], int(m[2] or 0)) if not _is(args[i], m[3])
+                for v in _VALUES[m[3]]]
     if (m := _DIMS.search(text)) and (wants := _ranks(m[2])):
         ranked = [(i, args[i].dim()) for name in re.findall(r"[A-Za-z_]\w*", m[1])
                   if name not in ("and", "or", "shape") and (i := bound(exc, args, name))
@@ -176,3 +186,28 @@ def _passed(caller: FrameType, lineno: int, callee: CodeType, name: str) -> str 
 def _named(call: ast.Call) -> str:
     func = call.func
     return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+
+def _at_builtin(exc: BaseException, args: list, name: str, position: int) -> list[int]:
+    """Indices of ``args`` the innermost frame's failing line passes to a call as its keyword
+    ``name`` or at ``position`` (1-based, 0: unknown), as a plain name (a builtin has no frame
+    of its own, so :func:`bound` cannot follow it)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or (parsed := parse_code(tb.tb_frame.f_code)) is None:
+        return []
+    tree, start = parsed
+    line = tb.tb_lineno - start + 1
+    found: list[int] = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)):
+        exprs = [k.value for k in call.keywords if k.arg == name]
+        if position and not exprs and len(call.args) >= position and not any(
+                isinstance(a, ast.Starred) for a in call.args[:position]):
+            exprs = [call.args[position - 1]]
+        for expr in exprs:
+            if isinstance(expr, ast.Name) and expr.id in tb.tb_frame.f_locals:
+                value = tb.tb_frame.f_locals[expr.id]
+                found += [i for i, a in enumerate(args) if a is value and not cached(a)]
+    return list(dict.fromkeys(found))[:1]
