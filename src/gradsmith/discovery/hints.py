@@ -22,6 +22,7 @@ from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.permutations import read_permutations
 from gradsmith.discovery.projections import read_projections
+from gradsmith.discovery.reduced_params import read_reduced
 from gradsmith.discovery.size_arithmetic import read_size_arithmetic
 from gradsmith.discovery.source import module_function
 from gradsmith.discovery.source import parse as _parse
@@ -133,6 +134,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
 
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
         read_backward_ranks(owner, hints)  # bsz, d, n = grad.size(): an output of rank 3
+        read_reduced(owner, hints)  # g.sum((0, 2, 3)).reshape(s.shape): s is (1, C, 1, 1)
         read_permutations(owner, hints)  # x[..., idx] there and back: idx permutes a dim
         read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`
         read_ctx_literals(owner, hints)  # ctx.in1 = mode; backward: `if ctx.in1 == 'DFA'`
