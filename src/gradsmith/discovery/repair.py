@@ -192,6 +192,9 @@ def _edited(build, edits: list[Edit], seed: int) -> tuple[list, list[str]]:
             args[edit.index] = torch.randn(edit.value, dtype=dtype, generator=generator).to(
                 _device(args)).requires_grad_(getattr(old, "requires_grad", True))
             shown = f"{name}: {str(dtype).removeprefix('torch.')} {tuple(edit.value)}"
+        elif edit.kind == "list":  # a List[int] a schema states (see .repair_lists)
+            args[edit.index] = list(edit.value)
+            shown = f"{name}={list(edit.value)!r}"
         elif edit.kind == "mask":
             args[edit.index] = (torch.rand(edit.value, generator=generator) < 0.5
                                 ).to(_device(args))

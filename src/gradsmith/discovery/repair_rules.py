@@ -15,6 +15,7 @@ import re
 
 from gradsmith.discovery.repair_asserts import asserted
 from gradsmith.discovery.repair_kinds import KIND_RULES, NOTHING, Edit, cached, identical
+from gradsmith.discovery.repair_lists import list_edits
 from gradsmith.discovery.repair_named import named
 
 __all__ = ["Edit", "edits_for", "message"]
@@ -43,11 +44,16 @@ def edits_for(exc: BaseException, args: list) -> list[Edit]:
     for rule in _RULES:
         out += rule(text, args, tensors, numbers, first, said, line, local)
     return [Edit(i, "shape", shape, why) for i, shape, why in asserted(exc, args)] + named(
-        exc, args, said) + out
+        exc, args, said) + list_edits(exc, args, said) + out
 
 
 def message(exc: BaseException) -> str:
+    """The first line of ``exc``'s message; a TorchScript function's error says what failed on
+    its last line ("RuntimeError: Dimension out of range ..."), after the script's traceback."""
     text = str(exc)
+    if text.startswith("The following operation failed in the TorchScript interpreter"):
+        last = [line for line in text.splitlines() if line.strip()][-1]
+        return re.sub(r"^\w+(?:Error|Exception): ", "", last)
     return text.splitlines()[0] if text else type(exc).__name__
 
 
