@@ -30,6 +30,7 @@ import torch
 from gradsmith.checker import (
     crossed,
     half_flat,
+    ignored_cotangent,
     ignored_outputs,
     learned_quant,
     numerics,
@@ -118,6 +119,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
     declaration = _pasteable(session, _declaration(session, problem, sigs, vs[0], grads[0]))
     others = [res.label for res in results if res.failed and res.t not in sigs]
     finding = _finding(sigs, declaration, others)
+    if not finding.details["verified"]:  # `torch.ones(grad_output.shape)`: say the harm
+        ignored_cotangent.name_harm(finding, results, vs, grads)
     return [_with_elements(finding, results)], set(sigs)
 
 
