@@ -457,6 +457,14 @@ ROWS: dict[str, Code] = {
         "forward or backward crashes in float64 although the inputs are float64 (or backward "
         "only): float32 internals; checked in float32 instead",
         "create internal tensors with the input's dtype"),
+    "float32-contract": Code(
+        "warning", "setup",
+        "float64 inputs give float32 outputs that are non-finite, or far (over 1e-3 relative) "
+        "from those of the same values in float32, where float32 gives finite ones (a library "
+        "handed the tensor's memory reads it as float32): float64 is outside the contract; "
+        "checked in float32 instead",
+        "nothing to fix if float32 is the contract; convert float64 inputs (`x.float()`) "
+        "before handing their memory on, or reject them in forward"),
     "gap-not-observed": Code(
         "info", "setup",
         "a gap is declared in `gaps=` but that column found nothing",

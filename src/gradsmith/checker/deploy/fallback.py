@@ -10,7 +10,9 @@ the dtype where it runs, so the user learns whether it is right there. Triton ke
 compiler rejects for float64 (a float32 accumulator that float64 loads make float64: Triton's
 ``CompilationError``; its interpreter accepts them) are checked in float32 the same way, with an
 info finding that names the compiler's reason. Once forward has raised in float64, it is never
-called there again: a backward that then raises in float32 too is reported there.
+called there again: a backward that then raises in float32 too is reported there. A Function
+whose float64 run is garbage while float32 is what it computes in (a library reading the
+tensor's memory as float32) is checked in float32 too (:mod:`gradsmith.checker.float32_contract`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from gradsmith.checker import float32_contract
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, forward_error
@@ -34,9 +37,15 @@ def first_forward(session: Session) -> Any | None:
     """Run forward (+ one backward) in float64, falling back; None after a forward error."""
     subject, report = session.subject, session.report
     try:
-        return _attempt(session, torch.float64)
+        out = _attempt(session, torch.float64)
     except _Failed as f64:
         failed64 = f64
+    else:
+        if (why := float32_contract.broken(subject, out)) is None:
+            return out
+        report.findings.append(float32_contract.finding(why))  # gtn reads memory as float32
+        _settle(subject, torch.float32)
+        return subject.call([x.clone() for x in subject.fresh_leaves()])
     user_dtypes = {t.dtype for t in subject.args.originals}
     candidates: list[torch.dtype | None] = []
     if user_dtypes != {torch.float64}:
