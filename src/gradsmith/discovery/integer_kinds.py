@@ -25,6 +25,7 @@ import ast
 from typing import Any
 
 from gradsmith.discovery.callees import followed
+from gradsmith.discovery.label_sequences import read_label_sequences, sequences_value
 from gradsmith.discovery.source import parse
 
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -52,6 +53,7 @@ def read_integer_kinds(target: Any, owner: Any, hints: dict, frozen: set[str]) -
         return
     names = {n: n for n in hints}
     _read(tree, names, hints, frozen)
+    read_label_sequences(target, tree, owner, hints, frozen)  # len(targets[b]), target[i]
     klass = owner if isinstance(owner, type) else None
     for helper, passed in followed(target, tree, names, klass, package=True):
         _read(helper, passed, hints, frozen)
@@ -167,11 +169,13 @@ def _repeats(node: ast.Call, names: dict[str, str], every: dict[str, str], hints
 
 
 def integer_value(slot: Any, first_shape: tuple, rows: int | None, generator: Any):
-    """(tensor, description) for an index slot that holds lengths or repeat counts, else
-    None (a class index: the usual build)."""
+    """(tensor, description) for an index slot that holds lengths, repeat counts or label
+    sequences, else None (a class index: the usual build)."""
     import torch
 
     hint = slot.hint
+    if (made := sequences_value(slot, first_shape, generator)) is not None:
+        return made  # targets[b]: one label list per row
     if hint is None or not (hint.length or hint.repeats):
         return None
     if hint.repeats:
