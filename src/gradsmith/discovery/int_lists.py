@@ -30,11 +30,13 @@ from typing import Any
 from gradsmith.discovery.slots import Slot
 from gradsmith.discovery.source import parse
 
-AXES, PER_AXIS, POINTS = "axes", "per-axis", "points"
-_CANDIDATES = {AXES: ([-1],), PER_AXIS: ([2], [0], [1]), POINTS: ([1, 2],)}
+AXES, PER_AXIS, POINTS, RANGES = "axes", "per-axis", "points", "ranges"
+_CANDIDATES = {AXES: ([-1],), PER_AXIS: ([2], [0], [1]), POINTS: ([1, 2],),
+               RANGES: ([(0, 1), (2, 3)],)}
 _WHY = {AXES: "dimensions: forward loops over them as tensor dimensions",
         PER_AXIS: "one integer per dimension in {axes}: forward reads it beside each",
-        POINTS: "sorted cut points below each dimension's size: forward tensor_splits at them"}
+        POINTS: "sorted cut points below each dimension's size: forward tensor_splits at them",
+        RANGES: "(start, stop) pairs: forward slices with each item it walks"}
 _DIM_KEYWORDS = {"dim", "axis", "dims", "axes"}
 
 
@@ -85,7 +87,7 @@ def explained(description: str, lists: dict[str, tuple[str, str]]) -> str:
     """The Inputs column with the reason after each integer list."""
     for name, (kind, axes) in lists.items():
         why = _WHY[kind].format(axes=axes)
-        description = re.sub(rf"\b({re.escape(name)}=\[[-\d, ]*\])", rf"\1 ({why})",
+        description = re.sub(rf"\b({re.escape(name)}=\[[-\d, ()]*\])", rf"\1 ({why})",
                              description, count=1)
     return description
 
@@ -98,6 +100,8 @@ def _pick(kind: str, i: int) -> list[int]:
 def _loop(node: ast.For, params: set[str], dims_used: set[str],
           found: dict[str, tuple[str, str]]) -> None:
     source, counter, item = _walked(node)
+    if source in params and _slices_with(node, item):
+        found.setdefault(source, (RANGES, ""))
     if source in params and item in dims_used:
         found.setdefault(source, (AXES, ""))
         if counter is not None:
@@ -118,6 +122,23 @@ def _loop(node: ast.For, params: set[str], dims_used: set[str],
             if axes and n is not None and n not in axes:
                 found.setdefault(axes[0], (AXES, ""))
                 found.setdefault(n, (PER_AXIS, axes[0]))
+
+
+def _slices_with(node: ast.For, item: str | None) -> bool:
+    """Whether the loop's body slices with its item as a (start, stop) pair: ``slice(*slc)``
+    (corpus 12a dev, spent: yastn's block kernels), or ``x[s:e]`` for ``for s, e in ...``."""
+    target = node.target
+    pair = [e.id for e in target.elts if isinstance(e, ast.Name)] if isinstance(
+        target, ast.Tuple) and len(target.elts) == 2 else []
+    for sub in (n for stmt in node.body for n in ast.walk(stmt)):
+        if item and isinstance(sub, ast.Call) and _called(sub) == "slice" and len(
+                sub.args) == 1 and isinstance(sub.args[0], ast.Starred) and isinstance(
+                sub.args[0].value, ast.Name) and sub.args[0].value.id == item:
+            return True
+        if len(pair) == 2 and isinstance(sub, ast.Slice) and [
+                getattr(sub.lower, "id", None), getattr(sub.upper, "id", None)] == pair:
+            return True
+    return False
 
 
 def _walked(node: ast.For) -> tuple[str | None, str | None, str | None]:
