@@ -37,7 +37,7 @@ def guess_checks(options: dict) -> list[str]:
 
 
 def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
-              run: Callable[[tuple], Any]) -> Any:
+              run: Callable[[tuple], Any], fn: Any = None) -> Any:
     """``report`` (the first set's errors confirmed on another guess, or said to be
     unconfirmed).
 
@@ -47,6 +47,8 @@ def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
         others: the synthesis's candidate lister (``Synthesized.others``: the guessed names
             and the other candidates), or ``None``.
         run: checks the Function on an argument tuple (the value- and shape-dependent checks).
+        fn: the Function; where a guessed callable is its forward, what backward alone shows
+            decides (:mod:`gradsmith.checker.opaque_forward`).
     """
     from gradsmith.checker.unconfirmed import unconfirmed
 
@@ -74,6 +76,8 @@ def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
                                                    guess.source))
             report.sort()
             return report
+    if fn is not None and (alone := _backward_alone(report, fn, args, names)) is not None:
+        return alone
     held = ("the error held on the other candidates tried: " + "; ".join(
         g.said for g in guesses) if guesses else f"no other candidate for "
             f"{'it' if len(names) == 1 else 'them'} runs forward and backward")
@@ -84,3 +88,36 @@ def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
                           f"{'was a guess' if len(names) == 1 else 'were guesses'}; {held})")
     return report
 
+
+
+def _backward_alone(report: Any, fn: Any, args: tuple, names: list[str]) -> Any:
+    """``report`` judged by backward alone where forward is a guessed callable: the errors
+    stand with the asymmetry that shows them, or become warnings of an INCOMPLETE row; None
+    where that does not apply (:mod:`gradsmith.checker.opaque_forward`)."""
+    from gradsmith.checker.opaque_forward import judged
+    from gradsmith.checker.report import Finding
+
+    try:
+        found = judged(fn, args, list(names))
+    except Exception:  # noqa: BLE001 - not judged: the FAIL stands as before
+        return None
+    if found is None:
+        return None
+    symmetric, said = found
+    if not symmetric:
+        for f in report.errors:
+            f.message += f" ({said})"
+        return report
+    codes = sorted({f.code for f in report.errors})
+    for f in report.errors:
+        f.severity = "warning"
+        f.message = f"[on the guessed inputs] {f.message}"
+    report.findings.append(Finding(
+        "unconfirmed-guess", "warning",
+        f"{', '.join(codes)} arose only on a guess: {said}. The error is not shown to be the "
+        "Function's; the verdict is INCOMPLETE",
+        "register an example with the real callable (@gradsmith.example) so that the check "
+        "does not have to guess", "gradients", None,
+        {"incomplete": True, "codes": codes, "changed": {}}))
+    report.sort()
+    return report

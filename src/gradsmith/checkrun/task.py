@@ -233,7 +233,7 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
     if example_index is None and not reshaped:  # a FAIL on guessed inputs holds on another guess
         report = confirmed(report, args, others, lambda a: check_sets(
             obj, label, surrogate, {**merged, "checks": guess_checks(merged)}, "",
-            [("", a)], True)[0])
+            [("", a)], True)[0], fn=obj)
     if reshaped:  # the exact inputs the findings came from
         record = _repro_record(candidate, obj, seed, sets, inline_limit)
     if flagged:  # dequantize=False gave uint8 codes: checked at True, the integer case said
