@@ -11,13 +11,15 @@ step). Those arguments are the Function's input set, said in the Inputs column (
 test_logsig in tests/test_sig.py passes them``); the usual exercised / non-trivial rules apply.
 
 What runs is what the project's authors wrote to be run: docstring examples of the Function's
-own module; zero-argument test functions, test methods of ``unittest.TestCase`` classes and of
-plain test classes, and ``pytest.mark.parametrize``d tests with their first parameter set, from
-the project's test files (``tests/``, ``test/``, ``test_*.py``, ``*_test.py``) that name the
-Function or a caller. Tests needing fixtures are not run. Each example has two seconds and all
-of them five, in an empty temporary folder (a file written by a relative name is never one of
-the user's); torch's RNG is restored after each, and its default dtype, grad mode, ``sys.path``
-and the test modules loaded after all of them.
+own module, then the project's tests (``tests/``, ``test/``, ``test_*.py``, ``*_test.py``) that
+reach the Function: those naming it, a caller, or a caller of a caller, up to three calls away
+(:mod:`~gradsmith.discovery.reach`), likeliest first (:mod:`~gradsmith.discovery.ranked_tests`):
+test functions and methods of test classes, ``pytest.mark.parametrize``d ones with their first
+parameter set, with simple fixtures built as pytest would (:mod:`~gradsmith.discovery.fixtures`);
+a test needing pytest's own machinery (``monkeypatch``, ``capsys``) is not run. Each example has
+two seconds and all of them eight, in an empty temporary folder (a file written by a relative
+name is never one of the user's); torch's RNG is restored after each, and its default dtype,
+grad mode, ``sys.path`` and the test modules loaded after all of them.
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ from gradsmith.discovery.project_tests import (
     deadline,
     in_scratch_folder,
     mentions,
-    test_files,
-    tests_in,
 )
+from gradsmith.discovery.ranked_tests import Loader, ranked
+from gradsmith.discovery.reach import reach
 from gradsmith.discovery.through_callers import moved_state, record
 
-_BUDGET_S = 5.0
+#: Seconds for all examples together, reading the project's source included. A skip is what
+#: the row gets otherwise; tests of a public API import the project and build its objects
+#: (about a second each for a scientific package), and the likeliest tests run first, so a
+#: handful at two seconds each is enough: eight seconds, run only for rows that would skip.
+_BUDGET_S = 8.0
 
 
 def through_examples(fn: type, seed: int,
@@ -72,17 +78,17 @@ def _through_examples(fn: type, seed: int,
     start = time.perf_counter()
     tried = 0
     with _restored(), _importable_as_the_project_does(fn, roots):
-        for thunk, text in _examples(fn, names, roots):
+        for thunk, text in _examples(fn, names, roots, start):
             if time.perf_counter() - start > _BUDGET_S:
                 break
             tried += 1
-            args = _recorded(fn, thunk)
+            args = _recorded(fn, thunk, roots[-1] if roots else None)
             if args is None or probe(fn.apply, list(args)) is not True:
                 continue
             source = f"as {text} passes them"
             if backward_error(fn.apply, args) is not None:
                 continue  # the project's own call raising in backward: the skip's reason stands
-            moved = moved_state(fn, args, source, seed)
+            moved = _within_time(lambda a=args, s=source: moved_state(fn, a, s, seed))
             return Synthesized(args, source, (moved,) if moved else (), seed)
     if isinstance(skipped, NoInputs) and tried:
         return NoInputs(f"{skipped.reason} (the project's examples and tests that name it were "
@@ -90,14 +96,27 @@ def _through_examples(fn: type, seed: int,
     return skipped
 
 
-def _recorded(fn: type, thunk: Thunk) -> tuple | None:
+def _within_time(make):
+    """``make()``, or None past an example's time (a solver that stops converging on moved
+    state iterates to its cap: that variant is not worth a row's time)."""
+    with deadline(EXAMPLE_S):
+        try:
+            return make()
+        except TimedOut:
+            return None
+
+
+def _recorded(fn: type, thunk: Thunk, root: Path | None) -> tuple | None:
     """What ``thunk`` passes to ``fn.apply`` first, within its time; torch's RNG as before."""
     import torch
 
-    with torch.random.fork_rng(devices=[]), in_scratch_folder(), deadline(EXAMPLE_S):
+    with torch.random.fork_rng(devices=[]), in_scratch_folder(), deadline(EXAMPLE_S), \
+            _aliases_forwarded(fn, root):
         try:
             return record(fn, thunk, ())
-        except TimedOut:
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - TimedOut, pytest.skip(), a test's sys.exit()
             return None
 
 
@@ -131,10 +150,55 @@ def _names(fn: type) -> set[str]:
     return {fn.__name__} | {c.name.split(".")[-1] for c in callers_of(fn)}
 
 
-def _examples(fn: type, names: set[str], roots: list[Path]) -> Iterator[tuple[Thunk, str]]:
+def _examples(fn: type, names: set[str], roots: list[Path],
+              start: float) -> Iterator[tuple[Thunk, str]]:
+    """The docstring examples, then the tests reaching the Function, likeliest first."""
     yield from _docstring_examples(fn, names)
-    for path in test_files(roots, names):
-        yield from tests_in(path, names, next(r for r in roots if path.is_relative_to(r)))
+    if not roots or time.perf_counter() - start > _BUDGET_S:
+        return
+    depth = reach(names, _source_root(roots))
+    depth.update({n: min(depth.get(n, 1), 1) for n in names - {fn.__name__}})
+    loader = Loader()
+    module_file = getattr(sys.modules.get(fn.__module__), "__file__", None) or ""
+    for candidate in ranked(roots, depth, names | {Path(module_file).stem}):
+        if time.perf_counter() - start > _BUDGET_S:
+            return
+        thunk = loader.thunk(candidate)
+        if thunk is not None:
+            test = f"{candidate.owner}.{candidate.name}" if candidate.owner else candidate.name
+            yield thunk, f"`{test}` in {candidate.path.relative_to(candidate.root)}"
+
+
+def _source_root(roots: list[Path]) -> Path:
+    """Where the project's source is read for the names reaching the Function: the root
+    :func:`_project_roots` found by its marker, else the nearest with a test folder (never a
+    parent of unrelated projects), else the Function's folder."""
+    marked = [r for r in roots if any((r / m).exists() for m in _MARKERS)]
+    tested = [r for r in roots if any((r / d).is_dir() for d in ("tests", "test"))]
+    return (marked or tested or roots)[0]
+
+
+@contextmanager
+def _aliases_forwarded(fn: type, root: Path | None) -> Iterator[None]:
+    """Module-level aliases of ``fn.apply`` in the project's loaded modules (``TransducerLoss
+    = TransducerLossFunction.apply``) call ``fn.apply`` by name while a test runs, so the
+    recorder that replaces it sees calls several modules away from the test."""
+    changed = []
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if root is None or not file or not Path(file).resolve().is_relative_to(root):
+            continue
+        namespace = vars(module)
+        for key, value in list(namespace.items()):
+            if getattr(value, "__self__", None) is fn and \
+                    getattr(value, "__name__", "") == "apply":
+                namespace[key] = lambda *a, **k: fn.apply(*a, **k)
+                changed.append((namespace, key, value))
+    try:
+        yield
+    finally:
+        for namespace, key, value in changed:
+            namespace[key] = value
 
 
 def _docstring_examples(fn: type, names: set[str]) -> Iterator[tuple[Thunk, str]]:
@@ -167,19 +231,25 @@ def _exec_thunk(code: str, namespace: dict, label: str) -> Thunk:
     return run
 
 
+_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+
+
 def _project_roots(fn: type) -> list[Path]:
     """The Function's folder and those above it, up to the project's root (the first with a
-    ``.git``, ``pyproject.toml``, ``setup.py`` or ``setup.cfg``), at most four."""
+    ``.git``, ``pyproject.toml``, ``setup.py`` or ``setup.cfg``, at most eight up: a kernel
+    deep in ``src/pkg/sub/linalg/``); where no folder has a marker, up to the first with a
+    test folder, or the nearest four."""
     module = sys.modules.get(fn.__module__)
     file = getattr(module, "__file__", None)
     if not file:
         return []
     roots = []
-    for folder in list(Path(file).resolve().parents)[:4]:
+    for folder in list(Path(file).resolve().parents)[:8]:
         roots.append(folder)
-        if any((folder / m).exists() for m in (".git", "pyproject.toml", "setup.py", "setup.cfg")):
-            break
-    return roots
+        if any((folder / m).exists() for m in _MARKERS):
+            return roots
+    tested = [i for i, r in enumerate(roots) if any((r / d).is_dir() for d in ("tests", "test"))]
+    return roots[:max(4, tested[0] + 1)] if tested else roots[:4]
 
 
 @contextmanager
