@@ -12,7 +12,8 @@ grad_y[j] / d x[i]``: the Hessian of ``<v, forward>`` for the fixed incoming gra
 
 :func:`judged` runs only after such an error held on every candidate, and only where a guessed
 argument is a callable and backward returns the same gradients under two different callables
-(so it reads none of their output). It differentiates backward's gradients by central
+(so it reads none of their output) while forward's output changes with it (forward returns
+what the callable computes, not a value it was given). It differentiates backward's gradients by central
 differences, in float64, on at most :data:`MAX_INPUTS` input elements: an asymmetric
 derivative is demonstrated harm whatever the callable computes, and the FAIL stands with it
 said; a symmetric one leaves the error unshown (backward is the exact gradient of some forward,
@@ -47,8 +48,10 @@ def judged(fn: Any, args: tuple, names: list[str]) -> tuple[bool, str] | None:
     other = list(args)
     for i in spots:
         other[i] = SyntheticFn(args[i].weight + 0.5, args[i].reduce)
+    if not _forward_follows(fn, args, tuple(other)):
+        return None  # forward's value is not the callable's: the gradients check stands
     first = _gradient(fn, args, xs, base)
-    if first is None or not bool(torch.isfinite(first).all()):
+    if first is None or not bool(torch.isfinite(first).all()) or not bool(first.any()):
         return None
     second = _gradient(fn, tuple(other), xs, base)
     if second is None or not torch.allclose(first, second, rtol=1e-9, atol=1e-12):
@@ -81,6 +84,25 @@ def judged(fn: Any, args: tuple, names: list[str]) -> tuple[bool, str] | None:
                    f"d grad {labels[i]} / d {labels[j]} = {float(hessian[i, j]):.6g} but "
                    f"d grad {labels[j]} / d {labels[i]} = {float(hessian[j, i]):.6g} "
                    "(a gradient's derivative is symmetric)")
+
+
+def _forward_follows(fn: Any, args: tuple, other: tuple) -> bool:
+    """Whether forward's outputs change with the callable (it returns what the callable
+    computes, not a value it was given, such as a root found outside)."""
+    import torch
+
+    outs = []
+    for call in (args, other):
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(0)
+                out = fn.apply(*call) if isinstance(fn, type) else fn(*call)
+        except Exception:  # noqa: BLE001
+            return False
+        outs.append([o for o in (out if isinstance(out, (tuple, list)) else (out,))
+                     if isinstance(o, torch.Tensor)])
+    return len(outs[0]) == len(outs[1]) and any(
+        a.shape != b.shape or not torch.allclose(a, b) for a, b in zip(*outs))
 
 
 def _names(fn: Any, count: int) -> list[str]:
