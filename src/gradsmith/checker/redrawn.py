@@ -23,18 +23,34 @@ KINDS = ("surrogate", "intended")
 
 def holds(session: Session, line: str) -> bool:
     """Whether the declaration in ``line`` still gives backward's gradients with every
-    non-differentiated tensor the line writes as ``torch.randn`` drawn afresh (True when the
-    line draws none, or states no fitted declaration)."""
+    tensor the line writes as ``torch.randn`` drawn afresh: non-differentiated ones, and
+    differentiated ones at a fresh draw and its negation (True when the line draws none, or
+    states no fitted declaration)."""
     args = session.subject.args
     drawn = [i for i in args.constant_pos
              if args.leaf(i).dim() > 0 and args.leaf(i).numel() > suggest.BY_VALUE]
+    # differentiated tensors are printed as torch.randn too: a step fitted where the check's
+    # draw was negative (clamped to eps: every element clipped) fails where it is positive
+    printed = [i for i in args.diff_pos if isinstance(args.leaf(i), torch.Tensor)
+               and args.leaf(i).dim() > 0 and "torch.randn(" in line]
     parsed = _declaration(line, session)
-    if not drawn or parsed is None:
+    if not (drawn or printed) or parsed is None:
         return True
     kind, fn = parsed
     gen = rng.generator(31)
     values = {i: torch.randn(args.leaf(i).shape, generator=gen, dtype=torch.float64).to(
-        args.leaf(i).dtype) for i in drawn}
+        args.leaf(i).dtype) for i in drawn + printed}
+    if not printed:
+        return _holds_at(session, kind, fn, values, gen)
+    # both signs of the differentiated draws: the pasted line may draw either
+    flipped = {i: -t if i in printed else t for i, t in values.items()}
+    return _holds_at(session, kind, fn, values, gen) and _holds_at(
+        session, kind, fn, flipped, gen)
+
+
+def _holds_at(session: Session, kind: str, fn, values: dict, gen) -> bool:
+    """Whether declaration ``fn`` gives backward's gradients with ``values`` swapped in."""
+    args = session.subject.args
     saved = session.cache.get("problem")
     with args.swapped(values):
         try:
