@@ -61,6 +61,18 @@ class ChannelStep(torch.autograd.Function):
         return grad * inside, grad_step.view(ctx.qshape)
 
 
+class RowScale(torch.autograd.Function):  # a weight's per-row step, dims as range()
+    @staticmethod
+    def forward(ctx, w, a):
+        ctx.save_for_backward(w, a)
+        return w * a
+
+    @staticmethod
+    def backward(ctx, g):
+        w, a = ctx.saved_tensors
+        return g * a, (g * w).sum(tuple(range(1, 4))).reshape(-1, 1, 1, 1)
+
+
 class FeatureBias(torch.autograd.Function):  # g.sum(0): a 1-D bias, not read here
     @staticmethod
     def forward(ctx, x, b):
@@ -82,6 +94,10 @@ def test_the_hints_give_the_reduced_parameter_size_one_in_the_reduced_dimensions
     read_reduced(ChannelGain, hints)
     assert hints["x"].rank_min == 4
     assert (hints["s"].rank_min, sorted(hints["s"].unit_dims)) == (4, [0, 2, 3])
+    rows = {"w": Hint(), "a": Hint()}
+    read_reduced(RowScale, rows)
+    assert (rows["w"].rank_min, rows["a"].rank_min, sorted(rows["a"].unit_dims)) == (
+        4, 4, [1, 2, 3])
     bias = {"x": Hint(), "b": Hint()}
     read_reduced(FeatureBias, bias)
     assert (bias["x"].rank_min, bias["b"].rank_min, bias["b"].unit_dims) == (0, 0, set())

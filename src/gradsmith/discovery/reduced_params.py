@@ -131,6 +131,14 @@ def _reduction(node: ast.AST, assigned: dict[str, ast.AST]) -> tuple[ast.AST, li
 
 
 def _int_dims(node: ast.AST | None) -> list[int]:
+    """Literal dimensions: ``2``, ``(0, 2, 3)``, ``tuple(range(1, 4))``; else empty."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+            "tuple", "list") and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "range" and 1 <= len(node.args) <= 2 and all(
+            isinstance(a, ast.Constant) and type(a.value) is int for a in node.args):
+        return list(range(*(a.value for a in node.args)))
     items = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
     dims = [e.value for e in items if isinstance(e, ast.Constant) and type(e.value) is int]
     return dims if len(dims) == len(items) and all(d >= 0 for d in dims) else []
