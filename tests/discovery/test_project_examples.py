@@ -225,7 +225,7 @@ def test_fixture_tests_and_scripts_are_not_run_and_looping_tests_are_stopped(pro
     root, pkg = project
     row = _rows(root, pkg)["Untested"]
     assert row["verdict"] == "skip"
-    assert "examples and tests that name it were run too: 2 gave no inputs" in row["reason"]
+    assert "examples and tests that reach it were run too: 2 gave no inputs" in row["reason"]
     assert not (root / "script_ran").exists()
 
 

@@ -295,3 +295,111 @@ def test_fixtures_resolve_like_pytest(tmp_path, monkeypatch):
 
     with pytest.raises(Unresolved):
         Resolver(definitions(namespace), {}).kwargs(test_needs, {})
+
+
+BLOCKS = '''
+import torch
+
+
+class BlockDot(torch.autograd.Function):
+    """C = A @ B on flat data, real or complex, mixed: forward promotes."""
+
+    @staticmethod
+    def forward(ctx, a, b, shapes):
+        dtype = torch.promote_types(a.dtype, b.dtype)
+        (m, k), (k2, n) = shapes
+        ctx.save_for_backward(a.to(dtype), b.to(dtype))
+        ctx.shapes = shapes
+        return (a.to(dtype).view(m, k) @ b.to(dtype).view(k2, n)).reshape(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        (m, k), (k2, n) = ctx.shapes
+        g = g.view(m, n)
+        ga = (g @ b.view(k2, n).conj().T).reshape(-1)  # complex even for a real a: autograd
+        gb = (a.view(m, k).conj().T @ g).reshape(-1)  # rejects it
+        return ga, gb, None
+
+
+class Solve(torch.autograd.Function):
+    """x = s * y with a helper object a (correct) backward frees after use."""
+
+    @staticmethod
+    def forward(ctx, y, helper):
+        if not isinstance(helper, Helper):
+            raise TypeError("helper must be a Helper")
+        ctx.helper = helper
+        return helper.apply_to(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        out = ctx.helper.apply_to(g)
+        ctx.helper.release()
+        return out, None
+
+
+class Helper:
+    def __init__(self, s):
+        self.s = s
+
+    def apply_to(self, y):
+        return self.s * y
+
+    def release(self):
+        self.s = None
+'''
+
+BLOCK_TESTS = '''
+import torch
+
+from {pkg}.blocks import BlockDot, Helper, Solve
+
+
+def test_block_dot():
+    a = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    BlockDot.apply(a, b, ((2, 3), (3, 2))).sum().backward()
+
+
+def test_solve():
+    Solve.apply(torch.randn(4, dtype=torch.float64, requires_grad=True), Helper(2.0))
+'''
+
+
+def test_mixed_dtypes_a_forward_promotes_are_checked_and_a_used_up_object_skips(
+        tmp_path, monkeypatch, request):
+    pkg = f"ptr_blocks_{request.node.name[-6:]}"
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "blocks.py").write_text(BLOCKS)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_blocks.py").write_text(BLOCK_TESTS.replace("{pkg}", pkg))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # the reference: same-dtype operands are right; a real a with a complex b is rejected
+    namespace: dict = {}
+    exec(textwrap.dedent(BLOCKS), namespace)  # noqa: S102 - the module text above
+    a = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.complex128, requires_grad=True)
+    (want,) = torch.autograd.grad((a.view(2, 3) @ a.view(3, 2).detach()).sum(), a)
+    (got,) = torch.autograd.grad(namespace["BlockDot"].apply(
+        a, a.detach().clone(), ((2, 3), (3, 2))).sum(), a)
+    assert torch.allclose(want, got)
+    with pytest.raises(RuntimeError):
+        namespace["BlockDot"].apply(a, b, ((2, 3), (3, 2))).abs().sum().backward()
+    try:
+        result = run_check([Source("file", str(tmp_path / pkg / "blocks.py"),
+                                   f"{pkg}/blocks.py")], isolate=False)
+    finally:
+        for name in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
+            del sys.modules[name]
+    rows = {r["name"].split("::")[1]: r for r in result.rows}
+    dot = rows["BlockDot"]
+    assert dot["verdict"] == "fail", dot
+    errors = [f for f in dot["report"]["findings"] if f["severity"] == "error"]
+    assert errors and all("complex and the others real" in str(f["details"].get("example", ""))
+                          or "complex and the others real" in f["message"]
+                          or "(forward promotes" in str(f) for f in errors)
+    assert rows["Solve"]["verdict"] == "skip"
+    assert "used up" in rows["Solve"]["reason"]

@@ -48,10 +48,13 @@ def definitions(namespace: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def options(conftests: list[Any]) -> dict[str, Any]:
+def options(conftests: list[Any], words: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Command-line option defaults the ``pytest_addoption`` hooks of ``conftests`` declare,
-    keyed by every spelling ``getoption`` accepts (``--rng-seed``, ``rng_seed``)."""
-    parser = _Parser()
+    keyed by every spelling ``getoption`` accepts (``--rng-seed``, ``rng_seed``). An option
+    whose ``choices`` include one of ``words`` (the words of the Function's module path) takes
+    that choice: a suite run with ``--backend np`` by default never reaches the Function in
+    ``backend_torch.py``, which the project tests with ``--backend torch``."""
+    parser = _Parser(words)
     for module in conftests:
         hook = getattr(module, "pytest_addoption", None)
         if callable(hook):
@@ -219,13 +222,17 @@ class _Config:
 class _Parser:
     """Records ``addoption``'s defaults, as pytest's parser would hold them."""
 
-    def __init__(self) -> None:
+    def __init__(self, words: frozenset[str] = frozenset()) -> None:
         self.defaults: dict[str, Any] = {}
+        self.words = words
 
     def addoption(self, *names: str, **attrs: Any) -> None:
         default = attrs.get("default")
         if default is None and attrs.get("action") == "store_true":
             default = False
+        chosen = [c for c in attrs.get("choices") or () if isinstance(c, str) and c in self.words]
+        if len(chosen) == 1:
+            default = chosen[0]
         dest = attrs.get("dest") or names[0].lstrip("-").replace("-", "_")
         for key in (*names, dest):
             self.defaults[key] = default

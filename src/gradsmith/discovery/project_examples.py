@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import doctest
 import inspect
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from gradsmith.discovery.callers import callers_of
 from gradsmith.discovery.layout_search import NoInputs, Synthesized
+from gradsmith.discovery.mixed_dtypes import mixed_variants
 from gradsmith.discovery.probe import backward_error, probe
 from gradsmith.discovery.project_tests import (
     EXAMPLE_S,
@@ -45,6 +47,7 @@ from gradsmith.discovery.project_tests import (
 )
 from gradsmith.discovery.ranked_tests import Loader, ranked
 from gradsmith.discovery.reach import reach
+from gradsmith.discovery.recorded_sets import aliases_forwarded, fittest
 from gradsmith.discovery.through_callers import moved_state, record
 
 #: Seconds for all examples together, reading the project's source included. A skip is what
@@ -52,6 +55,9 @@ from gradsmith.discovery.through_callers import moved_state, record
 #: (about a second each for a scientific package), and the likeliest tests run first, so a
 #: handful at two seconds each is enough: eight seconds, run only for rows that would skip.
 _BUDGET_S = 8.0
+#: Once a test gave a set, up to this many sets from the next tests within this many more
+#: seconds, to choose one the check can cover (:func:`~gradsmith.discovery.recorded_sets.fittest`).
+_SETS, _MORE_S = 3, 2.0
 
 
 def through_examples(fn: type, seed: int,
@@ -76,10 +82,13 @@ def _through_examples(fn: type, seed: int,
                       skipped: NoInputs | Synthesized) -> NoInputs | Synthesized:
     names, roots = _names(fn), _project_roots(fn)
     start = time.perf_counter()
-    tried = 0
+    tried = consumed = 0
+    found: list[tuple[tuple, str]] = []
+    until = start + _BUDGET_S
     with _restored(), _importable_as_the_project_does(fn, roots):
         for thunk, text in _examples(fn, names, roots, start):
-            if time.perf_counter() - start > _BUDGET_S:
+            now = time.perf_counter()
+            if now - start > _BUDGET_S or found and (len(found) == _SETS or now > until):
                 break
             tried += 1
             args = _recorded(fn, thunk, roots[-1] if roots else None)
@@ -88,11 +97,23 @@ def _through_examples(fn: type, seed: int,
             source = f"as {text} passes them"
             if backward_error(fn.apply, args) is not None:
                 continue  # the project's own call raising in backward: the skip's reason stands
-            moved = _within_time(lambda a=args, s=source: moved_state(fn, a, s, seed))
-            return Synthesized(args, source, (moved,) if moved else (), seed)
+            if probe(fn.apply, list(args)) is not True:
+                consumed += 1  # an object the first backward used up (a solver it frees):
+                continue  # the set cannot be evaluated again, as checking does hundreds of times
+            if not found:
+                until = time.perf_counter() + _MORE_S
+            found.append((args, source))
+        if found:
+            args, source = fittest(found)
+            moved = _within_time(lambda: moved_state(fn, args, source, seed))
+            mixed = _within_time(lambda: mixed_variants(fn, args, source, seed)) or []
+            return Synthesized(args, source, (*([moved] if moved else []), *mixed), seed)
     if isinstance(skipped, NoInputs) and tried:
-        return NoInputs(f"{skipped.reason} (the project's examples and tests that name it were "
-                        f"run too: {tried} gave no inputs on which it runs)")
+        spent = (f"; {consumed} gave inputs that one backward used up (an object passed to "
+                 f"apply, such as a solver it frees, so forward cannot run on them again)"
+                 if consumed else "")
+        return NoInputs(f"{skipped.reason} (the project's examples and tests that reach it were "
+                        f"run too: {tried} gave no inputs on which it runs{spent})")
     return skipped
 
 
@@ -111,7 +132,7 @@ def _recorded(fn: type, thunk: Thunk, root: Path | None) -> tuple | None:
     import torch
 
     with torch.random.fork_rng(devices=[]), in_scratch_folder(), deadline(EXAMPLE_S), \
-            _aliases_forwarded(fn, root):
+            aliases_forwarded(fn, root):
         try:
             return record(fn, thunk, ())
         except KeyboardInterrupt:
@@ -158,8 +179,9 @@ def _examples(fn: type, names: set[str], roots: list[Path],
         return
     depth = reach(names, _source_root(roots))
     depth.update({n: min(depth.get(n, 1), 1) for n in names - {fn.__name__}})
-    loader = Loader()
     module_file = getattr(sys.modules.get(fn.__module__), "__file__", None) or ""
+    loader = Loader(frozenset(re.split(r"[^a-z0-9]+", fn.__module__.lower())) |
+                    frozenset(re.split(r"[^a-z0-9]+", Path(module_file).stem.lower())))
     for candidate in ranked(roots, depth, names | {Path(module_file).stem}):
         if time.perf_counter() - start > _BUDGET_S:
             return
@@ -176,29 +198,6 @@ def _source_root(roots: list[Path]) -> Path:
     marked = [r for r in roots if any((r / m).exists() for m in _MARKERS)]
     tested = [r for r in roots if any((r / d).is_dir() for d in ("tests", "test"))]
     return (marked or tested or roots)[0]
-
-
-@contextmanager
-def _aliases_forwarded(fn: type, root: Path | None) -> Iterator[None]:
-    """Module-level aliases of ``fn.apply`` in the project's loaded modules (``TransducerLoss
-    = TransducerLossFunction.apply``) call ``fn.apply`` by name while a test runs, so the
-    recorder that replaces it sees calls several modules away from the test."""
-    changed = []
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if root is None or not file or not Path(file).resolve().is_relative_to(root):
-            continue
-        namespace = vars(module)
-        for key, value in list(namespace.items()):
-            if getattr(value, "__self__", None) is fn and \
-                    getattr(value, "__name__", "") == "apply":
-                namespace[key] = lambda *a, **k: fn.apply(*a, **k)
-                changed.append((namespace, key, value))
-    try:
-        yield
-    finally:
-        for namespace, key, value in changed:
-            namespace[key] = value
 
 
 def _docstring_examples(fn: type, names: set[str]) -> Iterator[tuple[Thunk, str]]:

@@ -172,8 +172,9 @@ def _conftests(path: Path, root: Path) -> list[Path]:
 class Loader:
     """Imports each test file (and its conftests) once, and builds a candidate's thunk."""
 
-    def __init__(self) -> None:
+    def __init__(self, words: frozenset[str] = frozenset()) -> None:
         self._modules: dict[Path, Any] = {}
+        self.words = words  # of the Function's module path: which option choice is its
 
     def module(self, path: Path, root: Path) -> Any:
         if path not in self._modules:
@@ -198,7 +199,7 @@ class Loader:
         given = first_parameters(func)
         if given is None or not _resolvable(func, given, fixtures):
             return None
-        return _thunk(func, owner, given, fixtures, options(conftests))
+        return _thunk(func, owner, given, fixtures, options(conftests, self.words))
 
 
 def first_parameters(func: Any) -> dict[str, Any] | None:
@@ -212,8 +213,11 @@ def first_parameters(func: Any) -> dict[str, Any] | None:
         keys = [k.strip() for k in keys.split(",")] if isinstance(keys, str) else list(keys)
         if not values:
             return None
-        first = getattr(values[0], "values", values[0])  # pytest.param(...) keeps .values
-        first = first if len(keys) > 1 else (first,)
+        first = values[0]
+        if isinstance(getattr(first, "values", None), tuple):
+            first = first.values  # pytest.param(...): a tuple even for one name
+        elif len(keys) == 1:
+            first = (first,)
         if len(first) != len(keys):
             return None
         given.update(zip(keys, first))
