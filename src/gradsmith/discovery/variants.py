@@ -81,7 +81,8 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
             candidates.append((f"size-1 dimension: {shapes_text(names, broadcast)}", {},
                                broadcast))
         candidates += _aspects(slots, layout)
-    indices = {s.name: NONCONTIGUOUS for s in slots if s.kind == "index"}
+    indices = {s.name: NONCONTIGUOUS for s in slots if s.kind == "index"
+               and not getattr(s.hint, "sequences", False)}  # label lists: built as rows
     if indices:  # idx.view(-1) in backward fails on a transposed index
         candidates.append((f"non-contiguous index: {', '.join(indices)}", indices, layout))
     for slot in (s for s in slots if s.kind == "tensor" and s.sentinel is not None):
