@@ -75,7 +75,8 @@ def test_size_arithmetic_makes_ints_and_the_planted_wrong_backward_fails(tmp_pat
     rows = check_rows(tmp_path / "conv_right.py", SOURCE.format(dx="dx"))
     row = rows["LoopConv1d"]
     assert row["verdict"] == "pass", (row["reason"], row["report"]["findings"])
-    assert "stride=1" in row["inputs"] and "pad=2" in row["inputs"], row["inputs"]
+    assert "stride=1 (an int: forward computes a tensor's size with it)" in row["inputs"], row["inputs"]
+    assert "pad=2 (an int: forward computes" in row["inputs"], row["inputs"]
     # planted: the padded gradient returned uncropped-then-shifted (off by the padding)
     rows = check_rows(tmp_path / "conv_wrong.py", SOURCE.format(
         dx="dxp[:, :, :x.shape[2]]"))

@@ -161,7 +161,9 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             value = slot.value if over is _MISSING else over
             value = value if (summed := total(slot, built)) is None else summed  # output_size
             args.append(value)
-            parts.append(f"{slot.name}={value!r}")
+            sized = slot.hint is not None and slot.hint.size_term and type(value) is int
+            parts.append(f"{slot.name}={value!r}" + (
+                " (an int: forward computes a tensor's size with it)" if sized else ""))
     return place(args, parts)
 
 

@@ -88,6 +88,7 @@ class Hint:
     length: bool = False           # t < lengths: per-sequence lengths, 1..T (.integer_kinds)
     repeats: bool = False          # repeat_interleave(x, p): repeat counts of x's rows
     total_of: str | None = None    # output_size=s: the sum of that parameter's counts
+    size_term: bool = False        # (h + 2 * pad - k) // stride: an int of a size (.size_arithmetic)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,

@@ -52,7 +52,7 @@ def read_size_arithmetic(fn: Any, hints: dict) -> None:
             terms = [t for a in node.args if _has_size(a, sizes) for t in _terms(a)]
         for name in terms:
             if name in hints and hints[name].kind is None:
-                hints[name].kind = "int"
+                hints[name].kind, hints[name].size_term = "int", True
 
 def _size_names(tree: ast.AST) -> set[str]:
     """Names bound to a tensor's sizes: ``n, c, h, w = x.shape`` (or ``x.size()``) and
