@@ -9,6 +9,9 @@ gradient: a false ``undeclared-estimator``. Read, never run, from forward's body
 reassigned to its own clamp at constant bounds *and then computed with* (not a clamp that is
 the operation itself, ``x = x.clamp(0, 6); return x``, whose mask backward must get right
 and the check must exercise) gets values inside the domain, and the Inputs column says so.
+``s = torch.where(s > eps, s, eps)`` with ``eps`` a small constant (``torch.tensor(1e-5)``)
+reads as ``s.clamp(min=eps)``: a quantiser's step drawn negative was clamped to eps, clipping
+every element, so backward's in-range branch was never exercised.
 """
 
 from __future__ import annotations
@@ -41,12 +44,17 @@ def clamped_domains(forward: Any, names: list[str]) -> dict[str, tuple[float, fl
     body = next((n.body for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), []) \
         if tree is not None else []
     found: dict[str, tuple[float, float]] = {}
+    consts: dict[str, float] = {}  # eps = torch.tensor(1e-5).float().to(x.device)
     for i, stmt in enumerate(body):
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in names):
+                and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        if stmt.targets[0].id not in names:
+            if (value := _constant_tensor(stmt.value)) is not None:
+                consts[stmt.targets[0].id] = value
             continue
         name = stmt.targets[0].id
-        bounds = _clamp_bounds(stmt.value, name)
+        bounds = _clamp_bounds(stmt.value, name) or _where_floor(stmt.value, name, consts)
         if bounds is not None and name not in found and _computed_with(body[i + 1:], name):
             found[name] = bounds
     return found
@@ -78,6 +86,36 @@ def _clamp_bounds(node: ast.AST, name: str) -> tuple[float, float] | None:
     if not (low < high and any(_near_singular(b) for b in (low, high))):
         return None  # clamp(0, 6) is the operation itself: its mask must be exercised
     return low, high
+
+
+def _where_floor(node: ast.AST, name: str, consts: dict[str, float]
+                 ) -> tuple[float, float] | None:
+    """``torch.where(s > eps, s, eps)``: ``s`` kept above a small constant (a step size)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "where" and len(node.args) == 3 and not node.keywords):
+        return None
+    test, kept, other = node.args
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Gt, ast.GtE)) and isinstance(test.left, ast.Name)
+            and test.left.id == name and isinstance(kept, ast.Name) and kept.id == name):
+        return None
+    low = _number(test.comparators[0]) if not isinstance(test.comparators[0], ast.Name) \
+        else consts.get(test.comparators[0].id)
+    floor = _number(other) if not isinstance(other, ast.Name) else consts.get(other.id)
+    if low is None or floor is None or low != floor or not _near_singular(low):
+        return None
+    return low, math.inf
+
+
+def _constant_tensor(node: ast.AST) -> float | None:
+    """The value of ``torch.tensor(c)`` (then ``.float()``, ``.to(...)``), or of ``c``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in ("float", "double", "to", "cuda", "type_as"):
+        node = node.func.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "tensor" and len(node.args) == 1:
+        node = node.args[0]
+    return _number(node)
 
 
 def _near_singular(bound: float) -> bool:
