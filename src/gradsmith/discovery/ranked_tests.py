@@ -43,6 +43,11 @@ class Candidate:
     fixtures: int
     line: int
     overlap: int = 0
+    grads: bool = False  # it differentiates (``.backward()``, ``gradcheck``): it reaches backward
+
+
+#: Names a test that differentiates refers to.
+_GRADS = {"backward", "grad", "gradcheck", "gradgradcheck", "requires_grad", "requires_grad_"}
 
 
 #: Words every test or Function name has: they say nothing about which one it is.
@@ -82,7 +87,7 @@ def ranked(roots: list[Path], depth: dict[str, int],
     calls from the Function, then most of ``words`` (the Function's, its callers' and its
     module's names, split into words) in the test's and its file's names, as projects name
     tests after what they test (``test_sp_dense_mm_backward`` in ``test_matmul.py`` for
-    ``sp_dense_mm`` in ``_matmul.py``), then fewest fixtures."""
+    ``sp_dense_mm`` in ``_matmul.py``), then those that differentiate, then fewest fixtures."""
     pattern = pattern_of(set(depth))
     wanted = {w for name in words for w in split_words(name)}
     pairs = {p for name in words for p in _pairs(name)}
@@ -104,8 +109,8 @@ def ranked(roots: list[Path], depth: dict[str, int],
                 found.append(Candidate(path, root, owner, node.name, min(reached),
                                        len(needed_names(node)), order * 100_000 + node.lineno,
                                        len(split_words(said) & wanted)
-                                       + len(_pairs(said) & pairs)))
-    found.sort(key=lambda c: (c.depth, -c.overlap, c.fixtures, c.line))
+                                       + len(_pairs(said) & pairs), bool(names & _GRADS)))
+    found.sort(key=lambda c: (c.depth, -c.overlap, not c.grads, c.fixtures, c.line))
     return found[:MAX_TESTS]
 
 

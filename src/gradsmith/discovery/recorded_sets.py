@@ -21,9 +21,10 @@ def fittest(found: list[tuple[tuple, str]]) -> tuple[tuple, str]:
     """Of the sets the examples gave, a real one before a complex one (the singular or
     eigen vectors of a complex decomposition carry a free phase, which outputs stored flat
     hide from :mod:`gradsmith.checker.gauge`; the project's tests of one call usually cover
-    both), then the largest the check takes element by element (at most ``_EXACT``
-    differentiable elements), else the smallest: a test of a whole decomposition passes tens
-    of thousands of elements, which finite differences cannot cover within a row's time."""
+    both), then the first (the likeliest test) the check takes element by element (at most
+    ``_EXACT`` differentiable elements), else the smallest: a test of a whole decomposition
+    passes tens of thousands of elements, which finite differences cannot cover within a
+    row's time."""
     import torch
 
     def size(args: tuple) -> int:
@@ -34,9 +35,9 @@ def fittest(found: list[tuple[tuple, str]]) -> tuple[tuple, str]:
         args = item[0]
         complex_ = any(isinstance(a, torch.Tensor) and a.is_complex() for a in args)
         fits = 0 < size(args) <= _EXACT
-        return (complex_, not fits, -size(args) if fits else size(args))
+        return (complex_, not fits, 0 if fits else size(args))
 
-    return min(found, key=rank)
+    return min(found, key=rank)  # the first of equals: the tests come likeliest first
 
 
 @contextmanager
