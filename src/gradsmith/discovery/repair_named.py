@@ -49,6 +49,17 @@ _SCHEMA = re.compile(r"\w::\w+\(\) Expected a value of type '(str|int|float|bool
 _BUILTIN = re.compile(r"\w+\(\): argument '([A-Za-z_]\w*)' (?:\(position (\d+)\) )?must be "
                       r"(bool|int|float), not (\w+)")
 
+# "zeros(): argument 'size' (position 1) must be tuple of ints, not Tensor" (or "but found
+# element of type Tensor at pos 0" for `zeros((n,))`): a size forward passes; an int, whose
+# value is a guess (corpus 12a dev, spent: yastn's kernels take their buffer size Dsize).
+_SIZE = re.compile(r"\w+\(\): argument '([A-Za-z_]\w*)' \(position (\d+)\) must be tuple of "
+                   r"ints, (?:not (?:Tensor|float)|but found element of type (?:Tensor|float) "
+                   r"at pos (\d+))")
+# `zeros((2, n))`: "argument 'size' failed to unpack the object at pos 2 with error "type must
+# be tuple of ints,but got Tensor"" (pos counts from 1 here; the size is the first argument)
+_UNPACKED = re.compile(r"\w+\(\): argument '([A-Za-z_]\w*)' failed to unpack the object at pos "
+                       r"(\d+) with error \"type must be tuple of ints,\s*but got (?:Tensor|float)")
+
 _VALUES = {"bool": (False, True), "boolean": (False, True), "int": (2, 1), "integer": (2, 1),
            "float": (1.0,), "str": ("x",), "SymInt": (2, 1)}
 
@@ -76,6 +87,13 @@ def named(exc: BaseException, args: list, said: str) -> list[Edit]:
         out += [Edit(i, "number", v, f"{said}: forward passes it as {m[1]}, {m[3]}", stated=True)
                 for i in _at_builtin(exc, args, m[1], int(m[2] or 0)) if not _is(args[i], m[3])
                 for v in _VALUES[m[3]]]
+    if m := _SIZE.search(text):
+        out += [Edit(i, "number", 2, f"{said}: forward passes it as {m[1]}, an int")
+                for i in _at_builtin(exc, args, m[1], int(m[2]),
+                                     None if m[3] is None else int(m[3]))]
+    elif m := _UNPACKED.search(text):
+        out += [Edit(i, "number", 2, f"{said}: forward passes it in {m[1]}, an int")
+                for i in _at_builtin(exc, args, m[1], 1, int(m[2]) - 1)]
     if (m := _DIMS.search(text)) and (wants := _ranks(m[2])):
         ranked = [(i, args[i].dim()) for name in re.findall(r"[A-Za-z_]\w*", m[1])
                   if name not in ("and", "or", "shape") and (i := bound(exc, args, name))
@@ -188,10 +206,12 @@ def _named(call: ast.Call) -> str:
     return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
 
 
-def _at_builtin(exc: BaseException, args: list, name: str, position: int) -> list[int]:
+def _at_builtin(exc: BaseException, args: list, name: str, position: int,
+                element: int | None = None) -> list[int]:
     """Indices of ``args`` the innermost frame's failing line passes to a call as its keyword
     ``name`` or at ``position`` (1-based, 0: unknown), as a plain name (a builtin has no frame
-    of its own, so :func:`bound` cannot follow it)."""
+    of its own, so :func:`bound` cannot follow it); with ``element``, the plain name at that
+    place of the tuple or list written there (``zeros((n, 4))``)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -206,6 +226,9 @@ def _at_builtin(exc: BaseException, args: list, name: str, position: int) -> lis
         if position and not exprs and len(call.args) >= position and not any(
                 isinstance(a, ast.Starred) for a in call.args[:position]):
             exprs = [call.args[position - 1]]
+        if element is not None:
+            exprs = [e.elts[element] for e in exprs if isinstance(e, (ast.Tuple, ast.List))
+                     and element < len(e.elts)]
         for expr in exprs:
             if isinstance(expr, ast.Name) and expr.id in tb.tb_frame.f_locals:
                 value = tb.tb_frame.f_locals[expr.id]
