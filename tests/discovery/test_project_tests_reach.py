@@ -339,6 +339,23 @@ class Solve(torch.autograd.Function):
         return out, None
 
 
+class Scaled(torch.autograd.Function):
+    """x = s * y, with s read from a factor the caller built from it (correct backward)."""
+
+    @staticmethod
+    def forward(ctx, s, y, factor):
+        if not isinstance(factor, Helper):
+            raise TypeError("factor must be a Helper")
+        ctx.save_for_backward(y)
+        ctx.factor = factor
+        return factor.apply_to(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return (g * y).sum(), ctx.factor.apply_to(g), None
+
+
 class Helper:
     def __init__(self, s):
         self.s = s
@@ -353,13 +370,18 @@ class Helper:
 BLOCK_TESTS = '''
 import torch
 
-from {pkg}.blocks import BlockDot, Helper, Solve
+from {pkg}.blocks import BlockDot, Helper, Scaled, Solve
 
 
 def test_block_dot():
     a = torch.randn(6, dtype=torch.float64, requires_grad=True)
     b = torch.randn(6, dtype=torch.float64, requires_grad=True)
     BlockDot.apply(a, b, ((2, 3), (3, 2))).sum().backward()
+
+
+def test_scaled():
+    s = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    Scaled.apply(s, torch.randn(4, dtype=torch.float64, requires_grad=True), Helper(s.detach()))
 
 
 def test_solve():
@@ -403,3 +425,6 @@ def test_mixed_dtypes_a_forward_promotes_are_checked_and_a_used_up_object_skips(
                           or "(forward promotes" in str(f) for f in errors)
     assert rows["Solve"]["verdict"] == "skip"
     assert "used up" in rows["Solve"]["reason"]
+    # forward never reads s (it travels inside the factor): no FAIL on finite differences of 0
+    assert rows["Scaled"]["verdict"] == "skip"
+    assert "forward never reads `s`" in rows["Scaled"]["reason"]

@@ -47,7 +47,7 @@ from gradsmith.discovery.project_tests import (
 )
 from gradsmith.discovery.ranked_tests import Loader, ranked
 from gradsmith.discovery.reach import reach
-from gradsmith.discovery.recorded_sets import aliases_forwarded, fittest
+from gradsmith.discovery.recorded_sets import aliases_forwarded, fittest, unread_inputs
 from gradsmith.discovery.through_callers import moved_state, record
 
 #: Seconds for all examples together, reading the project's source included. A skip is what
@@ -83,6 +83,7 @@ def _through_examples(fn: type, seed: int,
     names, roots = _names(fn), _project_roots(fn)
     start = time.perf_counter()
     tried = consumed = 0
+    hidden: set[str] = set()
     found: list[tuple[tuple, str]] = []
     until = start + _BUDGET_S
     with _restored(), _importable_as_the_project_does(fn, roots):
@@ -100,6 +101,9 @@ def _through_examples(fn: type, seed: int,
             if probe(fn.apply, list(args)) is not True:
                 consumed += 1  # an object the first backward used up (a solver it frees):
                 continue  # the set cannot be evaluated again, as checking does hundreds of times
+            if unread := unread_inputs(fn, args):
+                hidden.update(unread)  # their values travel inside another argument
+                continue
             if not found:
                 until = time.perf_counter() + _MORE_S
             found.append((args, source))
@@ -112,6 +116,9 @@ def _through_examples(fn: type, seed: int,
         spent = (f"; {consumed} gave inputs that one backward used up (an object passed to "
                  f"apply, such as a solver it frees, so forward cannot run on them again)"
                  if consumed else "")
+        spent += (f"; forward never reads {', '.join(f'`{n}`' for n in sorted(hidden))} on the "
+                  f"project's own calls: its values reach forward inside another argument, so "
+                  f"finite differences cannot perturb them" if hidden else "")
         return NoInputs(f"{skipped.reason} (the project's examples and tests that reach it were "
                         f"run too: {tried} gave no inputs on which it runs{spent})")
     return skipped

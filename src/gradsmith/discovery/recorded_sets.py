@@ -61,3 +61,29 @@ def aliases_forwarded(fn: type, root: Path | None) -> Iterator[None]:
     finally:
         for namespace, key, value in changed:
             namespace[key] = value
+
+
+def unread_inputs(fn: type, args: tuple) -> list[str]:
+    """Names of the differentiated tensors of ``args`` that forward never reads (its source
+    never loads the parameter): their values reach forward inside another argument (a
+    prefactorised solver built from a matrix's values), so perturbing them changes nothing
+    and finite differences compare backward with 0, whatever it is worth."""
+    import ast
+
+    import torch
+
+    from gradsmith.discovery.source import parse
+
+    tree = parse(getattr(fn, "forward", None))
+    func = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None) \
+        if tree is not None else None
+    if func is None:
+        return []
+    params = [a.arg for a in func.args.args]
+    offset = len(params) - len(args)  # ``ctx`` first, or not (setup_context style)
+    if offset < 0:
+        return []
+    read = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+    return [params[i + offset] for i, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
+            and a.requires_grad and params[i + offset] not in read]
