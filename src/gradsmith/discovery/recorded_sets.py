@@ -8,11 +8,14 @@ give, the one the check can cover best is kept.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+#: Folders of installed packages, never the project's own modules.
+_INSTALLED = {"site-packages", "dist-packages", ".venv", "venv"}
 #: Differentiable elements the check compares one by one (its ``exact_max``).
 _EXACT = 1000
 
@@ -47,13 +50,13 @@ def aliases_forwarded(fn: type, root: Path | None) -> Iterator[None]:
     recorder that replaces it sees calls several modules away from the test."""
     changed = []
     for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if root is None or not file or not Path(file).resolve().is_relative_to(root):
-            continue
+        file = str(getattr(module, "__file__", None) or "")
+        if root is None or not file.startswith(str(root)) or \
+                any(p in Path(file).parts for p in _INSTALLED):
+            continue  # not the project's own (a virtual environment inside its folder)
         namespace = vars(module)
         for key, value in list(namespace.items()):
-            if getattr(value, "__self__", None) is fn and \
-                    getattr(value, "__name__", "") == "apply":
+            if inspect.ismethod(value) and value.__self__ is fn and value.__name__ == "apply":
                 namespace[key] = lambda *a, **k: fn.apply(*a, **k)
                 changed.append((namespace, key, value))
     try:
