@@ -182,11 +182,12 @@ def _examples(fn: type, names: set[str], roots: list[Path],
               start: float) -> Iterator[tuple[Thunk, str]]:
     """The docstring examples, then the tests reaching the Function, likeliest first."""
     yield from _docstring_examples(fn, names)
-    if not roots or time.perf_counter() - start > _BUDGET_S:
-        return
+    module_file = getattr(sys.modules.get(fn.__module__), "__file__", None) or ""
+    if not roots or time.perf_counter() - start > _BUDGET_S or \
+            _a_test_file(Path(module_file).resolve(), roots[-1]):
+        return  # a Function a test module defines: the other tests test something else
     depth = reach(names, _source_root(roots))
     depth.update({n: min(depth.get(n, 1), 1) for n in names - {fn.__name__}})
-    module_file = getattr(sys.modules.get(fn.__module__), "__file__", None) or ""
     loader = Loader(frozenset(re.split(r"[^a-z0-9]+", fn.__module__.lower())) |
                     frozenset(re.split(r"[^a-z0-9]+", Path(module_file).stem.lower())))
     for candidate in ranked(roots, depth, names | {Path(module_file).stem}):
@@ -196,6 +197,12 @@ def _examples(fn: type, names: set[str], roots: list[Path],
         if thunk is not None:
             test = f"{candidate.owner}.{candidate.name}" if candidate.owner else candidate.name
             yield thunk, f"`{test}` in {candidate.path.relative_to(candidate.root)}"
+
+
+def _a_test_file(path: Path, root: Path) -> bool:
+    inside = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+    return path.name.startswith("test_") or path.stem.endswith("_test") or \
+        path.name == "conftest.py" or bool({"tests", "test"} & set(inside))
 
 
 def _source_root(roots: list[Path]) -> Path:
