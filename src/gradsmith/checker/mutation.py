@@ -15,6 +15,7 @@ import torch
 from torch.autograd.function import FunctionCtx
 from torch.utils._pytree import tree_flatten
 
+from gradsmith.checker.float32_aliases import computes_in_float32, float32_backward_mutations
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, backward_error, forward_error
@@ -95,6 +96,9 @@ def run(session: Session) -> list[Finding]:
         findings.append(_saved_in_forward(in_forward[0]))
     findings += _backward(session, out, values, labels, tensors, saved,
                           {id(t) for t in in_forward})
+    if not any(f.code == "input-mutated-in-backward" for f in findings) and \
+            computes_in_float32(subject.select(out), values):  # .float() aliases float32 only
+        findings += float32_backward_mutations(subject, labels)
     return findings
 
 
