@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import filled, riemannian, rng, spread, suggest, surrogate_fit
+from gradsmith.checker import filled, riemannian, rng, rounded_grad, spread, suggest, surrogate_fit
 from gradsmith.checker.session import Session
 
 
@@ -147,6 +147,7 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
         if kind == "modified":
             out += _sign_flips(name, grad, numbers)
             out += suggest.modifications(session, names, x, grad)
+            out += rounded_grad.candidates(grad, numbers)  # WAGE's fixed-point gradient
             out += _balancing(session, names, top, x, grad)
             out += riemannian.candidates(name, grad, x, g, piece, session)
             out += _projected(session, names, top, x)
