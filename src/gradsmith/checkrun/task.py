@@ -189,6 +189,13 @@ def check_candidate(candidate: Candidate, example_index: int | None, options: di
             obj, example_index, options)
         merged = {**defaults, **merged}
     except _Skip as skip:
+        if example_index is None:  # no input runs it: does its code prove none can?
+            from gradsmith.checker.never_returns import never_returns_report
+
+            if (report := never_returns_report(obj, label)) is not None:
+                return row(candidate, label, "fail", report=report,
+                           inputs="none: forward's code raises before it can return",
+                           elapsed=time.perf_counter() - started)
         return row(candidate, label, "skip", reason=str(skip))
     except Exception as exc:
         return row(candidate, label, "fail", error="exception",
