@@ -1,4 +1,5 @@
-"""An incoming gradient clipped to literal bounds that backward writes as numbers.
+"""An incoming gradient clipped to literal bounds that backward writes as numbers (or shifted by
+a literal constant it adds).
 
 A gradient-clipping Function (identity forward) often clips to constants of its own
 (``grad.clamp(-0.5, 0.5)``: LorentzDNN's ``scale_grad``, corpus 11b dev), not to a forward
@@ -23,6 +24,9 @@ def candidates(grad: str, incoming, returned) -> list[str]:
     """
     if incoming.shape != returned.shape or incoming.numel() == 0:
         return []
+    offset = _offset(grad, incoming, returned)
+    if offset is not None:
+        return [offset]
     scale = float(incoming.abs().max())
     changed = (returned - incoming).abs() > 1e-12 * max(scale, 1e-300)
     above, below = returned[changed & (incoming > 0)], returned[changed & (incoming < 0)]
@@ -38,6 +42,23 @@ def candidates(grad: str, incoming, returned) -> list[str]:
             f"{grad}.clamp(max={_short(hi)})"]
     return ([f"{grad}.clamp({_short(lo)}, {_short(-lo)})"] if lo < 0 else []) + [
         f"{grad}.clamp(min={_short(lo)})"]
+
+
+def _offset(grad: str, incoming, returned) -> str | None:
+    """``grad + c`` where backward added one constant to every element (a demonstration of
+    manipulating gradients, a bias added to push parameters one way: bandlimited-cnns'
+    ``ManipulateGradientStatic``, corpus 13c held-out), else None.
+
+    Example:
+        >>> import torch
+        >>> g = torch.tensor([-2.0, -0.1, 0.3, 1.7], dtype=torch.float64)
+        >>> _offset("grad", g, g + 0.42)
+        'grad + 0.42'
+    """
+    c = _constant(returned.to(incoming.dtype) - incoming)
+    if c is None or c == 0 or incoming.numel() < 2:
+        return None
+    return f"{grad} + {_short(c)}" if c > 0 else f"{grad} - {_short(-c)}"
 
 
 def _constant(values) -> float | None:
