@@ -152,6 +152,12 @@ ROWS: dict[str, Code] = {
         "error", "structure",
         "backward returned fewer values than forward has inputs (or extra non-None ones)",
         "one value per forward input, `None` for non-tensors"),
+    "unanswered-default": Code(
+        "warning", "structure",
+        "forward takes optional parameters after those the checked call passes, and backward "
+        "returns no gradient slot for them: a call that passes one raises; no call in the "
+        "Function's module does (one that does is checked and ends in `wrong-grad-count`)",
+        "return one value per forward parameter (`None` for the optional ones)"),
     "non-tensor-grad": Code(
         "error", "structure",
         "a gradient for a non-tensor argument",

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gradsmith.checker import undefined_grads
+from gradsmith.checker import unanswered_defaults, undefined_grads
 from gradsmith.checker.arguments import is_float_like
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
@@ -121,7 +121,7 @@ def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
                 NAME, label))
             continue
         findings += _compare_meta(arg, g, label)
-    return findings
+    return findings + unanswered_defaults.findings(session.function_cls, n, len(raw), NAME)
 
 
 def _dtype_finding(arg: torch.Tensor, g: torch.Tensor, label: str) -> Finding:

@@ -312,17 +312,28 @@ def _returned_count(value: ast.AST | None, backward: ast.AST) -> int | None:
                 n.target if not isinstance(n, (ast.Assign, ast.With)) else
                 ast.Tuple([*n.targets] if isinstance(n, ast.Assign) else
                           [i.optional_vars for i in n.items if i.optional_vars], ast.Load())))]
-        if len(sets) == 1 and isinstance(sets[0], ast.Assign) and len(sets[0].targets) == 1 \
-                and isinstance(sets[0].targets[0], ast.Name):
-            return 1 if _one_tensor(sets[0].value, incoming) else None
+        binds = [n for n in sets if not _fills(n, value.id)]  # `g[..., ::s] = grad` fills g
+        if len(binds) == 1 and isinstance(binds[0], ast.Assign) and \
+                len(binds[0].targets) == 1 and isinstance(binds[0].targets[0], ast.Name):
+            filled = any(isinstance(m, ast.Name) and m.id in incoming  # reads a gradient
+                         for n in sets if n is not binds[0] for m in ast.walk(n.value))
+            return 1 if _one_tensor(binds[0].value, incoming, filled) else None
     while isinstance(value, (ast.BinOp, ast.UnaryOp)):
         value = value.left if isinstance(value, ast.BinOp) else value.operand
     return 1 if isinstance(value, ast.Name) and value.id in incoming else None
 
 
-def _one_tensor(value: ast.AST, incoming: set[str]) -> bool:
+def _fills(node: ast.AST, name: str) -> bool:
+    """``name[...] = value``: a store into the tensor ``name`` holds, never a new binding."""
+    return isinstance(node, ast.Assign) and all(
+        isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+        for t in node.targets)
+
+
+def _one_tensor(value: ast.AST, incoming: set[str], filled: bool = False) -> bool:
     """Arithmetic of numbers, incoming gradients and ``torch.<fn>(...)`` calls only (one tensor,
-    never a tuple), reading an incoming gradient (``2 * torch.real(torch.conj(g) * d)``)."""
+    never a tuple), reading an incoming gradient (``2 * torch.real(torch.conj(g) * d)``), or
+    ``filled`` with one by subscript stores (``g = torch.zeros_like(x); g[..., ::s] = grad``)."""
     nodes = list(ast.walk(value))
     for node in nodes:
         if isinstance(node, (ast.Tuple, ast.List, ast.Starred, ast.Subscript)):
@@ -331,4 +342,4 @@ def _one_tensor(value: ast.AST, incoming: set[str]) -> bool:
                 isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == "torch"):
             return False
-    return any(isinstance(n, ast.Name) and n.id in incoming for n in nodes)
+    return filled or any(isinstance(n, ast.Name) and n.id in incoming for n in nodes)
