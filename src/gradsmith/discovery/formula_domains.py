@@ -29,8 +29,10 @@ import ast
 import math
 from typing import Any
 
+from gradsmith.discovery import log_complements
 from gradsmith.discovery.callees import followed
 from gradsmith.discovery.hints import _TENSOR_ATTRS, Hint
+from gradsmith.discovery.log_complements import log_complement_of
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import call_name, parse, stored_on_ctx
 from gradsmith.discovery.squares import read_squares, square_grams
@@ -317,6 +319,8 @@ class _Reader(ast.NodeVisitor):
             self._domain(_param(first, self.names), (-1.0, 1.0), _WHY["atanh"])
         elif callee == "sqrt" and first is not None:
             self._sqrt_of_square(first)
+        elif (lp := log_complement_of(node, lambda n: _param(n, self.names))) is not None:
+            self._domain(lp, log_complements.BOUNDS, log_complements.WHY)  # log(-expm1(x))
         elif callee == "eye" and first is not None and (size := self._size(first)):
             self._square(size[0], size[1], "spd")
         elif callee in _MATRIX_FUNCTIONS and first is not None:
