@@ -18,11 +18,11 @@ from gradsmith.checker.report import Finding, Report
 def never_returns_report(obj: Any, name: str) -> Report | None:
     """A report with the ``forward-error`` of a forward that never returns, or None where its
     code does not prove it."""
-    from gradsmith.discovery.never_returns import never_returns
+    from gradsmith.discovery.never_returns import name_explanation, never_returns
 
     if (found := never_returns(obj)) is None:
         return None
-    cause, fix = explanation(found)
+    cause, fix = name_explanation(found)
     exception = "NameError" if found["kind"] == "undefined" else "UnboundLocalError"
     where = {k: found[k] for k in ("file", "line", "function", "code")}
     message = (f"forward raises {exception} on every call: name '{found['name']}' is not "
@@ -32,19 +32,3 @@ def never_returns_report(obj: Any, name: str) -> Report | None:
                                "cause": "never-returns"})
     return Report(name=name, findings=[finding],
                   skipped={"gradients": "forward never returns: nothing to compare"})
-
-
-def explanation(found: dict) -> tuple[str, str]:
-    """``(cause, fix)`` of a read of a name defined nowhere."""
-    name = found["name"]
-    if found["kind"] == "unbound":
-        return (f"forward reads its local `{name}` before any statement binds it, on a line "
-                "every call reaches (the statements before it can only raise): no input can "
-                "make this Function return",
-                f"assign `{name}` before this line, or read the argument it was meant to be")
-    return (f"`{name}` is not an argument or a local of forward, not a global of its module "
-            "(no statement there binds it, no project file sets it) and not a builtin, and "
-            "every call that gets past the statements before this line reaches it: no input "
-            "can make this Function return",
-            f"define `{name}`: pass it to forward as an argument, compute it before this line, "
-            "or use the value it was meant to be (a leftover from code this was copied from)")

@@ -20,6 +20,11 @@ AST of forward's own source:
   the standard library), never a global of the user's, which may be set at run time;
 - its statement is reached on every call: a direct statement of forward's body (or of a
   ``with`` block there), after no statement that can ``return``.
+
+Three more errors are input-free whatever the raising expression reads, because what raises is
+an operand's *kind*, proven from the code: a ``NameError`` on a name defined nowhere
+(:mod:`gradsmith.discovery.never_returns`), an autograd.Function class called without
+``.apply`` and a tensor method named without its call (:mod:`gradsmith.discovery.fixed_operands`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ import types
 from typing import Any
 
 import gradsmith
+from gradsmith.discovery.fixed_operands import fixed_operand
 from gradsmith.discovery.fresh_ctx import fresh_ctx_error
+from gradsmith.discovery.never_returns import name_explanation, undefined_read
 from gradsmith.discovery.source import function_def
 
 #: Errors that say the code is wrong whatever the machine: a lost CUDA device, a missing
@@ -77,10 +84,21 @@ def input_free(exc: BaseException) -> dict | None:
     if fresh is not None and not _MACHINE.search(fresh["call"]):  # `a, b = ctx.saved_tensors`
         return {"file": code.co_filename, "function": "forward", "type": type(exc).__name__,
                 **fresh}
+    if isinstance(exc, NameError):  # a name bound nowhere, read where every call gets
+        found = undefined_read(code, frame.f_globals, span[0])
+        if found is None or found["name"] != getattr(exc, "name", None):
+            return None
+        return {**found, "call": found["name"], "type": type(exc).__name__}
     if not isinstance(exc, _TYPES):
         return None
     call = _source(code.co_filename, *span)
-    if call is None or _MACHINE.search(call) or not _reads_nothing_of_forward(call, frame):
+    if call is None or _MACHINE.search(call):
+        return None
+    if (fixed := fixed_operand(exc, frame, span[0], call)) is not None:  # DirectQuant(x, k)
+        line = linecache.getline(code.co_filename, span[0]).strip()
+        return {"file": code.co_filename, "line": span[0], "function": "forward", "code": line,
+                "call": " ".join(call.split()), "type": type(exc).__name__, **fixed}
+    if not _reads_nothing_of_forward(call, frame):
         return None
     if not _reached_on_every_call(code, span[0]):
         return None
@@ -99,6 +117,20 @@ def explanation(found: dict) -> tuple[str, str]:
                 "read saved tensors and ctx attributes in backward, after forward stored them; "
                 "a backward written as a second `def forward` replaces the real forward "
                 "(name it `backward`)")
+    if found.get("kind") in ("undefined", "unbound"):  # see gradsmith.discovery.never_returns
+        return name_explanation(found)
+    if found.get("kind") == "function-class":  # see gradsmith.discovery.fixed_operands
+        owner = found["owner"]
+        return (f"`{found['operand']}` calls the autograd.Function class {owner} itself, not "
+                f"`{owner}.apply`: that builds a {owner} object (never a tensor) whatever its "
+                f"arguments, which `{found['call']}` rejects, on a line every call reaches: no "
+                "input can make this Function run",
+                f"call `{owner}.apply(...)` (or the module's alias of it) instead of `{owner}(...)`")
+    if found.get("kind") == "method-object":
+        return (f"`{found['operand']}` is the method itself, not its result (the call's "
+                f"parentheses are missing): `{found['call']}` raises on a method object "
+                "whatever the tensor holds, on a line every call reaches: no input can make "
+                "this Function run", f"call the method: `{found['operand']}()`")
     cause = (f"`{found['call']}` reads no argument of forward, no ctx value and nothing "
              "derived from them, and forward reaches it on every call: it raises whatever the "
              "inputs, so no input can make this Function run")
@@ -213,6 +245,8 @@ def raising_inputs(call, plans: list, seed: int, tries: int = 4):
             found = input_free(exc) if exc is not None else None
             if found is not None:
                 fresh, parts = build_args(slots, layout, seed, False)
+                why = ("whatever the inputs (see the finding)" if found.get("kind") else
+                       "which reads none of its inputs")
                 return tuple(fresh), (f"{', '.join(parts)}; forward raises on every call at "
-                                      f"`{found['call']}`, which reads none of its inputs")
+                                      f"`{found['call']}`, {why}")
     return None

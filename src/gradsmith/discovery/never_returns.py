@@ -39,7 +39,7 @@ from typing import Any
 
 from gradsmith.discovery.source import function_def
 
-__all__ = ["never_returns", "undefined_read"]
+__all__ = ["name_explanation", "never_returns", "reached", "unconditional", "undefined_read"]
 
 #: Module text through which a name can appear at run time without a visible binding.
 _DYNAMIC = re.compile(r"\bglobals\s*\(|\bexec\s*\(|__builtins__|\bbuiltins\b|\bvars\s*\(")
@@ -229,3 +229,18 @@ def _set_elsewhere(file: str, module: str, name: str) -> bool:
     except Exception:  # noqa: BLE001 - unreadable: not proven
         return True
 
+
+def name_explanation(found: dict) -> tuple[str, str]:
+    """``(cause, fix)`` of a read of a name defined nowhere."""
+    name = found["name"]
+    if found["kind"] == "unbound":
+        return (f"forward reads its local `{name}` before any statement binds it, on a line "
+                "every call reaches (the statements before it can only raise): no input can "
+                "make this Function return",
+                f"assign `{name}` before this line, or read the argument it was meant to be")
+    return (f"`{name}` is not an argument or a local of forward, not a global of its module "
+            "(no statement there binds it, no project file sets it) and not a builtin, and "
+            "every call that gets past the statements before this line reaches it: no input "
+            "can make this Function return",
+            f"define `{name}`: pass it to forward as an argument, compute it before this line, "
+            "or use the value it was meant to be (a leftover from code this was copied from)")
