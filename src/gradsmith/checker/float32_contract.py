@@ -15,12 +15,16 @@ dtypes draw different numbers). When the float64 outputs are non-finite where th
 are finite, or differ from them by far more than float32 rounding of the same computation
 (:data:`BROKEN`, relative), float64 is outside the Function's contract: every check then runs
 in float32 (the calibrated float32 tolerances; the float32 precision check skips, its float64
-reference being the broken run) and :func:`finding` says why. A wrong backward fails in
+reference being the broken run) and :func:`finding` says why. Where the outputs agree, the
+gradients of one backward in each dtype (same values, same random grad_output) are compared
+the same way: a fused router's backward handed a float64 tensor to a kernel written for float32
+tiles returned a wrong input gradient for float64 only, while its float32 gradient is right. A wrong backward fails in
 float32 as it does in float64; a Function whose float32 run is broken too stays in float64.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -58,11 +62,57 @@ def broken(subject: Any, out: Any) -> str | None:
                     "give finite ones")
         scale = float(b.abs().max()) + 1e-6
         worst = max(worst, float((a.double() - b.double()).abs().max()) / scale)
+    what = "outputs"
+    if worst <= BROKEN:
+        # forward agrees: its backward may still not (a float64 gradient into a float32 tile)
+        what, worst = "gradients", _backward_gap(subject)
     if worst <= BROKEN or not _deterministic(subject, double):
         return None  # float32 rounding; or random draws, which differ between the dtypes
-    return (f"float64 inputs give outputs {worst:.2g} (relative) away from those of the same "
+    if worst == math.inf:
+        return (f"float64 inputs give non-finite {what} where the same values in float32 "
+                "give finite ones")
+    return (f"float64 inputs give {what} {worst:.2g} (relative) away from those of the same "
             f"values in float32, far beyond float32 rounding (below {BROKEN:g}), while the "
             "outputs are float32 either way")
+
+
+def _backward_gap(subject: Any) -> float:
+    """How far (relative) the float64 gradients are from the float32 ones at the same values
+    and the same grad_output (a fixed random one: ones would vanish through a normalisation);
+    0.0 when it cannot tell (a backward raising, float32 non-finite: nothing to prefer)."""
+    runs = [_gradients(subject, dtype) for dtype in (torch.float64, torch.float32)]
+    if runs[0] is None or runs[1] is None or len(runs[0]) != len(runs[1]):
+        return 0.0
+    worst = 0.0
+    for a, b in zip(*runs):
+        if a is None and b is None:
+            continue  # an input neither run differentiates
+        if a is None or b is None or a.shape != b.shape or not torch.isfinite(b).all():
+            return 0.0
+        if not torch.isfinite(a).all():
+            return math.inf
+        scale = float(b.abs().max()) + 1e-6
+        worst = max(worst, float((a.double() - b.double()).abs().max()) / scale)
+    return worst
+
+
+def _gradients(subject: Any, dtype: torch.dtype) -> list[torch.Tensor | None] | None:
+    """One forward and backward in ``dtype``, grad_output drawn in float32 (the same values
+    in both dtypes); None when either raises or nothing is differentiable."""
+    subject.dtype = dtype
+    try:
+        leaves = subject.fresh_leaves()
+        outs = [o for o in flatten_outputs(subject.call([x.clone() for x in leaves]))
+                if isinstance(o, torch.Tensor) and o.is_floating_point() and o.requires_grad]
+        if not outs:
+            return None
+        gen = torch.Generator().manual_seed(7)
+        cots = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in outs]
+        return list(torch.autograd.grad(outs, leaves, cots, allow_unused=True))
+    except Exception:  # noqa: BLE001 - user code; the float64 backward already ran once
+        return None
+    finally:
+        subject.dtype = torch.float64
 
 
 def finding(why: str) -> Finding:
