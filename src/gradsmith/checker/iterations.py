@@ -6,7 +6,8 @@ exact solution; at a small count the forward is itself off that solution, and fi
 differences of it disagree with the exact derivative (corpus 11b's pytorch-toolbelt
 ``ComputeNormalization``: 5 bisection steps by default, 0.31 off at t = 0.8). Only where the
 gradients check failed, an int argument that bounds such a loop in forward (or a function
-forward hands it to) is raised 4x and 16x and the check run again: when the mismatch shrinks
+forward hands it to, or a compiled extension's function, whose loop cannot be read) is raised
+4x and 16x and the check run again: when the mismatch shrinks
 and is gone at 16x, the verdict is the converged one's, with a warning that the count given
 leaves the gradient inexact. A wrong backward still mismatches at 16x and keeps its FAIL.
 """
@@ -23,6 +24,7 @@ from gradsmith.discovery.callees import followed
 from gradsmith.discovery.source import parse
 
 FACTORS = (4, 16)
+_LIBRARIES = {"torch", "numpy", "scipy", "triton", "math", "builtins"}
 
 
 def iteration_positions(obj: Any, args: tuple) -> list[int]:
@@ -50,11 +52,30 @@ def iteration_positions(obj: Any, args: tuple) -> list[int]:
         params = [p for p in inspect.signature(forward).parameters][1:]  # ctx left out
     except (TypeError, ValueError):
         return []
-    bounds: set[str] = set(_range_bounds(tree)) & set(params)
+    bounds: set[str] = set(_range_bounds(tree) + _compiled_args(tree, forward)) & set(params)
     for helper, passed in followed(forward, tree, {p: p for p in params}, owner=obj):
         bounds |= {passed[n] for n in _range_bounds(helper) if n in passed}
     return [i for i, p in enumerate(params) if p in bounds and i < len(args)
             and type(args[i]) is int and args[i] > 0]
+
+
+def _compiled_args(tree: ast.AST, forward: Any) -> list[str]:
+    """Names forward passes to a compiled extension's function (``nsection_cpp.forward(X,
+    alpha, n_iter, n_sections)``): its loops cannot be read, so its int arguments are
+    candidates, and only the measured convergence in :func:`converged` makes one a count."""
+    scope = getattr(forward, "__globals__", None) or {}
+    names = []
+    for call in ast.walk(tree):
+        func = call.func if isinstance(call, ast.Call) else None
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+            continue
+        module = scope.get(func.value.id)
+        if not inspect.ismodule(module) or module.__name__.split(".")[0] in _LIBRARIES:
+            continue
+        target = getattr(module, func.attr, None)
+        if callable(target) and not hasattr(target, "__code__"):  # built, not Python
+            names += [a.id for a in call.args if isinstance(a, ast.Name)]
+    return names
 
 
 def _range_bounds(tree: ast.AST) -> list[str]:

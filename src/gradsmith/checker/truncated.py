@@ -67,8 +67,8 @@ def fit(session: Session, problem: Problem, results: list[InputResult]
             errors.append((m, error))
             if error <= AGREE:
                 break
-        if not _converges(errors):
-            continue
+        if not _converges(errors) or _forward_moves(session, leaf, n, errors[-1][0]):
+            continue  # forward cut short, backward the limit's: iterations.py's, not an estimator
         sigs = {r.t: Signature(r.t, r.label, "truncated", total=problem.xs[r.t].numel(),
                                scale=errors[0][1], factor=name, count=n) for r in failed}
         if reported.known("undeclared-estimator", failed[0].label):
@@ -120,6 +120,26 @@ def _error(session: Session, leaf: int, count: int) -> float | None:
         except Exception:  # noqa: BLE001 - user code: another count may not run at all
             return None
     return worst if worst == worst else None  # NaN: no verdict
+
+
+def _forward_moves(session: Session, leaf: int, count: int, last: int) -> bool:
+    """Forward's outputs change between the user's count and ``last``: forward is the
+    iteration cut short (an n-section entmax, a bisection in a compiled extension), and a
+    backward exact at its output converges with it; a truncated backward's forward is exact
+    at any count (an SVD square root, the count read only by backward)."""
+    args = session.subject.args
+    values = []
+    for m in (count, last):
+        with args.swapped({leaf: m}):
+            try:
+                problem = session.subject.problem()
+                values.append(problem.value().to(torch.float64))
+            except Exception:  # noqa: BLE001 - user code: treat as not shown to move
+                return False
+    a, b = values
+    if a.shape != b.shape:
+        return False
+    return float((a - b).abs().max()) > 1e-10 * max(1.0, float(b.abs().max()))
 
 
 def _converges(errors: list[tuple[int, float]]) -> bool:
