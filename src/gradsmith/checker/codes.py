@@ -612,6 +612,14 @@ ROWS: dict[str, Code] = {
 
 #: Codes only the ``gradsmith check`` command adds (its time limit and ``--require``).
 COMMAND_ROWS: dict[str, Code] = {
+    "backward-crash": Code(
+        "error", "any",
+        "the process died (a signal such as SIGSEGV or SIGABRT, a heap check) while backward "
+        "ran on inputs forward had accepted: a C/C++/CUDA kernel in backward reading or writing "
+        "out of bounds; on inputs gradsmith only tried while synthesising, not shown to fit the "
+        "contract, it is a warning and the verdict is INCOMPLETE",
+        "check the shapes, strides and argument order backward hands its kernels",
+        "warning on inputs only tried during synthesis (INCOMPLETE)"),
     "deployment-timeout": Code(
         "warning", "any",
         "`gradsmith check` only: time ran out in a deployment check (compile, export, ...) after "

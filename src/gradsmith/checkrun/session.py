@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from gradsmith.checkrun import task as check_task
+from gradsmith.checkrun.backward_stage import crash_in_backward, mark_backward_crash
 from gradsmith.checkrun.partial import add_partial, partial_report
 from gradsmith.checkrun.task import display_name, row
 from gradsmith.discovery import Candidate, Source
@@ -226,6 +227,9 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
               elapsed=outcome.elapsed, repro=repro, inputs=_inputs_text(repro))
     if snap is not None:
         add_partial(out, label, snap)
+    function = crash_in_backward(outcome.progress) if outcome.kind == "crash" else None
+    if function is not None:
+        mark_backward_crash(out, function, demonstrated=repro is not None)
     return out
 
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from gradsmith.checkrun.backward_stage import tracking
 from gradsmith.checkrun.guesses import confirmed, guess_checks
 from gradsmith.checkrun.partial import add_partial, snapshot
 from gradsmith.checkrun.sets import check_sets
@@ -104,7 +105,7 @@ def listening(on_progress: Callable[[dict], None]) -> Iterator[None]:
     token = INPUTS_KNOWN.set(lambda record: on_progress({"repro": record}))
     imported = _IMPORTED.set(lambda: on_progress({"imported": True}))
     try:
-        with progress.listening(listener):
+        with progress.listening(listener), tracking(on_progress):
             yield
     finally:
         INPUTS_KNOWN.reset(token)

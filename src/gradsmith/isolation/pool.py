@@ -248,6 +248,9 @@ class WorkerPool:
                 snap = plain(message[2])
                 if not isinstance(snap, dict):  # not gradsmith's: user code wrote it
                     continue
+                if snap.pop("_merge", False):  # a detail of the last snapshot, not a new one
+                    progress[index] = {**progress.get(index, {}), **snap}
+                    continue
                 if "repro" in progress.get(index, {}):  # sent once, before the first check
                     snap.setdefault("repro", progress[index]["repro"])
                 progress[index] = snap

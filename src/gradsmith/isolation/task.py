@@ -60,7 +60,8 @@ def run_in_worker(task: tuple, on_progress: Callable[[Any], None]) -> Any:
 
     def listener(message: Any) -> None:
         if isinstance(message, dict):
-            last.clear()
+            if not message.get("_merge"):  # a merged detail keeps the snapshot it belongs to
+                last.clear()
             last.update(message)
         on_progress(message)
 

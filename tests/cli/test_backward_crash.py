@@ -1,0 +1,93 @@
+"""A process that dies inside a Function's backward (a kernel reading or writing out of bounds).
+
+Where the inputs were the check's own (a registered example forward accepted), the crash is
+demonstrated harm: FAIL with the error ``backward-crash`` naming the Function. Where gradsmith
+was still trying synthesised candidates, the inputs are not shown to fit the contract: the row
+is INCOMPLETE with the same code as a warning, never a plain crash FAIL nor a PASS. A correct
+Function beside them still passes, and a planted wrong backward still FAILs on its gradient.
+"""
+
+from __future__ import annotations
+
+import json
+
+CRASHES = '''
+import ctypes
+
+
+def _read_address_zero():
+    ctypes.string_at(0)  # SIGSEGV: what an out-of-bounds read in a C++ kernel does
+
+
+@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
+class DiesInBackwardExample(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        _read_address_zero()
+        return 2 * grad
+
+
+class DiesInBackwardSynthesised(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        _read_address_zero()
+        return 2 * grad
+
+
+@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
+class Doubles(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
+class TriplesInBackward(Function):  # planted: forward doubles
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 3 * grad
+'''
+
+
+def test_a_crash_inside_backward_is_placed_and_judged_by_whose_inputs(write, gradsmith_cli):
+    write("kernels.py", CRASHES)
+    code, out, _ = gradsmith_cli("kernels.py", "--format", "json", "--no-compat",
+                                 "--timeout", "60")
+    rows = {r["name"].split("::")[1]: r for r in json.loads(out)["results"]}
+    assert code == 1
+
+    shown = rows["DiesInBackwardExample"]
+    assert (shown["verdict"], shown["error"]) == ("fail", None), shown
+    found = {f["code"]: f for f in shown["report"]["findings"]}
+    assert found["backward-crash"]["severity"] == "error"
+    assert "DiesInBackwardExample.backward" in found["backward-crash"]["message"]
+    assert "SIGSEGV" in found["backward-crash"]["message"]
+
+    tried = rows["DiesInBackwardSynthesised"]
+    assert (tried["verdict"], tried["error"]) == ("fail", "incomplete"), tried
+    found = {f["code"]: f for f in tried["report"]["findings"]}
+    assert found["backward-crash"]["severity"] == "warning"
+    assert found["backward-crash"]["details"]["incomplete"] is True
+    assert "candidate inputs" in found["backward-crash"]["message"]
+
+    assert rows["Doubles"]["verdict"] == "pass", rows["Doubles"]["reason"]
+    planted = rows["TriplesInBackward"]
+    assert planted["verdict"] == "fail" and planted["error"] is None
+    assert "gradient-mismatch" in {f["code"] for f in planted["report"]["findings"]}
+    assert "backward-crash" not in {f["code"] for f in planted["report"]["findings"]}
