@@ -37,6 +37,7 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
     from gradsmith.checker import check, reported
     from gradsmith.checker.fixed_sizes import fixed_size
     from gradsmith.checker.hard_option import hard_option
+    from gradsmith.checker.in_place_option import asked_in_place
     from gradsmith.checker.layout import on_own_layout
     from gradsmith.checker.refused import refused
 
@@ -63,6 +64,8 @@ def check_sets(obj: Any, label: str, surrogate: Any, options: dict, inputs: str,
         if synthesised and (note := refused(obj, args, set_args, other)) is not None:
             # `assert ctx.reduce_bias`: the code refuses this set's option; nothing on it ran
             other = replace(other, findings=[note], checks=[])
+        elif synthesised and asked_in_place(obj, args, set_args, report, other):
+            pass  # in_place=True: writing into x and grad_output is what the option asks for
         elif synthesised and (note := hard_option(obj, args, set_args, report, other)):
             # forward_hard_map=True: backward keeps the first set's verified gradient
             other = replace(other, findings=[f for f in other.findings if not f.is_error]

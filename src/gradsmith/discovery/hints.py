@@ -23,6 +23,7 @@ from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.permutations import read_permutations
 from gradsmith.discovery.projections import read_projections
 from gradsmith.discovery.reduced_params import read_reduced
+from gradsmith.discovery.scaled_sizes import read_scaled_sizes
 from gradsmith.discovery.size_arithmetic import read_size_arithmetic
 from gradsmith.discovery.source import module_function
 from gradsmith.discovery.source import parse as _parse
@@ -89,6 +90,9 @@ class Hint:
     repeats: bool = False          # repeat_interleave(x, p): repeat counts of x's rows
     total_of: str | None = None    # output_size=s: the sum of that parameter's counts
     size_term: bool = False        # (h + 2 * pad - k) // stride: an int of a size (.size_arithmetic)
+    scaled: tuple | None = None    # 2 * cos.shape[-1] <= x.shape[-1]: (x, dx, dim, ratio) (.scaled_sizes)
+    same_as: str | None = None     # sin.shape == (s, d // 2) of cos's sizes: shaped like cos
+    sized_dims: dict[int, int] = field(default_factory=dict)  # three = t.shape[2]; three == 3
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -124,6 +128,8 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         visitor.merge_items()
         read_windows(tree, hints)  # F.avg_pool2d(x, kernel): kernel is a tuple of ints
         read_size_arithmetic(fn, hints)  # (h + 2 * pad - k) // stride: pad, stride are ints
+        if depth == 0:
+            read_scaled_sizes(tree, hints)  # rotary_dim = 2 * cos.shape[-1] <= headdim
         if owner is not None and depth < 3:
             for call in visitor.super_calls:
                 _from_parent(call, owner, hints, depth)

@@ -129,7 +129,32 @@ def adjusted(slots: list[Slot], layout) -> tuple[tuple[int, ...], ...]:
             if -len(shape) <= d < len(shape):
                 shape[d] = 1
         shapes.append(tuple(shape))
+    if shapes:
+        _related(tensors, shapes)
     return tuple(shapes) or layout
+
+
+def _related(tensors: list[Slot], shapes: list) -> None:
+    """Sizes forward states through another tensor's (:mod:`~gradsmith.discovery.scaled_sizes`):
+    ``three == 3`` fixes a dimension, ``2 * cos.shape[-1] <= x.shape[-1]`` makes cos half as
+    wide as x, ``sin.shape == (s, d // 2)`` shapes sin like cos. In place."""
+    where = {s.name: i for i, s in enumerate(tensors)}
+    for i, slot in enumerate(tensors):
+        for d, k in (slot.hint.sized_dims if slot.hint else {}).items():
+            if d < len(shapes[i]):
+                shapes[i] = (*shapes[i][:d], k, *shapes[i][d + 1:])
+    for i, slot in enumerate(tensors):
+        if slot.hint is None or slot.hint.scaled is None or slot.hint.scaled[0] not in where:
+            continue
+        other, dx, dp, ratio = slot.hint.scaled
+        src, mine = shapes[where[other]], list(shapes[i])
+        size = src[dx] * ratio if -len(src) <= dx < 0 else 0
+        if -len(mine) <= dp < 0 and size >= 1 and size == int(size):
+            mine[dp] = int(size)
+            shapes[i] = tuple(mine)
+    for i, slot in enumerate(tensors):
+        if slot.hint is not None and slot.hint.same_as in where:
+            shapes[i] = shapes[where[slot.hint.same_as]]
 
 
 def broadcast_layout(layout, n: int) -> tuple[tuple[int, ...], ...] | None:
