@@ -18,7 +18,8 @@ through all of them can:
   (Richardson extrapolation over ``h/2, h, 2h`` removes it to ``O(h^4)``) and a kink crossed by
   the step changes with it too, except one the direction meets right at its start (a ReLU input
   at 1e-4): that one shows as a gap between the one-sided derivatives that does not shrink with
-  the step, and such a direction decides nothing.
+  the step, and such a direction decides nothing. A kink met between the steps shows as gaps
+  that do not double with the step: that direction decides nothing either.
 
 An input is a ``gradient-mismatch`` when, along two directions (signs alone, then signs with
 random magnitudes), the analytic/numerical ratio is off by more than ``1e4 eps`` (1.2e-3 in
@@ -118,6 +119,9 @@ def _along(session: Session, problem: Problem, t: int, v: torch.Tensor, g64: tor
     deltas = [analytic / r - 1 for r in rich]
     if _kink(gap, abs(analytic - rich[0])):
         return None
+    noise = 10 * s.eps * float(v64.abs() @ f0.abs()) / h  # a gap's rounding at step h
+    if not _quadratic(gap, noise):
+        return None
     rounding = 10 * s.eps * float((v64.abs() * f0.abs()).sum()) / (h / 2) / abs(rich[0])
     least = max(THRESHOLD_EPS * s.eps, 4 * rounding)
     same_sign = deltas[0] * deltas[1] > 0
@@ -145,6 +149,21 @@ def _kink(gap: dict[float, float], deviation: float) -> bool:
     linear function) says nothing."""
     steady = abs(gap[0.5]) > 0.75 * abs(gap[1.0]) or abs(gap[1.0]) > 0.75 * abs(gap[2.0])
     return steady and abs(gap[0.5]) >= 0.5 * deviation
+
+
+def _quadratic(gap: dict[float, float], noise: float) -> bool:
+    """Whether the one-sided gaps grow with the step as on a smooth function (``k u^T H u``:
+    doubling the step doubles the gap), which Richardson's extrapolation assumes. A kink met
+    between two steps (a top-k selection changing, float32's steps being 1e4 times float64's)
+    makes the gap jump instead (0.05, 2.1, 10 at steps 0.005, 0.01, 0.02), and the two
+    Richardson estimates, both made from the crossed steps, could agree on a deviation that is
+    the kink's. ``noise``: a gap's rounding at step ``h`` (it scales as 1 / step)."""
+    for k in (0.5, 1.0):
+        small, large = gap[k], gap[2 * k]
+        slack = 0.5 * max(2 * abs(small), abs(large)) + noise / k + noise / (2 * k)
+        if abs(large - 2 * small) > slack:
+            return False
+    return True
 
 
 def _finding(session: Session, label: str, found: dict, check: str) -> Finding:
