@@ -55,7 +55,7 @@ def computed_dtype(session: Session, outs: list[torch.Tensor]) -> torch.dtype | 
                 outs = subject.select(subject.call(nudged))
         except Exception:  # noqa: BLE001 - user code; the first forward already ran fine
             return None
-    values = _informative(outs)
+    values = _informative(outs, base)
     if values is None:
         return None
     for dtype in _CANDIDATES:
@@ -108,13 +108,21 @@ def _fixed_grid(values: torch.Tensor, dtype: torch.dtype) -> bool:
     return grid < bits * values.numel()
 
 
-def _informative(outs: list[torch.Tensor]) -> torch.Tensor | None:
+def _informative(outs: list[torch.Tensor], inputs: list[torch.Tensor] = ()) -> torch.Tensor | None:
+    """The output values that say in which precision forward computed: not short dyadic ones,
+    and not input values passed through unchanged (a rotary kernel computing in float32 copies
+    the heads past rotary_dim, and v of a packed qkv, as they came: float64 values that said
+    "float64" and left a float32 computation judged at a float64 step, corpus 13d's
+    DeepLinkExt ApplyRotaryEmbQKV_Torch)."""
     flat = [o.detach().reshape(-1) for o in outs if o.dtype == torch.float64]
     if not flat or len(flat) != len(outs):
         return None
     values = torch.cat(flat)
     scaled = values * _SHORT
     values = values[torch.isfinite(values) & (scaled != scaled.round())]
+    given = [x.reshape(-1) for x in inputs if x.dtype == torch.float64]
+    if given and values.numel():
+        values = values[~torch.isin(values, torch.cat(given))]
     if values.numel() == 0:
         return None
     return values
