@@ -24,7 +24,8 @@ CHECK_COLUMN = {"compile": "compile", "export": "export", "autocast": "autocast"
                 "precision": "float32", "checkpoint": "checkpoint", "torch_func": "torch.func",
                 "vmap": "torch.func", "onnx": "onnx"}
 #: Codes that only ``gradsmith check`` itself reports (not ``gradsmith.check``).
-COMMAND_CODES = ("backward-crash", "deployment-timeout", "required-not-checked")
+COMMAND_CODES = ("backward-crash", "synthesis-crash", "deployment-timeout",
+                 "required-not-checked")
 #: Requirable names that are properties of the eager checks, not deployment columns: name ->
 #: (the warnings requiring it turns into errors, the check that establishes it).
 EAGER_REQUIRABLE = {"second-order": (("double-backward-unsupported", "double-backward-error",

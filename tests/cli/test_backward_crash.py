@@ -91,3 +91,39 @@ def test_a_crash_inside_backward_is_placed_and_judged_by_whose_inputs(write, gra
     assert planted["verdict"] == "fail" and planted["error"] is None
     assert "gradient-mismatch" in {f["code"] for f in planted["report"]["findings"]}
     assert "backward-crash" not in {f["code"] for f in planted["report"]["findings"]}
+
+
+LATER = '''
+import os
+
+_CORRUPTED = []
+
+
+class CorruptsInBackward(Function):
+    """backward leaves memory corrupted; the next forward finds it (a heap check aborts)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if _CORRUPTED:
+            os.abort()
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        _CORRUPTED.append(True)
+        return 2 * grad
+'''
+
+
+def test_a_crash_after_backward_returned_on_candidate_inputs_is_incomplete(write,
+                                                                           gradsmith_cli):
+    write("later.py", LATER)
+    code, out, _ = gradsmith_cli("later.py", "--format", "json", "--no-compat",
+                                 "--timeout", "60")
+    (row,) = json.loads(out)["results"]
+    assert code == 1
+    assert (row["verdict"], row["error"]) == ("fail", "incomplete"), row
+    found = {f["code"]: f for f in row["report"]["findings"]}
+    assert found["synthesis-crash"]["severity"] == "warning"
+    assert "CorruptsInBackward.backward had returned" in found["synthesis-crash"]["message"]
+    assert "SIGABRT" in found["synthesis-crash"]["message"]

@@ -620,6 +620,14 @@ COMMAND_ROWS: dict[str, Code] = {
         "contract, it is a warning and the verdict is INCOMPLETE",
         "check the shapes, strides and argument order backward hands its kernels",
         "warning on inputs only tried during synthesis (INCOMPLETE)"),
+    "synthesis-crash": Code(
+        "warning", "any",
+        "`gradsmith check` only: the process died while gradsmith was still trying candidate "
+        "inputs, outside any backward but after the Function's backward had returned on them "
+        "(memory a kernel corrupted on inputs outside its contract shows at a later "
+        "allocation): not placed in the Function on inputs that fit, so the verdict is "
+        "INCOMPLETE",
+        "register inputs that fit (`@gradsmith.example`)"),
     "deployment-timeout": Code(
         "warning", "any",
         "`gradsmith check` only: time ran out in a deployment check (compile, export, ...) after "

@@ -62,6 +62,35 @@ def crash_in_backward(progress: dict | None) -> str | None:
     return None
 
 
+def backward_returned(progress: dict | None) -> str | None:
+    """The qualified name of the Function whose backward last returned before the task died
+    outside any backward (``None``: no backward had run, or one was running)."""
+    stage = (progress or {}).get(KEY)
+    if isinstance(stage, dict) and stage.get("done") is True:
+        return str(stage.get("function"))
+    return None
+
+
+def mark_synthesis_crash(out: dict, function: str) -> None:
+    """Make ``out`` INCOMPLETE: the task died while gradsmith was still trying candidate inputs,
+    outside any backward but after ``function``'s backward had returned on them.
+
+    Memory a kernel corrupted on inputs outside its contract (a matrix of the wrong size in a
+    compiled extension) shows at a later allocation, wherever it happens: nothing places the
+    crash in the Function on inputs that fit, so it is not demonstrated harm.
+    """
+    finding = {
+        "code": "synthesis-crash", "severity": "warning",
+        "message": f"the process died while gradsmith was trying candidate inputs (not shown to "
+                   f"fit the Function's contract), after {function}.backward had returned on "
+                   f"them: {out['reason'].split('; its last output')[0]}",
+        "hint": "register inputs that fit (@gradsmith.example); a kernel that does not check "
+                "its operands' sizes corrupts memory on those that do not fit",
+        "check": "gradients", "input": None,
+        "details": {"function": function, "incomplete": True}}
+    _add(out, finding, incomplete=True)
+
+
 def mark_backward_crash(out: dict, function: str, *, demonstrated: bool) -> None:
     """Make ``out``, the row of a task that died inside ``function``'s backward, say so.
 
@@ -86,14 +115,18 @@ def mark_backward_crash(out: dict, function: str, *, demonstrated: bool) -> None
                    "to settle it"),
         "check": "gradients", "input": None,
         "details": {"function": function, **({} if demonstrated else {"incomplete": True})}}
+    _add(out, finding, incomplete=not demonstrated)
+
+
+def _add(out: dict, finding: dict, *, incomplete: bool) -> None:
     report = out.get("report") or {
         "name": out["name"], "passed": False, "elapsed": 0.0, "checks": list(out.get("checks")
                                                                            or []),
         "skipped": {}, "saved_bytes": None, "findings": [], "jacobians": {},
         "unfinished": "gradients"}
     report["findings"] = [*report["findings"], finding]
-    line = (f"  {finding['severity'].upper()} backward-crash: {finding['message']}\n"
+    line = (f"  {finding['severity'].upper()} {finding['code']}: {finding['message']}\n"
             f"    fix: {finding['hint']}")
-    out.update(error=None if demonstrated else "incomplete", report=report,
+    out.update(error="incomplete" if incomplete else None, report=report,
                text="\n".join(filter(None, [out.get("text"), line])),
                _text_brief="\n".join(filter(None, [out.get("_text_brief"), line])))

@@ -14,7 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from gradsmith.checkrun import task as check_task
-from gradsmith.checkrun.backward_stage import crash_in_backward, mark_backward_crash
+from gradsmith.checkrun.backward_stage import (
+    backward_returned,
+    crash_in_backward,
+    mark_backward_crash,
+    mark_synthesis_crash,
+)
 from gradsmith.checkrun.partial import add_partial, partial_report
 from gradsmith.checkrun.task import display_name, row
 from gradsmith.discovery import Candidate, Source
@@ -230,6 +235,8 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
     function = crash_in_backward(outcome.progress) if outcome.kind == "crash" else None
     if function is not None:
         mark_backward_crash(out, function, demonstrated=repro is not None)
+    elif outcome.kind == "crash" and repro is None and backward_returned(outcome.progress):
+        mark_synthesis_crash(out, backward_returned(outcome.progress))
     return out
 
 
