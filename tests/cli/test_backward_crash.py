@@ -127,3 +127,20 @@ def test_a_crash_after_backward_returned_on_candidate_inputs_is_incomplete(write
     assert found["synthesis-crash"]["severity"] == "warning"
     assert "CorruptsInBackward.backward had returned" in found["synthesis-crash"]["message"]
     assert "SIGABRT" in found["synthesis-crash"]["message"]
+
+
+def test_a_timeout_after_glibc_aborted_on_a_corrupted_heap_is_a_death():
+    """cling's crash handler can hang in the corrupted heap until the time limit: the row is a
+    timeout whose last output has glibc's heap check; it is placed like a crash."""
+    from gradsmith.checkrun.backward_stage import died, mark_synthesis_crash
+
+    reason = ("timed out after 90 s (the task and every process it started were killed); its "
+              "last output:\ndouble free or corruption (out)\n *** Break *** abort")
+    assert died("timeout", reason) and died("crash", None)
+    assert not died("timeout", "timed out after 90 s; its last output:\nstill iterating")
+    out = {"name": "k.py::MatVec", "error": "timeout", "reason": reason, "report": None,
+           "text": None, "_text_brief": None, "checks": []}
+    mark_synthesis_crash(out, "MatVec")
+    (finding,) = out["report"]["findings"]
+    assert out["error"] == "incomplete" and finding["code"] == "synthesis-crash"
+    assert "'double free or corruption'" in finding["message"]

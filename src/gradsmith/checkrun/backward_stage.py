@@ -13,6 +13,7 @@ Only the task process of an isolated run is tracked: in-process runs die with th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -62,6 +63,20 @@ def crash_in_backward(progress: dict | None) -> str | None:
     return None
 
 
+_HEAP_CHECK = re.compile(
+    r"double free or corruption|free\(\): invalid|corrupted size vs\. prev_size|"
+    r"corrupted double-linked list|malloc\(\): (?:memory )?corrupt|munmap_chunk\(\): invalid|"
+    r"realloc\(\): invalid")
+
+
+def died(kind: str, reason: str | None) -> bool:
+    """Whether a task that ended without a result died: a crash, or a timeout whose last
+    output has glibc's heap check aborting it (``double free or corruption``): a crash handler
+    a library installed (cling's prints a debugger backtrace) can then hang in the corrupted
+    heap until the time limit, but the process was already dying."""
+    return kind == "crash" or (kind == "timeout" and bool(_HEAP_CHECK.search(reason or "")))
+
+
 def backward_returned(progress: dict | None) -> str | None:
     """The qualified name of the Function whose backward last returned before the task died
     outside any backward (``None``: no backward had run, or one was running)."""
@@ -83,7 +98,7 @@ def mark_synthesis_crash(out: dict, function: str) -> None:
         "code": "synthesis-crash", "severity": "warning",
         "message": f"the process died while gradsmith was trying candidate inputs (not shown to "
                    f"fit the Function's contract), after {function}.backward had returned on "
-                   f"them: {out['reason'].split('; its last output')[0]}",
+                   f"them: {_how(out)}",
         "hint": "register inputs that fit (@gradsmith.example); a kernel that does not check "
                 "its operands' sizes corrupts memory on those that do not fit",
         "check": "gradients", "input": None,
@@ -109,13 +124,22 @@ def mark_backward_crash(out: dict, function: str, *, demonstrated: bool) -> None
     finding = {
         "code": "backward-crash", "severity": "error" if demonstrated else "warning",
         "message": f"the process died inside {function}.backward {where}: "
-                   f"{out['reason'].split('; its last output')[0]}",
+                   f"{_how(out)}",
         "hint": "check the shapes, strides and argument order backward hands its kernels"
                 + ("" if demonstrated else "; register inputs that fit (@gradsmith.example) "
                    "to settle it"),
         "check": "gradients", "input": None,
         "details": {"function": function, **({} if demonstrated else {"incomplete": True})}}
     _add(out, finding, incomplete=not demonstrated)
+
+
+def _how(out: dict) -> str:
+    reason = out["reason"] or ""
+    heap = _HEAP_CHECK.search(reason)
+    if out.get("error") == "timeout" and heap:
+        return (f"glibc's heap check reported {heap.group(0)!r} and aborted it (a crash handler "
+                "then hung in the corrupted heap until the time limit)")
+    return reason.split("; its last output")[0]
 
 
 def _add(out: dict, finding: dict, *, incomplete: bool) -> None:

@@ -17,6 +17,7 @@ from gradsmith.checkrun import task as check_task
 from gradsmith.checkrun.backward_stage import (
     backward_returned,
     crash_in_backward,
+    died,
     mark_backward_crash,
     mark_synthesis_crash,
 )
@@ -232,10 +233,11 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
               elapsed=outcome.elapsed, repro=repro, inputs=_inputs_text(repro))
     if snap is not None:
         add_partial(out, label, snap)
-    function = crash_in_backward(outcome.progress) if outcome.kind == "crash" else None
+    dead = died(outcome.kind, outcome.value)
+    function = crash_in_backward(outcome.progress) if dead else None
     if function is not None:
         mark_backward_crash(out, function, demonstrated=repro is not None)
-    elif outcome.kind == "crash" and repro is None and backward_returned(outcome.progress):
+    elif dead and repro is None and backward_returned(outcome.progress):
         mark_synthesis_crash(out, backward_returned(outcome.progress))
     return out
 
