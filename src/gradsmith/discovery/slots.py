@@ -256,9 +256,14 @@ def _attribute_value(attr: str, how: str) -> Any:
     return value if type(value) is wanted else wanted(2 if how == "int" else 0.5)
 
 
-def identity(t: Any, *args: Any, **kwargs: Any) -> Any:
-    """The plain function a config object's called attribute gets (``qparams.quantize``)."""
-    return t
+def identity(*args: Any, **kwargs: Any) -> Any:
+    """The plain function a config object's called attribute gets (``qparams.quantize(x)``):
+    its first argument, or, called by keyword only (``noiser._sample_noise(epsilon=e,
+    bounds=b, image=a)``), the last array or tensor passed."""
+    if args:
+        return args[0]
+    arrays = [v for v in kwargs.values() if hasattr(v, "shape")]
+    return arrays[-1] if arrays else None
 
 
 def parameter_names(fn: Any) -> list[str]:
