@@ -93,3 +93,28 @@ def test_a_backward_right_in_both_dtypes_stays_in_float64():
     report = gradsmith.check(CastTile, *_xw(), compat=False)
     assert report.passed, report.summary()
     assert "float32-contract" not in report.codes()
+
+
+def test_a_further_input_set_starts_in_float32():
+    """An earlier set's float32-contract decides the dtype of the next (no float64 run, no
+    comparison: seconds a set with interpreted kernels); the verdicts stay the same."""
+    calls = []
+
+    class Counted(Float32Tile):
+        @staticmethod
+        def forward(ctx, x, w):
+            calls.append(x.dtype)
+            return Float32Tile.forward(ctx, x, w)
+
+    class CountedWrong(Counted):
+        factor = 1.5
+
+    from gradsmith.checker import reported
+
+    with reported.already([("float32-contract", None)]):
+        report = gradsmith.check(Counted, *_xw(), compat=False, checks=["gradients"])
+        wrong = gradsmith.check(CountedWrong, *_xw(), compat=False, checks=["gradients"])
+    assert torch.float64 not in calls
+    assert report.passed, report.summary()
+    assert "float32-contract" not in report.codes()  # the earlier set's finding says it
+    assert "gradient-mismatch" in wrong.codes("error"), wrong.summary()
