@@ -28,7 +28,7 @@ def signature(problem, res, v, a, n, tol, idx) -> Signature | None:
     every examined element (at least two of them
     non-zero), finite differences ``n`` do not somewhere; None otherwise."""
     x = problem.xs[res.t]
-    if a.numel() < 2 or not bool(((a - n).abs() > tol).any()):
+    if a.numel() < 2 or not bool(((a - n).abs() > tol).any()) or _constant_ratio(a, n, tol):
         return None
     for k, piece in enumerate(problem.split(v)):
         if piece.shape != x.shape:  # an input broadcast in forward: its gradient summed down
@@ -49,3 +49,14 @@ def describe(sig: Signature) -> str:
             "its true, different derivative): the straight-through estimator of a "
             "differentiable op (log, abs, a product's factor passed the gradient as if added), "
             "or a forgotten derivative")
+
+
+def _constant_ratio(a: torch.Tensor, n: torch.Tensor, tol: float) -> bool:
+    """Finite differences a constant multiple of backward (``x * 2`` forward, ``g`` back): a
+    forgotten constant factor, the commonest wrong formula, not an estimator of a
+    differentiable op, whose true derivative varies from element to element (1/x, sign x)."""
+    big = a.abs() > tol
+    if int(big.sum()) < 2:
+        return False
+    ratio = n[big] / a[big]
+    return bool((ratio - ratio[0]).abs().max() <= 1e-3 * ratio[0].abs().clamp_min(1e-12))
