@@ -98,7 +98,7 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
                or _quantized(session, res, identity)
                or _substituted(session, res, vs[0], a, tol, idx, identity)
                or (None if identity else passed_gradient.signature(problem, res, vs[0], a, n,
-                                                                   tol, idx)))
+                                                                   tol, idx, grads[0][res.t])))
         if sig is None and identity:
             sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:

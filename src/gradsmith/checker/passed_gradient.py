@@ -22,11 +22,13 @@ import torch
 from gradsmith.checker.estimator_signature import Signature
 
 
-def signature(problem, res, v, a, n, tol, idx) -> Signature | None:
+def signature(problem, res, v, a, n, tol, idx, full=None) -> Signature | None:
     """A ``passed-through`` signature for input ``res.t``: backward ``a`` equals one
     output's part of ``v`` (summed down to the input's shape where forward broadcast it) at
-    every examined element (at least two of them
-    non-zero), finite differences ``n`` do not somewhere; None otherwise."""
+    every examined element (at least two of them non-zero) and, where backward's whole
+    gradient ``full`` is given, at every element (a mask that drops a term elsewhere,
+    ``g * ~sentinel``, is a wrong gradient, not a pass-through), finite differences ``n`` do
+    not somewhere; None otherwise."""
     x = problem.xs[res.t]
     if a.numel() < 2 or not bool(((a - n).abs() > tol).any()) or _constant_ratio(a, n, tol):
         return None
@@ -37,7 +39,10 @@ def signature(problem, res, v, a, n, tol, idx) -> Signature | None:
             except RuntimeError:
                 continue
         up = piece.reshape(-1).to(torch.float64)[idx]
-        if int((up.abs() > tol).sum()) >= 2 and bool(((a - up).abs() <= tol).all()):
+        whole = full is None or (full.numel() == piece.numel() and bool(
+            ((full.reshape(-1).to(torch.float64) - piece.reshape(-1).to(torch.float64)).abs()
+             <= _largest(tol)).all()))
+        if int((up.abs() > tol).sum()) >= 2 and whole and bool(((a - up).abs() <= tol).all()):
             return Signature(res.t, res.label, "passed-through", total=a.numel(), output=k)
     return None
 
@@ -60,3 +65,8 @@ def _constant_ratio(a: torch.Tensor, n: torch.Tensor, tol: float) -> bool:
         return False
     ratio = n[big] / a[big]
     return bool((ratio - ratio[0]).abs().max() <= 1e-3 * ratio[0].abs().clamp_min(1e-12))
+
+
+def _largest(tol) -> float:
+    """One tolerance for every element: the largest of the examined elements' own."""
+    return float(tol.max()) if isinstance(tol, torch.Tensor) else float(tol)
