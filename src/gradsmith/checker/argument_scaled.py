@@ -19,7 +19,7 @@ from gradsmith.checker.session import Session
 
 def terms(session: Session, names: list[str], top: int) -> list[str]:
     """``x * m`` for forward argument ``top`` (``x``) and every floating, non-differentiated
-    forward argument ``m`` of ``x``'s shape; then ``x * m.detach()`` for a differentiated one.
+    forward argument ``m`` of ``x``'s shape.
 
     Example:
         >>> import torch
@@ -34,11 +34,8 @@ def terms(session: Session, names: list[str], top: int) -> list[str]:
     x = values[top]
     if not _floating(x):
         return []
-    same = [i for i, m in enumerate(values) if i != top and _floating(m) and m.shape == x.shape]
-    # a differentiated factor held constant: the product's own gradient for x, the other
-    # factor's gradient given by its own term (a sign path trained straight through)
-    return ([f"{names[top]} * {names[i]}" for i in same if not values[i].requires_grad]
-            + [f"{names[top]} * {names[i]}.detach()" for i in same if values[i].requires_grad])
+    return [f"{names[top]} * {names[i]}" for i, m in enumerate(values)
+            if i != top and _floating(m) and not m.requires_grad and m.shape == x.shape]
 
 
 def _floating(value) -> bool:

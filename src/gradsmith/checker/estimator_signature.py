@@ -37,10 +37,6 @@ def describe(sig: Signature) -> str:
         return (f"{sig.label}: forward is piecewise constant (finite differences are exactly 0 "
                 f"at all {sig.total} elements examined) while backward passes a gradient: a "
                 "straight-through estimator (round, sign, floor, quantization)")
-    if sig.kind == "passed-through":
-        from gradsmith.checker import passed_gradient  # it builds on this module's Signature
-
-        return passed_gradient.describe(sig)
     if sig.kind == "straight-through-rescaled":
         return (f"{sig.label}: forward is piecewise constant up to a scale computed from the "
                 f"input (moving any of {sig.total} elements examined only rescales the output, "

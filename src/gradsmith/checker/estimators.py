@@ -34,7 +34,6 @@ from gradsmith.checker import (
     ignored_outputs,
     learned_quant,
     numerics,
-    passed_gradient,
     quantized,
     redrawn,
     reported,
@@ -59,7 +58,7 @@ SAMPLE = 64  # elements examined per input in probe mode (plus the located culpr
 KINDS = ("straight-through", "straight-through-saturating", "straight-through-rescaled",
          "scaled", "modified", "no-gradient",
          "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer",
-         "ignored-output", "truncated", "passed-through")
+         "ignored-output", "truncated")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -96,9 +95,7 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
                or (None if identity else rescaled.signature(session, problem, res.t,
                                                             res.label, a, idx))
                or _quantized(session, res, identity)
-               or _substituted(session, res, vs[0], a, tol, idx, identity)
-               or (None if identity else passed_gradient.signature(problem, res, vs[0], a, n,
-                                                                   tol, idx, grads[0][res.t])))
+               or _substituted(session, res, vs[0], a, tol, idx, identity))
         if sig is None and identity:
             sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:
@@ -343,8 +340,6 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
     elif main.kind == "truncated":
         otherwise = (f"backward must be the gradient of what forward returns at any "
                      f"{main.factor}: differentiate the returned value, not the iteration")
-    elif main.kind == "passed-through":
-        otherwise = "multiply grad_output by forward's derivative"
     elif main.kind == "guided":
         otherwise = "pass negative incoming gradients through as well (drop the grad > 0 mask)"
     else:

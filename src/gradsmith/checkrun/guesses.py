@@ -32,16 +32,6 @@ STANDING = frozenset({"input-mutated-in-backward"})
 _SECONDS = 5.0
 
 
-def _compared(finding: Any) -> bool:
-    """An error that compares backward with forward, as :data:`COMPARED`; also an
-    undeclared-estimator that only says backward passes grad_output through unchanged (a
-    guessed 0/1 mask drawn Gaussian makes ``g * (keep != 0)`` exactly that)."""
-    if finding.code in COMPARED:
-        return True
-    kinds = set(finding.details.get("estimator", {}).values())
-    return finding.code == "undeclared-estimator" and kinds == {"passed-through"}
-
-
 def guess_checks(options: dict) -> list[str]:
     """The checks a candidate set runs: those that compare backward with forward (of those
     the options ask for), not the value checks a further input set re-runs."""
@@ -67,10 +57,9 @@ def confirmed(report: Any, args: tuple, others: Callable[[tuple], list] | None,
     """
     from gradsmith.checker.unconfirmed import unconfirmed
 
-    errors = [f for f in report.errors if _compared(f)]  # the others hold on any guess
+    errors = [f for f in report.errors if f.code in COMPARED]  # the others hold on any guess
     if others is None or not errors or any(
-            not (_compared(f) or f.code in STANDING) or "input_set" in f.details
-            for f in report.errors):
+            f.code not in COMPARED | STANDING or "input_set" in f.details for f in report.errors):
         return report  # not only backward-vs-forward errors of the first set
     try:
         names, guesses = others(args)
