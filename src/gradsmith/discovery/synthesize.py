@@ -71,6 +71,7 @@ from gradsmith.discovery.matrix_maps import flagged_maps, matrix_givers
 from gradsmith.discovery.module_settings import fill_settings
 from gradsmith.discovery.none_required import numbered_plans
 from gradsmith.discovery.operators import linear_operators, with_operators
+from gradsmith.discovery.passed_on import passed_on
 from gradsmith.discovery.placement import uncompiled_note, with_note
 from gradsmith.discovery.probe import backward_error, complex_of_real, probe, tried
 from gradsmith.discovery.process_group import (
@@ -144,10 +145,14 @@ def synthesize(fn: Any, seed: int = 0) -> Synthesized | NoInputs:
         found = through_callers(fn, seed, found)  # the project's own callers know the inputs
     if isinstance(fn, type) and (isinstance(found, NoInputs) or found.doubt):
         found = through_examples(fn, seed, found)  # and its examples and tests
+    if isinstance(fn, type) and isinstance(found, NoInputs) and (handed := passed_on(fn)):
+        again = _synthesize(fn, seed, handed)  # forward hands `stochastic` to a helper whose
+        if isinstance(again, Synthesized):  # default is rounding='deterministic'
+            found = with_note(again, "; ".join(why for _, why in handed.values()))
     return found
 
 
-def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
+def _synthesize(fn: Any, seed: int, handed: dict | None = None) -> Synthesized | NoInputs:
     call, params, target = signature(fn)
     if params is None:
         return NoInputs(no_inputs_reason(fn, "its forward signature cannot be inspected", [], {}))
@@ -181,8 +186,8 @@ def _synthesize(fn: Any, seed: int) -> Synthesized | NoInputs:
     scalars = scalar_params(owner, hints, frozen)
     features = per_feature_params(owner, hints)
     plans = [with_contract(plan, scalars, features) for plan in plans]
-    required = {p.name for p in params if p.default is p.empty}
-    stated = stated_defaults(owner, names)
+    required = {p.name for p in params if p.default is p.empty} | set(handed or ())
+    stated = {**stated_defaults(owner, names), **(handed or {})}
     if stated:  # `def svd(M, eps=1e-12): return SVD.apply(M, eps)`: the value users get
         plans = with_none_defaults([with_defaults(plan, stated, required) for plan in plans],
                                    stated, frozenset(frozen))
