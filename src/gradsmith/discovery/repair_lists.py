@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from gradsmith.discovery.repair_kinds import Edit, cached
-from gradsmith.discovery.source import parse_code
+from gradsmith.discovery.source import failing_calls
 
 __all__ = ["list_edits"]
 
@@ -49,16 +49,10 @@ def list_edits(exc: BaseException, args: list, said: str) -> list[Edit]:
 def _passed_at(exc: BaseException, args: list, name: str) -> list[int]:
     """Indices of ``args`` that the innermost Python frame's failing line passes, as a plain
     name, where the called function's schema (``fn.schema``) has the argument ``name``."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None or (parsed := parse_code(tb.tb_frame.f_code)) is None:
+    if (failing := failing_calls(exc)) is None:
         return []
-    tree, start = parsed
-    line = tb.tb_lineno - start + 1
-    frame = tb.tb_frame
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and n.lineno <= line <= (n.end_lineno or n.lineno)):
+    frame, calls = failing
+    for call in calls:
         names = _schema_names(_resolved(call.func, frame))
         if name not in names:
             continue

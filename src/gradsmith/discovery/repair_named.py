@@ -19,7 +19,7 @@ from types import CodeType, FrameType
 
 from gradsmith.discovery.repair_kinds import Edit, cached
 from gradsmith.discovery.repair_lengths import lengths
-from gradsmith.discovery.source import parse_code
+from gradsmith.discovery.source import failing_calls, parse_code
 
 __all__ = ["named"]
 
@@ -212,16 +212,11 @@ def _at_builtin(exc: BaseException, args: list, name: str, position: int,
     ``name`` or at ``position`` (1-based, 0: unknown), as a plain name (a builtin has no frame
     of its own, so :func:`bound` cannot follow it); with ``element``, the plain name at that
     place of the tuple or list written there (``zeros((n, 4))``)."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None or (parsed := parse_code(tb.tb_frame.f_code)) is None:
+    if (failing := failing_calls(exc)) is None:
         return []
-    tree, start = parsed
-    line = tb.tb_lineno - start + 1
+    frame, calls = failing
     found: list[int] = []
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and n.lineno <= line <= (n.end_lineno or n.lineno)):
+    for call in calls:
         exprs = [k.value for k in call.keywords if k.arg == name]
         if position and not exprs and len(call.args) >= position and not any(
                 isinstance(a, ast.Starred) for a in call.args[:position]):
@@ -230,7 +225,7 @@ def _at_builtin(exc: BaseException, args: list, name: str, position: int,
             exprs = [e.elts[element] for e in exprs if isinstance(e, (ast.Tuple, ast.List))
                      and element < len(e.elts)]
         for expr in exprs:
-            if isinstance(expr, ast.Name) and expr.id in tb.tb_frame.f_locals:
-                value = tb.tb_frame.f_locals[expr.id]
+            if isinstance(expr, ast.Name) and expr.id in frame.f_locals:
+                value = frame.f_locals[expr.id]
                 found += [i for i, a in enumerate(args) if a is value and not cached(a)]
     return list(dict.fromkeys(found))[:1]

@@ -213,3 +213,18 @@ def call_name(node: ast.Call) -> str:
     ``x.f()``; ``""`` for a call of anything else (``fs[0](x)``, ``make()(x)``)."""
     func = node.func
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def failing_calls(exc: BaseException) -> tuple[Any, list[ast.Call]] | None:
+    """The innermost Python frame of ``exc``'s traceback and the calls written on its failing
+    line (a call spanning lines counts on each), or None when that frame has no source: what
+    a repair reads to find which argument the failing call was passed."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or (parsed := parse_code(tb.tb_frame.f_code)) is None:
+        return None
+    tree, start = parsed
+    line = tb.tb_lineno - start + 1
+    return tb.tb_frame, [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                         and n.lineno <= line <= (n.end_lineno or n.lineno)]
