@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradsmith.checker.report import Finding
+from gradsmith.checker.seeded import seeded_grads
 
 
 def hard_option(obj: Any, first: tuple, args: tuple, first_report: Any,
@@ -103,15 +104,5 @@ def _gradients(obj: type, args: tuple) -> list | None:
     wrt = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
     if not wrt:
         return None
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            out = obj.apply(*leaves)
-        outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
-                if isinstance(o, torch.Tensor) and o.requires_grad]
-        gen = torch.Generator().manual_seed(1)
-        gs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype)
-              for o in outs]
-        return list(torch.autograd.grad(outs, wrt, gs, allow_unused=True))
-    except Exception:  # noqa: BLE001 - backward that does not run shows nothing
-        return None
+    grads = seeded_grads(obj, leaves, wrt, seed=1)
+    return None if grads is None else list(grads)

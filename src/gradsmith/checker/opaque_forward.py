@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gradsmith.checker.seeded import seeded_grads
+
 #: Input elements above which the derivative of backward is not formed (2 per element).
 MAX_INPUTS = 256
 #: Relative asymmetry of the derivative that differences of float64 backward cannot explain.
@@ -130,17 +132,7 @@ def _gradient(fn: Any, args: tuple, xs: list[int], values: list) -> Any:
         leaf = v.detach().clone().to(args[i].dtype).requires_grad_()
         call[i] = leaf
         leaves.append(leaf)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            out = fn.apply(*call) if isinstance(fn, type) else fn(*call)
-        outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,))
-                if isinstance(o, torch.Tensor) and o.requires_grad]
-        gen = torch.Generator().manual_seed(7)
-        vs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype)
-              for o in outs]
-        grads = torch.autograd.grad(outs, leaves, vs, allow_unused=True)
-    except Exception:  # noqa: BLE001 - a backward that does not run shows nothing here
+    if (grads := seeded_grads(fn, call, leaves, seed=7)) is None:
         return None
     return torch.cat([(g if g is not None else torch.zeros_like(x)).reshape(-1).to(
         torch.float64) for g, x in zip(grads, leaves)])

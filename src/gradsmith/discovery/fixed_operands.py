@@ -28,7 +28,7 @@ import re
 import types
 
 from gradsmith.discovery.never_returns import reached, unconditional
-from gradsmith.discovery.source import function_def
+from gradsmith.discovery.source import dotted, function_def, through_namespaces
 
 #: The types a method object has (``torch.Tensor.abs`` bound: ``builtin_function_or_method``).
 _METHOD_TYPES = frozenset({"builtin_function_or_method", "method", "method-wrapper", "function"})
@@ -85,19 +85,13 @@ def _function_class(node: ast.expr, frame: types.FrameType) -> str | None:
 
     if not isinstance(node, ast.Call):
         return None
-    path, func = [], node.func
-    while isinstance(func, ast.Attribute):
-        path.insert(0, func.attr)
-        func = func.value
+    func, path = dotted(node.func)
     code = frame.f_code
     if not isinstance(func, ast.Name) or func.id in (*code.co_varnames, *code.co_cellvars,
                                                      *code.co_freevars):
         return None
-    value = frame.f_globals.get(func.id, getattr(builtins, func.id, None))
-    for attr in path:
-        if not isinstance(value, (types.ModuleType, type)):
-            return None
-        value = getattr(value, attr, None)
+    value = through_namespaces(frame.f_globals.get(func.id, getattr(builtins, func.id, None)),
+                               path)
     base = torch.autograd.Function
     if not (isinstance(value, type) and issubclass(value, base) and value is not base):
         return None

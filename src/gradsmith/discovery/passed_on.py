@@ -21,7 +21,7 @@ import inspect
 import types
 from typing import Any
 
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import dotted, parse, through_namespaces
 
 _LITERALS = (str, int, float, bool)
 
@@ -61,17 +61,10 @@ def passed_on(owner: Any) -> dict[str, tuple[Any, str]]:
 
 def _helper(func: ast.expr, scope: dict) -> types.FunctionType | None:
     """The plain Python function ``func`` names through the module's globals, not torch's."""
-    path = []
-    while isinstance(func, ast.Attribute):
-        path.insert(0, func.attr)
-        func = func.value
+    func, path = dotted(func)
     if not isinstance(func, ast.Name) or func.id not in scope:
         return None
-    value = scope[func.id]
-    for attr in path:
-        if not isinstance(value, (types.ModuleType, type)):
-            return None
-        value = getattr(value, attr, None)
+    value = through_namespaces(scope[func.id], path)
     if not isinstance(value, types.FunctionType):
         return None
     module = getattr(value, "__module__", "") or ""

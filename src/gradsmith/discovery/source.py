@@ -228,3 +228,24 @@ def failing_calls(exc: BaseException) -> tuple[Any, list[ast.Call]] | None:
     line = tb.tb_lineno - start + 1
     return tb.tb_frame, [n for n in ast.walk(tree) if isinstance(n, ast.Call)
                          and n.lineno <= line <= (n.end_lineno or n.lineno)]
+
+
+def dotted(func: ast.expr) -> tuple[ast.expr, list[str]]:
+    """``a.b.c`` as its base expression (``a``) and the attribute path (``["b", "c"]``)."""
+    path: list[str] = []
+    while isinstance(func, ast.Attribute):
+        path.insert(0, func.attr)
+        func = func.value
+    return func, path
+
+
+def through_namespaces(value: Any, path: list[str]) -> Any:
+    """``value.b.c`` for ``path`` ``["b", "c"]``, following modules and classes only (never an
+    instance's attribute, which would run a property); None where the path leaves them."""
+    import types
+
+    for attr in path:
+        if not isinstance(value, (types.ModuleType, type)):
+            return None
+        value = getattr(value, attr, None)
+    return value
