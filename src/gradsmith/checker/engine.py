@@ -40,6 +40,7 @@ from gradsmith.checker.session import (
     Skip,
     UserCodeError,
 )
+from gradsmith.checker.sparse_values import on_values
 from gradsmith.checker.subject import Subject
 
 # Order matters: structure and mutation problems explain later failures (and cost a few
@@ -138,7 +139,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
                                  if intended is not None else options)
     start = time.perf_counter()
     opts, selected, name = _parse_options(options)
-    target = resolve_target(fn, name)
+    target, args = on_values(resolve_target(fn, name), args)  # a sparse operand: its values
     subject = Subject(target, args, opts.seed)
     if not subject.args.inputs:
         raise GradsmithError(

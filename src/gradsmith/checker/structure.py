@@ -22,6 +22,7 @@ from gradsmith.checker.arguments import is_float_like
 from gradsmith.checker.inputs import flatten_outputs
 from gradsmith.checker.report import Finding
 from gradsmith.checker.session import Session, Skip, UserCodeError, backward_error, forward_error
+from gradsmith.checker.sparse_values import as_passed
 
 NAME = "structure"
 
@@ -89,6 +90,7 @@ def run(session: Session) -> list[Finding]:
 def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
     args, raw, _ = raw_backward(session, user_dtype)
     subject = session.subject
+    args = as_passed(subject.target, args)  # a sparse operand's shape, not its values'
     n = len(args)
     findings = []
     extra = raw[n:]
