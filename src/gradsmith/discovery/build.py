@@ -77,7 +77,7 @@ def build_args(slots: list[Slot], layout, seed: int, positive: bool = False,
             high = max(1, min(first_shape) if first_shape else 3)
             if (rows := _rows_of(slot, slots, layout, overrides)) is not None:
                 high = max(1, rows)  # features[y]: a row of the tensor it indexes
-            if made := integer_value(slot, first_shape, rows, generator):
+            if made := integer_value(slot, first_shape, rows, generator, over == NONCONTIGUOUS):
                 args.append(built.setdefault(slot.name, made[0]))  # lengths, repeat counts
                 parts.append(made[1])
                 continue

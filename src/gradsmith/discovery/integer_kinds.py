@@ -168,14 +168,22 @@ def _repeats(node: ast.Call, names: dict[str, str], every: dict[str, str], hints
         hints[total].kind, hints[total].total_of = "int", param
 
 
-def integer_value(slot: Any, first_shape: tuple, rows: int | None, generator: Any):
-    """(tensor, description) for an index slot that holds lengths, repeat counts or label
-    sequences, else None (a class index: the usual build)."""
+def integer_value(slot: Any, first_shape: tuple, rows: int | None, generator: Any,
+                  strided: bool = False):
+    """(tensor, description) for an index slot that holds lengths, repeat counts, codes or
+    label sequences, else None (a class index: the usual build). ``strided``: codes in a
+    non-contiguous view (every other element of a buffer)."""
     import torch
 
     hint = slot.hint
     if (made := sequences_value(slot, first_shape, generator)) is not None:
         return made  # targets[b]: one label list per row
+    if hint is not None and hint.codes:
+        value, text = _codes(slot.name, hint.codes, first_shape, generator)
+        if not strided or value.numel() < 2:
+            return value, text
+        value = torch.stack([value, value.flatten().roll(1).view_as(value)], -1)[..., 0]
+        return value, text + f", non-contiguous (strides {value.stride()})"
     if hint is None or not (hint.length or hint.repeats):
         return None
     if hint.repeats:
@@ -188,6 +196,22 @@ def integer_value(slot: Any, first_shape: tuple, rows: int | None, generator: An
     value[0] = longest  # one full-length sequence, the others at most as long
     return value, (f"{slot.name}: int64 ({batch},) lengths in [1, {longest}] (one per "
                    "sequence; forward compares positions with them)")
+
+
+def _codes(name: str, codes: list[int], first_shape: tuple, generator: Any):
+    """One code per row of the first tensor, every code once before any repeats (as many
+    branches as rows allow), in a random order: a kernel reads ``at == 5`` per row."""
+    import torch
+
+    shape = tuple(first_shape[:-1]) if len(first_shape) > 1 else (3,)
+    count = 1
+    for size in shape:
+        count *= size
+    order = torch.randperm(len(codes), generator=generator).tolist()
+    values = [codes[order[i % len(codes)]] for i in range(count)]
+    value = torch.tensor(values, dtype=torch.int64).reshape(shape)
+    return value, (f"{name}: int64 {shape} codes from {sorted(codes)} (a kernel compares its "
+                   "loaded values with these literals)")
 
 
 def total(slot: Any, built: dict[str, Any]) -> int | None:

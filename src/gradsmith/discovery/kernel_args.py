@@ -9,7 +9,11 @@ they are, where the host code says nothing. Read, never run:
   class index, so integer values in range (float values match no class, and the kernel's loss
   is then another function);
 - an **integer code**: the kernel compares it with integer literals (``if ACT == 0: ...
-  elif ACT == 1: ...``): an int, its first value, the others as variants.
+  elif ACT == 1: ...``): an int, its first value, the others as variants;
+- a **tensor of integer codes**: the kernel loads it and compares the loaded value with integer
+  literals (``at = tl.load(act_ptr + row)``; ``tl.where(at == 5, ...)``): an index tensor whose
+  values are those codes (``codes``); random floats match no code and select a branch the
+  kernel's author never meant for any row.
 
 Also on the host side: ``p.long()`` (or ``.to(torch.long)``) makes ``p`` an index.
 """
@@ -32,10 +36,16 @@ _NOT_VIEWS = {"size", "stride", "dim", "numel", "item", "tolist", "data_ptr", "e
 
 
 def read_kernel_args(target: Any, owner: type | None, hints: dict) -> None:
-    """Mark forward parameters the launched kernels use as class indices (``kind`` "index")
-    or as integer codes (``kind`` "int" with the compared ``literals``), in ``hints``."""
+    """Mark forward parameters the launched kernels use as class indices (``kind`` "index"),
+    tensors of codes (``kind`` "index" with ``codes``) or integer codes (``kind`` "int" with the
+    compared ``literals``), in ``hints``."""
     floats = _floats(target, list(hints))
-    for body, known, launched in host_code(target, owner, list(hints)):
+    _read(host_code(target, owner, list(hints)), hints, floats)
+    _read(_backward_code(owner, hints), hints, floats)  # once forward found codes
+
+
+def _read(code: list, hints: dict, floats: set[str]) -> None:
+    for body, known, launched in code:
         for name in _long_casts(body, known):
             _as_index(hints[name])
         for kernel, passed in launched:
@@ -44,10 +54,26 @@ def read_kernel_args(target: Any, owner: type | None, hints: dict) -> None:
                 hint = hints[passed[param]]
                 if kind == "index":
                     _as_index(hint)
+                elif kind == "codes" and hint.kind in (None, "tensor", "float", "index"):
+                    hint.kind = "index"
+                    hint.codes += [v for v in literals if v not in hint.codes]
                 elif hint.kind in (None, "int") and passed[param] not in floats and not any(
                         isinstance(v, str) for v in hint.literals):
                     hint.kind = "int"
                     hint.literals += [v for v in literals if v not in hint.literals]
+
+
+def _backward_code(owner: type | None, hints: dict) -> list:
+    """:func:`host_code` of backward for the tensors forward saved that forward's kernels load
+    as codes: backward's kernels may test codes forward's leave to a default branch."""
+    from gradsmith.discovery.saved_values import saved_locals
+
+    coded = [n for n, h in hints.items() if h.codes]
+    defining = next((c for c in getattr(owner, "__mro__", ()) if "backward" in vars(c)), None)
+    if not coded or defining is None:
+        return []
+    known = {k: v for k, v in saved_locals(defining, list(hints)).items() if v in coded}
+    return host_code(defining.backward, defining, known) if known else []
 
 
 def _floats(target: Any, names: list[str]) -> set[str]:
@@ -63,15 +89,16 @@ def _floats(target: Any, names: list[str]) -> set[str]:
         n in params and type(params[n].default) is float)}
 
 
-def host_code(target: Any, owner: type | None, names: list[str]) -> list:
+def host_code(target: Any, owner: type | None, names: list[str] | dict[str, str]) -> list:
     """``(tree, local name -> forward parameter, launches)`` for forward and each helper it
     hands parameters to; launches: ``(kernel's AST, kernel parameter -> forward parameter)``
-    for each ``kernel[grid](...)`` there that is given a forward parameter."""
+    for each ``kernel[grid](...)`` there that is given a forward parameter. ``names``: forward's
+    parameters, or (for backward) its local names -> the parameters they hold."""
     tree = parse(target)
     if tree is None:
         return []
-    mine = {n: n for n in names}
-    scope = getattr(target, "__globals__", None) or {}
+    mine = dict(names) if isinstance(names, dict) else {n: n for n in names}
+    scope = getattr(inspect.unwrap(target), "__globals__", None) or {}  # @once_differentiable
     trees = [(tree, _aliases(tree, mine))]
     trees += [(t, _aliases(t, known)) for t, known in followed(
         target, tree, mine, owner=owner, local=_aliases)]
@@ -161,7 +188,8 @@ def _python_function(obj: Any) -> types.FunctionType | None:
 
 
 def _kernel_uses(kernel: ast.AST, params: set[str]) -> dict[str, tuple[str, list[int]]]:
-    """For kernel parameters ``params``: ("index", []) or ("int", literals compared with)."""
+    """For kernel parameters ``params``: ("index", []), ("codes", literals its loaded values
+    are compared with) or ("int", literals compared with)."""
     assigns = [n for n in ast.walk(kernel) if isinstance(n, ast.Assign)]
     # data: what is loaded and everything computed from it; offsets: index arithmetic only
     data = _closure(assigns, set(), lambda v, s: _loads(v) or bool(_names(v) & s))
@@ -176,7 +204,10 @@ def _kernel_uses(kernel: ast.AST, params: set[str]) -> dict[str, tuple[str, list
         if loaded and (loaded & addresses or _compared_with(kernel, loaded, offsets)):
             found[p] = ("index", [])
             continue
-        literals = _int_literals(kernel, p)
+        if loaded and (codes := _int_literals(kernel, loaded)) and not loaded & addresses:
+            found[p] = ("codes", codes)
+            continue
+        literals = _int_literals(kernel, {p})
         if literals and not derived & addresses:
             found[p] = ("int", literals)
     return found
@@ -212,14 +243,15 @@ def _compared_with(kernel, loaded, offsets) -> bool:
     return False
 
 
-def _int_literals(kernel: ast.AST, p: str) -> list[int]:
+def _int_literals(kernel: ast.AST, names: set[str]) -> list[int]:
+    """The int literals any of ``names`` is tested for equality with (``at == 5``)."""
     found: list[int] = []
     for node in ast.walk(kernel):
         if isinstance(node, ast.Compare) and len(node.comparators) == 1 and \
                 isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
             a, b = node.left, node.comparators[0]
             for x, y in ((a, b), (b, a)):
-                if isinstance(x, ast.Name) and x.id == p and isinstance(y, ast.Constant) and \
+                if isinstance(x, ast.Name) and x.id in names and isinstance(y, ast.Constant) and \
                         type(y.value) is int and y.value not in found:
                     found.append(y.value)
     return found
@@ -240,12 +272,12 @@ def _closure(assigns, start: set[str], grows) -> set[str]:
 
 def _loads(value: ast.AST, pointers: set[str] | None = None) -> bool:
     """``value`` is ``tl.load(...)`` (from ``pointers`` when given), perhaps cast with
-    ``.to(...)``; with no ``pointers``: contains any load."""
+    ``.to(...)`` or indexed (``[:, None]``); with no ``pointers``: contains any load."""
     if pointers is None:
         return any(_is_load(n) for n in ast.walk(value))
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
-            value.func.attr == "to":
-        value = value.func.value
+    while isinstance(value, ast.Subscript) or isinstance(value, ast.Call) and \
+            isinstance(value.func, ast.Attribute) and value.func.attr == "to":
+        value = value.value if isinstance(value, ast.Subscript) else value.func.value
     return _is_load(value) and bool(value.args) and bool(_names(value.args[0]) & pointers)
 
 
