@@ -10,7 +10,8 @@ sparse layout becomes a strided leaf of its values, and every call rebuilds the 
 in its own layout and pattern, from that leaf. Autograd carries backward's gradient to the
 leaf: one in the operand's layout gives its values, a dense one (a Function may return dense
 gradients for a sparse input) its entries at the stored positions, the only ones a
-perturbation of the operand can reach. Strided arguments are untouched, so a Function without
+perturbation of the operand can reach. A sparse output of such a Function is read as its
+dense tensor, so backward receives its gradient on the output's pattern. Strided arguments are untouched, so a Function without
 sparse operands runs exactly as before.
 """
 
@@ -53,7 +54,8 @@ def on_values(target: Target, args: tuple) -> tuple[Target, tuple]:
         return tuple(rebuilds[i](x) if i in rebuilds else x for i, x in enumerate(xs))
 
     def call(*xs: Any) -> Any:
-        return target.call(*passed(xs))
+        out = target.call(*passed(xs))
+        return tuple(map(_dense, out)) if isinstance(out, tuple) else _dense(out)
 
     call.passed = passed  # type: ignore[attr-defined]
     return Target(call, target.function_cls, target.name), tuple(values)
@@ -63,6 +65,14 @@ def as_passed(target: Target, args: tuple) -> tuple:
     """The arguments forward receives for ``args`` (sparse operands rebuilt): what backward's
     gradients must match in shape, a sparse operand's dense shape rather than its values'."""
     return getattr(target.call, "passed", tuple)(args)
+
+
+def _dense(out: Any) -> Any:
+    """A sparse output as a dense tensor (differentiable: its gradient reaches backward on
+    the output's own pattern); anything else as it is."""
+    if isinstance(out, torch.Tensor) and out.layout != torch.strided:
+        return out.to_dense()
+    return out
 
 
 def _split(a: torch.Tensor) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:

@@ -68,8 +68,8 @@ def _all_finite(out: Any) -> bool:
     import torch
 
     items = out if isinstance(out, (tuple, list)) else (out,)
-    return all(bool(torch.isfinite(t).all()) for t in items
-               if isinstance(t, torch.Tensor) and t.is_floating_point())
+    return all(bool(torch.isfinite(t if t.layout == torch.strided else t.to_dense()).all())
+               for t in items if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
 def _has_float_tensor(out: Any, complex_ok: bool = False) -> bool:

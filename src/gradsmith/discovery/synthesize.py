@@ -96,6 +96,7 @@ from gradsmith.discovery.shape_contracts import finished, read_contracts, with_c
 from gradsmith.discovery.simplexes import read_simplexes
 from gradsmith.discovery.slots import Slot, plan_slots, signature
 from gradsmith.discovery.solvers import solver_skip
+from gradsmith.discovery.sparse_layouts import layout_inputs
 from gradsmith.discovery.sparse_triples import sparse_inputs
 from gradsmith.discovery.stated_or import stated_or
 from gradsmith.discovery.suggestion import no_inputs_reason
@@ -270,6 +271,8 @@ def _synthesize(fn: Any, seed: int, handed: dict | None = None) -> Synthesized |
         return sparse  # torch.sparse_coo_tensor(indices, values, shape) of three parameters
     if (csr := csr_inputs(call, target, params, seed, plans[0])) is not None:
         return csr  # (A_shape, A_data, A_col_ind, A_rowptr): a matrix in CSR form
+    if (layouted := layout_inputs(call, target, params, seed, plans[0])) is not None:
+        return layouted  # A.ccol_indices(): A is a sparse CSC tensor
     if (fixed := repair_plans(call, plans, seed)) is not None:  # forward's error said how
         found, slots = fixed
         raised = backward_error(call, tuple(found.args))
