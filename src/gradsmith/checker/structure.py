@@ -54,7 +54,19 @@ def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
             raw = node.apply(*grads)
     except Exception as exc:  # noqa: BLE001
         raise backward_error(exc, NAME, session.function_cls) from None
+    session.cache["structure:converted"] = _converted(node, args)
     return args, (raw if isinstance(raw, tuple) else (raw,)), grads
+
+
+def _converted(node: Any, args: tuple) -> set[int]:
+    """Positions of differentiable arguments the Function did not receive as they are: an
+    ``apply`` override converted them first (phytorch's ``CargsMixin`` makes real inputs
+    complex). Autograd fits backward's gradient to the tensor the Function received, and the
+    conversion's own backward carries it on (a complex gradient's real part to a real
+    input), so the caller's argument says nothing about that gradient's dtype."""
+    reached = {id(f) for f, _ in node.next_functions if f is not None}
+    return {i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+            and a.grad_fn is not None and id(a.grad_fn) not in reached}
 
 
 def _grad_for(o: Any, gen: torch.Generator) -> Any:
@@ -104,6 +116,7 @@ def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
             NAME, details={"expected": n, "got": len(raw)}))
         return findings
     names = _arg_names(subject, n)
+    converted = session.cache.get("structure:converted", set())
     for i, (arg, g) in enumerate(zip(args, raw)):
         if g is None:
             continue
@@ -122,7 +135,7 @@ def _inspect(session: Session, user_dtype: bool) -> list[Finding]:
                 f"shape {tuple(arg.shape)} or None", "return a tensor shaped like the input",
                 NAME, label))
             continue
-        findings += _compare_meta(arg, g, label)
+        findings += _compare_meta(arg, g, label, i in converted)
     return findings + unanswered_defaults.findings(session.function_cls, n, len(raw), NAME)
 
 
@@ -151,7 +164,8 @@ def _dtype_finding(arg: torch.Tensor, g: torch.Tensor, label: str) -> Finding:
         fix, NAME, label, details)
 
 
-def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str) -> list[Finding]:
+def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str,
+                  converted: bool = False) -> list[Finding]:
     out = []
     if g.shape != arg.shape and _expandable(arg.shape, g.shape):
         # Legal: autograd sums a gradient of the broadcast shape down to the input's shape
@@ -174,7 +188,7 @@ def _compare_meta(arg: torch.Tensor, g: torch.Tensor, label: str) -> list[Findin
             "reduce the gradient to the input's shape (sum over broadcast dimensions, "
             "keepdim where the input had size 1) or reshape it", NAME, label,
             {"expected": list(arg.shape), "got": list(g.shape)}))
-    if g.dtype != arg.dtype:
+    if g.dtype != arg.dtype and not converted:  # converted: autograd fits g to what it got
         out.append(_dtype_finding(arg, g, label))
     if g.device != arg.device:
         out.append(Finding(
