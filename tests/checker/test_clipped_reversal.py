@@ -71,8 +71,8 @@ def _intended(line: str):
 def test_a_clipped_reversal_gets_the_clip_and_a_plain_one_does_not(tmp_path):
     g = 3 * torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
     x = torch.zeros(3, 4, dtype=torch.float64)
-    for stem, grad, hand in (("clipped", CLIPPED, lambda g, l, c: -l * g.clamp(-c, c)),
-                             ("plain", "-ctx.l * g", lambda g, l, c: -l * g)):
+    for stem, grad, hand in (("clipped", CLIPPED, lambda g, s, c: -s * g.clamp(-c, c)),
+                             ("plain", "-ctx.l * g", lambda g, s, c: -s * g)):
         line = _line(tmp_path, stem, grad)
         assert ("clamp(-c, c)" in line) == (stem == "clipped"), line
         # the independent reference, at other values than the check's (l = 0.7, c = 0.5)

@@ -135,6 +135,10 @@ def _candidates(session, names, t, sig, grad, numbers, g, piece) -> list[str]:
             same_shaped = _same_shaped(session, names, top, x)
             out += [f"{grad} * {b}" for b in same_shaped]
             out += [term for b in same_shaped for term in (b, f"-{b}")]
+            # or the weight's own update, given to the copy that carries the gradient back in
+            # its place (Kolen-Pollack feedback alignment: corpus 13b dev's LinearFAFunction)
+            out += [term for i, a in enumerate(subject.args.values) if i != top and _matrix(a)
+                    for term in _products(grad, names[i])]
         out += _blackbox(session, names, top, grad, numbers)
         out += _bound_passes(session, names, top, grad, numbers)
         out += _periodic_exponential(name, grad, numbers)
