@@ -13,7 +13,8 @@ forward and backward (through what forward saves: ``ctx.save_for_backward(z, L)`
   triangular with a well-conditioned diagonal (``A.mT``/``A.t()``/``A.transpose(-1, -2)``
   given: the other triangle);
 - ``cholesky(A)`` (any function named ``*cholesky``), ``solve(A, B)``, ``inv(A)``,
-  ``inverse(A)``, ``logdet(A)``: symmetric positive definite; ``cholesky(-2.0 * A)`` negative
+  ``inverse(A)``, ``logdet(A)``, ``lu_factor(A)`` whose factor ``lu_solve`` uses: symmetric
+  positive definite; ``cholesky(-2.0 * A)`` negative
   definite;
 - a parameter its docstring calls symmetric, positive definite or lower/upper triangular
   (``:param matrix: A symmetric matrix of size `(..., M, M)```): so.
@@ -129,6 +130,10 @@ def _upper(call: ast.Call, default: bool | None) -> bool | None:
 
 
 def _read(tree: ast.AST, names: dict[str, str], hints: dict) -> None:
+    # lu_factor(A) is defined for any aspect, but a factor lu_solve uses is a square system's
+    lu_solves = any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
+                    and getattr(n.func, "attr", getattr(n.func, "id", "")) == "lu_solve"
+                    for n in ast.walk(tree))
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
             continue
@@ -143,7 +148,7 @@ def _read(tree: ast.AST, names: dict[str, str], hints: dict) -> None:
             _triangular(node.args[1], _upper(node, False), names, hints)
         elif func.endswith("cholesky") or func == "cholesky_ex":
             _definite(node.args[0], names, hints)
-        elif func in _SPD_CALLS:
+        elif func in _SPD_CALLS or (lu_solves and func in ("lu_factor", "lu_factor_ex")):
             found = _matrix_of(node.args[0], names)
             if found is not None:
                 _set(hints, found[0], "spd")

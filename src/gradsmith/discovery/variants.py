@@ -15,6 +15,7 @@ from gradsmith.discovery.defaults import tolerance_like
 from gradsmith.discovery.halves import even_last, halves_sizes
 from gradsmith.discovery.layouts import RESIZE, broadcast_layout, shapes_text
 from gradsmith.discovery.probe import kernel_backward_misfits, probe
+from gradsmith.discovery.rank_branches import unbatched
 from gradsmith.discovery.slots import Slot
 
 
@@ -80,7 +81,7 @@ def variants_of(call, slots: list[Slot], layout, seed: int, positive: bool, prim
         if broadcast is not None:
             candidates.append((f"size-1 dimension: {shapes_text(names, broadcast)}", {},
                                broadcast))
-        candidates += _aspects(slots, layout)
+        candidates += _aspects(slots, layout) + unbatched(call, layout)
     indices = {s.name: NONCONTIGUOUS for s in slots if s.kind == "index"
                and not getattr(s.hint, "sequences", False)}  # label lists: built as rows
     if indices:  # idx.view(-1) in backward fails on a transposed index
