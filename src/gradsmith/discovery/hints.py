@@ -88,6 +88,7 @@ class Hint:
     permutes: int | None = None    # x[..., idx] forward and backward: a permutation of that dim
     length: bool = False           # t < lengths: per-sequence lengths, 1..T (.integer_kinds)
     repeats: bool = False          # repeat_interleave(x, p): repeat counts of x's rows
+    offsets: bool = False          # x[p[i]:p[i + 1]]: packed sequences' start offsets in x
     codes: list[int] = field(default_factory=list)  # a kernel loads it, tests == 0, == 5: codes
     total_of: str | None = None    # output_size=s: the sum of that parameter's counts
     size_term: bool = False        # (h + 2 * pad - k) // stride: an int of a size (.size_arithmetic)

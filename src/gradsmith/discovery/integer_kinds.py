@@ -15,6 +15,10 @@ Function. :func:`read_integer_kinds` reads, never runs, what the uses mean:
   batch, at least 1 and at most the time axis;
 - ``repeat_interleave(x, p, ..., output_size=s)``: ``p`` counts the repeats of each of
   ``x``'s rows (positive ints), and ``s`` is their sum.
+- ``x[p[i] : p[i + 1]]``: ``p`` holds the offsets of packed sequences in ``x``'s rows
+  (``cu_seqlens``: int64, non-decreasing from 0 to ``x``'s number of rows). Random floats made
+  ``bsz = p.shape[0] - 1`` zero, the loop over sequences never ran, and an output built with
+  ``torch.empty_like`` was never filled: an INCOMPLETE blamed on the Function.
 
 :func:`integer_value` then builds such an index slot (see :mod:`~gradsmith.discovery.build`).
 """
@@ -70,6 +74,25 @@ def _read(tree: ast.AST, names: dict[str, str], hints: dict, frozen: set[str]) -
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
                 node.func, "id", "")) == "repeat_interleave":
             _repeats(node, ints, names, hints)
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            _offsets(node, ints, names, hints)
+
+
+def _offsets(node: ast.Subscript, ints: dict[str, str], names: dict[str, str],
+             hints: dict) -> None:
+    """``x[p[i] : p[i + 1]]``: ``p`` the start offsets of packed sequences in ``x``'s rows."""
+    lower, upper = node.slice.lower, node.slice.upper
+    if not (isinstance(lower, ast.Subscript) and isinstance(upper, ast.Subscript)
+            and isinstance(upper.slice, ast.BinOp) and isinstance(upper.slice.op, ast.Add)
+            and ast.dump(upper.slice.left) == ast.dump(lower.slice)
+            and ast.dump(upper.slice.right) == ast.dump(ast.Constant(1))):
+        return
+    param = ints.get(lower.value.id) if isinstance(lower.value, ast.Name) else None
+    if param is None or _param(upper.value, ints) != param \
+            or hints[param].kind not in (None, "tensor", "index"):
+        return
+    hints[param].kind, hints[param].offsets = "index", True
+    hints[param].rows_of = _param(node.value, names) or hints[param].rows_of
 
 
 def _param(node: ast.AST, names: dict[str, str]) -> str | None:
@@ -184,8 +207,13 @@ def integer_value(slot: Any, first_shape: tuple, rows: int | None, generator: An
             return value, text
         value = torch.stack([value, value.flatten().roll(1).view_as(value)], -1)[..., 0]
         return value, text + f", non-contiguous (strides {value.stride()})"
-    if hint is None or not (hint.length or hint.repeats):
+    if hint is None or not (hint.length or hint.repeats or hint.offsets):
         return None
+    if hint.offsets:  # two sequences, the second of 2 or more rows (were every sequence one
+        count = rows or (first_shape[0] if first_shape else 3)  # row, attention's softmax
+        value = torch.tensor([0, count // 2, count] if count >= 3 else [0, count])  # is 1)
+        return value, (f"{slot.name}: int64 offsets {value.tolist()} (packed sequences: "
+                       "forward slices rows p[i]:p[i + 1])")
     if hint.repeats:
         count = rows or (first_shape[0] if first_shape else 3)
         value = torch.randint(1, 4, (count,), generator=generator)
