@@ -121,3 +121,19 @@ def test_csc_operands_are_synthesised_and_checked_in_the_cli(tmp_path, capsys, m
         assert rows[name]["verdict"] == "fail" and codes == {"gradient-mismatch"}, rows[name]
         (a, _) = rows[name]["repro"]["sets"][0]["args"]
         assert a["layout"] == "sparse_csc" and len(a["shape"]) == 2 and a["values"]
+
+
+def test_the_repro_script_rebuilds_the_csc_operand(tmp_path, capsys, monkeypatch):
+    """The plain-PyTorch script replays the finding on the operand's stored values."""
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "csc_ops.py").write_text(textwrap.dedent(SOURCE))
+    main(["check", "csc_ops.py::WrongRowNorm", "--no-isolate", "--no-compat",
+          "--repro", str(tmp_path / "repro")])
+    capsys.readouterr()
+    (script,) = (tmp_path / "repro").glob("*.py")
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert "REPRODUCED" in ran.stdout and "gradsmith: " in ran.stdout, ran.stdout + ran.stderr

@@ -48,6 +48,24 @@ BACKWARD_OF = FN if APPLY is not FN else None
 PARAM_NAMES = {names!r}
 
 
+SPARSE = dict()  # id of a sparse operand's values leaf -> how to rebuild the operand
+
+
+def sparse_values(dense, layout):
+    """A sparse operand as gradsmith checks it: its stored values are the leaf, and every
+    call rebuilds the operand in its layout (``layout``) on the same pattern."""
+    made = dense.to_sparse() if layout == "sparse_coo" else dense.to_sparse(layout=getattr(
+        torch, layout))
+    made = made.coalesce() if layout == "sparse_coo" else made
+    values = made.values().detach().clone()
+    SPARSE[id(values)] = lambda v: torch.sparse_coo_tensor(
+        made.indices(), v, made.shape) if layout == "sparse_coo" else (
+        torch.sparse_compressed_tensor(*([made.crow_indices(), made.col_indices()] if layout in (
+            "sparse_csr", "sparse_bsr") else [made.ccol_indices(), made.row_indices()]), v,
+            made.shape, layout=made.layout))
+    return values
+
+
 def make_args():
     """The exact inputs of the failing check."""
 {make_args}
@@ -56,6 +74,7 @@ def make_args():
 ARGS = make_args()
 _FLAT, SPEC = tree_flatten_with_path(tuple(ARGS))
 LEAVES = [leaf for _, leaf in _FLAT]
+REBUILT = dict((i, SPARSE[id(leaf)]) for i, leaf in enumerate(LEAVES) if id(leaf) in SPARSE)
 TENSORS = [i for i, v in enumerate(LEAVES) if isinstance(v, torch.Tensor)]
 FLOATS = [i for i in TENSORS if LEAVES[i].is_floating_point()]
 DIFF = [i for i in FLOATS if LEAVES[i].requires_grad] or FLOATS
@@ -101,6 +120,8 @@ def call(values, seed=SEED, others=None):
             leaves[i] = t.clone()
     for i, v in zip(DIFF, values):
         leaves[i] = v
+    for i, rebuild in REBUILT.items():
+        leaves[i] = rebuild(leaves[i])
     for m in sorted(set(m for m, _, _ in TIES)):
         leaves[m] = _with_parameters(leaves[m], dict((n, leaves[t]) for k, n, t in TIES if k == m))
     args = tree_unflatten(leaves, SPEC)

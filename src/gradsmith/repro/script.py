@@ -214,6 +214,8 @@ def _expr(spec: dict, side: list | None = None) -> tuple[str, bool]:
         wrapped = textwrap.fill(values, 96, subsequent_indent="    ", break_long_words=False,
                                 break_on_hyphens=False)
         expr = f"torch.tensor([{wrapped}], dtype={dtype}).reshape({tuple(spec['shape'])!r})"
+        if spec.get("layout"):  # checked on its stored values, as gradsmith does
+            expr = f"sparse_values({expr}, {spec['layout']!r})"
         if spec.get("requires_grad"):
             expr += ".requires_grad_(True)"
         return expr, False
