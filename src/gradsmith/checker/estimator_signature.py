@@ -72,6 +72,12 @@ def describe(sig: Signature) -> str:
                 f"{was} (finite differences of that forward agree with it, element by "
                 "element): feedback alignment (a fixed random matrix carries the gradient "
                 "back instead of the weight), the gradient of no function of the arguments")
+    if sig.kind == "relaxed-abs":
+        scaled = "" if abs(sig.scale - 1) <= 1e-6 else f", times {sig.scale:.3g} (a rescaled norm)"
+        return (f"{sig.label}: backward is the gradient of forward with each |d| relaxed, "
+                f"{sig.factor} in place of sign(d){scaled}: AdderNet's estimator (the "
+                "full-precision gradient for the weights, HardTanh for the inputs), the "
+                "gradient of no forward (or, as a slip, the derivative of d ** 2 / 2 written for |d|)")
     if sig.kind == "learned-quantizer":
         return (f"{sig.label}: a learned quantization parameter (a step, an offset, a clip) "
                 "whose gradient is the straight-through rule of its quantizer, written out in "

@@ -36,6 +36,7 @@ from gradsmith.checker import (
     numerics,
     quantized,
     redrawn,
+    relaxed_abs,
     reported,
     rerouting,
     rescaled,
@@ -58,7 +59,7 @@ SAMPLE = 64  # elements examined per input in probe mode (plus the located culpr
 KINDS = ("straight-through", "straight-through-saturating", "straight-through-rescaled",
          "scaled", "modified", "no-gradient",
          "sampled", "random", "guided", "quantized", "substituted", "learned-quantizer",
-         "ignored-output", "truncated")
+         "ignored-output", "truncated", "relaxed-abs")
 
 
 def detect(session: Session, problem: Problem, results: list[InputResult]
@@ -95,7 +96,8 @@ def detect(session: Session, problem: Problem, results: list[InputResult]
                or (None if identity else rescaled.signature(session, problem, res.t,
                                                             res.label, a, idx))
                or _quantized(session, res, identity)
-               or _substituted(session, res, vs[0], a, tol, idx, identity))
+               or _substituted(session, res, vs[0], a, tol, idx, identity)
+               or _relaxed(session, res, vs[0], a, tol, idx, identity))
         if sig is None and identity:
             sig = _scaled_by_argument(session, res, a, n, tol, idx) or _modified(res, a, n, tol)
         if sig is not None:
@@ -267,6 +269,16 @@ def _substituted(session, res, v, a, tol, idx, identity: bool) -> Signature | No
                      swap=(session.subject.labels[found[0]], names[found[1]]))
 
 
+def _relaxed(session, res, v, a, tol, idx, identity: bool) -> Signature | None:
+    """Forward's gradient with each ``|d|`` relaxed, AdderNet's
+    (:mod:`gradsmith.checker.relaxed_abs`)."""
+    found = None if identity else relaxed_abs.signature(session, res, v, a, tol, idx)
+    if found is None:
+        return None
+    return Signature(res.t, res.label, "relaxed-abs", total=a.numel(), scale=found[1],
+                     factor=found[0])
+
+
 def _scaled_by_argument(session, res, a, n, tol, idx) -> Signature | None:
     """An identity forward whose backward multiplies by another tensor argument, element by
     element (``-alpha_ * grad`` with ``alpha_`` a tensor): reversal or scaling by it."""
@@ -340,6 +352,8 @@ def _finding(sigs: dict[int, Signature], declaration: suggest.Declaration,
     elif main.kind == "truncated":
         otherwise = (f"backward must be the gradient of what forward returns at any "
                      f"{main.factor}: differentiate the returned value, not the iteration")
+    elif main.kind == "relaxed-abs":
+        otherwise = "use sign(d) where forward has |d| (the derivative of abs), unscaled"
     elif main.kind == "guided":
         otherwise = "pass negative incoming gradients through as well (drop the grad > 0 mask)"
     else:

@@ -72,6 +72,9 @@ def _quotient(problem, xs, t, j, h, V) -> float:
     return float(V @ (values[0] - values[1])) / (2 * step)
 
 
+quotient = _quotient  # shared with :mod:`gradsmith.checker.relaxed_abs`
+
+
 def _unused(session, ib: int) -> bool:
     """Forward's outputs do not change when argument ``ib`` does (it is passed for backward)."""
     subject = session.subject

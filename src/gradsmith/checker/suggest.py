@@ -91,7 +91,7 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
         body, dropped = surrogate
         return Declaration(f"@gradsmith.example({factory}, surrogate=lambda {params}: {body})",
                            False, DROPPED.format(them=", ".join(dropped), first=dropped[0]))
-    if any(s.kind in ("scaled", "modified", "guided") for s in sigs.values()):
+    if any(s.kind in ("scaled", "modified", "guided", "relaxed-abs") for s in sigs.values()):
         grad = _grad_name(names)
         return Declaration(
             f"@gradsmith.example({factory}, intended=lambda {params}, {grad}: ...)", False,
