@@ -18,6 +18,7 @@ from gradsmith.checker import (
     numerics,
     probe,
     reported,
+    returned_buffer,
     stochastic,
     symmetric,
     systematic,
@@ -133,6 +134,9 @@ def run(session: Session) -> list[Finding]:
     symmetric_notes = session.cache[f"symmetric:{NAME}"]
     explained = approximating.explain(session, problem, results, NAME)
     explained += approximating.solved(session, problem, results, NAME)  # a solver's stairs
+    if any(res.failed for res in results) and (idle := returned_buffer.untouched(session,
+                                                                             NAME)):
+        return idle  # forward computed nothing on these inputs: nothing to compare
     findings, replaced = estimators.detect(session, problem, results)
     findings += explained
     missing, covered = _params_without_gradient(session, results)
