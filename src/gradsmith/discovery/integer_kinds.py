@@ -232,6 +232,8 @@ def _codes(name: str, codes: list[int], first_shape: tuple, generator: Any):
     import torch
 
     shape = tuple(first_shape[:-1]) if len(first_shape) > 1 else (3,)
+    if len(codes) == 1:  # `if mask == 0: return`: a flag tested against one value, the rest
+        codes = [codes[0], codes[0] + 1]  # the other branch (every row masked computes nothing)
     count = 1
     for size in shape:
         count *= size

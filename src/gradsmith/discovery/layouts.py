@@ -51,6 +51,9 @@ LAYOUTS: tuple[tuple[tuple[int, ...], ...], ...] = (
     # A batch of signals (batch, time) and one value per signal: a compiled per-signal loop
     # (numba's ``for b in prange(B): g = zi[b]``) that reads the others as scalars.
     ((3, 8), (3,)),
+    # Several models' logits over one batch of rows (policy, reference, old policy: RL losses)
+    # and one value per row (advantages).
+    ((3, 8), (3, 8), (3, 8), (3,)),
 )
 
 
