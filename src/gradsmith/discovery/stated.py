@@ -31,6 +31,9 @@ _DIMS = r"[\w.*+\s]*(?:,[\w.*+\s]*)*"
 _DIM = re.compile(r"^(\.\.\.|[A-Za-z_]\w*|\d+|[\w\s*+]+)$")
 _COMMENT = re.compile(r"#\s*(?:\[(" + _DIMS + r")\]|(scalar)\b)")
 _DOC = re.compile(r"^\s*`*(\w+)`*\s*(?:size|shape)?\s*:\s*[\[(](" + _DIMS + r")[\])]")
+# ``x: Input tensor [batch_size, in_features]``: words, then a bracketed list of two or more dims
+_DESCRIBED = re.compile(r"^\s*`*(\w+)`*\s*(?:\([\w\s.,]*\))?\s*:\s*[A-Za-z][A-Za-z\s]{0,40}?"
+                        r"(?:\[(" + _DIMS + r")\]|\((" + _DIMS + r",\s*" + _DIMS + r")\))\s*\.?$")
 _MESSAGE = re.compile(r"\b(\w+)\s*(?:must be|should be|of shape|shape)?\s*\[(" + _DIMS + r")\]")
 _SECTION = re.compile(r"sections?$|_sizes$|_splits?$")
 _OPTIONS = re.compile(r"\b(?:options? (?:are|is)|one of|either|choices? (?:are|is)|can be|"
@@ -72,6 +75,10 @@ def read_statements(owner: type, names: list[str]) -> Statements:
             m = _DOC.match(line)
             if m and m.group(1) in wanted and _dims(m.group(2)) is not None:
                 _state(found, m.group(1), _dims(m.group(2)), "its docstring")
+            elif (m := _DESCRIBED.match(line)) and m.group(1) in wanted and \
+                    _dims(dims := m.group(2) or m.group(3)) is not None and \
+                    "0" not in _dims(dims):  # ``[0, 1]``: an interval, not a shape
+                _state(found, m.group(1), _dims(dims), "its docstring")
     aliases = _helper_aliases(forward, wanted)
     tree = parse(module)
     if tree is not None:
