@@ -83,3 +83,21 @@ def test_both_sides_of_a_rank_branch_are_checked(tmp_path, capsys, monkeypatch):
     assert errors("BrokenBatched") == {"backward-error"}
     assert rows["WrongBatched"]["verdict"] == "fail"
     assert "gradient-mismatch" in errors("WrongBatched")
+
+
+class _AtLeastMatrices(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        assert x.dim() >= 2  # true for both ranks: no other side to check
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_a_rank_test_both_ranks_pass_adds_no_set():
+    from gradsmith.discovery.rank_branches import unbatched
+
+    assert unbatched(_AtLeastMatrices.apply, ((2, 3, 4),)) == []
+    assert unbatched(_AtLeastMatrices.apply, ((3, 4),)) == []
