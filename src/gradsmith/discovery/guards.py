@@ -58,7 +58,7 @@ def read_guards(fn: Any, hints: dict) -> None:
         elif isinstance(node, ast.Call) and _called(node.func) == "_assert" and node.args:
             _sign(node.args[0], hints, holds=True)  # torch._assert(torch.all(x <= 0), msg)
         if isinstance(node, ast.BinOp):
-            _bit_count(node, hints)
+            bit_count(node, hints)
     read_regularisers(fn, hints)  # x / (x**2 + eps) in backward: eps small and positive
 
 
@@ -95,14 +95,20 @@ def _sign(test: ast.AST, hints: dict, holds: bool) -> None:
         hint.domain_why = "a guard states its sign"
 
 
-def _bit_count(node: ast.BinOp, hints: dict) -> None:
+def bit_count(node: ast.BinOp, hints: dict) -> None:
     """``2 ** bits`` or ``1 << bits``: a number of bits, a positive int (CompressAI's QReLU
     clamps to ``2 ** bit_depth - 1``; a float tensor -0.86 there made the range empty and
-    forward a constant)."""
+    forward a constant). ``2 ** (bits - 1)``, a signed format's half range, counts the
+    same (WAGE's ``round(x * 2 ** (k - 1))``: a float tensor ``k`` quantised on a grid of
+    random steps)."""
     base = node.left.value if isinstance(node.left, ast.Constant) else None
     power = isinstance(node.op, ast.Pow) and base in (2, 2.0) and type(base) is not bool
     shift = isinstance(node.op, ast.LShift) and base == 1 and type(base) is int
-    name = node.right.id if isinstance(node.right, ast.Name) else None
+    exponent = node.right
+    if (isinstance(exponent, ast.BinOp) and isinstance(exponent.op, (ast.Add, ast.Sub))
+            and isinstance(exponent.right, ast.Constant) and type(exponent.right.value) is int):
+        exponent = exponent.left  # 2 ** (bits - 1)
+    name = exponent.id if isinstance(exponent, ast.Name) else None
     if (power or shift) and name in hints and hints[name].kind is None:
         hints[name].kind, hints[name].count = "int", True
 

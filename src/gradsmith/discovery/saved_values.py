@@ -15,9 +15,10 @@ per entry, ascending first and descending as a variant, so each branch runs. Rea
 from __future__ import annotations
 
 import ast
+import inspect
 from typing import Any
 
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.source import module_function, parse
 
 __all__ = ["read_saved_counts", "saved_counters", "saved_locals", "with_saved_counters",
            "wrapped_for_saving"]
@@ -104,6 +105,60 @@ def read_saved_counts(owner: Any, hints: dict) -> None:
                 if hint is not None and hint.kind in (None, "int"):
                     hint.kind = "int"
                     hint.count = hint.count or len(node.args) == 1
+    if backward is not None:
+        _bit_widths(owner, backward, {name: hints[p] for name, p in local.items()})
+
+
+def _bit_widths(owner: Any, backward: ast.AST, hints: dict) -> None:
+    """Saved values that backward raises 2 to (``2 ** (k - 1)``) or hands to a helper that
+    does (``constquant(g, kdr, kgw)``, a function or another Function's ``apply``): bit
+    widths, small whole numbers (WAGE's gradient quantiser saves ``torch.tensor(kgw)``; as
+    float tensors the widths made every grid step random). ``hints``: backward's locals."""
+    from gradsmith.discovery.guards import bit_count
+    from gradsmith.discovery.hints import forward_hints
+
+    for node in ast.walk(backward):
+        if isinstance(node, ast.BinOp):
+            bit_count(node, hints)
+        found = _helper(node, vars(owner)["backward"]) if isinstance(node, ast.Call) else None
+        if found is None:
+            continue
+        helper, params = found
+        passed = {params[i]: name for i, a in enumerate(node.args[:len(params)])
+                  if (name := _shifted(a)) in hints and hints[name].kind is None}
+        inner = forward_hints(helper, list(passed), depth=1) if passed else {}
+        for theirs, ours in passed.items():
+            if inner[theirs].kind == "int" and inner[theirs].count:
+                hints[ours].kind, hints[ours].count = "int", True
+
+
+def _shifted(node: ast.AST) -> str | None:
+    """``k`` of ``k`` or ``k + 3`` (a width moved by a constant is still a width)."""
+    if (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))
+            and isinstance(node.right, ast.Constant) and type(node.right.value) is int):
+        node = node.left
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _helper(call: ast.Call, fn: Any) -> tuple[Any, list[str]] | None:
+    """What a call in ``fn`` runs: a module-level function (its parameters), or the forward
+    of a Function whose ``apply`` it calls (``q = Q.apply; q(g, k)``, ``Q.apply(g, k)``), whose
+    parameters after ``ctx`` the call's arguments fill."""
+    found = module_function(call, fn)
+    if found is not None:
+        return found
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "apply":
+        func = func.value
+    target = getattr(getattr(fn, "__func__", fn), "__globals__", {}).get(
+        getattr(func, "id", None))
+    target = getattr(target, "__self__", target)  # Q.apply is bound to Q
+    forward = getattr(target, "forward", None) if isinstance(target, type) else None
+    try:
+        params = list(inspect.signature(forward).parameters) if forward else []
+    except (TypeError, ValueError):
+        return None
+    return (forward, params[1:]) if params[:1] == ["ctx"] else None
 
 
 def saved_counters(owner: Any, names: list[str]) -> dict[str, int]:
