@@ -158,8 +158,13 @@ def _finding(label, changed: Changed, alone: bool, only: bool = False) -> Findin
         what = f"with {label} non-contiguous"
     else:
         what = f"with {label} non-contiguous (the other inputs contiguous)"
+    misread = "" if label is None else (
+        f": the same values of {label} in another memory layout give another result, so "
+        f"{label} is read as if contiguous, its stride misread (a kernel that loads "
+        f"`{label}_ptr + i` without {label}.stride(), or a `.data_ptr()` walk)")
     return Finding(
-        "noncontiguous-mismatch", "error", f"{what}, {changed.describe()}", HINT, NAME, label,
+        "noncontiguous-mismatch", "error", f"{what}, {changed.describe()}{misread}", HINT, NAME,
+        label,
         {"made_noncontiguous": label if alone else "all inputs",
          "changed": changed_names(changed)})
 

@@ -88,6 +88,17 @@ def variant_checks(options: dict) -> list[str]:
     return [c for c in VARIANT_CHECKS if chosen is None or c in chosen] or ["structure"]
 
 
+def _layout_only(change: str, finding: Any) -> str:
+    """An error first met where only an index's layout changed: the sets before (contiguous
+    index) held, so say the result depends on that index's memory layout."""
+    if not (finding.is_error and change.startswith("non-contiguous index: ")):
+        return ""
+    names = change.removeprefix("non-contiguous index: ")
+    return (f" (only on the set where {names} is non-contiguous; the sets with {names} "
+            f"contiguous held: likely {names} is read without its stride, e.g. by a kernel "
+            "that loads `ptr + row`, and so reads other values here)")
+
+
 def merge(report: Any, index: int, change: str, other: Any) -> None:
     """Add a variant's new findings to the first report, saying on which inputs they arose."""
     report.merge_exercised(other)
@@ -97,7 +108,7 @@ def merge(report: Any, index: int, change: str, other: Any) -> None:
             continue
         f.details["input_set"] = index
         f.details["inputs"] = change
-        f.message = f"[inputs: {change}] {f.message}"
+        f.message = f"[inputs: {change}] {f.message}{_layout_only(change, f)}"
         report.findings.append(f)
     report.elapsed += other.elapsed
     report.add_timings(other)
