@@ -298,6 +298,7 @@ class _Visitor(ast.NodeVisitor):
         self.helper_calls: list[ast.Call] = []  # helper(param, ...): read helper's body too
         self.items: dict[str, str] = {}  # loop variable -> the parameter it iterates
         self.synonyms: dict[str, list[str]] = {}  # the other words of a compared tuple
+        self.shapes: dict[str, ast.expr] = {}  # shape = x.shape: shape -> x
         self.tuples: dict[str, list[ast.expr]] = {}  # opt = (bound, order, dim): helper(*opt)
 
     def _set(self, name: str | None, kind: str) -> None:
@@ -319,11 +320,13 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         value = node.value
-        # x.shape[i]
-        if isinstance(value, ast.Attribute) and value.attr == "shape":
+        # x.shape[i], or shape[i] after shape = x.shape
+        owner = value.value if isinstance(value, ast.Attribute) and value.attr == "shape" \
+            else self.shapes.get(value.id) if isinstance(value, ast.Name) else None
+        if owner is not None:
             i = _int(node.slice)
             if i is not None:
-                self._rank(_param_of(value.value, self.hints), i + 1 if i >= 0 else -i)
+                self._rank(_param_of(owner, self.hints), i + 1 if i >= 0 else -i)
         name = _param_of(value, self.hints)
         if name is not None and isinstance(node.slice, ast.Slice):
             for bound in (node.slice.lower, node.slice.upper):  # args[:length], args[length:]
@@ -368,6 +371,8 @@ class _Visitor(ast.NodeVisitor):
             value = value.func  # x.size()
         if isinstance(value, ast.Attribute) and value.attr in ("shape", "size"):
             name = _param_of(value.value, self.hints)
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self.shapes[node.targets[0].id] = value.value  # shape = x.shape; shape[4]
             for target in node.targets:
                 if name is not None and isinstance(target, (ast.Tuple, ast.List)):
                     self._set(name, "tensor")
