@@ -102,7 +102,7 @@ from gradsmith.discovery.stated_or import stated_or
 from gradsmith.discovery.suggestion import no_inputs_reason
 from gradsmith.discovery.through_callers import through_callers
 from gradsmith.discovery.uses import argument_uses
-from gradsmith.discovery.varargs import counted_by_backward, named_positions
+from gradsmith.discovery.varargs import counted_by_backward, counted_by_guards, named_positions
 from gradsmith.discovery.variants import Variant
 from gradsmith.discovery.working_dir import in_home
 
@@ -158,7 +158,8 @@ def _synthesize(fn: Any, seed: int, handed: dict | None = None) -> Synthesized |
     if params is None:
         return NoInputs(no_inputs_reason(fn, "its forward signature cannot be inspected", [], {}))
     owner = fn if isinstance(fn, type) else None
-    params = named_positions(target, params) or counted_by_backward(owner, params) or params
+    params = (named_positions(target, params) or counted_by_backward(owner, params)
+              or counted_by_guards(target, params) or params)
     if (passed := passable(owner, params)) is not None:
         params = params[:passed]  # defaulted ones backward has no gradient slot for: not passed
     names = [p.name for p in params]

@@ -187,3 +187,77 @@ def _constant(node: ast.AST | None) -> int | None:
 def _passed_whole(tree: ast.AST, name: str) -> bool:
     return any(isinstance(node, ast.Starred) and _is(node.value, name)
                for node in ast.walk(tree))
+
+
+def counted_by_guards(target: Any, params: list[inspect.Parameter]
+                      ) -> list[inspect.Parameter] | None:
+    """``params`` with a trailing ``*args`` holding the fewest items forward's raising guards
+    on its length accept: ``n = len(coeffs)`` then ``if n == 1: raise ...`` (or
+    ``if len(args) < 2: raise``, ``assert len(args) >= 2``) rejects one item, which is what
+    synthesis passed (corpus 13's phytorch ``Roots``, ``forward(ctx, force_numeric, *coeffs)``,
+    was skipped on ``NotImplementedError``). None when no guard rejects a single item.
+
+    Example:
+        >>> def forward(ctx, flag, *coeffs):
+        ...     n = len(coeffs)
+        ...     if n == 0:
+        ...         raise ValueError("at least 2")
+        ...     if n == 1:
+        ...         raise NotImplementedError
+        ...     return coeffs
+        >>> import inspect
+        >>> params = list(inspect.signature(forward).parameters.values())[1:]
+        >>> [str(p) for p in counted_by_guards(forward, params)]
+        ['flag', 'coeffs_0', 'coeffs_1']
+    """
+    if not params or params[-1].kind is not inspect.Parameter.VAR_POSITIONAL:
+        return None
+    name = params[-1].name
+    tree = _parse(target)
+    if tree is None:
+        return None
+    aliases = {name}  # n = len(coeffs): n stands for the length
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and _length_of(node.value, set(), name):
+            aliases.add(node.targets[0].id)
+    tests = [node.test for node in ast.walk(tree) if isinstance(node, ast.If) and
+             node.body and all(isinstance(s, ast.Raise) for s in node.body)]
+    rejects = [_rejects(test, aliases, name, negate=False) for test in tests]
+    rejects += [_rejects(node.test, aliases, name, negate=True) for node in ast.walk(tree)
+                if isinstance(node, ast.Assert)]
+    rejects = [r for r in rejects if r is not None]
+    count = next((k for k in range(1, 9) if not any(r(k) for r in rejects)), None)
+    if count is None or count == 1:
+        return None
+    return params[:-1] + [inspect.Parameter(f"{name}_{i}", inspect.Parameter.POSITIONAL_ONLY)
+                          for i in range(count)]
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+            ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+            ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def _rejects(test: ast.AST, aliases: set[str], name: str, negate: bool) -> Any:
+    """A predicate on the length that says a guard raises (``len(x) == 1``, ``n < 2``; for an
+    ``assert``, when its test fails), or None when the test is not one such comparison."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            type(test.ops[0]) in _COMPARE):
+        return None
+    left, right, op = test.left, test.comparators[0], _COMPARE[type(test.ops[0])]
+    if _length_of(left, aliases, name) and _constant(right) is not None:
+        bound = _constant(right)
+        return (lambda k: not op(k, bound)) if negate else (lambda k: op(k, bound))
+    if _length_of(right, aliases, name) and _constant(left) is not None:
+        bound = _constant(left)
+        return (lambda k: not op(bound, k)) if negate else (lambda k: op(bound, k))
+    return None
+
+
+def _length_of(node: ast.AST, aliases: set[str], name: str) -> bool:
+    """``node`` is ``len(name)`` or a name bound to it."""
+    if isinstance(node, ast.Name) and node.id in aliases - {name}:
+        return True
+    return isinstance(node, ast.Call) and _is(node.func, "len") and len(node.args) == 1 and \
+        _is(node.args[0], name)
