@@ -22,6 +22,7 @@ from gradsmith.checkrun.backward_stage import (
     mark_synthesis_crash,
 )
 from gradsmith.checkrun.partial import add_partial, partial_report
+from gradsmith.checkrun.probe_crash import died_probing, mark_probe_crash
 from gradsmith.checkrun.task import display_name, row
 from gradsmith.discovery import Candidate, Source
 from gradsmith.discovery import task as list_task
@@ -239,6 +240,8 @@ def _error_row(candidate: Candidate, example_index: int | None, outcome: Outcome
         mark_backward_crash(out, function, demonstrated=repro is not None)
     elif dead and repro is None and backward_returned(outcome.progress):
         mark_synthesis_crash(out, backward_returned(outcome.progress))
+    elif dead and died_probing(outcome.progress, example_index):
+        mark_probe_crash(out)  # forward on candidate inputs: not placed on inputs that fit
     return out
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from gradsmith.checkrun.backward_stage import tracking
 from gradsmith.checkrun.guesses import confirmed, guess_checks
 from gradsmith.checkrun.partial import add_partial, snapshot
+from gradsmith.checkrun.probe_crash import PROBING
 from gradsmith.checkrun.sets import check_sets
 from gradsmith.discovery import (
     Candidate,
@@ -103,7 +104,10 @@ def listening(on_progress: Callable[[dict], None]) -> Iterator[None]:
         on_progress(snapshot(name, reports))
 
     token = INPUTS_KNOWN.set(lambda record: on_progress({"repro": record}))
-    imported = _IMPORTED.set(lambda: on_progress({"imported": True}))
+    # imported: the sandbox starts the task's own time limit; then, until the repro record
+    # replaces it, the task is finding its inputs (see checkrun.probe_crash)
+    imported = _IMPORTED.set(lambda: (on_progress({"imported": True}),
+                                      on_progress({"_merge": True, PROBING: True})))
     try:
         with progress.listening(listener), tracking(on_progress):
             yield
