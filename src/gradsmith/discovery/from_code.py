@@ -77,12 +77,34 @@ def stated_if_misfit(fn: Any, params: list[inspect.Parameter], hints: dict[str, 
     from gradsmith._triton import launches
 
     call = getattr(fn, "apply", fn)
+    if _documented_ranks_differ(fn, params, found):  # the docstring's shapes, if forward runs
+        stated = inputs_from_code(fn, params, hints, seed)
+        return stated if stated is not None and probe(call, list(stated[0])) is True else None
     if launches() == 0 or not kernel_backward_misfits(call, found):  # no kernel ran: no probe
         return None
     stated = inputs_from_code(fn, params, hints, seed)
     if stated is None or kernel_backward_misfits(call, stated[0]):
         return None
     return stated
+
+
+def _documented_ranks_differ(fn: Any, params: list[inspect.Parameter], found: tuple) -> bool:
+    """The docstring states every tensor's dimensions (``B: Up projection [out, rank]``) and
+    ``found`` gives one of them another number of dimensions: forward ran on a layout it is
+    not written for (a 1-D ``B`` broadcasts through ``x @ A.T @ B.T``)."""
+    import torch
+
+    from gradsmith.discovery.collect import is_function_class
+
+    if not is_function_class(fn):
+        return False
+    names = [p.name for p in params][:len(found)]
+    said = read_statements(fn, names)
+    tensors = [(n, a) for n, a in zip(names, found) if isinstance(a, torch.Tensor)]
+    documented = [said.shapes.get(n) for n, _ in tensors
+                  if said.where.get(n) == "its docstring" and "..." not in said.shapes[n]]
+    return bool(tensors) and len(documented) == len(tensors) and any(
+        a.dim() != len(dims) for (_, a), dims in zip(tensors, documented))
 
 
 def _slots(params, hints, said: Statements, frozen: set[str], uses) -> list[Slot] | None:
