@@ -13,9 +13,10 @@ Only the task process of an isolated run is tracked: in-process runs die with th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from gradsmith.isolation.tasklog import HEAP_CHECK as _HEAP_CHECK
 
 #: The progress key: ``{"function": name, "done": bool}`` of the last backward entered.
 KEY = "in_backward"
@@ -63,17 +64,12 @@ def crash_in_backward(progress: dict | None) -> str | None:
     return None
 
 
-_HEAP_CHECK = re.compile(
-    r"double free or corruption|free\(\): invalid|corrupted size vs\. prev_size|"
-    r"corrupted double-linked list|malloc\(\): (?:memory )?corrupt|munmap_chunk\(\): invalid|"
-    r"realloc\(\): invalid")
-
-
 def died(kind: str, reason: str | None) -> bool:
     """Whether a task that ended without a result died: a crash, or a timeout whose last
     output has glibc's heap check aborting it (``double free or corruption``): a crash handler
     a library installed (cling's prints a debugger backtrace) can then hang in the corrupted
-    heap until the time limit, but the process was already dying."""
+    heap (gradsmith's worker ends it once its output goes quiet), but the process was
+    already dying."""
     return kind == "crash" or (kind == "timeout" and bool(_HEAP_CHECK.search(reason or "")))
 
 
@@ -138,7 +134,7 @@ def _how(out: dict) -> str:
     heap = _HEAP_CHECK.search(reason)
     if out.get("error") == "timeout" and heap:
         return (f"glibc's heap check reported {heap.group(0)!r} and aborted it (a crash handler "
-                "then hung in the corrupted heap until the time limit)")
+                "then hung in the corrupted heap and was killed)")
     return reason.split("; its last output")[0]
 
 

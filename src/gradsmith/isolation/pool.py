@@ -363,6 +363,11 @@ class WorkerPool:
                     f"of {self.timeout:g} s scaled because its Triton kernels ran in Triton's "
                     "interpreter (20-500x slower than on a GPU; the task and every process "
                     f"it started were killed; raise --timeout if it is just slow){tail}")
+        if kind == "timeout" and info.get("aborted"):
+            return ("ended once glibc's heap check had aborted it and its output had gone "
+                    "quiet (a crash handler hung in the corrupted heap), not waited out to the "
+                    f"--timeout of {self.timeout:g} s; the task and every process it started "
+                    f"were killed{tail}")
         if kind == "timeout" and info.get("importing"):
             return (f"importing it timed out after {info.get('limit', self.timeout):g} s, the "
                     "start-up limit (--startup-timeout; the task and every process it started "

@@ -9,12 +9,20 @@ Only the end is ever shown (:func:`log_tail`), so nothing shown is lost.
 from __future__ import annotations
 
 import os
+import re
 
 #: Bytes of a task's latest output always kept (the file grows to at most twice this).
 KEEP = 256 * 1024
 _TAIL_LINES = 12
 # Lines user code printed just before a crash, shown above its traceback.
 _PRINTED_BEFORE_CRASH = 3
+
+
+#: glibc's heap check: the message it prints just before it aborts the process.
+HEAP_CHECK = re.compile(
+    r"double free or corruption|free\(\): invalid|corrupted size vs\. prev_size|"
+    r"corrupted double-linked list|malloc\(\): (?:memory )?corrupt|munmap_chunk\(\): invalid|"
+    r"realloc\(\): invalid")
 
 
 class TaskLog:
@@ -74,3 +82,27 @@ def log_tail(path: str) -> str:
         printed = text[:fatal].splitlines()[-_PRINTED_BEFORE_CRASH:]  # the user's last words
         return "\n".join(printed + block[:_TAIL_LINES])
     return "\n".join(text.splitlines()[-_TAIL_LINES:])
+
+
+def heap_aborted(path: str) -> tuple[str | None, int]:
+    """The line of a task's latest output where glibc's heap check aborts it (``None``: none),
+    and the log's size.
+
+    A process that printed this is dying: glibc calls abort() next. A crash handler a library
+    installed (cling's runs a debugger for a backtrace) can then hang in the corrupted heap
+    until the time limit; the caller ends the task once the log stops growing instead of
+    waiting that out (the size tells it whether the log is still growing), and shows this
+    line even when a long backtrace pushed it out of the last lines."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as log:
+            log.seek(max(0, size - 65536))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return None, 0
+    found = HEAP_CHECK.search(text)
+    if found is None:
+        return None, size
+    start = text.rfind("\n", 0, found.start()) + 1
+    end = text.find("\n", found.end())
+    return text[start:end if end >= 0 else len(text)].strip(), size

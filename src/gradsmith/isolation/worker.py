@@ -51,12 +51,15 @@ from gradsmith.isolation.processes import (
 )
 from gradsmith.isolation.protocol import FrameError, FrameReader, encode, write_all
 from gradsmith.isolation.task import task_module
-from gradsmith.isolation.tasklog import log_tail
+from gradsmith.isolation.tasklog import heap_aborted, log_tail
 
 # A keeper that has not exited this long after SIGTERM is killed outright.
 _KILL_GRACE = 5.0
 # A task's pipe must reach end-of-file this soon after its keeper exited.
 _EOF_GRACE = 2.0
+# A task whose output has glibc's heap check aborting it is ended once its log has not grown
+# for this long (the rest of a crash handler's backtrace), not waited out to its time limit.
+_ABORT_QUIET = 2.0
 # Deployment phases a task may restart its time limit for (a check task's deployment checks,
 # gradsmith.checker.deploy's DEPLOY_MODULES: this runner knows nothing of them).
 _DEPLOY_CLOCKS = 8
@@ -83,6 +86,10 @@ class _Task:
     eof: bool = False
     terminated: float | None = None  # when SIGTERM was sent (timeout)
     corrupt: bool = False
+    aborted: bool = False  # glibc's heap check aborted it: ended early, not waited out
+    log_size: int = -1  # the log's size when last looked at, and since when (abort watch)
+    log_since: float = 0.0
+    log_read: bool = False  # read since it last grew
 
     @property
     def deadline(self) -> float:
@@ -158,7 +165,8 @@ class Server:
             now = time.monotonic()
             # At most a minute: select() rejects a wait as long as --timeout 1e308.
             wait = min([t.deadline for t in self.running.values()], default=now + 60) - now
-            wait = min(wait, 60.0)
+            # While a task runs, look at its output every second (see _heap_aborted).
+            wait = min(wait, 1.0 if self.running else 60.0)
             fds = [self.proto_in, self.wake_r] + [t.fd for t in self.running.values()
                                                   if not t.eof]
             try:
@@ -330,12 +338,33 @@ class Server:
             if task.keeper_done is not None:
                 if task.eof or now >= task.deadline:
                     self._finish(task, now)
+            elif task.terminated is None and self._heap_aborted(task, now):
+                task.aborted = True
+                self._terminate(task)
             elif now >= task.deadline:
                 if task.terminated is None:
                     self._terminate(task)
                 else:  # the keeper did not clean up in time: kill it, strays later
                     signal_quietly(task.keeper, signal.SIGKILL)
                     self.strays = True
+
+    @staticmethod
+    def _heap_aborted(task: _Task, now: float) -> bool:
+        """Whether ``task`` printed glibc's heap-check abort and its output has been quiet
+        for ``_ABORT_QUIET`` s since: the process is dying, and a crash handler that hangs in
+        the corrupted heap (cling's runs a debugger) would otherwise hold it to its time limit
+        (30 s of nothing per row)."""
+        try:
+            size = os.path.getsize(task.log)
+        except OSError:
+            return False
+        if size != task.log_size:
+            task.log_size, task.log_since, task.log_read = size, now, False
+            return False
+        if task.log_read or now - task.log_since < _ABORT_QUIET:
+            return False
+        task.log_read = True  # read each quiet stretch once: the same bytes say the same
+        return heap_aborted(task.log)[0] is not None
 
     def _terminate(self, task: _Task) -> None:
         if task.terminated is None:
@@ -353,8 +382,12 @@ class Server:
             kind = "timeout" if task.terminated is not None and not task.corrupt else "crash"
             how = sandbox.describe_end(task.status, corrupt=task.corrupt,
                                        killed=task.terminated is not None)
-            self.send(("ended", task.index, kind, {"exit": how, "tail": log_tail(task.log),
+            tail = log_tail(task.log)
+            if task.aborted and (line := heap_aborted(task.log)[0]) and line not in tail:
+                tail = f"{line}\n...\n{tail}"  # glibc's message, above a long backtrace
+            self.send(("ended", task.index, kind, {"exit": how, "tail": tail,
                                                    "interpreted": task.interpreted,
+                                                   "aborted": task.aborted,
                                                    "importing": task.then is not None,
                                                    "limit": task.timeout}, elapsed))
         try:
