@@ -38,12 +38,10 @@ def named_positions(target: Any, params: list[inspect.Parameter]
         >>> [str(p) for p in named_positions(forward, params)]
         ['d', 'kappa']
     """
-    if not params or params[-1].kind is not inspect.Parameter.VAR_POSITIONAL:
+    found = _starred(target, params)
+    if found is None:
         return None
-    name = params[-1].name
-    tree = _parse(target)
-    if tree is None:
-        return None
+    name, tree = found
     names: dict[int, str] = {}
     rest = False
     for node in ast.walk(tree):
@@ -210,12 +208,10 @@ def counted_by_guards(target: Any, params: list[inspect.Parameter]
         >>> [str(p) for p in counted_by_guards(forward, params)]
         ['flag', 'coeffs_0', 'coeffs_1']
     """
-    if not params or params[-1].kind is not inspect.Parameter.VAR_POSITIONAL:
+    found = _starred(target, params)
+    if found is None:
         return None
-    name = params[-1].name
-    tree = _parse(target)
-    if tree is None:
-        return None
+    name, tree = found
     aliases = {name}  # n = len(coeffs): n stands for the length
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
@@ -261,3 +257,11 @@ def _length_of(node: ast.AST, aliases: set[str], name: str) -> bool:
         return True
     return isinstance(node, ast.Call) and _is(node.func, "len") and len(node.args) == 1 and \
         _is(node.args[0], name)
+
+
+def _starred(target: Any, params: list[inspect.Parameter]) -> tuple[str, ast.AST] | None:
+    """The name of forward's trailing ``*args`` and forward's parsed source, or None."""
+    if not params or params[-1].kind is not inspect.Parameter.VAR_POSITIONAL:
+        return None
+    tree = _parse(target)
+    return None if tree is None else (params[-1].name, tree)
