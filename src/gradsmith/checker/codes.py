@@ -277,6 +277,12 @@ ROWS: dict[str, Code] = {
         "info", "gradients",
         "the input sits on a non-differentiable point and backward gives a valid subgradient",
         "nothing; move the example off the kink to check there"),
+    "binary-domain": Code(
+        "info", "gradients",
+        "inputs the docstring's truth table gives as 0/1 values (spike logic gates): the "
+        "gradient was checked at 0/1 inputs against the multilinear extension's, "
+        "f(x_j = 1) - f(x_j = 0), instead of by finite differences at Gaussian inputs",
+        "nothing; a backward wrong on 0/1 inputs still fails"),
     "nan-numerical": Code(
         "info", "gradients",
         "forward is NaN/inf next to some elements; not compared",
@@ -332,6 +338,12 @@ ROWS: dict[str, Code] = {
         "error", "surrogate",
         "backward differs from the surrogate's autograd gradient",
         "implement the surrogate's derivative, or fix the surrogate"),
+    "estimator-ignores-shift": Code(
+        "error", "surrogate",
+        "a declared estimator's backward ignores a number that shifts forward's step (moving "
+        "the input and it together leaves forward unchanged, while backward's gradient moves: "
+        "a window left at 0 when the step sits at an offset or threshold)",
+        "compute backward's window from the input minus that number (or fix the declaration)"),
     "surrogate-error": Code(
         "error", "surrogate",
         "the surrogate raised or returned differently shaped outputs",

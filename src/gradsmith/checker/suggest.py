@@ -46,6 +46,7 @@ from gradsmith.checker import (
     literal_clip,
     moved_numbers,
     rng,
+    shifted_step,
     spread,
     surrogate_fit,
     tensor_bounds,
@@ -78,8 +79,10 @@ def declaration(session: Session, problem: Problem, sigs: dict, v: torch.Tensor,
     params = ", ".join(names)
     surrogate = _surrogate(session, names, sigs, v, grads)
     if surrogate is not None and not surrogate[1]:
-        return Declaration(
-            f"@gradsmith.example({factory}, surrogate=lambda {params}: {surrogate[0]})", True)
+        line = f"@gradsmith.example({factory}, surrogate=lambda {params}: {surrogate[0]})"
+        shift = shifted_step.ignored(session, names)  # pasted, the line would FAIL on it
+        return Declaration(line, True) if shift is None else Declaration(
+            line, False, f"not checked: {shift}")
     from gradsmith.checker import intended_fit  # it builds on this module's helpers
 
     found = (_scaled(session, names, sigs, v, grads)

@@ -61,10 +61,25 @@ def run(session: Session) -> list[Finding]:
             break
     if not findings:
         findings = _spread(session, kind)
+    if not findings and kind == "surrogate":
+        findings = _shift(session)
     vacuous = [] if findings else gradients.not_exercised(seen, [], NAME)
     if vacuous and _forward_changes(mine, s, session.generator(19)):
         return []  # a declared 0 where forward moves (stop-gradient): compared, not vacuous
     return findings or vacuous
+
+
+def _shift(session: Session) -> list[Finding]:
+    """A surrogate that matched, while backward ignores a number that shifts forward's step
+    (:mod:`gradsmith.checker.shifted_step`): matching at the example's offset hides it."""
+    from gradsmith.checker import shifted_step, suggest  # suggest builds on this check's kin
+
+    text = shifted_step.ignored(session, suggest.names(session))
+    if text is None:
+        return []
+    return [Finding("estimator-ignores-shift", "error", text,
+                    "compute backward's window from the input minus that number",
+                    NAME, None)]
 
 
 def _spread(session: Session, kind: str) -> list[Finding]:
