@@ -19,7 +19,8 @@ forward saves), never by running the code:
   square matrices: :mod:`~gradsmith.discovery.squares`).
 
 Calls forward makes with a parameter (its own static helpers, another class's static methods,
-functions of its module: :mod:`~gradsmith.discovery.callees`) are read as forward's own.
+functions of its module or of another module of its package, spd_learn's ``from .autograd
+import modeig_forward``: :mod:`~gradsmith.discovery.callees`) are read as forward's own.
 Each fact is a guess the probe confirms; the Inputs column says what was chosen and why.
 """
 
@@ -82,7 +83,8 @@ def read_formula_domains(forward: Any, owner: type | None, hints: dict[str, Hint
         names = _aliases(tree, names)
         (reader := _Reader(hints, names)).visit(tree)
         grams.update(read_squares(tree, reader))  # t.reshape(b, n, n), matrix_exp(x) ...
-        for helper, passed in followed(forward, tree, names, owner, _param, _aliases):
+        for helper, passed in followed(forward, tree, names, owner, _param, _aliases,
+                                       package=True):  # from .autograd import modeig_forward
             _Reader(hints, passed).visit(helper)  # Owner._logm(x), Shared.forward(ctx, x)
     square_grams(grams, hints)  # x @ m @ x.mT beside another square matrix
 
