@@ -16,6 +16,7 @@ from gradsmith.checker import (
     gauge,
     kernels,
     numerics,
+    opaque_tolerance,
     probe,
     reported,
     returned_buffer,
@@ -147,6 +148,12 @@ def run(session: Session) -> list[Finding]:
                                            *session.cache["vjp:gradients"], NAME)
     findings += sharp
     replaced |= flagged
+    if any(res.mismatches for res in results if res.t not in replaced):  # a compiled solve
+        vague, flagged = opaque_tolerance.findings(
+            session, [r for r in results if r.t not in replaced],
+            session.cache["vjp:gradients"][1], NAME)
+        findings += vague
+        replaced |= flagged
     for res in results:
         if res.t not in replaced:
             findings += findings_for(session, problem, res, NAME, kind="gradient")
