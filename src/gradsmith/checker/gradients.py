@@ -10,6 +10,7 @@ import torch
 
 from gradsmith.checker import (
     approximating,
+    binary_domain,
     costly,
     eigenvectors,
     estimators,
@@ -127,6 +128,8 @@ def run(session: Session) -> list[Finding]:
                    "at the Function's own precision instead", relies_on="reference")
     if session.options.unbiased:
         return stochastic.on_average(session, session.problem, None, NAME)
+    if (table := binary_domain.applies(session, session.problem)) is not None:
+        return binary_domain.run(session, session.problem, table)  # 0/1 gates (spikes)
     problem = symmetric.contracted(session, session.problem)  # stated symmetric inputs
     gauged = gauge.orthonormal_axes(problem)  # singular/eigen vectors: sign/phase aligned
     problem = gauge.aligned(problem, gauged)

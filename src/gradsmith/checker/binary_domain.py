@@ -1,0 +1,186 @@
+"""Gradients of Functions written for 0/1 inputs, checked on 0/1 inputs (private).
+
+Spiking networks combine spike tensors (values 0 or 1) by logic gates written however is
+fastest: ``relu(y - x)`` for ``(1 - x) y``, ``(x + y == 0).to(x)`` for ``(1 - x)(1 - y)``,
+``(x + y) % 2`` for ``x + y - 2xy``. On spikes each equals its multilinear polynomial, and
+backward returns that polynomial's gradient (corpus 14, issue 18). On Gaussian inputs forward
+is not the polynomial (and ``% 2`` is discontinuous at the spikes themselves), so finite
+differences there or a step across 0/1 call a correct gate a ``gradient-mismatch``.
+
+The code says which domain it is written for when its docstring holds a truth table: a header
+whose leading columns are forward's inputs (``x y z dx dy``) and rows whose leading entries
+enumerate every 0/1 combination. Then the gradient is checked where it is defined: at 0/1
+inputs against the multilinear extension's, element by element
+``f(x_j = 1) - f(x_j = 0)`` (exact for any function on 0/1 values, no step to choose). A
+backward that returns something else fails: ``undeclared-estimator`` where it returns what the
+table's own gradient columns say (a surrogate the author wrote down), ``gradient-mismatch``
+otherwise (a swapped or negated gradient). The table's output column must agree with forward
+at every vertex, so a table describing some other function is not used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import torch
+
+from gradsmith.checker.problem import Problem
+from gradsmith.checker.report import Finding
+from gradsmith.checker.session import Session
+
+_ROW = re.compile(r"^\s*-?\d+(\s+-?\d+)+\s*$")
+
+
+def truth_table(doc: str | None, labels: list[str]) -> dict[str, Any] | None:
+    """The docstring's truth table over ``labels``: ``{"rows": [...], "out": i | None,
+    "grads": {label: column}}``, or None when it has none enumerating every 0/1 combination.
+
+    Example:
+        >>> t = truth_table('''x y z dx dy
+        ... 0 0 0 0 0
+        ... 0 1 0 1 0
+        ... 1 0 0 0 1
+        ... 1 1 1 1 1''', ["x", "y"])
+        >>> t["out"], t["grads"], len(t["rows"])
+        (2, {'x': 3, 'y': 4}, 4)
+    """
+    if not doc or not labels:
+        return None
+    lines = doc.splitlines()
+    k = len(labels)
+    for i, line in enumerate(lines):
+        head = line.split()
+        if head[:k] != labels or len(head) <= k:
+            continue
+        rows = []
+        for row in lines[i + 1:]:
+            if not row.strip() or set(row.strip()) <= {"-"}:
+                if rows:
+                    break
+                continue
+            if not _ROW.match(row) or len(row.split()) != len(head):
+                break
+            rows.append([int(v) for v in row.split()])
+        if {tuple(r[:k]) for r in rows} != set(itertools.product((0, 1), repeat=k)):
+            continue
+        grads = {n: head.index(c) for n in labels for c in (f"d{n}", f"grad_{n}")
+                 if c in head}
+        rest = [c for c in range(k, len(head)) if c not in grads.values()]
+        return {"rows": rows, "out": rest[0] if len(rest) == 1 else None, "grads": grads}
+    return None
+
+
+def applies(session: Session, problem: Problem) -> dict[str, Any] | None:
+    """The truth table when every input of ``problem`` is a floating tensor the code's
+    docstring tabulates on 0/1 values and forward agrees with its output column."""
+    cls = session.function_cls
+    if cls is None or not all(x.is_floating_point() for x in problem.xs):
+        return None
+    labels = [label.split("[")[0] for label in problem.labels]
+    table = truth_table(cls.__doc__, labels)
+    if table is None or table["out"] is None:
+        return None
+    for row in table["rows"]:
+        xs = [torch.full_like(x, float(b)) for x, b in zip(problem.xs, row)]
+        try:
+            value = problem.value(xs, frozenset(range(len(xs))))
+        except Exception:  # noqa: BLE001 - user code may raise anything
+            return None
+        if value.numel() == 0 or not torch.allclose(value, torch.full_like(
+                value, float(row[table["out"]]))):
+            return None
+    return table
+
+
+def run(session: Session, problem: Problem, table: dict[str, Any]) -> list[Finding]:
+    """Compare backward with the multilinear gradient at 0/1 inputs (each combination
+    present where the shapes allow); findings as the module docstring says."""
+    gen = session.generator(41)
+    xs = [torch.randint(0, 2, x.shape, generator=gen).to(x) for x in problem.xs]
+    _cover(xs)
+    binary = Problem(problem.f, xs, problem.labels, problem._out_labels,
+                     problem.accumulate, backward_seed=problem.backward_seed)
+    m = binary.value().numel()
+    s = session.settings
+    worst = []
+    for _ in range(2):
+        v = torch.randn(m, generator=gen, dtype=torch.float64).to(binary.value().dtype)
+        got = binary.vjp(v)
+        for t in range(len(xs)):
+            want = _multilinear(binary, t, v)
+            bad = (got[t] - want).abs() > s.atol + s.rtol * want.abs()
+            if bad.any():
+                j = int(bad.flatten().nonzero()[0])
+                worst.append((t, j, float(got[t].flatten()[j]), float(want.flatten()[j])))
+        if worst:
+            break
+    if not worst:
+        return [Finding(
+            "binary-domain", "info",
+            "inputs " + ", ".join(problem.labels) + " are 0/1 values (the docstring's truth "
+            "table): the gradient was checked at 0/1 inputs against the multilinear "
+            "extension's (f(x_j = 1) - f(x_j = 0)), where the code's polynomial is defined, "
+            "and held", "nothing", "gradients")]
+    tabled = _as_tabled(binary, table)
+    bad_labels = sorted({problem.labels[t] for t, *_ in worst})
+    t, j, a, w = worst[0]
+    where = (f"at 0/1 inputs (the docstring's truth table), {problem.labels[t]} element {j}: "
+             f"backward {a:.6g}, the multilinear gradient f(x_j = 1) - f(x_j = 0) {w:.6g}")
+    if tabled:
+        return [Finding(
+            "undeclared-estimator", "error",
+            f"backward is not the gradient of forward on the 0/1 values it is written for "
+            f"but the gradient columns of its own truth table (a surrogate): {where}",
+            "declare the surrogate (intended=), or return the multilinear gradient",
+            "gradients", bad_labels[0], {"binary_domain": True})]
+    return [Finding(
+        "gradient-mismatch", "error",
+        f"gradient of {', '.join(bad_labels)} disagrees with the multilinear gradient {where}",
+        "re-derive backward from forward's polynomial on 0/1 values", "gradients",
+        bad_labels[0], {"binary_domain": True})]
+
+
+def _cover(xs: list[torch.Tensor]) -> None:
+    """Write every 0/1 combination into the first elements when the inputs share one shape."""
+    if len({tuple(x.shape) for x in xs}) != 1 or xs[0].numel() < 2 ** len(xs):
+        return
+    for j, combo in enumerate(itertools.product((0.0, 1.0), repeat=len(xs))):
+        for x, b in zip(xs, combo):
+            x.view(-1)[j] = b
+
+
+def _multilinear(problem: Problem, t: int, v: torch.Tensor) -> torch.Tensor:
+    """``v . (f(x_t[j] = 1) - f(x_t[j] = 0))`` for every element ``j`` of input ``t``."""
+    x = problem.xs[t]
+    out = torch.empty(x.numel(), dtype=x.dtype)
+    for j in range(x.numel()):
+        values = []
+        for b in (1.0, 0.0):
+            xs = list(problem.xs)
+            xs[t] = x.clone()
+            xs[t].view(-1)[j] = b
+            values.append(problem.value(xs, frozenset((t,))))
+        out[j] = torch.dot(v.to(values[0].dtype), values[0] - values[1])
+    return out.reshape(x.shape)
+
+
+def _as_tabled(problem: Problem, table: dict[str, Any]) -> bool:
+    """Whether backward returns the table's gradient columns at every tabulated vertex
+    (one-element inputs set to the row, grad_output 1)."""
+    labels = [label.split("[")[0] for label in problem.labels]
+    if set(table["grads"]) != set(labels):
+        return False
+    for row in table["rows"]:
+        xs = [torch.full((1,), float(b), dtype=x.dtype) for x, b in zip(problem.xs, row)]
+        one = Problem(problem.f, xs, problem.labels, problem._out_labels,
+                      problem.accumulate, backward_seed=problem.backward_seed)
+        try:
+            got = one.vjp(torch.ones(one.value().numel(), dtype=xs[0].dtype))
+        except Exception:  # noqa: BLE001 - user code may raise anything
+            return False
+        for n, g in zip(labels, got):
+            if g.numel() != 1 or float(g.sum()) != row[table["grads"][n]]:
+                return False
+    return True

@@ -1,0 +1,106 @@
+"""Spike logic gates (0/1 inputs, a truth table in the docstring) are checked at 0/1 inputs
+against the multilinear gradient f(x_j = 1) - f(x_j = 0): an exact gate written with
+``relu``, ``== 0`` or ``% 2`` passes, a swapped or negated gradient fails, and a surrogate that
+follows its table (not the multilinear gradient) is an ``undeclared-estimator``."""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd import Function
+
+import gradsmith
+from gradsmith.checker.binary_domain import truth_table
+
+TABLE_XOR = """Exclusive or of two spike tensors.
+
+    x y z dx dy
+    0 0 0  1  1
+    0 1 1 -1  1
+    1 0 1  1 -1
+    1 1 0 -1 -1
+    """
+
+
+def _gate(forward, backward, doc):
+    class Gate(Function):
+        @staticmethod
+        def forward(x, y):
+            return forward(x, y)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            gx, gy = backward(x, y)
+            return gx * g, gy * g
+
+    Gate.__doc__ = doc
+    return Gate
+
+
+def _xor_exact(x, y):
+    return 1 - 2 * y, 1 - 2 * x  # autograd of x + y - 2xy, independently written
+
+
+def _report(cls):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=gen)
+    y = torch.randn(3, 4, dtype=torch.float64, generator=gen)
+    return gradsmith.check(cls, x, y, checks=["gradients"])
+
+
+def test_exact_gates_written_off_the_polynomial_pass():
+    iand_doc = TABLE_XOR.replace("0 1 1 -1  1\n    1 0 1  1 -1\n    1 1 0 -1 -1",
+                                 "0 1 1 -1  1\n    1 0 0  0  0\n    1 1 0 -1  0")
+    iand_doc = iand_doc.replace("0 0 0  1  1", "0 0 0  0  1")
+    cases = [
+        _gate(lambda x, y: (x + y) % 2, _xor_exact, TABLE_XOR),
+        _gate(lambda x, y: torch.relu(y - x), lambda x, y: (-y, 1 - x), iand_doc),
+    ]
+    for cls in cases:
+        report = _report(cls)
+        assert report.passed, report.errors
+        assert any(f.code == "binary-domain" for f in report.findings)
+
+
+def test_multilinear_reference_agrees_with_autograd_of_the_polynomial():
+    x = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([0.0, 1.0, 0.0, 1.0], dtype=torch.float64, requires_grad=True)
+    (x + y - 2 * x * y).sum().backward()
+    want = torch.stack([x.grad, y.grad])
+    with torch.no_grad():
+        got = torch.stack([(1 + y) % 2 - (0 + y) % 2, (x + 1) % 2 - (x + 0) % 2])
+    assert torch.equal(got, want)
+
+
+def test_planted_wrong_gates_still_fail():
+    swapped = _gate(lambda x, y: (x + y) % 2, lambda x, y: (1 - 2 * x, 1 - 2 * y), TABLE_XOR)
+    negated = _gate(lambda x, y: (x + y) % 2, lambda x, y: (2 * y - 1, 1 - 2 * x), TABLE_XOR)
+    for cls in (swapped, negated):
+        report = _report(cls)
+        assert not report.passed
+        assert any(f.code == "gradient-mismatch" for f in report.errors), report.errors
+
+
+def test_a_surrogate_following_its_own_table_is_an_estimator():
+    doc = TABLE_XOR.replace("1 1 0 -1 -1", "1 1 0  0  0")  # surrogate: no gradient at (1, 1)
+    cls = _gate(lambda x, y: (x + y) % 2,
+                lambda x, y: ((1 - 2 * y) * (1 - x * y), (1 - 2 * x) * (1 - x * y)), doc)
+    report = _report(cls)
+    assert [f.code for f in report.errors] == ["undeclared-estimator"]
+    assert report.errors[0].details.get("binary_domain")  # found at 0/1 inputs
+
+
+def test_a_table_not_describing_forward_is_not_used():
+    cls = _gate(lambda x, y: x * y, lambda x, y: (y, x), TABLE_XOR)  # AND under an XOR table
+    report = _report(cls)
+    assert report.passed
+    assert not any(f.code == "binary-domain" for f in report.findings)
+
+
+def test_truth_table_needs_every_combination():
+    assert truth_table("x y z\n0 0 0\n1 1 1", ["x", "y"]) is None
+    assert truth_table(TABLE_XOR, ["x", "y"])["grads"] == {"x": 3, "y": 4}
