@@ -50,7 +50,10 @@ def raw_backward(session: Session, user_dtype: bool, seed: int | None = None,
     gen = session.generator(7 + (seed or 0))
     grads = tuple(_grad_for(o, gen) for o in (out if isinstance(out, tuple) else (out,)))
     try:
-        with torch.no_grad():  # as autograd's engine runs a backward without create_graph
+        # a backward that draws (stochastic rounding of the gradient) draws the same numbers
+        # on every call, so the calls that freeze one input compare with the full one
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(session.options.seed + 7)
             raw = node.apply(*grads)
     except Exception as exc:  # noqa: BLE001
         raise backward_error(exc, NAME, session.function_cls) from None

@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradsmith.discovery.backward_items import read_backward_items
 from gradsmith.discovery.backward_shapes import read_backward_ranks
 from gradsmith.discovery.ctx_literals import read_ctx_literals
 from gradsmith.discovery.guards import read_guards
@@ -95,6 +96,7 @@ class Hint:
     scaled: tuple | None = None    # 2 * cos.shape[-1] <= x.shape[-1]: (x, dx, dim, ratio) (.scaled_sizes)
     same_as: str | None = None     # sin.shape == (s, d // 2) of cos's sizes: shaped like cos
     sized_dims: dict[int, int] = field(default_factory=dict)  # three = t.shape[2]; three == 3
+    item: bool = False             # (2 ** k - 1).item() in backward: one value (.backward_items)
 
 
 def forward_hints(fn: Any, names: list[str], owner: type | None = None,
@@ -143,6 +145,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
 
         read_matrices(owner, hints)  # solves, Cholesky factors, symmetric matrices
         read_backward_ranks(owner, hints)  # bsz, d, n = grad.size(): an output of rank 3
+        read_backward_items(owner, hints)  # (2 ** k - 1).item(): k holds one value
         read_reduced(owner, hints)  # g.sum((0, 2, 3)).reshape(s.shape): s is (1, C, 1, 1)
         read_permutations(owner, hints)  # x[..., idx] there and back: idx permutes a dim
         read_passed_types(owner, fn, hints)  # ctx.leak handed to `def f(..., leak: float)`

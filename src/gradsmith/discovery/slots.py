@@ -184,6 +184,8 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
         elif kind == "tensor" and p.name.rstrip("_") in _FLOAT_VALUES | {"dim": -1, "axis": -1}:
             # alpha.item(), min_val.type_as(x): a scalar tensor holding the usual value
             slots.append(Slot(p.name, "scalar", _table_value(p.name), hint))
+        elif kind == "tensor" and hint.item:  # (2 ** k - 1).item() in backward: one value
+            slots.append(Slot(p.name, "scalar", 2.0, hint))
         elif kind is None and _table_value(p.name) is not None:
             slots.append(Slot(p.name, "value", _above(_table_value(p.name), hint), hint))
         else:
