@@ -104,3 +104,39 @@ def test_a_table_not_describing_forward_is_not_used():
 def test_truth_table_needs_every_combination():
     assert truth_table("x y z\n0 0 0\n1 1 1", ["x", "y"]) is None
     assert truth_table(TABLE_XOR, ["x", "y"])["grads"] == {"x": 3, "y": 4}
+
+
+SURROGATE_TABLE = TABLE_XOR.replace("1 1 0 -1 -1", "1 1 0  0  0")  # no gradient at (1, 1)
+
+
+def _surrogate_xor():
+    # the table's surrogate: exact but at (1, 1), where it returns nothing
+    return _gate(lambda x, y: (x + y) % 2,
+                 lambda x, y: ((1 - 2 * y) * (1 - x * y), (1 - 2 * x) * (1 - x * y)),
+                 SURROGATE_TABLE)
+
+
+def _pasted(cls, line):
+    def capture(factory, **kwargs):
+        return factory, kwargs
+
+    factory, kwargs = eval(line.lstrip("@").replace("gradsmith.example(", "capture(", 1),
+                           {"torch": torch, "capture": capture})
+    return gradsmith.check(cls, *factory(), compat=False, **kwargs)
+
+
+def test_a_surrogates_printed_declaration_passes_as_pasted():
+    cls = _surrogate_xor()
+    found = _report(cls).errors[0]
+    assert found.details["verified"]
+    report = _pasted(cls, found.details["declaration"])
+    assert report.passed, report.errors
+
+
+def test_a_planted_wrong_surrogate_fails_its_declaration():
+    line = _report(_surrogate_xor()).errors[0].details["declaration"]
+    negated = _gate(lambda x, y: (x + y) % 2,
+                    lambda x, y: (-(1 - 2 * y) * (1 - x * y), (1 - 2 * x) * (1 - x * y)),
+                    SURROGATE_TABLE)
+    report = _pasted(negated, line)
+    assert "intended-mismatch" in report.codes("error")

@@ -98,10 +98,8 @@ def run(session: Session, problem: Problem, table: dict[str, Any]) -> list[Findi
     """Compare backward with the multilinear gradient at 0/1 inputs (each combination
     present where the shapes allow); findings as the module docstring says."""
     gen = session.generator(41)
-    xs = [torch.randint(0, 2, x.shape, generator=gen).to(x) for x in problem.xs]
-    _cover(xs)
-    binary = Problem(problem.f, xs, problem.labels, problem._out_labels,
-                     problem.accumulate, backward_seed=problem.backward_seed)
+    binary = binary_problem(session, problem)
+    xs = binary.xs
     m = binary.value().numel()
     s = session.settings
     worst = []
@@ -129,12 +127,16 @@ def run(session: Session, problem: Problem, table: dict[str, Any]) -> list[Findi
     where = (f"at 0/1 inputs (the docstring's truth table), {problem.labels[t]} element {j}: "
              f"backward {a:.6g}, the multilinear gradient f(x_j = 1) - f(x_j = 0) {w:.6g}")
     if tabled:
+        line, verified = declaration(session, binary, table)
+        how = (f"declare it: `{line}` (checked at 0/1 inputs: backward returns the table's "
+               "gradient columns)" if verified else "declare it with intended=")
         return [Finding(
             "undeclared-estimator", "error",
             f"backward is not the gradient of forward on the 0/1 values it is written for "
             f"but the gradient columns of its own truth table (a surrogate): {where}",
-            "declare the surrogate (intended=), or return the multilinear gradient",
-            "gradients", bad_labels[0], {"binary_domain": True})]
+            f"if it is intended, {how}; if not, return the multilinear gradient",
+            "gradients", bad_labels[0], {"binary_domain": True, "declaration": line,
+                                         "verified": verified})]
     return [Finding(
         "gradient-mismatch", "error",
         f"gradient of {', '.join(bad_labels)} disagrees with the multilinear gradient {where}",
@@ -184,3 +186,59 @@ def _as_tabled(problem: Problem, table: dict[str, Any]) -> bool:
             if g.numel() != 1 or float(g.sum()) != row[table["grads"][n]]:
                 return False
     return True
+
+
+def binary_problem(session: Session, problem: Problem) -> Problem:
+    """``problem`` at 0/1 inputs of the same shapes (every combination present where the
+    shapes allow): where the declared surrogate of a gate is checked too (surrogate)."""
+    gen = session.generator(43)
+    xs = [torch.randint(0, 2, x.shape, generator=gen).to(x) for x in problem.xs]
+    _cover(xs)
+    return Problem(problem.f, xs, problem.labels, problem._out_labels, problem.accumulate,
+                   backward_seed=problem.backward_seed)
+
+
+def declaration(session: Session, binary: Problem, table: dict[str, Any]
+                ) -> tuple[str | None, bool]:
+    """The ``intended=`` line returning the table's gradient columns (each written as the
+    multilinear polynomial through the tabulated values) times the incoming gradient, and
+    whether backward returns it at the 0/1 inputs ``binary``; None where forward takes more
+    than the tabulated tensors or returns more than one output."""
+    from gradsmith.checker import suggest  # the other declaration writers' helpers
+
+    names = suggest.names(session)
+    labels = [label.split("[")[0] for label in binary.labels]
+    if names != labels or len(binary.out_shapes or [None]) != 1:
+        return None, False
+    grad = suggest.grad_name(names)
+    body = ", ".join(f"({_polynomial(table, c, names)}) * {grad}"
+                     for c in (table["grads"][n] for n in names))
+    source = f"lambda {', '.join(names)}, {grad}: ({body},)"
+    factory = f"lambda: {suggest.render_args(session.subject.args.values, home=suggest._home(session))}"
+    line = f"@gradsmith.example({factory}, intended={source})"
+    fn = suggest.compile_source(source, session)
+    v = torch.randn(binary.m, generator=session.generator(47), dtype=binary.xs[0].dtype)
+    try:
+        got, want = binary.vjp(v), fn(*binary.xs, *binary.split(v))
+    except Exception:  # noqa: BLE001 - user code may raise anything
+        return line, False
+    return line, all(suggest.matches(a, b, session) for a, b in zip(got, want))
+
+
+def _polynomial(table: dict[str, Any], column: int, names: list[str]) -> str:
+    """The multilinear polynomial taking column ``column``'s value at each row's 0/1 inputs.
+
+    Example:
+        >>> t = {"rows": [[0, 0, 1], [0, 1, 0], [1, 0, 0], [1, 1, -1]]}
+        >>> _polynomial(t, 2, ["x", "y"])
+        '(1 - x) * (1 - y) - x * y'
+    """
+    text = ""
+    for row in table["rows"]:
+        c = row[column]
+        if c == 0:
+            continue
+        term = " * ".join(n if b else f"(1 - {n})" for n, b in zip(names, row))
+        sign = ("-" if c < 0 else "") if not text else (" - " if c < 0 else " + ")
+        text += sign + (term if abs(c) == 1 else f"{abs(c)} * {term}")
+    return text or f"0 * {names[0]}"

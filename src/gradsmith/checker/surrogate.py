@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from gradsmith.checker import declared, gradients, spread, stochastic
+from gradsmith.checker import binary_domain, declared, gradients, spread, stochastic
 from gradsmith.checker.numerics import Settings, step_scale
 from gradsmith.checker.problem import Problem, index_str
 from gradsmith.checker.report import Finding
@@ -22,6 +22,9 @@ def run(session: Session) -> list[Finding]:
         raise Skip("no surrogate= or intended= declared")
     subject = session.subject
     mine = session.problem
+    gate = binary_domain.applies(session, mine) is not None  # declared on 0/1 values only
+    if gate:
+        mine = binary_domain.binary_problem(session, mine)
     mine.linearize()
     if session.options.unbiased:
         if declared.uses_rng(session):
@@ -59,7 +62,7 @@ def run(session: Session) -> list[Finding]:
                                           t in mine.complex_inputs))
         if findings:
             break
-    if not findings:
+    if not findings and not gate:  # a gate's inputs are 0/1: nothing to spread
         findings = _spread(session, kind)
     if not findings and kind == "surrogate":
         findings = _shift(session)
