@@ -140,3 +140,25 @@ def test_a_planted_wrong_surrogate_fails_its_declaration():
                     SURROGATE_TABLE)
     report = _pasted(negated, line)
     assert "intended-mismatch" in report.codes("error")
+
+
+def test_a_markdown_table_of_a_one_input_gate():
+    doc = "NOT of a spike tensor.\n\n| x | z | dx |\n|---|---|----|\n| 0 | 1 | -1 |\n| 1 | 0 | -1 |\n"
+
+    def make(sign):
+        class Not(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return (x == 0).to(x)
+
+            @staticmethod
+            def backward(ctx, g):
+                return sign * g  # d(1 - x)/dx = -1 (sign -1); +1 is the planted error
+
+        Not.__doc__ = doc
+        return Not
+
+    x = torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert gradsmith.check(make(-1), x, checks=["gradients"]).passed
+    wrong = gradsmith.check(make(1), x, checks=["gradients"])
+    assert "gradient-mismatch" in wrong.codes("error")

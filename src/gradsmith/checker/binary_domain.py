@@ -45,10 +45,12 @@ def truth_table(doc: str | None, labels: list[str]) -> dict[str, Any] | None:
         ... 1 1 1 1 1''', ["x", "y"])
         >>> t["out"], t["grads"], len(t["rows"])
         (2, {'x': 3, 'y': 4}, 4)
+        >>> truth_table("| a | out |\\n|---|---|\\n| 0 | 1 |\\n| 1 | 0 |", ["a"])["rows"]
+        [[0, 1], [1, 0]]
     """
     if not doc or not labels:
         return None
-    lines = doc.splitlines()
+    lines = [re.sub(r"[|,]", " ", line) for line in doc.splitlines()]  # markdown tables too
     k = len(labels)
     for i, line in enumerate(lines):
         head = line.split()
@@ -56,7 +58,7 @@ def truth_table(doc: str | None, labels: list[str]) -> dict[str, Any] | None:
             continue
         rows = []
         for row in lines[i + 1:]:
-            if not row.strip() or set(row.strip()) <= {"-"}:
+            if not row.strip() or set(row.strip()) <= set("-:+ "):
                 if rows:
                     break
                 continue
