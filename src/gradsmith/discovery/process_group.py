@@ -55,6 +55,45 @@ def start_single_group() -> bool:
     return True
 
 
+def renew_inherited() -> bool:
+    """Replace a world-size-1 group this process inherited through ``fork`` with an equal one
+    of its own; True when it did (then :func:`started` is True).
+
+    Each task runs in a fresh fork, and a group made before it (an environment whose
+    ``sitecustomize`` starts a gloo group of one, corpus 14d dev: soft-moe-pytorch's
+    ``AllGatherFunction``) left its communication threads in the parent: the first collective
+    in the fork waits forever (a 30 s timeout), and so does ``destroy_process_group``. The old
+    group is dropped from torch's registries without being touched (kept referenced, never
+    destroyed: the task ends with ``os._exit``) and a fresh group of one takes its place, the
+    same degenerate case the environment gave. A larger world cannot be rebuilt from one rank
+    and is left as it is. Costs nothing where ``torch.distributed`` was never imported."""
+    global _started
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized() \
+            or dist.get_world_size() != 1:
+        return False
+    import torch
+    from torch.distributed import distributed_c10d as c10d
+
+    world = c10d._world
+    _abandoned.append((world.default_pg, dict(world.pg_map)))
+    for table in (world.pg_map, world.pg_names, world.pg_group_ranks, world.pg_backend_config,
+                  world.tags_to_pg, world.pg_to_tag):
+        table.clear()
+    torch._C._distributed_c10d._unregister_all_process_groups()
+    world.default_pg = None
+    world.group_count = 0
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    _started = True
+    return True
+
+
+# Inherited groups dropped by renew_inherited: referenced so their destructors never run.
+_abandoned: list = []
+
+
 def started() -> bool:
     """Whether gradsmith started the current process group (:func:`start_single_group`)."""
     return _started
