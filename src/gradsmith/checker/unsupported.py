@@ -103,7 +103,8 @@ def finding(session: Session, inputs: list[str], evidence: str, cause: str,
         partial: the inputs double backward returns only part of the derivative for.
     """
     partial = list(partial or [])
-    ran = [c for c in _FIRST_ORDER if c in session.report.checks]
+    ran = [c for c in _FIRST_ORDER if c in session.report.checks] and not any(
+        f.is_incomplete and f.check in _FIRST_ORDER for f in session.report.findings)
     first = ("first order verified" if ran else
              "first order not verified here (see the other findings)")
     because = f" ({cause})" if in_message else ""
