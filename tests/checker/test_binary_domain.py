@@ -162,3 +162,13 @@ def test_a_markdown_table_of_a_one_input_gate():
     assert gradsmith.check(make(-1), x, checks=["gradients"]).passed
     wrong = gradsmith.check(make(1), x, checks=["gradients"])
     assert "gradient-mismatch" in wrong.codes("error")
+
+
+def test_a_large_input_is_checked_on_drawn_elements():
+    gen = torch.Generator().manual_seed(2)
+    x, y = (torch.randn(40, 40, dtype=torch.float64, generator=gen) for _ in range(2))
+    right = _gate(lambda x, y: (x + y) % 2, _xor_exact, TABLE_XOR)
+    wrong = _gate(lambda x, y: (x + y) % 2, lambda x, y: (1 - 2 * y, 2 * x - 1), TABLE_XOR)
+    assert gradsmith.check(right, x, y, checks=["gradients"]).passed
+    assert "gradient-mismatch" in gradsmith.check(wrong, x, y, checks=["gradients"]).codes(
+        "error")
