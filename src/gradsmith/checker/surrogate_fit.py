@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-from gradsmith.checker import element_scaled, multi_gaussian
+from gradsmith.checker import element_scaled, multi_gaussian, periodic_offset
 from gradsmith.checker.slope_fit import FIT, fit_screened, fit_smooth
 
 # (surrogate F as Python source of u, its derivative F')
@@ -95,6 +95,8 @@ def terms(session, name: str, t: int, v: torch.Tensor, grad: torch.Tensor,
             fit = fit_of(xv - values, d, deriv)
             if fit is not None:
                 yield from _render_smooth(name + shift, source, fit, numbers)
+    # the identity plus a cosine: a smooth staircase (x - sin(2 pi n x) / (2 pi n beta))
+    yield from periodic_offset.terms(name, xv, d, numbers, _fit_periodic, _expressions, _factor)
     # a width or slope that is a tensor argument, element by element
     for shift, values in shifts:
         yield from element_scaled.terms(name + shift, xv - values, d, tensors, pos,
@@ -344,6 +346,7 @@ def _expressions(value: float, numbers: list[tuple[str, float]]) -> list[str]:
             continue
         for factor, text in ((1.0, "{n}"), (2.0, "2 * {n}"), (0.5, "{n} / 2"),
                              (math.pi, "torch.pi * {n}"), (math.pi / 2, "torch.pi / 2 * {n}"),
+                             (2 * math.pi, "2 * torch.pi * {n}"),
                              (1 / math.pi, "{n} / torch.pi"), (-1.0, "-{n}")):
             if math.isclose(value, factor * arg, rel_tol=1e-9):
                 out.append(text.format(n=name))
