@@ -141,7 +141,10 @@ def _referred(node: ast.AST) -> set[str]:
 
 def _local_depths(trees: list[ast.Module], depth: dict[str, int]) -> dict[str, int]:
     """``depth`` plus the helpers and fixtures of the test's module and conftests that refer
-    to its names (one call further each; two rounds: a fixture built on a fixture)."""
+    to its names (one call further each; two rounds: a fixture built on a fixture), and the
+    module's top-level names assigned from them: a test parametrized over
+    ``classes = [ContinuousSoftmax, ...]`` reaches the Function through that list (corpus 14c
+    dev: sparse_continuous_distributions' gradcheck test names no caller in its body)."""
     local = dict(depth)
     helpers = [(node.name, _referred(node) | {a.arg for a in node.args.args})
                for tree in trees for top in tree.body
@@ -149,6 +152,9 @@ def _local_depths(trees: list[ast.Module], depth: dict[str, int]) -> dict[str, i
                             [i for i in top.body if isinstance(i, ast.FunctionDef)]
                             if isinstance(top, ast.ClassDef) else [])
                if not node.name.startswith("test")]
+    helpers += [(target.id, _referred(top.value)) for tree in trees for top in tree.body
+                if isinstance(top, ast.Assign) for target in top.targets
+                if isinstance(target, ast.Name)]
     for _ in range(2):
         for name, names in helpers:
             reached = [local[n] for n in names if n in local and n != name]
