@@ -39,7 +39,8 @@ def findings(session: Session, results: list, grads: list, check: str
     for res in results:
         if not res.mismatches or res.nan_analytic or res.probe.get("failed"):
             continue
-        scale = max(float(g[res.t].abs().max()) for g in grads if g[res.t] is not None)
+        scale = max((float(g[res.t].abs().max()) for g in grads
+                     if g[res.t] is not None and g[res.t].numel()), default=0.0)
         worst = max(abs(e.analytic - e.numerical) for e in res.mismatches)
         if not scale > 0 or worst > RELATIVE * scale:
             continue
