@@ -74,3 +74,23 @@ def test_the_pasted_line_passes_and_a_wrong_backward_fails():
     assert gradsmith.check(GradQuant, x, k, unbiased=True).passed
     wrong = gradsmith.check(GradQuantTwice, x, k, unbiased=True)
     assert not wrong.passed and wrong.codes("error"), str(wrong)
+
+
+def test_a_reduction_read_as_a_number_keeps_its_tensor():
+    from gradsmith.discovery.backward_items import read_backward_items
+    from gradsmith.discovery.hints import Hint
+
+    class Normalised(Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            (w,) = ctx.saved_tensors
+            return g * w / float(w.abs().sum()), None
+
+    hints = {"x": Hint(), "w": Hint()}
+    read_backward_items(Normalised, hints)
+    assert not hints["w"].item

@@ -19,6 +19,17 @@ from gradsmith.discovery.backward_shapes import dotted, kept_on_ctx
 from gradsmith.discovery.matrices import _saved_aliases
 from gradsmith.discovery.source import parse
 
+# Calls that reduce a tensor to one number: what is read before them may have many elements.
+_REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "norm", "prod", "any", "all",
+               "numel", "std", "var", "dot", "count_nonzero", "argmax", "argmin", "median",
+               "logsumexp", "size", "dim"}
+
+
+def _called(node: ast.Call) -> str | None:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else (
+        func.id if isinstance(func, ast.Name) else None)
+
 
 def read_backward_items(owner: type | None, hints: dict[str, Any]) -> None:
     """Set ``hints[name].item`` for each parameter backward reads one number from.
@@ -58,6 +69,8 @@ def read_backward_items(owner: type | None, hints: dict[str, Any]) -> None:
             inner = node.args[0]
         else:
             continue
+        if any(isinstance(n, ast.Call) and _called(n) in _REDUCTIONS for n in ast.walk(inner)):
+            continue  # x.sum().item(): one number from many, x itself may be any tensor
         read = {local[d] for n in ast.walk(inner) if (d := dotted(n)) in local}
         if len(read) == 1:
             (name,) = read
