@@ -15,9 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from gradsmith.discovery.backward_shapes import dotted, kept_on_ctx
-from gradsmith.discovery.matrices import _saved_aliases
-from gradsmith.discovery.source import parse
+from gradsmith.discovery.backward_shapes import backward_locals, dotted
 
 # Calls that reduce a tensor to one number: what is read before them may have many elements.
 _REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "norm", "prod", "any", "all",
@@ -52,14 +50,10 @@ def read_backward_items(owner: type | None, hints: dict[str, Any]) -> None:
         >>> hints["k"].item, hints["x"].item
         (True, False)
     """
-    if owner is None:
+    found = backward_locals(owner, hints)
+    if found is None:
         return
-    forward = parse(getattr(owner, "forward", None))
-    backward = parse(getattr(owner, "backward", None))
-    if forward is None or backward is None:
-        return
-    local = _saved_aliases(forward, backward, hints)
-    local.update(kept_on_ctx(forward, hints))
+    forward, backward, local = found
     for node in ast.walk(backward):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr == "item" and not node.args:

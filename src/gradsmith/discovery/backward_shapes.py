@@ -50,14 +50,10 @@ def read_backward_ranks(owner: type | None, hints: dict[str, Any]) -> None:
         >>> hints["z"].rank_min
         3
     """
-    if owner is None:
+    found = backward_locals(owner, hints)
+    if found is None:
         return
-    forward = parse(getattr(owner, "forward", None))
-    backward = parse(getattr(owner, "backward", None))
-    if forward is None or backward is None:
-        return
-    local = _saved_aliases(forward, backward, hints)
-    local.update(kept_on_ctx(forward, hints))
+    forward, backward, local = found
     grads = _grad_names(backward)
     for i, name in enumerate(_shaped_like(forward, hints)):
         if name is not None and i < len(grads):
@@ -154,3 +150,18 @@ def dotted(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         return f"{node.value.id}.{node.attr}"
     return None
+
+
+def backward_locals(owner: type | None, hints: dict[str, Any]
+                    ) -> tuple[ast.AST, ast.AST, dict[str, str]] | None:
+    """Forward's and backward's parsed source and backward's names for forward's parameters
+    (unpacked from ``ctx.saved_tensors`` or kept as ``ctx.name``); None without both sources."""
+    if owner is None:
+        return None
+    forward = parse(getattr(owner, "forward", None))
+    backward = parse(getattr(owner, "backward", None))
+    if forward is None or backward is None:
+        return None
+    local = _saved_aliases(forward, backward, hints)
+    local.update(kept_on_ctx(forward, hints))
+    return forward, backward, local
