@@ -105,3 +105,33 @@ def test_offset_aware_and_identity_estimators_pass_and_a_wrong_one_fails():
                             surrogate=lambda x, width, offset: (x - offset).clamp(-width, width))
     assert not wrong.passed
     assert "estimator-ignores-shift" not in [f.code for f in wrong.errors]
+
+
+class HardArgmaxTemperature(Function):
+    """One-hot of argmax(x / tau) along the last dim with a straight-through softmax gradient:
+    shifting x uniformly moves nothing, so tau is no step position (gradsmith's own hard
+    gumbel-softmax met this)."""
+
+    @staticmethod
+    def forward(ctx, x, tau=0.5):
+        soft = torch.softmax(x / tau, -1)
+        ctx.save_for_backward(soft)
+        ctx.tau = tau
+        return torch.nn.functional.one_hot(soft.argmax(-1), x.shape[-1]).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (s,) = ctx.saved_tensors
+        return s * (g - (g * s).sum(-1, keepdim=True)) / ctx.tau, None
+
+
+def test_a_temperature_forward_ignores_alone_is_no_shift():
+    x = _x()
+    # The reference: moving x uniformly, or tau alone, leaves the one-hot as it was.
+    same = HardArgmaxTemperature.apply(x, 0.5)
+    assert torch.equal(HardArgmaxTemperature.apply(x + 8, 0.5), same)
+    assert torch.equal(HardArgmaxTemperature.apply(x, 8.5), same)
+    soft = lambda x, tau: torch.softmax(x / tau, -1)  # noqa: E731
+    report = gradsmith.check(HardArgmaxTemperature, x, 0.5, compat=False, surrogate=soft)
+    assert "estimator-ignores-shift" not in [f.code for f in report.errors]
+    assert report.passed, report.errors

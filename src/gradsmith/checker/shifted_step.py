@@ -64,18 +64,20 @@ def _shifted(session: Session, x: torch.Tensor, d: float, leaf: int, moved) -> s
     v = torch.randn(session.problem.m, generator=session.generator(23), dtype=torch.float64)
     try:
         before = _outputs(session, [x])
+        input_only = _outputs(session, [x + d])
         split = session.problem.split(v.to(x.dtype))
         want = backward_at(session, [x], split)
         with subject.args.swapped({leaf: moved}):
             after = _outputs(session, [x + d])
+            number_only = _outputs(session, [x])
             got = backward_at(session, [x + d], split)
     except Exception:  # noqa: BLE001 - user code outside its domain: says nothing
         return None
-    if len(before) != len(after) or not before:
-        return None
-    for a, b in zip(before, after):
-        if a.shape != b.shape or not torch.allclose(a.double(), b.double(), atol=1e-6):
-            return None  # the number does not shift forward
+    if not before or not _same(before, after):
+        return None  # the number does not shift forward
+    if _same(before, input_only) or _same(before, number_only):
+        return None  # forward ignores the move of one of them (a softmax's shift, a
+        # temperature of a hard argmax): no step sits at the number
     if all(bool((o == o.flatten()[0]).all()) for o in before):
         return None  # a constant forward has no step to follow
     a, b = want[0], got[0]
@@ -91,3 +93,9 @@ def _outputs(session: Session, xs: list[torch.Tensor]) -> list[torch.Tensor]:
     with torch.no_grad():
         outs = subject.select(subject.call([t.clone() for t in xs]))
     return [o.detach() for o in outs]
+
+
+def _same(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> bool:
+    return len(xs) == len(ys) and all(
+        a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-6)
+        for a, b in zip(xs, ys))
