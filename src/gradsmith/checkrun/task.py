@@ -93,8 +93,13 @@ def listening(on_progress: Callable[[dict], None]) -> Iterator[None]:
     """Stream a task's progress: its repro record (``{"repro": ...}``) once its inputs are
     built, then a snapshot (:func:`gradsmith.checkrun.partial.snapshot`) at every check
     boundary, so a task that crashes or runs out of time still has the findings of the checks
-    that finished."""
+    that finished. Only a task process listens: there a process group of one inherited
+    through the fork is replaced first (its collectives would hang; see
+    :func:`gradsmith.discovery.process_group.renew_inherited`)."""
     from gradsmith.checker import progress
+    from gradsmith.discovery.process_group import renew_inherited
+
+    renew_inherited()
 
     reports: list = []  # one per check() call: the input sets a task checks, in order
 

@@ -182,9 +182,6 @@ def _task_process(task: tuple, threads: int, out: int, pipe: int, keeper: int) -
     import torch
 
     torch.set_num_threads(threads)
-    from gradsmith.discovery.process_group import renew_inherited
-
-    renew_inherited()  # a process group made before this fork would hang its collectives
     me = os.getpid()
 
     def emit(kind: bytes, message: Any = None) -> None:
