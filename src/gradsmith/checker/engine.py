@@ -31,6 +31,7 @@ from gradsmith.checker.deploy import matrix as compat_matrix
 from gradsmith.checker.deploy.fallback import first_forward
 from gradsmith.checker.inputs import resolve_target
 from gradsmith.checker.ranks import single_group_findings
+from gradsmith.checker.reentrant import backward_when_refused
 from gradsmith.checker.report import Finding, Report
 from gradsmith.checker.rng import host_restored_once, probe_device
 from gradsmith.checker.session import (
@@ -157,7 +158,7 @@ def check(fn: Any, *args: Any, surrogate: Any = None, intended: Any = None,
     # Warnings from user code must not abort the check (e.g. under `-W error`); they are
     # reported as info findings instead.
     with torch.enable_grad(), warnings.catch_warnings(record=True) as caught, _threads_for(
-            subject), host_restored_once(), probe_device(args):
+            subject), host_restored_once(), probe_device(args), backward_when_refused():
         warnings.simplefilter("always")
         if _prepare(session):
             _run_checks(session, selected)

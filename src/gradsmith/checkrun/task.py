@@ -65,8 +65,12 @@ _WARMED: set[str] = set()
 def run(candidate: Candidate, example_index: int | None, options: dict,
         html: bool = False) -> dict:
     """Check one candidate on one example (see :func:`check_candidate`), in the working
-    directory it started in whatever folder the check ran in (discovery.working_dir)."""
-    with kept():
+    directory it started in whatever folder the check ran in (discovery.working_dir). A
+    Function that refuses ``torch.autograd.grad`` by design (a reentrant checkpoint) is
+    differentiated through ``.backward()``, in synthesis's probes too (checker.reentrant)."""
+    from gradsmith.checker.reentrant import backward_when_refused
+
+    with kept(), backward_when_refused():
         return check_candidate(candidate, example_index, options, html)
 
 
