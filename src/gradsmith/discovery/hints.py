@@ -19,6 +19,7 @@ from typing import Any
 from gradsmith.discovery.backward_items import read_backward_items
 from gradsmith.discovery.backward_shapes import read_backward_ranks
 from gradsmith.discovery.ctx_literals import read_ctx_literals
+from gradsmith.discovery.einsum_ranks import read_einsum_ranks
 from gradsmith.discovery.guards import read_guards
 from gradsmith.discovery.matrices import read_matrices
 from gradsmith.discovery.permutations import read_permutations
@@ -131,6 +132,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         visitor.visit(tree)
         visitor.merge_items()
         read_windows(tree, hints)  # F.avg_pool2d(x, kernel): kernel is a tuple of ints
+        read_einsum_ranks(tree, hints)  # einsum('bki,bki->bk', x, w): x has rank 3
         read_size_arithmetic(fn, hints)  # (h + 2 * pad - k) // stride: pad, stride are ints
         if depth == 0:
             read_scaled_sizes(tree, hints)  # rotary_dim = 2 * cos.shape[-1] <= headdim
