@@ -78,6 +78,9 @@ def test_a_group_started_before_the_fork_is_renewed_not_hung(tmp_path):
     assert rows["Gather"]["elapsed"] < 30
     assert any(f["code"] == "check-incomplete" and "world size 1" in f["message"]
                for f in right["findings"])
+    # the environment's sitecustomize started the group, not gradsmith: the sentence says so
+    said = " ".join(f["message"] for f in right["findings"] if f["code"] == "check-incomplete")
+    assert "the environment started" in said and "gradsmith started" not in said
     assert not [f for f in right["findings"] if f["severity"] == "error"]
     # forward is the identity at world size 1, so a wrong backward reads as an undeclared
     # estimator (or a mismatch): an error either way, never a timeout or an INCOMPLETE

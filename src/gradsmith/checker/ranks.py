@@ -20,7 +20,7 @@ from typing import Any
 
 from gradsmith.checker.report import Finding
 from gradsmith.discovery.collectives import called
-from gradsmith.discovery.process_group import started, uses_distributed
+from gradsmith.discovery.process_group import inherited, started, uses_distributed
 
 
 def single_group_findings(target: Any) -> list[Finding]:
@@ -31,6 +31,12 @@ def single_group_findings(target: Any) -> list[Finding]:
         why = ("it ran in a process group of one that gradsmith started (gloo, world size 1): "
                "a gather or reduce is the identity there, so what backward does with the "
                "gradients other ranks send is not checked")
+        return [_finding(why, 1)]
+    if inherited():
+        why = ("it ran in a process group of one that the environment started before gradsmith "
+               "ran (world size 1; renewed in gradsmith's task process): a gather or reduce is "
+               "the identity there, so what backward does with the gradients other ranks send "
+               "is not checked")
         return [_finding(why, 1)]
     import torch.distributed as dist
 

@@ -18,6 +18,7 @@ ASSUMED = ("no torch.distributed process group was started, so gradsmith started
            "with one process (gloo, rank 0, world size 1)")
 
 _started = False
+_inherited = False
 
 
 def needs_group(reason: str) -> bool:
@@ -45,13 +46,13 @@ def backward_needs_group(fn: Any, found: Any) -> bool:
 def start_single_group() -> bool:
     """Start a world-size-1 gloo group in this (the task's) process; False when torch has no
     distributed support or a group already exists (the user's own: never replaced)."""
-    global _started
+    global _started, _inherited
     import torch.distributed as dist
 
     if not dist.is_available() or dist.is_initialized():
         return False
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    _started = True
+    _started, _inherited = True, False
     return True
 
 
@@ -66,8 +67,9 @@ def renew_inherited() -> bool:
     group is dropped from torch's registries without being touched (kept referenced, never
     destroyed: the task ends with ``os._exit``) and a fresh group of one takes its place, the
     same degenerate case the environment gave. A larger world cannot be rebuilt from one rank
-    and is left as it is. Costs nothing where ``torch.distributed`` was never imported."""
-    global _started
+    and is left as it is. Costs nothing where ``torch.distributed`` was never imported. The
+    group stays the environment's (:func:`inherited`), not one gradsmith started."""
+    global _inherited
     import sys
 
     dist = sys.modules.get("torch.distributed")
@@ -86,8 +88,14 @@ def renew_inherited() -> bool:
     world.default_pg = None
     world.group_count = 0
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    _started = True
+    _inherited = True
     return True
+
+
+def inherited() -> bool:
+    """Whether the current group of one is the environment's, renewed in this task process
+    (:func:`renew_inherited`): the user's setup chose a world of one, gradsmith did not."""
+    return _inherited
 
 
 # Inherited groups dropped by renew_inherited: referenced so their destructors never run.
