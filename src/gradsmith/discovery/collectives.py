@@ -82,3 +82,72 @@ def called(fn: Any) -> list[str]:
             if inner is not None:
                 found |= _calls(inner, getattr(helper, "__globals__", {}))[0]
     return sorted(found)
+
+
+# A torch.distributed function's parameters that name a process group, and its reduction.
+_GROUP_PARAMS = {"group", "process_group", "pg"}
+_OP_PARAMS = {"op"}
+
+
+def read_group_args(fn: Any, hints: dict) -> None:
+    """Mark the parameters of ``fn`` (a forward) that it hands to a ``torch.distributed``
+    function as that function's ``group`` (kind ``"group"``: the default group, ``None``, is
+    synthesised) or ``op`` (kind ``"reduce_op"``: ``ReduceOp.SUM``), or that are annotated
+    ``ProcessGroup``. Synthesis otherwise gives them tensors, and the collective raises
+    "Boolean value of Tensor with more than one value is ambiguous" on every layout (corpus 14d
+    held-out: turbo-alignment's ``_AllReduce(op, group, tensor)``, ArcticTraining's
+    ``AlltoAllV_Func(group, x, ...)``). A kind the body already gave is kept.
+
+    Example:
+        >>> import torch.distributed as dist
+        >>> def forward(ctx, op, group, x):
+        ...     dist.all_reduce(x, op=op, group=group)
+        ...     return x * dist.get_world_size(group)
+        >>> from gradsmith.discovery.hints import Hint
+        >>> hints = {"op": Hint(), "group": Hint(), "x": Hint()}
+        >>> read_group_args(forward, hints)
+        >>> [hints[n].kind for n in ("op", "group", "x")]
+        ['reduce_op', 'group', None]
+    """
+    fn = getattr(fn, "__func__", fn)
+    scope = getattr(fn, "__globals__", {})
+    tree = _tree(fn)
+    if tree is None:
+        return
+    for name, hint in hints.items():
+        annotation = getattr(fn, "__annotations__", {}).get(name)
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if hint.kind is None and str(text).endswith("ProcessGroup"):
+            hint.kind = "group"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for param, role in _roles(node, scope):
+                hint = hints.get(param)
+                if hint is not None and hint.kind is None:
+                    hint.kind = role
+
+
+def _roles(call: ast.Call, scope: dict) -> list[tuple[str, str]]:
+    """(parameter name, ``"group"`` | ``"reduce_op"``) for each bare name ``call`` passes to
+    a torch.distributed function's group or op parameter."""
+    func = call.func
+    target = None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and isinstance(scope.get(func.value.id), types.ModuleType) \
+            and _is_distributed(scope[func.value.id]):
+        target = getattr(scope[func.value.id], func.attr, None)
+    elif isinstance(func, ast.Name) and _is_distributed(scope.get(func.id)) \
+            and callable(scope.get(func.id)):
+        target = scope[func.id]
+    if target is None:
+        return []
+    try:
+        names = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return []
+    passed = [(names[i], a.id) for i, a in enumerate(call.args)
+              if i < len(names) and isinstance(a, ast.Name)]
+    passed += [(k.arg, k.value.id) for k in call.keywords
+               if k.arg and isinstance(k.value, ast.Name)]
+    return [(param, "group" if where in _GROUP_PARAMS else "reduce_op")
+            for where, param in passed if where in _GROUP_PARAMS | _OP_PARAMS]

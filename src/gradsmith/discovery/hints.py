@@ -18,6 +18,7 @@ from typing import Any
 
 from gradsmith.discovery.backward_items import read_backward_items
 from gradsmith.discovery.backward_shapes import read_backward_ranks
+from gradsmith.discovery.collectives import read_group_args
 from gradsmith.discovery.ctx_literals import read_ctx_literals
 from gradsmith.discovery.einsum_ranks import read_einsum_ranks
 from gradsmith.discovery.guards import read_guards
@@ -134,6 +135,7 @@ def forward_hints(fn: Any, names: list[str], owner: type | None = None,
         read_windows(tree, hints)  # F.avg_pool2d(x, kernel): kernel is a tuple of ints
         read_einsum_ranks(tree, hints)  # einsum('bki,bki->bk', x, w): x has rank 3
         read_size_arithmetic(fn, hints)  # (h + 2 * pad - k) // stride: pad, stride are ints
+        read_group_args(fn, hints)  # dist.all_reduce(x, op=op, group=group): not tensors
         if depth == 0:
             read_scaled_sizes(tree, hints)  # rotary_dim = 2 * cos.shape[-1] <= headdim
         if owner is not None and depth < 3:

@@ -154,7 +154,9 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             else:
                 slots.append(Slot(p.name, "value", p.default, hint))
             continue
-        if hint.window and kind != "tensor":  # F.avg_pool2d(x, kernel): a pooling window
+        if kind in ("group", "reduce_op"):  # dist.all_reduce(x, op=op, group=group)
+            slots.append(Slot(p.name, "value", _collective_value(kind), hint))
+        elif hint.window and kind != "tensor":  # F.avg_pool2d(x, kernel): a pooling window
             slots.append(Slot(p.name, "value", (2,) * hint.window, hint))
         elif none_first and hint.optional and kind in (None, "tensor"):
             slots.append(Slot(p.name, "none", hint=hint, optional_tensor=True))
@@ -192,6 +194,16 @@ def plan_slots(params: list[inspect.Parameter], hints: dict[str, Hint],
             slots.append(Slot(p.name, "tensor", hint=hint,
                                omittable=hint.optional and kind != "index"))
     return slots
+
+
+def _collective_value(kind: str) -> Any:
+    """The default process group (None) for a ``group``, a sum for a reduction ``op``: the
+    reduction whose adjoint is itself (see :func:`gradsmith.discovery.collectives.read_group_args`)."""
+    if kind == "group":
+        return None
+    import torch.distributed as dist
+
+    return dist.ReduceOp.SUM
 
 
 def _above(value: Any, hint: Hint) -> Any:
