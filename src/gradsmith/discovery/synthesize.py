@@ -211,7 +211,8 @@ def _synthesize(fn: Any, seed: int, handed: dict | None = None) -> Synthesized |
         plans = with_asserted(plans, asserted)
     if (solver := solver_skip(fn, owner, params, plans[0], hints)) is not None:
         return NoInputs(solver)  # an argmin cannot be invented: the user's solver is needed
-    paired = [p.name for p in params if "inverse" in p.name.lower()]
+    flags = {s.name for s in plans[0] if s.kind == "value" and isinstance(s.value, bool)}
+    paired = [p.name for p in params if "inverse" in p.name.lower() and p.name not in flags]
     if paired:  # an inverse must match its function: inventing one gives false failures
         return NoInputs(no_inputs_reason(fn, f"{paired[0]!r} must be the inverse of another argument, "
                              "which cannot be synthesised", plans[-1], hints))
