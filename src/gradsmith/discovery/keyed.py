@@ -11,6 +11,10 @@ Read from forward, setup_context and, through what forward keeps on ctx, backwar
 Entries of a mapping only backward reads (forward keeps it on ctx and never looks inside) are 1:
 backward scales its gradient by them (a surrogate's width, a gradient multiplier), and any
 other value would make a gradient-mismatch of a value gradsmith chose, not one the code shows.
+An int one is 1 too: spigot's estimators read ``steps = ctx.config['gradient_update_steps']``
+and loop ``for i in range(1, steps)`` through a decoder nothing describes; one step is the
+estimator itself, with no extra loop. A local name bound to an entry (``steps`` above) is used
+as the entry is, so ``range(1, steps)`` makes it an int.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 _INT_CALLS = {"range", "int"}
 # an entry only backward reads is 1 (a float, or a 0-d tensor where torch takes it)
-NEUTRAL = {"float": "neutral", "tensor": "neutral-tensor"}
+NEUTRAL = {"float": "neutral", "tensor": "neutral-tensor", "int": "neutral-int"}
 _NAMESPACES = {"torch", "F", "functional"}
 
 
@@ -48,6 +52,18 @@ class _Keys(ast.NodeVisitor):
     def __init__(self, found: dict[str, dict[str, str]], names: dict[str, str],
                  ctx_attrs: dict[str, str] | None = None) -> None:
         self.found, self.names, self.ctx_attrs = found, names, ctx_attrs or {}
+        self.aliases: dict[str, tuple[str, str]] = {}  # local name -> (parameter, key)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        """``steps = p["steps"]``: later uses of ``steps`` are uses of the entry."""
+        got = self.keyed(node.value)
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                if got is not None:
+                    self.aliases[target.id] = got
+                else:
+                    self.aliases.pop(target.id, None)
+        self.generic_visit(node)
 
     def keyed(self, node: ast.AST) -> tuple[str, str] | None:
         """(parameter, key) for ``p["key"]`` or ``ctx.p["key"]``, else None."""
@@ -107,7 +123,8 @@ class _Keys(ast.NodeVisitor):
 
     def _mark(self, node: ast.AST, how: str) -> None:
         for sub in ast.walk(node):
-            if (got := self.keyed(sub)) is not None:
+            got = self.aliases.get(sub.id) if isinstance(sub, ast.Name) else self.keyed(sub)
+            if got is not None:
                 keys = self.found.setdefault(got[0], {})
                 if keys.get(got[1]) != "int":  # an int use wins: a tensor cannot index
                     keys[got[1]] = how
@@ -122,6 +139,8 @@ def keyed_value(key: str, how: str) -> Any:
 
     if how == "neutral":
         return 1.0
+    if how == "neutral-int":
+        return 1
     if how == "neutral-tensor":
         return torch.tensor(1.0, dtype=torch.float64)
     if how == "tensor":
