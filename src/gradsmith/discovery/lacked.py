@@ -9,6 +9,13 @@ code uses: nothing shows the Function is wrong, so the row is a skip that names 
 never an error. The same error on a tensor, a number or an object the user registered stays
 what it is (checked by the type named in the error: a synthesised argument's own class, not a
 builtin one; builtin values of a guessed kind are :mod:`~gradsmith.discovery.doubt`'s).
+
+A synthesised tensor lacking an attribute ``torch.Tensor`` does not define is the same case:
+fast-differential-privacy's privacy engine tags each parameter (``weight.per_sample_clip``,
+``weight.noise``) before training, and backward reads the tags. A fresh tensor has none, so
+``'Tensor' object has no attribute 'per_sample_clip'`` is the synthesis's, not harm. It counts
+only when the raising line reads the attribute off a name that is not one of backward's
+incoming gradients (those autograd makes, and no user can tag).
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ def lacked_by_synthesised(fn: Any, args: tuple, errors: list) -> str:
     for finding in errors:
         if (finding.details or {}).get("exception") not in ("AttributeError", "TypeError"):
             return ""
+        if tagged := _tensor_tag(fn, args, finding.message):
+            reasons.append(tagged)
+            continue
         found = next((m for p in _ON_TYPE for m in p.finditer(finding.message)
                       if m["type"] in kinds), None)
         if found is None:
@@ -80,3 +90,39 @@ def _reason(fn: Any, args: tuple, finding: Any, index: int, attr: str, arity: bo
 
 
 _KINDS = ("callable", "subscriptable", "iterable")
+_TAG = re.compile(r"'(?:Tensor|Parameter)' object has no attribute '(?P<attr>\w+)'.*?"
+                  r"in (?P<method>\w+): `(?P<line>[^`]*)`", re.S)
+
+
+def _tensor_tag(fn: Any, args: tuple, message: str) -> str:
+    """Why ``'Tensor' object has no attribute 'tag'`` is the synthesis's (see the module
+    docstring), or empty: the attribute is torch's own, or the line reads it off an incoming
+    gradient, or no argument is a tensor."""
+    import torch
+
+    m = _TAG.search(message)
+    if m is None or hasattr(torch.Tensor, m["attr"]) or not any(
+            isinstance(a, torch.Tensor) for a in args):
+        return ""
+    owners = set(re.findall(rf"\b(\w+)\s*\.\s*{m['attr']}\b", m["line"]))
+    if not owners or owners & _incoming(fn, m["method"]):
+        return ""
+    where, _, raised = message.partition(" raised ")
+    return (f"{where} read .{m['attr']} off {', '.join(sorted(owners))}, a tensor gradsmith "
+            f"synthesised ({raised}): real callers tag the tensor with attributes torch does "
+            "not define (an engine setting up its parameters), and a fresh one has none, so "
+            "the error is the synthesis's, not shown to be the Function's. Check it with "
+            "tensors that carry the attributes, as the engine sets them")
+
+
+def _incoming(fn: Any, method: str) -> set[str]:
+    """Names of the gradients autograd hands ``method`` (backward's, jvp's), ctx excluded."""
+    import inspect
+
+    owner = getattr(fn, "__self__", None) or fn
+    body = getattr(owner, method, None) if method in ("backward", "jvp") else None
+    try:
+        names = list(inspect.signature(body).parameters) if body is not None else []
+    except (TypeError, ValueError):
+        return set()
+    return set(names[1:])
