@@ -323,6 +323,11 @@ def _returned_count(value: ast.AST | None, backward: ast.AST) -> int | None:
     return 1 if isinstance(value, ast.Name) and value.id in incoming else None
 
 
+# Methods of a gradient that give one tensor like it (never a tuple).
+_SAME_TENSOR = {"clone", "contiguous", "detach", "float", "double", "to", "type_as", "view_as",
+                "reshape_as", "expand_as"}
+
+
 def _fills(node: ast.AST, name: str) -> bool:
     """``name[...] = value``: a store into the tensor ``name`` holds, never a new binding."""
     return isinstance(node, ast.Assign) and all(
@@ -340,6 +345,7 @@ def _one_tensor(value: ast.AST, incoming: set[str], filled: bool = False) -> boo
             return False
         if isinstance(node, ast.Call) and not (
                 isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "torch"):
+                and (node.func.value.id == "torch" or node.func.value.id in incoming
+                     and node.func.attr in _SAME_TENSOR)):  # einsum(..., g.clone())
             return False
     return filled or any(isinstance(n, ast.Name) and n.id in incoming for n in nodes)
