@@ -66,8 +66,8 @@ def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any
     original = _ORIGINAL[0] if _ORIGINAL else torch.autograd.grad
     args = (outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
             allow_unused, is_grads_batched, materialize_grads)
-    if getattr(_STATE, "depth", 0):  # inside a backward this module started, or a nested grad
-        return original(*args)
+    if torch.compiler.is_compiling() or getattr(_STATE, "depth", 0):
+        return original(*args)  # traced by Dynamo, or inside a backward: torch's own grad
     _STATE.depth = 1
     try:
         try:
