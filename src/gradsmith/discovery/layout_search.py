@@ -67,6 +67,8 @@ def first_working(call, slots: list[Slot], seed: int,
             if raised is None:
                 return found
             fallback = fallback or replace(found, doubt=raised)
+            if getattr(raised, "elementwise_mask", False):
+                return fallback  # a one-value layout would hide the harm: elementwise_masks
             continue
         last_error = found
         integer = integer or found.endswith(NOT_FLOATING)

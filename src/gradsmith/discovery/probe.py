@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gradsmith.discovery.callables import probe_backward
+from gradsmith.discovery.elementwise_masks import mask_line
 
 
 def probe(call: Callable[..., Any], args: list, backward: bool = False) -> bool | str:
@@ -130,6 +131,8 @@ def backward_error(call, args: tuple) -> str | None:
             if any(m in str(exc) for m in _VALIDATION):
                 return None  # backward ran; the check reports the gradients it returned
             said = f"{type(exc).__name__}: {_first_line(exc)}"
+            if line := mask_line(exc):  # see elementwise_masks: no guess, harm
+                return Raised(f"{said} (at `{line}`)", elementwise_mask=True)
             if COMPLEX_GRADIENT in said and _complex_of_real(out, fresh):
                 return Raised(said + COMPLEX_OF_REAL, complex_of_real=True)  # see doubt
             return said
@@ -150,10 +153,13 @@ class Raised(str):
     """
 
     complex_of_real: bool
+    elementwise_mask: bool  # see discovery.elementwise_masks
 
-    def __new__(cls, text: str, complex_of_real: bool = False) -> Raised:
+    def __new__(cls, text: str, complex_of_real: bool = False,
+                elementwise_mask: bool = False) -> Raised:
         self = super().__new__(cls, text)
         self.complex_of_real = complex_of_real
+        self.elementwise_mask = elementwise_mask
         return self
 
 
