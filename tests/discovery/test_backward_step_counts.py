@@ -100,3 +100,16 @@ def test_an_argmax_with_a_stepped_backward_is_an_estimator(module):
     report = gradsmith.check(module.SteppedArgmax, *(a.detach() if torch.is_tensor(a) else a
                                                      for a in found.args))
     assert report.codes("error") == {"undeclared-estimator"}, str(report)
+
+
+def test_another_int_use_keeps_the_usual_value():
+    """A bit width backward shifts by keeps its usual value (1 bit would be degenerate); only
+    a loop count is 1."""
+    import ast
+
+    from gradsmith.discovery.keyed import read_keys
+
+    found: dict = {}
+    read_keys(ast.parse("b = ctx.c['num_bits']\ny = g >> b\nn = ctx.c['steps']\n"
+                        "for i in range(n):\n    pass"), found, [], {"c": "cfg"})
+    assert found == {"cfg": {"num_bits": "int", "steps": "count"}}

@@ -11,9 +11,10 @@ Read from forward, setup_context and, through what forward keeps on ctx, backwar
 Entries of a mapping only backward reads (forward keeps it on ctx and never looks inside) are 1:
 backward scales its gradient by them (a surrogate's width, a gradient multiplier), and any
 other value would make a gradient-mismatch of a value gradsmith chose, not one the code shows.
-An int one is 1 too: spigot's estimators read ``steps = ctx.config['gradient_update_steps']``
+A loop count is 1 too: spigot's estimators read ``steps = ctx.config['gradient_update_steps']``
 and loop ``for i in range(1, steps)`` through a decoder nothing describes; one step is the
-estimator itself, with no extra loop. A local name bound to an entry (``steps`` above) is used
+estimator itself, with no extra loop (another int use, a shift or an index, keeps the key's
+usual value: a bit width of 1 would be degenerate). A local name bound to an entry (``steps`` above) is used
 as the entry is, so ``range(1, steps)`` makes it an int.
 """
 
@@ -23,8 +24,9 @@ import ast
 from typing import Any
 
 _INT_CALLS = {"range", "int"}
+_RANK = {"int": 2, "count": 1}  # an int use wins over a count, a count over float or tensor
 # an entry only backward reads is 1 (a float, or a 0-d tensor where torch takes it)
-NEUTRAL = {"float": "neutral", "tensor": "neutral-tensor", "int": "neutral-int"}
+NEUTRAL = {"float": "neutral", "tensor": "neutral-tensor", "count": "neutral-int"}
 _NAMESPACES = {"torch", "F", "functional"}
 
 
@@ -43,6 +45,9 @@ def read_keys(tree: ast.AST, found: dict[str, dict[str, str]], names: list[str],
         {'param': {'tau': 'tensor', 'gain': 'float'}}
     """
     _Keys(found, {n: n for n in names}, ctx_attrs).visit(tree)
+    if ctx_attrs is None:  # a loop count only matters where backward alone reads it
+        for keys in found.values():
+            keys.update({k: "int" for k, how in keys.items() if how == "count"})
 
 
 class _Keys(ast.NodeVisitor):
@@ -115,7 +120,7 @@ class _Keys(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Name) and func.id in _INT_CALLS:
             for a in node.args:
-                self._mark(a, "int")
+                self._mark(a, "count" if func.id == "range" else "int")
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
                 func.value.id in _NAMESPACES:
             for a in [*node.args, *(k.value for k in node.keywords)]:
@@ -126,7 +131,8 @@ class _Keys(ast.NodeVisitor):
             got = self.aliases.get(sub.id) if isinstance(sub, ast.Name) else self.keyed(sub)
             if got is not None:
                 keys = self.found.setdefault(got[0], {})
-                if keys.get(got[1]) != "int":  # an int use wins: a tensor cannot index
+                if _RANK.get(keys.get(got[1]), 0) < _RANK.get(how, 0) or \
+                        keys.get(got[1]) not in _RANK:  # an int use wins: a tensor cannot index
                     keys[got[1]] = how
 
 
@@ -141,6 +147,8 @@ def keyed_value(key: str, how: str) -> Any:
         return 1.0
     if how == "neutral-int":
         return 1
+    if how == "count":
+        how = "int"
     if how == "neutral-tensor":
         return torch.tensor(1.0, dtype=torch.float64)
     if how == "tensor":
