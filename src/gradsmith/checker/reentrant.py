@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from gradsmith.checker.graph import graph_nodes
+
 _REFUSAL = re.compile(r"(?:incompatible|not compatible) with \.grad\(\)")
 _STATE = threading.local()
 _LOCK = threading.Lock()
@@ -133,17 +135,10 @@ def _answer(ins: list, got: dict[int, torch.Tensor], allow_unused: Any,
 def _leaf_map(outs: list) -> dict[int, torch.Tensor]:
     """The leaves (``AccumulateGrad`` variables) reachable from ``outs``' graph, by id."""
     found: dict[int, torch.Tensor] = {}
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in graph_nodes(outs):
         var = getattr(node, "variable", None)
         if isinstance(var, torch.Tensor):
             found[id(var)] = var
-        stack.extend(n for n, _ in node.next_functions)
     for o in outs:
         if o.is_leaf and o.requires_grad:
             found[id(o)] = o

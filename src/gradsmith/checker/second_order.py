@@ -14,6 +14,7 @@ import inspect
 import torch
 
 from gradsmith.checker import costly, declared, gradients, kernels, reported, unsupported
+from gradsmith.checker.graph import graph_nodes
 from gradsmith.checker.inputs import is_once_differentiable
 from gradsmith.checker.problem import Problem, seeded_grad
 from gradsmith.checker.report import Finding
@@ -171,17 +172,10 @@ def _inner_estimator(session: Session, problem: Problem) -> str | None:
 def _function_in_graph(outs, wanted) -> str | None:
     """The name of the first custom Function in the graph behind ``outs`` for which
     ``wanted(cls)`` holds, or None."""
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outs if o is not None and o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in graph_nodes(outs):
         cls = getattr(node, "_forward_cls", None)
         if cls is not None and wanted(cls):
             return cls.__name__
-        stack.extend(next_fn for next_fn, _ in node.next_functions)
     return None
 
 
