@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,6 +43,19 @@ class BadMatmul(Function):
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         return grad @ w, (x.t() @ grad).t()
+"""
+
+# A planted wrong backward beside a test's own Functions: forward doubles, backward triples.
+TRIPLES = """
+@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
+class TriplesInBackward(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 3 * grad
 """
 
 # forward needs a string argument that cannot be synthesised (the allowed values live in a
@@ -147,7 +161,19 @@ def gradsmith_cli(capsys, monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def check_rows(gradsmith_cli):
+    """``check_rows(*args)``: ``gradsmith check ARGS --format json`` in-process, returning the
+    exit code and the rows by Function name."""
+
+    def _run(*args: str) -> tuple[int, dict]:
+        code, out, _ = gradsmith_cli(*args, "--format", "json")
+        return code, {r["name"].split("::")[1]: r for r in json.loads(out)["results"]}
+
+    return _run
+
+
+@pytest.fixture
 def snippets():
     """The module bodies above, by name (tests cannot import conftest in importlib mode)."""
     return SimpleNamespace(good=GOOD, bad=BAD, no_inputs=NO_INPUTS, aborts=ABORTS, hangs=HANGS,
-                           raises_at_import=RAISES_AT_IMPORT)
+                           raises_at_import=RAISES_AT_IMPORT, triples=TRIPLES)

@@ -52,24 +52,12 @@ class Doubles(Function):
     def backward(ctx, grad):
         return 2 * grad
 
-
-@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
-class TriplesInBackward(Function):  # planted: forward doubles
-    @staticmethod
-    def forward(ctx, x):
-        return 2 * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return 3 * grad
 '''
 
 
-def test_a_crash_inside_backward_is_placed_and_judged_by_whose_inputs(write, gradsmith_cli):
-    write("kernels.py", CRASHES)
-    code, out, _ = gradsmith_cli("kernels.py", "--format", "json", "--no-compat",
-                                 "--timeout", "60")
-    rows = {r["name"].split("::")[1]: r for r in json.loads(out)["results"]}
+def test_a_crash_inside_backward_is_placed_and_judged_by_whose_inputs(write, check_rows, snippets):
+    write("kernels.py", CRASHES, snippets.triples)
+    code, rows = check_rows("kernels.py", "--no-compat", "--timeout", "60")
     assert code == 1
 
     shown = rows["DiesInBackwardExample"]

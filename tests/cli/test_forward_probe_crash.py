@@ -9,8 +9,6 @@ caller meets and stays a crash FAIL; a planted wrong backward beside them still 
 
 from __future__ import annotations
 
-import json
-
 CRASHES = '''
 import ctypes
 
@@ -46,24 +44,12 @@ class DiesInForwardExample(Function):
     def backward(ctx, grad):
         return 2 * grad
 
-
-@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
-class TriplesInBackward(Function):  # planted: forward doubles
-    @staticmethod
-    def forward(ctx, x):
-        return 2 * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return 3 * grad
 '''
 
 
-def test_a_forward_crash_on_candidate_inputs_is_incomplete(write, gradsmith_cli):
-    write("kernels.py", CRASHES)
-    code, out, _ = gradsmith_cli("kernels.py", "--format", "json", "--no-compat",
-                                 "--timeout", "60")
-    rows = {r["name"].split("::")[1]: r for r in json.loads(out)["results"]}
+def test_a_forward_crash_on_candidate_inputs_is_incomplete(write, check_rows, snippets):
+    write("kernels.py", CRASHES, snippets.triples)
+    code, rows = check_rows("kernels.py", "--no-compat", "--timeout", "60")
     assert code == 1
     tried = rows["DiesInForwardSynthesised"]
     assert (tried["verdict"], tried["error"]) == ("fail", "incomplete"), tried

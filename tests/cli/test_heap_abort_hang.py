@@ -11,8 +11,6 @@ backward beside them still FAILs.
 
 from __future__ import annotations
 
-import json
-
 HANGS = '''
 import os
 import time
@@ -56,24 +54,12 @@ class QuietlySlowOnce(Function):
     def backward(ctx, grad):
         return 2 * grad
 
-
-@gradsmith.example(lambda: (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
-class TriplesInBackward(Function):  # planted: forward doubles
-    @staticmethod
-    def forward(ctx, x):
-        return 2 * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return 3 * grad
 '''
 
 
-def test_a_hang_after_glibc_aborted_is_ended_not_waited_out(write, gradsmith_cli):
-    write("hangs.py", HANGS)
-    code, out, _ = gradsmith_cli("hangs.py", "--format", "json", "--no-compat",
-                                 "--timeout", "120")
-    rows = {r["name"].split("::")[1]: r for r in json.loads(out)["results"]}
+def test_a_hang_after_glibc_aborted_is_ended_not_waited_out(write, check_rows, snippets):
+    write("hangs.py", HANGS, snippets.triples)
+    code, rows = check_rows("hangs.py", "--no-compat", "--timeout", "120")
     assert code == 1
 
     hung = rows["CorruptsThenHangs"]
